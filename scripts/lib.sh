@@ -1,0 +1,187 @@
+# shellcheck shell=bash
+# Sourced by every script in scripts/: one voice (say, warn, die), settings, argv helpers.
+# Not executable on its own.
+
+set -euo pipefail
+
+# The hf CLI changes its output when it detects an agent harness or a new release:
+# every script pins the format (-q, --json) and turns the update check off.
+export HF_HUB_DISABLE_UPDATE_CHECK=1
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly REPO_ROOT
+readonly RUNS_DIR="$REPO_ROOT/runs"
+readonly ENV_DIR="$REPO_ROOT/env"
+STATE_ROOT="${STATE_ROOT:-$REPO_ROOT/state}"
+readonly STATE_ROOT
+SCRIPT_NAME=$(basename "$0" .sh)
+readonly SCRIPT_NAME
+
+# The project's own tools come first, so `hf` and `harbor` are the pinned ones.
+if [[ -d "$REPO_ROOT/.venv/bin" ]]; then
+  PATH="$REPO_ROOT/.venv/bin:$PATH"
+fi
+
+say() { printf '%s: %s\n' "$SCRIPT_NAME" "$*" >&2; }
+warn() { printf '%s: warning: %s\n' "$SCRIPT_NAME" "$*" >&2; }
+die() {
+  printf '%s: %s\n' "$SCRIPT_NAME" "$*" >&2
+  exit 1
+}
+
+is_dry_run() { [[ "${DRY_RUN:-0}" != "0" && -n "${DRY_RUN:-}" ]]; }
+
+# --- settings -----------------------------------------------------------------------------
+#
+# A run's settings come from four layers, later wins:
+#   env/defaults.env  <  env/servers/<SERVER>.env  <  runs/<RUN>.env  <  the environment
+# The last layer is what `make bench RUN=x N_CONCURRENT=1` passes down. Every setting is
+# a plain string; list-valued ones (SERVER_ARGS, TASKS, …) are shell-quoted words, split by
+# split_words without ever being evaluated. The names of all settings are the ones
+# env/defaults.env assigns: that file is the catalogue.
+
+setting_names() {
+  sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' "$ENV_DIR/defaults.env"
+}
+
+list_runs() {
+  local f
+  for f in "$RUNS_DIR"/*.env; do
+    basename "$f" .env
+  done
+}
+
+# The run to act on: RUN from the command line, else the last one used (state/last-run).
+resolve_run() {
+  if [[ -z "${RUN:-}" && -f "$STATE_ROOT/last-run" ]]; then
+    RUN=$(<"$STATE_ROOT/last-run")
+    say "RUN not given; using the last run, $RUN (state/last-run)"
+  fi
+  [[ -n "${RUN:-}" ]] || die "no RUN given. Pick one: make <verb> RUN=<name>, with <name> one of: $(list_runs | tr '\n' ' ')"
+  [[ "$RUN" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ && -f "$RUNS_DIR/$RUN.env" ]] ||
+    die "unknown run '$RUN'. Known runs: $(list_runs | tr '\n' ' ')(files in runs/)"
+}
+
+remember_run() {
+  is_dry_run && return 0
+  mkdir -p "$STATE_ROOT"
+  printf '%s\n' "$RUN" >"$STATE_ROOT/last-run"
+}
+
+# Load RUN's settings into this shell. Command-line values are captured first and put back
+# last, so they win over every file.
+load_settings() {
+  local name overrides=()
+  while read -r name; do
+    if [[ -n "${!name+x}" ]]; then
+      overrides+=("$name=${!name}")
+    fi
+  done < <(setting_names)
+
+  # shellcheck source=../env/defaults.env
+  source "$ENV_DIR/defaults.env"
+  # The run file names its server profile; read it once to know which profile to layer under it.
+  # shellcheck disable=SC1090
+  source "$RUNS_DIR/$RUN.env"
+  local server=$SERVER pair
+  for pair in "${overrides[@]}"; do
+    [[ "${pair%%=*}" == SERVER ]] && server=${pair#*=}
+  done
+  [[ "$server" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ && -f "$ENV_DIR/servers/$server.env" ]] ||
+    die "run '$RUN' names server profile '$server', which is not in env/servers/ (have: $(cd "$ENV_DIR/servers" && ls -- *.env | sed 's/\.env$//' | tr '\n' ' '))"
+  # shellcheck disable=SC1090
+  source "$ENV_DIR/servers/$server.env"
+  # shellcheck disable=SC1090
+  source "$RUNS_DIR/$RUN.env"
+  for pair in "${overrides[@]}"; do
+    printf -v "${pair%%=*}" '%s' "${pair#*=}"
+  done
+  JOB_NAME=${JOB_NAME:-$RUN}
+}
+
+# require NAME...: each setting must be non-empty; says which file sets it.
+require() {
+  local name
+  for name in "$@"; do
+    [[ -n "${!name:-}" ]] ||
+      die "setting $name is empty for run '$RUN'. Set it in runs/$RUN.env (or env/servers/$SERVER.env for server settings), or on the command line: $name=…"
+  done
+}
+
+# require_number NAME...: a positive integer or decimal (concurrency, multiplier, port, …).
+require_number() {
+  local name
+  for name in "$@"; do
+    [[ "${!name}" =~ ^[0-9]+([.][0-9]+)?$ && ! "${!name}" =~ ^0+([.]0+)?$ ]] ||
+      die "setting $name must be a positive number, got '${!name}' (run '$RUN')"
+  done
+}
+
+require_integer() {
+  local name
+  for name in "$@"; do
+    [[ "${!name}" =~ ^[1-9][0-9]*$ ]] ||
+      die "setting $name must be a positive whole number, got '${!name}' (run '$RUN')"
+  done
+}
+
+# split_words VAR STRING: shell-quoted words of STRING into array VAR, with quotes
+# honoured ('{"a": 1}' stays one word) and nothing evaluated: xargs does the quoting.
+split_words() {
+  local -n _into=$1
+  _into=()
+  [[ -n "${2//[[:space:]]/}" ]] || return 0
+  local word
+  while IFS= read -r -d '' word; do
+    _into+=("$word")
+  done < <(printf '%s' "$2" | xargs printf '%s\0') ||
+    die "cannot split '$2' into words: check its quotes"
+}
+
+# Label values allow only letters, digits, '-' and '_' (HF Jobs stores them as tags).
+sanitize_label() {
+  printf '%s' "$1" | tr -c 'A-Za-z0-9_-' '-'
+}
+
+# --- printing and running argv --------------------------------------------------------------
+
+# quote_word WORD: WORD as bash reads it back: bare when it is plain, else in single quotes.
+quote_word() {
+  if [[ "$1" =~ ^[A-Za-z0-9_./:=@,+%-]+$ ]]; then
+    printf '%s' "$1"
+  else
+    printf "'%s'" "${1//\'/\'\\\'\'}"
+  fi
+}
+
+# show_cmd [ENV=VALUE...] -- ARGV...: one copy-pasteable line, each word shell-quoted.
+# Environment assignments are printed as given: callers pass references such as
+# OPENAI_API_KEY="$(hf auth token)", never a secret's value.
+show_cmd() {
+  local out="" word
+  while [[ $# -gt 0 && "$1" != "--" ]]; do
+    out+="$1 "
+    shift
+  done
+  shift
+  for word in "$@"; do
+    out+="$(quote_word "$word") "
+  done
+  printf '%s\n' "${out% }"
+}
+
+# --- state ----------------------------------------------------------------------------------
+
+run_state_dir() { printf '%s/%s' "$STATE_ROOT" "$RUN"; }
+
+# The endpoint harbor talks to: API_BASE from the command line, else the serve state.
+endpoint() {
+  if [[ -n "${API_BASE:-}" ]]; then
+    printf '%s' "${API_BASE%/}"
+    return 0
+  fi
+  local server_json
+  server_json="$(run_state_dir)/server.json"
+  [[ -f "$server_json" ]] || return 1
+  jq -er '.endpoint' "$server_json"
+}
