@@ -17,8 +17,9 @@ readonly STATE_ROOT
 SCRIPT_NAME=$(basename "$0" .sh)
 readonly SCRIPT_NAME
 
-# The project's own tools come first, so `hf` and `harbor` are the pinned ones.
-if [[ -d "$REPO_ROOT/.venv/bin" ]]; then
+# The project's own tools come first, so `hf` and `harbor` are the pinned ones; a caller
+# that already placed .venv/bin on PATH (the tests, behind their stubs) keeps its order.
+if [[ -d "$REPO_ROOT/.venv/bin" && ":$PATH:" != *":$REPO_ROOT/.venv/bin:"* ]]; then
   PATH="$REPO_ROOT/.venv/bin:$PATH"
 fi
 
@@ -88,7 +89,7 @@ load_settings() {
     [[ "${pair%%=*}" == SERVER ]] && server=${pair#*=}
   done
   [[ "$server" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ && -f "$ENV_DIR/servers/$server.env" ]] ||
-    die "run '$RUN' names server profile '$server', which is not in env/servers/ (have: $(cd "$ENV_DIR/servers" && ls -- *.env | sed 's/\.env$//' | tr '\n' ' '))"
+    die "run '$RUN' names server profile '$server', which is not in env/servers/ (have: $(basename -s .env "$ENV_DIR"/servers/*.env | tr '\n' ' '))"
   # shellcheck disable=SC1090
   source "$ENV_DIR/servers/$server.env"
   # shellcheck disable=SC1090

@@ -3,6 +3,7 @@
 # Build .venv with Python >= 3.12 and the pins in env/requirements.txt; install the bats
 # helper libraries (tests/package.json) when npm is present. Idempotent: a second run with
 # unchanged pins does nothing.
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 readonly VENV="$REPO_ROOT/.venv"

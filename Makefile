@@ -1,0 +1,46 @@
+# The front door. Each target is one line calling scripts/ or tools/; `make` prints the menu.
+# Settings are overridable on the command line: make bench RUN=qwen-t2 N_CONCURRENT=1.
+# Command-line variables reach the scripts through their environment.
+
+# Strict flags through SHELL itself, so they also hold on GNU Make 3.81 (no .SHELLFLAGS).
+SHELL := /bin/bash -euo pipefail
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules --no-print-directory
+
+.PHONY: help
+help: ## this menu
+	@printf 'Usage: make <target> [RUN=<run>] [DRY_RUN=1] [SETTING=value ...]\n\nTargets:\n'
+	@sed -n 's/^\([a-z][a-z-]*\):.*## \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | awk -F'|' '{ printf "  %-18s %s\n", $$1, $$2 }'
+	@printf '\nRuns: %s\n' "$$(ls runs | sed 's/\.env$$//' | tr '\n' ' ')"
+
+.PHONY: setup
+setup: ## build .venv (Python >= 3.12) with the pinned tools; idempotent
+	@scripts/setup.sh
+
+.PHONY: doctor
+doctor: ## preflight checks, each with its fix
+	@scripts/doctor.sh
+
+.PHONY: print
+print: ## print the exact serve, smoke and bench commands of RUN (no secrets)
+	@scripts/print.sh
+
+.PHONY: serve
+serve: ## launch RUN's model server as an HF Job and record it in state/RUN/
+	@scripts/serve.sh
+
+.PHONY: smoke
+smoke: ## one task with RUN's full wiring, job <job-name>-smoke
+	@scripts/bench.sh --smoke
+
+.PHONY: bench
+bench: ## harbor run against RUN's server, then the tally
+	@scripts/bench.sh
+
+.PHONY: tally
+tally: ## the real per-task outcome of RUN (default: the bundled example)
+	@scripts/tally.sh
+
+.PHONY: test
+test: ## every test: bats, pytest, shellcheck
+	@scripts/test.sh

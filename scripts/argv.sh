@@ -1,0 +1,140 @@
+# shellcheck shell=bash
+# Sourced after lib.sh and load_settings: builds the exact argv of each command a run needs.
+# One builder per command, used both to execute and to print, so what `make print` shows
+# is what `make serve` / `make bench` run.
+
+readonly SUPPORTED_AGENTS="terminus-2 mini-swe-agent"
+
+# Checks every setting the commands use; exits with the setting's name on the first bad one.
+validate_settings() {
+  require MODEL SERVER_ENGINE SERVER_IMAGE SERVER_FLAVOR PORT SERVER_TIMEOUT PROJECT_LABEL \
+    JOB_NAME JOBS_DIR AGENT ENV_TYPE AGENT_TIMEOUT_MULTIPLIER N_CONCURRENT
+  require_integer PORT N_CONCURRENT
+  require_number AGENT_TIMEOUT_MULTIPLIER
+  [[ -z "$N_TASKS" ]] || require_integer N_TASKS
+  # hf jobs --dry-run accepts any --timeout; a real launch rejects '90min' after the fact.
+  [[ "$SERVER_TIMEOUT" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
+    die "setting SERVER_TIMEOUT must be a number with an optional unit s, m, h or d (e.g. 4h), got '$SERVER_TIMEOUT' (run '$RUN')"
+  case "$SERVER_ENGINE" in
+    sglang | vllm) ;;
+    *) die "setting SERVER_ENGINE must be sglang or vllm, got '$SERVER_ENGINE' (env/servers/$SERVER.env)" ;;
+  esac
+  [[ " $SUPPORTED_AGENTS " == *" $AGENT "* ]] ||
+    die "setting AGENT must be one of: $SUPPORTED_AGENTS (got '$AGENT'); other agents need their own model wiring"
+  [[ -n "$DATASET_REPO" || -n "$DATASET_PATH" ]] ||
+    die "run '$RUN' names no dataset. Set DATASET_REPO (a git URL) or DATASET_PATH (a local dataset dir) in runs/$RUN.env"
+  [[ -z "$DATASET_REF" || "$DATASET_REF" =~ ^[0-9a-f]{40}$ ]] ||
+    die "setting DATASET_REF must be a full 40-hex commit sha, got '$DATASET_REF' (run '$RUN')"
+  [[ "$JOB_NAME" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] ||
+    die "setting JOB_NAME must be letters, digits, '.', '_' and '-', got '$JOB_NAME' (run '$RUN')"
+  if [[ "$AGENT" == mini-swe-agent && "$ENV_TYPE" == hf-sandbox && -z "$SANDBOX_IDLE_TIMEOUT" ]]; then
+    die "run '$RUN': mini-swe-agent on hf-sandbox needs SANDBOX_IDLE_TIMEOUT (e.g. 2h) longer than one whole agent run, or the sandbox idles out after 600 s mid-task. Set it in runs/$RUN.env"
+  fi
+  # Unbalanced quotes in a list setting fail here, before anything runs.
+  local _words
+  split_words _words "$SERVER_ARGS $SERVER_EXTRA_ARGS"
+  split_words _words "$SERVER_LABELS"
+  split_words _words "$TASKS"
+}
+
+# The engine's own command line, run inside the server job.
+server_command() {
+  local -n _cmd=$1
+  local args extra
+  split_words args "$SERVER_ARGS"
+  split_words extra "$SERVER_EXTRA_ARGS"
+  case "$SERVER_ENGINE" in
+    # sglang binds 127.0.0.1 by default, which the jobs proxy cannot reach.
+    sglang) _cmd=(sglang serve --model-path "$MODEL" "${args[@]}" "${extra[@]}" --host 0.0.0.0 --port "$PORT") ;;
+    vllm) _cmd=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" --host 0.0.0.0 --port "$PORT") ;;
+  esac
+}
+
+# serve_argv VAR MODE: the hf jobs run line. MODE launch captures the job id (-q prints
+# only the id); MODE dry-run asks the real CLI to resolve the spec without submitting.
+serve_argv() {
+  local -n _argv=$1
+  local mode=$2 cmd labels word
+  server_command cmd
+  _argv=(hf jobs run)
+  case "$mode" in
+    launch) _argv+=(--detach -q) ;;
+    dry-run) _argv+=(--dry-run) ;;
+  esac
+  # --secrets by bare name: the CLI reads the value itself, so it never sits in argv.
+  _argv+=(--flavor "$SERVER_FLAVOR" --expose "$PORT" --secrets HF_TOKEN --timeout "$SERVER_TIMEOUT")
+  _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")")
+  _argv+=(--label "model=$(sanitize_label "${MODEL##*/}")")
+  _argv+=(--label "run=$(sanitize_label "$RUN")")
+  split_words labels "$SERVER_LABELS"
+  for word in "${labels[@]}"; do
+    [[ "$word" == ?*=* ]] || die "SERVER_LABELS entry '$word' is not key=value (run '$RUN')"
+    _argv+=(--label "$(sanitize_label "${word%%=*}")=$(sanitize_label "${word#*=}")")
+  done
+  [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
+  # Without --, a server flag such as --timeout or --name is silently taken by hf itself.
+  _argv+=("$SERVER_IMAGE" -- "${cmd[@]}")
+}
+
+dataset_spec() {
+  if [[ -n "$DATASET_REF" ]]; then
+    printf '%s@%s' "$DATASET_REPO" "$DATASET_REF"
+  else
+    printf '%s' "$DATASET_REPO"
+  fi
+}
+
+# bench_argv VAR: the harbor run line for the current settings (smoke sets its own first).
+# Neither the key nor the endpoint appears in it: harbor freezes every flag into the job's
+# config.json, and a frozen endpoint makes the job unresumable after a server relaunch.
+bench_argv() {
+  # shellcheck disable=SC2178  # a nameref to the caller's array
+  local -n _argv=$1
+  local tasks task
+  _argv=(harbor run --agent "$AGENT" --model "openai/$MODEL")
+  if [[ "$AGENT" == mini-swe-agent ]]; then
+    # mini-swe-agent runs inside the sandbox: forward key and base URL as templates that
+    # harbor resolves from its own environment at run time (a literal key would be saved
+    # redacted, and a later resume would send the redacted string).
+    # shellcheck disable=SC2016
+    _argv+=(--ae 'OPENAI_API_KEY=${OPENAI_API_KEY}' --ae 'OPENAI_BASE_URL=${OPENAI_BASE_URL}')
+  fi
+  [[ -z "$REASONING_EFFORT" ]] || _argv+=(--ak "reasoning_effort=$REASONING_EFFORT")
+  if [[ -n "$DATASET_PATH" ]]; then
+    _argv+=(--path "$DATASET_PATH")
+  else
+    _argv+=(--repo "$(dataset_spec)")
+  fi
+  split_words tasks "$TASKS"
+  for task in "${tasks[@]}"; do
+    _argv+=(--include-task-name "$task")
+  done
+  [[ -z "$N_TASKS" ]] || _argv+=(--n-tasks "$N_TASKS")
+  _argv+=(--env "$ENV_TYPE")
+  if [[ "$ENV_TYPE" == hf-sandbox ]]; then
+    [[ -z "$SANDBOX_FLAVOR" ]] || _argv+=(--ek "flavor=$SANDBOX_FLAVOR")
+    [[ -z "$SANDBOX_IDLE_TIMEOUT" ]] || _argv+=(--ek "job_timeout=$SANDBOX_IDLE_TIMEOUT")
+  fi
+  _argv+=(--agent-timeout-multiplier "$AGENT_TIMEOUT_MULTIPLIER")
+  _argv+=(--jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --n-concurrent "$N_CONCURRENT" -y)
+}
+
+# Smoke: the run's own wiring on one task, in a job of its own, before the full run.
+apply_smoke_settings() {
+  JOB_NAME="$JOB_NAME-smoke"
+  [[ -z "$SMOKE_TASK" ]] || TASKS=$SMOKE_TASK
+  N_TASKS=1
+  N_CONCURRENT=1
+}
+
+# How harbor's environment is printed: references the user can paste, never the values.
+bench_env_display() {
+  local base=$1
+  # shellcheck disable=SC2016
+  printf '%s\n' 'OPENAI_API_KEY="$(hf auth token)"' "OPENAI_BASE_URL=$(quote_word "$base")"
+}
+
+# The endpoint to print: the real one when known, else a placeholder.
+display_endpoint() {
+  endpoint 2>/dev/null || printf 'https://<job_id>--%s.hf.jobs/v1' "$PORT"
+}

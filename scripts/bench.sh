@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Usage: make bench RUN=<run> [DRY_RUN=1] [API_BASE=<url>] [setting=value ...]
+#        make smoke RUN=<run>     (the same wiring on one task, job <job-name>-smoke)
+# Run harbor against the run's server. The endpoint comes from state/<run>/server.json
+# (make serve) or API_BASE; harbor reads key and endpoint from its environment, so neither
+# is frozen into the job's config. Harbor exits 0 even when every trial failed: the real
+# outcome is the tally printed at the end.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=argv.sh
+source "$(dirname "$0")/argv.sh"
+
+main() {
+  local smoke=0
+  [[ "${1:-}" != --smoke ]] || smoke=1
+  resolve_run
+  load_settings
+  ((smoke == 0)) || apply_smoke_settings
+  validate_settings
+
+  local base
+  base=$(endpoint) ||
+    die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1> for a server started elsewhere"
+  [[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "endpoint '$base' is not an http(s) URL (API_BASE or state/$RUN/server.json)"
+  if [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
+    warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
+  fi
+
+  local argv env_display
+  bench_argv argv
+  mapfile -t env_display < <(bench_env_display "$base")
+  if is_dry_run; then
+    show_cmd "${env_display[@]}" -- "${argv[@]}"
+    return 0
+  fi
+
+  "$REPO_ROOT/scripts/doctor.sh" bench
+  local token
+  token=${HF_TOKEN:-$(hf auth token 2>/dev/null)} ||
+    die "no HF token: set HF_TOKEN or run 'hf auth login' (the endpoint and the sandboxes need it)"
+  [[ -n "$token" ]] || die "no HF token: set HF_TOKEN or run 'hf auth login'"
+  remember_run
+  cd "$REPO_ROOT"
+  say "running: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
+  local rc=0
+  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base "${argv[@]}" || rc=$?
+  ((rc == 0)) || die "harbor exited $rc (a config, lock or preflight failure: no trial outcome is implied)"
+  say "harbor finished; its summary is not the answer. The tally (make tally RUN=$RUN):"
+  "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
+}
+
+main "$@"

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Usage: make serve RUN=<run> [DRY_RUN=1] [setting=value ...]
+# Launch the run's model server as a detached HF Job and record it in state/<run>/server.json
+# (job id, namespace, endpoint, launch time) for bench and the later verbs.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=argv.sh
+source "$(dirname "$0")/argv.sh"
+
+# Refuse to start a second GPU for a run whose server is still up.
+refuse_if_serving() {
+  local state="$1" job stage
+  [[ -f "$state" ]] || return 0
+  job="$(jq -r '.namespace + "/" + .job_id' "$state")"
+  stage=$(hf jobs inspect --json "$job" 2>/dev/null | jq -r '.[0].status.stage // empty' 2>/dev/null) || stage=""
+  case "$stage" in
+    RUNNING | SCHEDULING | UPDATING)
+      die "run '$RUN' already has a server, job $job ($stage). Stop it first (make stop RUN=$RUN) or use it as it is." ;;
+  esac
+}
+
+hf_token_present() {
+  [[ -n "${HF_TOKEN:-}" ]] || hf auth token >/dev/null 2>&1
+}
+
+main() {
+  resolve_run
+  load_settings
+  validate_settings
+  local argv
+  serve_argv argv launch
+  if is_dry_run; then
+    show_cmd -- "${argv[@]}"
+    return 0
+  fi
+
+  hf_token_present || die "no HF token: set HF_TOKEN or run 'hf auth login'. The job needs it (--secrets HF_TOKEN), and so does the endpoint."
+  local namespace=$HF_NAMESPACE
+  if [[ -z "$namespace" ]]; then
+    namespace=$(hf auth whoami -q 2>/dev/null | head -n1) ||
+      die "cannot find your HF namespace (hf auth whoami failed): check the network and your token, or set HF_NAMESPACE"
+    [[ -n "$namespace" ]] || die "hf auth whoami printed no namespace: set HF_NAMESPACE"
+  fi
+  local state_dir state
+  state_dir=$(run_state_dir)
+  state="$state_dir/server.json"
+  refuse_if_serving "$state"
+
+  say "launching: $(show_cmd -- "${argv[@]}")"
+  local job_id
+  job_id=$("${argv[@]}") || die "hf jobs run failed (see above); nothing was launched"
+  job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
+  [[ "$job_id" =~ ^[A-Za-z0-9_-]+$ ]] || die "hf jobs run printed no job id ('$job_id'): check 'hf jobs ps' for a stray job"
+
+  mkdir -p "$state_dir"
+  [[ ! -f "$state" ]] || mv "$state" "$state_dir/server.$(date -u +%Y%m%dT%H%M%SZ).json"
+  jq -n --arg run "$RUN" --arg job_id "$job_id" --arg namespace "$namespace" \
+    --arg endpoint "https://$job_id--$PORT.hf.jobs/v1" --argjson port "$PORT" \
+    --arg model "$MODEL" --arg flavor "$SERVER_FLAVOR" --arg timeout "$SERVER_TIMEOUT" \
+    --arg launched_at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    '{run: $run, job_id: $job_id, namespace: $namespace, endpoint: $endpoint, port: $port,
+      model: $model, flavor: $flavor, timeout: $timeout, launched_at: $launched_at}' >"$state.tmp"
+  mv "$state.tmp" "$state"
+  remember_run
+  say "server job $namespace/$job_id launched; endpoint $(jq -r .endpoint "$state") (state/$RUN/server.json)"
+}
+
+main "$@"

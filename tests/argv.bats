@@ -1,0 +1,103 @@
+#!/usr/bin/env bats
+# The exact argv serve, smoke and bench run for every run file, through the real scripts
+# with recording stubs for hf and harbor, against tests/golden/argv/<run>.<verb>.
+# A diff here is a command that changed: read it, then tests/update-goldens.sh.
+
+setup() {
+  load test_helper
+  load golden
+  common_setup
+  use_stubs
+}
+
+check_goldens() {
+  local verb=$1 run_file run diffs=""
+  for run_file in "$REPO"/runs/*.env; do
+    run=$(basename "$run_file" .env)
+    capture_argv "$run" "$verb" >"$BATS_TEST_TMPDIR/got" || diffs+="$run: $verb failed"$'\n'
+    diff -u "$(golden_file "$run" "$verb")" "$BATS_TEST_TMPDIR/got" >"$BATS_TEST_TMPDIR/diff" ||
+      diffs+="$(cat "$BATS_TEST_TMPDIR/diff")"$'\n'
+  done
+  [[ -z "$diffs" ]] || fail "argv differs from the goldens:"$'\n'"$diffs"
+}
+
+@test "serve: every run's hf jobs run argv equals its golden" {
+  check_goldens serve
+}
+
+@test "smoke: every run's one-task harbor run argv equals its golden" {
+  check_goldens smoke
+}
+
+@test "bench: every run's harbor run argv equals its golden" {
+  check_goldens bench
+}
+
+@test "every run file has all three goldens, and no golden outlives its run" {
+  local run_file run verb golden
+  for run_file in "$REPO"/runs/*.env; do
+    run=$(basename "$run_file" .env)
+    for verb in serve smoke bench; do
+      assert [ -s "$(golden_file "$run" "$verb")" ]
+    done
+  done
+  for golden in "$REPO"/tests/golden/argv/*; do
+    run=$(basename "$golden")
+    assert [ -f "$REPO/runs/${run%.*}.env" ]
+  done
+}
+
+@test "serve records job id, namespace, endpoint and launch time in state/<run>/server.json" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_success
+  run jq -c '{run, job_id, namespace, endpoint, port, model, flavor, timeout}' "$STATE_ROOT/qwen-t2/server.json"
+  assert_output '{"run":"qwen-t2","job_id":"stubjob0123456789","namespace":"stub-user","endpoint":"https://stubjob0123456789--30000.hf.jobs/v1","port":30000,"model":"Qwen/Qwen3.8-27B-FP8","flavor":"h200","timeout":"4h"}'
+  run jq -r .launched_at "$STATE_ROOT/qwen-t2/server.json"
+  assert_output --regexp '^20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$'
+  assert_equal "$(cat "$STATE_ROOT/last-run")" qwen-t2
+}
+
+@test "bench reads the endpoint from the serve state, and a bare make bench acts on the last run" {
+  RUN=gptoss-t2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"
+  : >"$STUB_LOG"
+  HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  assert_output --partial "RUN not given; using the last run, gptoss-t2"
+  run grep -x -- '-- env OPENAI_BASE_URL=https://stubjob0123456789--8000.hf.jobs/v1' "$STUB_LOG"
+  assert_success
+  run grep -x -- 'gpt-oss-20b-terminus2-tb21-full' "$STUB_LOG"
+  assert_success
+}
+
+@test "a setting given on the command line wins over the run file" {
+  RUN=qwen-t2 N_CONCURRENT=1 AGENT_TIMEOUT_MULTIPLIER=2.5 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT \
+    run "$REPO/scripts/bench.sh"
+  assert_success
+  run grep -A1 -x -- '--n-concurrent' "$STUB_LOG"
+  assert_output $'--n-concurrent\n1'
+  run grep -A1 -x -- '--agent-timeout-multiplier' "$STUB_LOG"
+  assert_output $'--agent-timeout-multiplier\n2.5'
+}
+
+@test "DATASET_REF pins the dataset as URL@sha, and an unpinned dataset warns" {
+  local sha=0123456789abcdef0123456789abcdef01234567
+  RUN=qwen-t2 DATASET_REF=$sha HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_success
+  refute_output --partial "is not pinned"
+  run grep -x -- "https://huggingface.co/datasets/harborframework/terminal-bench-2.1@$sha" "$STUB_LOG"
+  assert_success
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_output --partial "warning: dataset https://huggingface.co/datasets/harborframework/terminal-bench-2.1 is not pinned"
+}
+
+@test "TASKS and N_TASKS from the command line become --include-task-name and --n-tasks" {
+  RUN=gptoss-t2 TASKS="fix-git 'hello world'" N_TASKS=2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT \
+    run "$REPO/scripts/bench.sh"
+  assert_success
+  run grep -c -x -- '--include-task-name' "$STUB_LOG"
+  assert_output 2
+  run grep -A1 -x -- '--include-task-name' "$STUB_LOG"
+  assert_output $'--include-task-name\nfix-git\n--include-task-name\nhello world'
+  run grep -A1 -x -- '--n-tasks' "$STUB_LOG"
+  assert_output $'--n-tasks\n2'
+}

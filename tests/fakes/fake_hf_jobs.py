@@ -1,0 +1,294 @@
+"""A loopback fake of the HF Jobs REST API, for driving the real `hf jobs` CLI in tests.
+
+Usage:
+    python tests/fakes/fake_hf_jobs.py --scenario S.json --record REQUESTS.jsonl \
+        --port-file PORT_FILE [--max-lifetime 120]
+
+Then point the real CLI at it:
+    HF_ENDPOINT=http://127.0.0.1:$(cat PORT_FILE) HF_TOKEN=hf_dummy HF_HOME=$TMP/hf \
+    HF_HUB_DISABLE_UPDATE_CHECK=1 hf jobs inspect --json alice/job1
+and pre-seed $HF_HOME/.agent_harnesses.json with {"standardEnvVars": [], "harnesses": {}}
+(tests/fakes/fakes.bash does all of this).
+
+It binds 127.0.0.1 on a free port, writes the port to PORT_FILE once it is listening, and
+exits by itself after --max-lifetime seconds. It serves the paths of hf-jobs-notes.md §4:
+
+    GET  /api/whoami-v2                          the scenario's namespace as a user
+    GET  /api/agent-harnesses                    an empty registry
+    POST /api/jobs/{ns}                          run: creates the scenario's "new_job"
+    GET  /api/jobs/{ns}                          list, filtered by ?stage= and ?label=k=v
+    GET  /api/jobs/{ns}/{id}                     inspect: advances the job's stage sequence
+    GET  /api/jobs/{ns}/{id}/logs[?tail=N]       SSE, the job's log lines
+    POST /api/jobs/{ns}/{id}/cancel              the job becomes CANCELED (terminal: unchanged)
+    GET  /api/jobs/{ns}/{id}/metrics             SSE, one metrics event
+
+Unknown jobs answer 404 (the CLI prints "Job Not Found"). With "reject_token": true every
+request answers 401, as Hugging Face does for a revoked token.
+
+Scenario (JSON; every key optional):
+    {
+      "namespace": "alice",
+      "reject_token": false,
+      "jobs": {
+        "job1": {
+          "stages": ["SCHEDULING", "RUNNING"],   # one per inspect (GET of the job); the last sticks
+          "message": "CUDA out of memory",      # status.message
+          "logs": ["loading weights", "..."],
+          "flavor": "h200",
+          "labels": {"project": "terminal-bench-harness", "run": "qwen-t2"},
+          "created_at": "2025-07-22T16:06:25.079Z",   # default: when the fake started
+          "port": 30000
+        }
+      },
+      "new_job": {"id": "job9", ...same keys...}  # what POST /api/jobs/{ns} creates
+    }
+
+Every request is appended to the --record file as one JSON line:
+    {"method": "POST", "path": "/api/jobs/alice/job1/cancel", "query": {}, "body": null,
+     "auth": true}
+"auth" says whether an Authorization header came; secret values in a run's body are
+replaced by "***", so the record never holds a token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+TERMINAL = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
+JOB_PATH = re.compile(r"^/api/jobs/(?P<ns>[^/]+)/(?P<id>[^/]+)(?:/(?P<action>[a-z]+))?$")
+LIST_PATH = re.compile(r"^/api/jobs/(?P<ns>[^/]+)$")
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+class Job:
+    """One job's scripted life: a stage per inspect, log lines, and what it was created with."""
+
+    def __init__(self, job_id: str, spec: dict, namespace: str, started: str):
+        self.id = job_id
+        self.namespace = namespace
+        self.stages = list(spec.get("stages") or ["RUNNING"])
+        self.message = spec.get("message")
+        self.logs = list(spec.get("logs") or [])
+        self.flavor = spec.get("flavor", "cpu-basic")
+        self.labels = dict(spec.get("labels") or {})
+        self.created_at = spec.get("created_at", started)
+        self.port = spec.get("port")
+        self.image = spec.get("docker_image", "lmsysorg/sglang:latest")
+        self.command = list(spec.get("command") or [])
+        self.inspections = 0
+        self.canceled = False
+
+    @property
+    def stage(self) -> str:
+        if self.canceled:
+            return "CANCELED"
+        return self.stages[min(self.inspections, len(self.stages) - 1)]
+
+    def inspect(self) -> dict:
+        info = self.info()
+        if not self.canceled:
+            self.inspections += 1
+        return info
+
+    def cancel(self) -> None:
+        if self.stage not in TERMINAL:
+            self.canceled = True
+
+    def info(self) -> dict:
+        status: dict = {"stage": self.stage, "message": self.message if self.stage in TERMINAL else None}
+        if self.port:
+            status["exposeUrls"] = [f"https://{self.id}--{self.port}.hf.jobs"]
+        info = {
+            "id": self.id,
+            "owner": {"id": "u1", "name": self.namespace, "type": "user"},
+            "status": status,
+            "createdAt": self.created_at,
+            "dockerImage": self.image,
+            "command": self.command,
+            "arguments": [],
+            "flavor": self.flavor,
+            "labels": self.labels,
+        }
+        if self.port:
+            info["expose"] = {"ports": [self.port], "portsPublic": []}
+        return info
+
+
+class FakeJobsAPI:
+    def __init__(self, scenario: dict, record_path: str | None):
+        self.namespace = scenario.get("namespace", "alice")
+        self.reject_token = bool(scenario.get("reject_token"))
+        started = _now_iso()
+        self.jobs = {jid: Job(jid, spec, self.namespace, started) for jid, spec in (scenario.get("jobs") or {}).items()}
+        self.new_job = scenario.get("new_job") or {"id": "job-new"}
+        self.started = started
+        self.record_path = record_path
+        self.lock = threading.Lock()
+
+    def record(self, method: str, path: str, query: dict, body, auth: bool) -> None:
+        if not self.record_path:
+            return
+        if isinstance(body, dict) and isinstance(body.get("secrets"), dict):
+            body = {**body, "secrets": {k: "***" for k in body["secrets"]}}
+        line = json.dumps({"method": method, "path": path, "query": query, "body": body, "auth": auth})
+        with self.lock, open(self.record_path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    api: FakeJobsAPI  # set on the class by main()
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass  # the JSONL record is the log; stderr stays quiet for bats
+
+    # --- plumbing -------------------------------------------------------------------------
+    def _reply(self, code: int, payload=None, *, content_type="application/json", raw: bytes | None = None):
+        body = raw if raw is not None else json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if code >= 400 and isinstance(payload, dict) and "error" in payload:
+            self.send_header("X-Error-Message", payload["error"])
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _sse(self, events: list[dict]):
+        raw = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+        self._reply(200, content_type="text/event-stream", raw=raw)
+
+    def _handle(self, method: str):
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        body = None
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode(errors="replace")
+        api = self.api
+        api.record(method, url.path, query, body, auth=bool(self.headers.get("Authorization")))
+
+        if url.path == "/api/agent-harnesses":
+            return self._reply(200, {"standardEnvVars": [], "harnesses": {}})
+        if api.reject_token:
+            return self._reply(401, {"error": "Invalid credentials in Authorization header"})
+        if url.path == "/api/whoami-v2":
+            return self._reply(200, {"name": api.namespace, "type": "user", "id": "u1", "orgs": []})
+
+        if m := LIST_PATH.match(url.path):
+            if method == "POST":
+                return self._run(body or {})
+            return self._list(query)
+
+        m = JOB_PATH.match(url.path)
+        if not m:
+            return self._reply(404, {"error": f"no such route {method} {url.path}"})
+        with api.lock:
+            job = api.jobs.get(m["id"])
+        if job is None or m["ns"] != api.namespace:
+            return self._reply(404, {"error": "Job not found"})
+        action = m["action"]
+        if method == "GET" and action is None:
+            with api.lock:
+                return self._reply(200, job.inspect())
+        if method == "GET" and action == "logs":
+            lines = job.logs
+            if "tail" in query:
+                lines = lines[-int(query["tail"][0]) :] if int(query["tail"][0]) > 0 else []
+            stamp = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)
+            ts = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+            events = [{"data": f"===== Job started at {ts} =====", "timestamp": ts}]
+            events += [{"data": line, "timestamp": ts} for line in lines]
+            return self._sse(events)
+        if method == "POST" and action == "cancel":
+            with api.lock:
+                job.cancel()
+            return self._reply(200, {})
+        if method == "GET" and action == "metrics":
+            return self._sse([{"cpu_usage_pct": 1, "cpu_millicores": 100, "memory_used_bytes": 1, "memory_total_bytes": 2,
+                               "rx_bps": 0, "tx_bps": 0, "gpus": {}, "replica": "x1"}])
+        return self._reply(404, {"error": f"no such route {method} {url.path}"})
+
+    def _run(self, body: dict):
+        api = self.api
+        spec = dict(api.new_job)
+        spec.setdefault("flavor", body.get("flavor", "cpu-basic"))
+        spec.setdefault("labels", body.get("labels") or {})
+        spec.setdefault("docker_image", body.get("dockerImage"))
+        spec.setdefault("command", body.get("command") or [])
+        ports = (body.get("expose") or {}).get("ports") or []
+        if ports:
+            spec.setdefault("port", ports[0])
+        job = Job(spec.get("id", "job-new"), spec, api.namespace, _now_iso())
+        with api.lock:
+            api.jobs[job.id] = job
+            return self._reply(200, job.info())
+
+    def _list(self, query: dict):
+        stages = set(query.get("stage") or [])
+        labels = dict(item.split("=", 1) for item in query.get("label") or [])
+        with self.api.lock:
+            rows = [
+                job.info()
+                for job in self.api.jobs.values()
+                if (not stages or job.stage in stages)
+                and all(job.labels.get(k) == v for k, v in labels.items())
+            ]
+        return self._reply(200, rows)
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        self._handle("GET")
+
+    def do_POST(self):  # noqa: N802
+        self._handle("POST")
+
+    def do_PUT(self):  # noqa: N802
+        self._handle("PUT")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", help="JSON scenario file (see the module docstring)")
+    parser.add_argument("--record", help="append every request to this JSONL file")
+    parser.add_argument("--port-file", required=True, help="write the listening port here")
+    parser.add_argument("--max-lifetime", type=float, default=120.0, help="exit after this many seconds")
+    args = parser.parse_args()
+
+    scenario = {}
+    if args.scenario:
+        with open(args.scenario, encoding="utf-8") as f:
+            scenario = json.load(f)
+    Handler.api = FakeJobsAPI(scenario, args.record)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    tmp = f"{args.port_file}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"{server.server_address[1]}\n")
+    os.replace(tmp, args.port_file)  # atomic: a reader never sees a half-written port
+
+    timer = threading.Timer(args.max_lifetime, server.shutdown)
+    timer.daemon = True
+    timer.start()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

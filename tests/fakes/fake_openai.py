@@ -1,0 +1,176 @@
+"""A loopback OpenAI-compatible model server, standing in for sglang or vLLM behind the jobs proxy.
+
+Usage:
+    python tests/fakes/fake_openai.py --port-file PORT_FILE [--record REQUESTS.jsonl]
+        [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-for SECONDS]
+        [--reasoning none|sglang|vllm|inline] [--max-lifetime 120]
+
+It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
+
+    --refuse-for S   the socket is bound but not listening for S seconds, so connections are
+                     refused: vLLM and sglang while they load weights (hf-jobs-notes §5, §6)
+    --health-503 N   the first N GET /health answer 503: sglang during warm-up
+    GET  /health                 200, empty body (after the above)
+    GET  /v1/models              {"object": "list", "data": [{"id": MODEL, ...}]}, even while
+                                 /health answers 503, as sglang does
+    POST /v1/chat/completions    one completion; --reasoning picks how thinking shows:
+        none     no reasoning fields; usage.reasoning_tokens 0 (sglang, thinking off)
+        sglang   message.reasoning_content + usage.reasoning_tokens and
+                 usage.completion_tokens_details.reasoning_tokens
+        vllm     message.reasoning, no reasoning token count
+        inline   <think>...</think> inside message.content (no reasoning parser)
+
+Every request is appended to --record as one JSON line:
+    {"method": "GET", "path": "/health", "status": 503, "auth": "ok", "body": null}
+"auth" is "missing", "ok" (the Bearer value equals $FAKE_OPENAI_EXPECT_TOKEN, or any value
+when that variable is unset) or "wrong". The token itself is never written anywhere.
+With $FAKE_OPENAI_EXPECT_TOKEN set, requests without the right token answer 401, as the
+jobs proxy does. The server exits by itself after --max-lifetime seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+THINKING = "The user asks for 2+2. That is 4."
+
+
+class State:
+    def __init__(self, args: argparse.Namespace):
+        self.model = args.model
+        self.health_503_left = args.health_503
+        self.reasoning = args.reasoning
+        self.record_path = args.record
+        self.expect_token = os.environ.get("FAKE_OPENAI_EXPECT_TOKEN")
+        self.lock = threading.Lock()
+
+    def auth(self, header: str | None) -> str:
+        if not header:
+            return "missing"
+        if self.expect_token is None:
+            return "ok"
+        return "ok" if header == f"Bearer {self.expect_token}" else "wrong"
+
+    def record(self, entry: dict) -> None:
+        if self.record_path:
+            with self.lock, open(self.record_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+
+
+def completion(state: State, request: dict) -> dict:
+    message: dict = {"role": "assistant", "content": "4"}
+    usage: dict = {"prompt_tokens": 20, "completion_tokens": 2, "total_tokens": 22}
+    if state.reasoning == "none":
+        message["reasoning_content"] = None
+        usage["reasoning_tokens"] = 0
+    elif state.reasoning == "sglang":
+        message["reasoning_content"] = THINKING
+        usage.update(completion_tokens=14, total_tokens=34, reasoning_tokens=12)
+        usage["completion_tokens_details"] = {"reasoning_tokens": 12}
+    elif state.reasoning == "vllm":
+        message["reasoning"] = THINKING
+        usage.update(completion_tokens=14, total_tokens=34)
+    elif state.reasoning == "inline":
+        message["content"] = f"<think>\n{THINKING}\n</think>\n\n4"
+        usage.update(completion_tokens=16, total_tokens=36)
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", state.model),
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": usage,
+    }
+
+
+class Handler(BaseHTTPRequestHandler):
+    state: State  # set on the class by main()
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002
+        pass
+
+    def _reply(self, code: int, payload=None, body: dict | None = None, auth: str = "missing"):
+        raw = b"" if payload is None else json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+        self.state.record({"method": self.command, "path": self.path, "status": code, "auth": auth, "body": body})
+
+    def _handle(self):
+        state = self.state
+        auth = state.auth(self.headers.get("Authorization"))
+        body = None
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            try:
+                body = json.loads(self.rfile.read(length))
+            except ValueError:
+                return self._reply(400, {"error": {"message": "body is not JSON"}}, auth=auth)
+        if state.expect_token is not None and auth != "ok":
+            return self._reply(401, {"error": "Invalid credentials in Authorization header"}, body, auth)
+
+        if self.command == "GET" and self.path == "/health":
+            with state.lock:
+                warming = state.health_503_left > 0
+                state.health_503_left -= warming
+            return self._reply(503 if warming else 200, None, body, auth)
+        if self.command == "GET" and self.path == "/v1/models":
+            data = [{"id": state.model, "object": "model", "owned_by": "fake", "root": state.model,
+                     "max_model_len": 32768}]
+            return self._reply(200, {"object": "list", "data": data}, body, auth)
+        if self.command == "POST" and self.path == "/v1/chat/completions":
+            return self._reply(200, completion(state, body or {}), body, auth)
+        return self._reply(404, {"detail": "Not Found"}, body, auth)
+
+    def do_GET(self):  # noqa: N802
+        self._handle()
+
+    def do_POST(self):  # noqa: N802
+        self._handle()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--record")
+    parser.add_argument("--model", default="Qwen/Qwen3-8B")
+    parser.add_argument("--health-503", type=int, default=0)
+    parser.add_argument("--refuse-for", type=float, default=0.0)
+    parser.add_argument("--reasoning", choices=["none", "sglang", "vllm", "inline"], default="none")
+    parser.add_argument("--max-lifetime", type=float, default=120.0)
+    args = parser.parse_args()
+
+    Handler.state = State(args)
+    # Bound at once (the port is known and reserved) but listening only after --refuse-for.
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+    server.daemon_threads = True
+    server.server_bind()
+    tmp = f"{args.port_file}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"{server.server_address[1]}\n")
+    os.replace(tmp, args.port_file)
+
+    deadline = time.monotonic() + args.max_lifetime
+    time.sleep(min(args.refuse_for, args.max_lifetime))
+    server.server_activate()
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), server.shutdown)
+    timer.daemon = True
+    timer.start()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+# shellcheck shell=bash
+# capture_argv RUN VERB: run `scripts/VERB.sh` for RUN with the recording stubs and print what
+# they recorded (the golden format). Used by tests/argv.bats and tests/update-goldens.sh.
+# Needs use_stubs and common_setup (or the same environment) first.
+capture_argv() {
+  local run=$1 verb=$2
+  : >"$STUB_LOG"
+  case "$verb" in
+    serve) RUN=$run HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh" ;;
+    bench) RUN=$run HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT "$REPO/scripts/bench.sh" ;;
+    smoke) RUN=$run HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT "$REPO/scripts/bench.sh" --smoke ;;
+  esac >/dev/null 2>&1 || return 1
+  # Only the commands that launch work: whoami and the tally are incidental.
+  awk '/^== /{keep = ($0 == "== harbor" || $0 == "== hf") } keep' "$STUB_LOG" |
+    awk 'BEGIN{RS="== "; ORS=""} NR>1 && ($0 ~ /^harbor\n/ || $0 ~ /^hf\njobs\nrun\n/) {print "== " $0}'
+}
+
+golden_file() { printf '%s/tests/golden/argv/%s.%s' "$REPO" "$1" "$2"; }

@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# Shared by the bats files: assertions, a repository-relative REPO, an isolated state dir
+# and HOME, and recording stubs on PATH when a test asks for them.
+
+REPO="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+load "$REPO/tests/node_modules/bats-support/load.bash"
+load "$REPO/tests/node_modules/bats-assert/load.bash"
+
+# Placeholders the goldens are written with: nothing real, nothing secret.
+# shellcheck disable=SC2034  # used by the .bats files
+TEST_ENDPOINT="https://stubjob0123456789--30000.hf.jobs/v1"
+TEST_TOKEN="hf_TESTTOKENthatmustneverbeprinted"
+
+common_setup() {
+  export STATE_ROOT="$BATS_TEST_TMPDIR/state"
+  export HOME="$BATS_TEST_TMPDIR/home"
+  mkdir -p "$HOME"
+  # git-lfs counts as initialised when its filter is configured (what `git lfs install` writes).
+  printf '[filter "lfs"]\n\tprocess = git-lfs filter-process\n' >"$HOME/.gitconfig"
+  export HF_HOME="$BATS_TEST_TMPDIR/hf-home"
+  mkdir -p "$HF_HOME"
+  # Without this the hf CLI fetches the agent-harness registry at start (hf-jobs-notes §1).
+  printf '{"standardEnvVars": [], "harnesses": {}}' >"$HF_HOME/.agent_harnesses.json"
+  export HF_HUB_DISABLE_UPDATE_CHECK=1
+  unset RUN API_BASE DRY_RUN HF_NAMESPACE OPENAI_API_KEY OPENAI_BASE_URL
+}
+
+# Put the recording stubs for hf, harbor, curl and git-lfs first on PATH.
+use_stubs() {
+  export STUB_LOG="$BATS_TEST_TMPDIR/stub.log"
+  : >"$STUB_LOG"
+  export PATH="$REPO/tests/stubs:$REPO/.venv/bin:$PATH"
+}
+
+# The real CLIs from the project's venv, with no network and no real token.
+use_real_clis() {
+  export PATH="$REPO/.venv/bin:$PATH"
+  export HF_TOKEN="$TEST_TOKEN"
+  export LITELLM_LOCAL_MODEL_COST_MAP=True
+}
