@@ -132,11 +132,13 @@ split_words() {
   local -n _into=$1
   _into=()
   [[ -n "${2//[[:space:]]/}" ]] || return 0
+  # First a check: a failure inside the process substitution below would go unnoticed.
+  printf '%s' "$2" | xargs printf '' 2>/dev/null ||
+    die "cannot split '$2' into words: check its quotes"
   local word
   while IFS= read -r -d '' word; do
     _into+=("$word")
-  done < <(printf '%s' "$2" | xargs printf '%s\0') ||
-    die "cannot split '$2' into words: check its quotes"
+  done < <(printf '%s' "$2" | xargs printf '%s\0')
 }
 
 # Label values allow only letters, digits, '-' and '_' (HF Jobs stores them as tags).

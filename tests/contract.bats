@@ -1,0 +1,171 @@
+#!/usr/bin/env bats
+# Contract tests: the commands the scripts build, handed to the REAL hf (huggingface_hub
+# 2.4.0) and harbor (0.25.0) CLIs from .venv, offline. `hf jobs run --dry-run` resolves the
+# job spec; `harbor run --print-config` resolves the JobConfig harbor would freeze into the
+# job; `harbor run --dry-run` on a local dataset shows where harbor takes key and endpoint.
+
+setup() {
+  load test_helper
+  common_setup
+  use_real_clis
+  export OPENAI_API_KEY=$TEST_TOKEN OPENAI_BASE_URL=$TEST_ENDPOINT
+}
+
+runs() { basename -s .env "$REPO"/runs/*.env; }
+setting() { RUN=$1 "$REPO/tests/bin/argv-of" settings | sed -n "s/^$2=//p"; }
+argv_of() {
+  local -n _out=$3
+  mapfile -d '' _out < <(RUN=$1 "$REPO/tests/bin/argv-of" "$2")
+  [[ ${#_out[@]} -gt 0 ]]
+}
+
+@test "the pinned CLIs are the versions these contracts were verified against" {
+  run hf version
+  assert_output --partial "version: 2.4.0"
+  run harbor --version
+  assert_output --partial "0.25.0"
+}
+
+@test "serve: the real hf jobs run --dry-run accepts every run's spec, and it is what the run says" {
+  local run_name argv server_cmd got
+  for run_name in $(runs); do
+    argv_of "$run_name" serve-dry-run argv
+    run "${argv[@]}"
+    assert_success
+    # The server command is everything after --, as hf prints it (shell-joined).
+    server_cmd=$(printf '%s\0' "${argv[@]}" | python3 -c '
+import shlex, sys
+words = sys.stdin.read().split("\0")[:-1]
+print(shlex.join(words[words.index("--") + 1:]))')
+    assert_line "  image    $(setting "$run_name" SERVER_IMAGE)"
+    assert_line "  command  $server_cmd"
+    assert_line "  flavor   $(setting "$run_name" SERVER_FLAVOR)"
+    assert_line "  timeout  $(setting "$run_name" SERVER_TIMEOUT)"
+    assert_line "  expose   $(setting "$run_name" PORT)"
+    assert_line "  secrets  HF_TOKEN=***"
+    assert_line "  labels   project=terminal-bench-harness"
+    assert_line --regexp "^ +run=$run_name\$"
+    assert_line "(dry run) Job not submitted."
+    refute_output --partial "$TEST_TOKEN"
+    # Every server binds all interfaces on the exposed port: the proxy cannot reach 127.0.0.1.
+    got=$(printf '%s\n' "$output" | sed -n 's/^  command  //p')
+    [[ "$got" == *" --host 0.0.0.0 --port $(setting "$run_name" PORT)" ]] || fail "$run_name: $got"
+  done
+}
+
+@test "serve: the engine command starts with the engine itself (jobs ignore the image's entrypoint)" {
+  run bash -c "RUN=qwen-t2 '$REPO/tests/bin/argv-of' serve-dry-run | tr '\0' '\n' | sed -n '/^--\$/{n;p;n;p;q}'"
+  assert_output $'sglang\nserve'
+  run bash -c "RUN=gptoss-t2 '$REPO/tests/bin/argv-of' serve-dry-run | tr '\0' '\n' | sed -n '/^--\$/{n;p;n;p;n;p;q}'"
+  assert_output $'vllm\nserve\nopenai/gpt-oss-20b'
+}
+
+# print_config RUN MODE: the JobConfig the real harbor resolves for the run's bench or smoke.
+print_config() {
+  local argv
+  argv_of "$1" "$2" argv
+  "${argv[@]}" --print-config
+}
+
+@test "bench and smoke: the real harbor --print-config resolves every run to what the run says" {
+  local run_name mode config want_tasks want_n_tasks
+  for run_name in $(runs); do
+    for mode in bench smoke; do
+      config=$(print_config "$run_name" "$mode") || fail "$run_name $mode: harbor rejected the argv"
+      assert_equal "$(jq -r '.agents | length' <<<"$config")" 1
+      assert_equal "$(jq -r '.agents[0].name' <<<"$config")" "$(setting "$run_name" AGENT)"
+      assert_equal "$(jq -r '.agents[0].model_name' <<<"$config")" "openai/$(setting "$run_name" MODEL)"
+      assert_equal "$(jq -r '.environment.type // "docker"' <<<"$config")" "$(setting "$run_name" ENV_TYPE)"
+      assert_equal "$(jq -r '.agent_timeout_multiplier // 1' <<<"$config")" \
+        "$(python3 -c "print(float('$(setting "$run_name" AGENT_TIMEOUT_MULTIPLIER)'))" | sed 's/\.0$//')"
+      assert_equal "$(jq -r '.jobs_dir // "jobs"' <<<"$config")" "$(setting "$run_name" JOBS_DIR)"
+      assert_equal "$(jq -r '.datasets | length' <<<"$config")" 1
+      assert_equal "$(jq -r '.datasets[0].repo' <<<"$config")" "$(setting "$run_name" DATASET_REPO)"
+      if [[ "$mode" == bench ]]; then
+        assert_equal "$(jq -r '.job_name' <<<"$config")" "$(setting "$run_name" JOB_NAME)"
+        assert_equal "$(jq -r '.n_concurrent_trials' <<<"$config")" "$(setting "$run_name" N_CONCURRENT)"
+        want_n_tasks=$(setting "$run_name" N_TASKS)
+        want_tasks=$(setting "$run_name" TASKS)
+      else
+        assert_equal "$(jq -r '.job_name' <<<"$config")" "$(setting "$run_name" JOB_NAME)-smoke"
+        assert_equal "$(jq -r '.n_concurrent_trials' <<<"$config")" 1
+        want_n_tasks=1
+        want_tasks=$(setting "$run_name" SMOKE_TASK)
+        [[ -n "$want_tasks" ]] || want_tasks=$(setting "$run_name" TASKS)
+      fi
+      assert_equal "$(jq -r '.datasets[0].n_tasks // ""' <<<"$config")" "$want_n_tasks"
+      assert_equal "$(jq -r '.datasets[0].task_names // [] | join(" ")' <<<"$config")" "$want_tasks"
+    done
+  done
+}
+
+@test "bench: hf-sandbox runs carry flavor and idle timeout; mini-swe-agent forwards templates, not values" {
+  local config
+  config=$(print_config qwen-mswea bench)
+  assert_equal "$(jq -c '.environment' <<<"$config")" \
+    '{"type":"hf-sandbox","kwargs":{"flavor":"cpu-upgrade","job_timeout":"2h"}}'
+  # shellcheck disable=SC2016
+  assert_equal "$(jq -c '.agents[0].env' <<<"$config")" \
+    '{"OPENAI_API_KEY":"${OPENAI_API_KEY}","OPENAI_BASE_URL":"${OPENAI_BASE_URL}"}'
+  assert_equal "$(jq -c '.agents[0].kwargs // {}' <<<"$config")" '{}'
+  config=$(print_config qwen-t2 bench)
+  assert_equal "$(jq -c '.agents[0].kwargs' <<<"$config")" '{"reasoning_effort":"low"}'
+  assert_equal "$(jq -c '.agents[0].env // {}' <<<"$config")" '{}'
+}
+
+@test "no JobConfig holds a literal key, token or endpoint: a resume after a relaunch still matches" {
+  local run_name mode config
+  for run_name in $(runs); do
+    for mode in bench smoke; do
+      config=$(print_config "$run_name" "$mode")
+      [[ "$config" != *"$TEST_TOKEN"* ]] || fail "$run_name $mode: the token is in the config"
+      [[ "$config" != *"hf.jobs"* ]] || fail "$run_name $mode: an endpoint is frozen into the config"
+      [[ "$config" != *"api_base"* ]] || fail "$run_name $mode: api_base is frozen into the config"
+    done
+  done
+}
+
+# A one-task local dataset, so harbor --dry-run runs fully offline.
+make_local_dataset() {
+  local task="$BATS_TEST_TMPDIR/ds/hello"
+  mkdir -p "$task/environment" "$task/tests"
+  printf '[environment]\ndocker_image = "python:3.12-slim"\n' >"$task/task.toml"
+  printf 'Say hello.\n' >"$task/instruction.md"
+  printf 'FROM python:3.12-slim\n' >"$task/environment/Dockerfile"
+  printf '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n' >"$task/tests/test.sh"
+}
+
+# wiring_dry_run RUN: the run's bench argv with its dataset swapped for the local one.
+wiring_dry_run() {
+  local argv
+  argv_of "$1" bench argv
+  local i
+  for i in "${!argv[@]}"; do
+    if [[ "${argv[i]}" == --repo ]]; then
+      argv[i]=--path
+      argv[i + 1]="$BATS_TEST_TMPDIR/ds"
+    fi
+  done
+  COLUMNS=200 "${argv[@]}" --jobs-dir "$BATS_TEST_TMPDIR/jobs" --dry-run
+}
+
+@test "terminus-2 takes the endpoint and key from harbor's own environment" {
+  make_local_dataset
+  run wiring_dry_run qwen-t2
+  assert_success
+  assert_output --partial "Dry run OK"
+  assert_output --regexp "ambient OPENAI_BASE_URL — selected \($TEST_ENDPOINT\)"
+  assert_output --regexp "ambient OPENAI_API_KEY — selected"
+  refute_output --partial "$TEST_TOKEN"
+  assert [ ! -e "$BATS_TEST_TMPDIR/jobs" ]
+}
+
+@test "mini-swe-agent gets the endpoint and key forwarded into the sandbox with --ae" {
+  make_local_dataset
+  run wiring_dry_run qwen-mswea
+  assert_success
+  assert_output --partial "Dry run OK"
+  assert_output --regexp "--ae OPENAI_BASE_URL — selected"
+  assert_output --regexp "--ae OPENAI_API_KEY — selected"
+  refute_output --partial "$TEST_TOKEN"
+}

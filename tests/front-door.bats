@@ -1,0 +1,215 @@
+#!/usr/bin/env bats
+# The Makefile menu, DRY_RUN, secrets, doctor, and every bad input of the front door:
+# each bad input exits non-zero, names the problem and the fix, and changes nothing.
+
+setup() {
+  load test_helper
+  common_setup
+  use_stubs
+}
+
+# Nothing was launched and no state was written.
+assert_nothing_changed() {
+  assert [ ! -e "$STATE_ROOT" ]
+  run grep -c -x -e '== harbor' -e 'run' "$STUB_LOG"
+  assert_output 0
+}
+
+@test "bare make prints the menu with every verb" {
+  run make -C "$REPO" --no-print-directory
+  assert_success
+  local verb
+  for verb in help setup doctor print serve smoke bench tally test; do
+    assert_line --regexp "^  $verb +[a-z]"
+  done
+  assert_line --partial "Runs: "
+}
+
+@test "make print passes command-line settings through to the scripts" {
+  run make -C "$REPO" --no-print-directory print RUN=qwen-t2 N_CONCURRENT=7 STATE_ROOT="$STATE_ROOT"
+  assert_success
+  assert_output --partial "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 --n-concurrent 7 -y"
+  assert_output --partial "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke --n-concurrent 1 -y"
+}
+
+@test "print shows the reference's commands with a placeholder endpoint and no secret" {
+  HF_TOKEN=$TEST_TOKEN RUN=qwen-t2 run "$REPO/scripts/print.sh"
+  assert_success
+  assert_line --index 0 "# qwen-t2: serve (Qwen/Qwen3.8-27B-FP8 on h200)"
+  assert_output --partial "OPENAI_API_KEY=\"\$(hf auth token)\" OPENAI_BASE_URL='https://<job_id>--30000.hf.jobs/v1' harbor run --agent terminus-2"
+  assert_output --partial "lmsysorg/sglang:latest -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8"
+  refute_output --partial "$TEST_TOKEN"
+  assert_nothing_changed
+}
+
+@test "DRY_RUN=1 serve and bench print the command, run nothing, write nothing" {
+  DRY_RUN=1 RUN=qwen-mswea HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_success
+  assert_output --partial "hf jobs run --detach -q --flavor h200"
+  assert_output --partial "--default-chat-template-kwargs '{\"enable_thinking\": false}'"
+  DRY_RUN=1 RUN=qwen-mswea HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_success
+  assert_output --partial "OPENAI_BASE_URL=$TEST_ENDPOINT harbor run --agent mini-swe-agent"
+  DRY_RUN=1 RUN=qwen-mswea HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh" --smoke
+  assert_success
+  assert_output --partial "--job-name qwen3_8-27b-fp8-mswea-tb21-full-smoke --n-concurrent 1 -y"
+  refute_output --partial "$TEST_TOKEN"
+  assert_nothing_changed
+}
+
+@test "no secret reaches the output, the stubs' argv or the state of a real serve and bench" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_success
+  refute_output --partial "$TEST_TOKEN"
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  refute_output --partial "$TEST_TOKEN"
+  run grep -rF "$TEST_TOKEN" "$STATE_ROOT" "$STUB_LOG"
+  assert_failure
+}
+
+@test "unknown RUN: the error lists the runs" {
+  RUN=qwen-t3 run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "bench: unknown run 'qwen-t3'. Known runs: "
+  assert_output --partial "qwen-t2"
+  assert_output --partial "qwen-mswea"
+  assert_nothing_changed
+}
+
+@test "no RUN and no remembered run: the error says how to pick one" {
+  run "$REPO/scripts/serve.sh"
+  assert_failure
+  assert_output --partial "serve: no RUN given. Pick one: make <verb> RUN=<name>"
+  assert_nothing_changed
+}
+
+@test "a RUN that is a path is refused" {
+  RUN=../env/defaults run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output --partial "unknown run '../env/defaults'"
+}
+
+@test "a missing required setting names the setting and the file to set it in" {
+  RUN=gptoss-t2 MODEL= HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_failure
+  assert_output --partial "setting MODEL is empty for run 'gptoss-t2'. Set it in runs/gptoss-t2.env (or env/servers/gpt-oss-20b-vllm-l40s.env"
+  assert_nothing_changed
+}
+
+@test "a run without a dataset is refused" {
+  RUN=gptoss-t2 DATASET_REPO= API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "run 'gptoss-t2' names no dataset. Set DATASET_REPO"
+  assert_nothing_changed
+}
+
+@test "non-numeric concurrency is refused" {
+  RUN=qwen-t2 N_CONCURRENT=three API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "setting N_CONCURRENT must be a positive whole number, got 'three'"
+  assert_nothing_changed
+}
+
+@test "zero concurrency is refused" {
+  RUN=qwen-t2 N_CONCURRENT=0 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "setting N_CONCURRENT must be a positive whole number, got '0'"
+}
+
+@test "a non-numeric multiplier is refused" {
+  RUN=qwen-t2 AGENT_TIMEOUT_MULTIPLIER=4x API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "setting AGENT_TIMEOUT_MULTIPLIER must be a positive number, got '4x'"
+  assert_nothing_changed
+}
+
+@test "a non-numeric port is refused" {
+  RUN=qwen-t2 PORT=30k HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_failure
+  assert_output --partial "setting PORT must be a positive whole number, got '30k'"
+  assert_nothing_changed
+}
+
+@test "a server timeout hf would only reject after launch is refused before" {
+  RUN=qwen-t2 SERVER_TIMEOUT=90min HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_failure
+  assert_output --partial "setting SERVER_TIMEOUT must be a number with an optional unit s, m, h or d (e.g. 4h), got '90min'"
+  assert_nothing_changed
+}
+
+@test "a dataset ref that is not a full sha is refused" {
+  RUN=qwen-t2 DATASET_REF=main API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "setting DATASET_REF must be a full 40-hex commit sha, got 'main'"
+}
+
+@test "mini-swe-agent on hf-sandbox without an idle timeout is refused" {
+  RUN=qwen-mswea SANDBOX_IDLE_TIMEOUT= API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "mini-swe-agent on hf-sandbox needs SANDBOX_IDLE_TIMEOUT"
+  assert_nothing_changed
+}
+
+@test "unbalanced quotes in a list setting are refused" {
+  RUN=qwen-t2 SERVER_EXTRA_ARGS="--x '{\"a\": 1}" HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_failure
+  assert_output --partial "check its quotes"
+  assert_nothing_changed
+}
+
+@test "bench without an endpoint says to serve first or set API_BASE" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "no endpoint for run 'qwen-t2': run 'make serve RUN=qwen-t2' first, or set API_BASE=<url ending in /v1>"
+  assert_nothing_changed
+}
+
+@test "serve without an HF token launches nothing" {
+  RUN=qwen-t2 HF_TOKEN= run "$REPO/scripts/serve.sh"
+  assert_failure
+  assert_output --partial "no HF token: set HF_TOKEN or run 'hf auth login'"
+  assert_nothing_changed
+}
+
+@test "doctor: every failing check prints its fix and the exit is non-zero" {
+  # No git-lfs filter configured, no token: two failures, each with its fix.
+  rm "$HOME/.gitconfig"
+  HF_TOKEN= run "$REPO/scripts/doctor.sh"
+  assert_failure
+  assert_line "  FAIL  git-lfs installed but not initialised: task binary fixtures download as pointer files"
+  assert_line "        fix: git lfs install"
+  assert_line "  FAIL  no HF token: the server job, the endpoint and the sandboxes need one"
+  assert_line "        fix: hf auth login, or export HF_TOKEN"
+  assert_line "  ok    harbor 0.25.0 (pinned)"
+  assert_output --partial "doctor: 2 check(s) failed"
+}
+
+@test "doctor passes with a token and git-lfs initialised, and never prints the token" {
+  HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/doctor.sh"
+  assert_success
+  assert_line "  ok    HF token present (HF_TOKEN)"
+  refute_output --partial "$TEST_TOKEN"
+}
+
+@test "bench stops at a failing preflight before harbor runs" {
+  rm "$HOME/.gitconfig"
+  RUN=qwen-t2 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "fix: git lfs install"
+  assert_nothing_changed
+}
+
+@test "a second serve while the first server is up is refused" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"
+  # The stub's inspect says 404; make it say RUNNING for this test.
+  mkdir -p "$BATS_TEST_TMPDIR/bin"
+  printf '#!/usr/bin/env bash\n[[ "$1 $2" == "jobs inspect" ]] && { echo "[{\\"status\\":{\\"stage\\":\\"RUNNING\\"}}]"; exit 0; }\nexec "%s/tests/stubs/hf" "$@"\n' "$REPO" >"$BATS_TEST_TMPDIR/bin/hf"
+  chmod +x "$BATS_TEST_TMPDIR/bin/hf"
+  : >"$STUB_LOG"
+  PATH="$BATS_TEST_TMPDIR/bin:$PATH" RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_failure
+  assert_output --partial "run 'qwen-t2' already has a server, job stub-user/stubjob0123456789 (RUNNING). Stop it first (make stop RUN=qwen-t2)"
+  run grep -c -x 'run' "$STUB_LOG"
+  assert_output 0
+}
