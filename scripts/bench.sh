@@ -40,6 +40,9 @@ main() {
     die "no HF token: set HF_TOKEN or run 'hf auth login' (the endpoint and the sandboxes need it)"
   [[ -n "$token" ]] || die "no HF token: set HF_TOKEN or run 'hf auth login'"
   remember_run
+  append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_name "$JOB_NAME" \
+    --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,
+    jobs_dir: $jobs_dir, endpoint: $endpoint, argv: $ARGS.positional}' -- "${argv[@]}")"
   cd "$REPO_ROOT"
   say "running: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
   local rc=0

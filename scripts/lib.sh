@@ -188,3 +188,29 @@ endpoint() {
   [[ -f "$server_json" ]] || return 1
   jq -er '.endpoint' "$server_json"
 }
+
+# --- the run manifest -------------------------------------------------------------------------
+#
+# state/<run>/manifest.jsonl, append-only: one line per launch (server job, bench, mop-up)
+# with the resolved settings, this repository's commit and the tool versions, so a result
+# can be traced to exactly what produced it. Never holds a secret: settings hold none.
+
+# append_manifest EVENT JSON_OBJECT: JSON_OBJECT's fields are added to the line.
+append_manifest() {
+  local event=$1 extra=${2:-'{}'} name settings commit tools
+  settings=$(while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names) |
+    jq -Rs 'split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add')
+  commit=$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+  [[ -z "$(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] || commit+="-dirty"
+  tools=$("$REPO_ROOT/.venv/bin/python" - <<'PY' 2>/dev/null || echo '{}'
+import importlib.metadata as m, json
+print(json.dumps({p: m.version(p) for p in ("harbor", "huggingface_hub")}))
+PY
+  )
+  mkdir -p "$(run_state_dir)"
+  jq -cn --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" --arg run "$RUN" \
+    --arg commit "$commit" --argjson tools "$tools" --argjson settings "$settings" \
+    --argjson extra "$extra" \
+    '{at: $at, event: $event, run: $run, commit: $commit, tools: $tools} + $extra + {settings: $settings}' \
+    >>"$(run_state_dir)/manifest.jsonl"
+}

@@ -61,6 +61,7 @@ main() {
     '{run: $run, job_id: $job_id, namespace: $namespace, endpoint: $endpoint, port: $port,
       model: $model, flavor: $flavor, timeout: $timeout, launched_at: $launched_at}' >"$state.tmp"
   mv "$state.tmp" "$state"
+  append_manifest serve "$(jq -c '{role: "server", job_id, namespace, endpoint}' "$state")"
   remember_run
   say "server job $namespace/$job_id launched; endpoint $(jq -r .endpoint "$state") (state/$RUN/server.json)"
 }

@@ -101,3 +101,21 @@ check_goldens() {
   run grep -A1 -x -- '--n-tasks' "$STUB_LOG"
   assert_output $'--n-tasks\n2'
 }
+
+@test "serve and bench append what they launched to state/<run>/manifest.jsonl, with no secret" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_success
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  local manifest="$STATE_ROOT/qwen-t2/manifest.jsonl"
+  run jq -c '[.event, .role, .job_id // .job_name, .endpoint]' "$manifest"
+  assert_output "$(printf '%s\n%s' \
+    '["serve","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]' \
+    '["bench","bench","qwen3_8-27b-fp8-terminus2-tb21-full-v2","https://stubjob0123456789--30000.hf.jobs/v1"]')"
+  run jq -r '[.settings.N_CONCURRENT, .settings.MODEL, .tools.harbor, (.commit | length > 0)] | @tsv' "$manifest"
+  assert_line --index 0 $'3\tQwen/Qwen3.8-27B-FP8\t0.25.0\ttrue'
+  run jq -r '.argv | index("--job-name")' <(tail -n1 "$manifest")
+  refute_output null
+  run grep -cF "$TEST_TOKEN" "$manifest"
+  assert_output 0
+}
