@@ -34,7 +34,7 @@ smoke: ## one task with RUN's full wiring, job <job-name>-smoke
 	@scripts/bench.sh --smoke
 
 .PHONY: bench
-bench: ## harbor run against RUN's server, then the tally
+bench: ## harbor run against RUN's server, then the tally (WHERE=hf: as an HF Job on BUCKET)
 	@scripts/bench.sh
 
 .PHONY: tally
@@ -44,3 +44,7 @@ tally: ## the real per-task outcome of RUN (default: the bundled example)
 .PHONY: test
 test: ## every test: bats, pytest, shellcheck
 	@scripts/test.sh
+
+.PHONY: pull
+pull: ## bring a remote (WHERE=hf) run's job dirs home from BUCKET (PULL=all: trajectories too)
+	@scripts/pull.sh

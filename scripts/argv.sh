@@ -138,3 +138,43 @@ bench_env_display() {
 display_endpoint() {
   endpoint 2>/dev/null || printf 'https://<job_id>--%s.hf.jobs/v1' "$PORT"
 }
+
+# --- remote bench: harbor itself as a CPU HF Job, as Runs 2 and 3 did -----------------------
+
+# The pinned harbor, read from the one requirements file, so the remote job runs the
+# version the local tests verified.
+pinned_harbor() {
+  sed -n 's/^\(harbor\[[^]]*\]==[^[:space:]]*\).*/\1/p' "$ENV_DIR/requirements.txt"
+}
+
+# remote_bench_argv VAR MODE: hf jobs run for harbor, on BUCKET mounted at /data, writing
+# flat job dirs (--jobs-dir .). The endpoint is not secret and goes in with -e; the key is
+# the job's own HF_TOKEN secret, exported to harbor inside the container.
+remote_bench_argv() {
+  # shellcheck disable=SC2178  # a nameref to the caller's array
+  local -n _argv=$1
+  local mode=$2 base=$3 harbor_argv script
+  require BUCKET BENCH_FLAVOR BENCH_IMAGE BENCH_TIMEOUT
+  [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
+    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
+  [[ "$BENCH_TIMEOUT" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
+    die "setting BENCH_TIMEOUT must be a number with an optional unit s, m, h or d, got '$BENCH_TIMEOUT'"
+  JOBS_DIR=.
+  bench_argv harbor_argv
+  # shellcheck disable=SC2016  # expanded inside the job, not here
+  script='set -euo pipefail; apt-get update -qq && apt-get install -y -qq git-lfs >/dev/null && git lfs install'
+  script+="; pip install -q '$(pinned_harbor)'"
+  # shellcheck disable=SC2016
+  script+='; cd /data && export OPENAI_API_KEY="$HF_TOKEN"; '
+  script+=$(show_cmd -- "${harbor_argv[@]}")
+  _argv=(hf jobs run)
+  case "$mode" in
+    launch) _argv+=(--detach -q) ;;
+    dry-run) _argv+=(--dry-run) ;;
+  esac
+  _argv+=(--flavor "$BENCH_FLAVOR" --secrets HF_TOKEN --timeout "$BENCH_TIMEOUT")
+  _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")" --label "run=$(sanitize_label "$RUN")" --label role=bench)
+  _argv+=(-v "hf://buckets/$BUCKET:/data" -e "OPENAI_BASE_URL=$base")
+  [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
+  _argv+=("$BENCH_IMAGE" -- bash -c "$script")
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Usage: make bench RUN=<run> [DRY_RUN=1] [API_BASE=<url>] [setting=value ...]
+# Usage: make bench RUN=<run> [DRY_RUN=1] [API_BASE=<url>] [WHERE=hf BUCKET=ns/name] [setting=value ...]
 #        make smoke RUN=<run>     (the same wiring on one task, job <job-name>-smoke)
+# WHERE=hf runs harbor itself as a CPU HF Job on BUCKET (make pull brings the results home).
 # Run harbor against the run's server. The endpoint comes from state/<run>/server.json
 # (make serve) or API_BASE; harbor reads key and endpoint from its environment, so neither
 # is frozen into the job's config. Harbor exits 0 even when every trial failed: the real
@@ -9,6 +10,26 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
 source "$(dirname "$0")/argv.sh"
+
+# Launch harbor as an HF Job and record it; the job runs on after this returns.
+bench_remotely() {
+  local base=$1 smoke=$2 argv job_id
+  remote_bench_argv argv launch "$base"
+  if is_dry_run; then
+    show_cmd -- "${argv[@]}"
+    return 0
+  fi
+  [[ -n "${HF_TOKEN:-}" ]] || hf auth token >/dev/null 2>&1 ||
+    die "no HF token: set HF_TOKEN or run 'hf auth login' (the job's --secrets HF_TOKEN needs it)"
+  remember_run
+  say "launching harbor as an HF Job: $(show_cmd -- "${argv[@]}")"
+  job_id=$("${argv[@]}") || die "hf jobs run failed (see above); nothing was launched"
+  job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
+  append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_id "$job_id" \
+    --arg job_name "$JOB_NAME" --arg bucket "$BUCKET" --arg endpoint "$base" \
+    '{role: "remote-bench", job_id: $job_id, job_name: $job_name, bucket: $bucket, endpoint: $endpoint}')"
+  say "harbor job $job_id launched, writing $BUCKET/$JOB_NAME. Follow it with: hf jobs logs -f $job_id; then make pull RUN=$RUN"
+}
 
 main() {
   local smoke=0
@@ -25,6 +46,12 @@ main() {
   if [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
     warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
   fi
+
+  case "$WHERE" in
+    local) ;;
+    hf) bench_remotely "$base" "$smoke"; return ;;
+    *) die "WHERE must be local or hf, got '$WHERE'" ;;
+  esac
 
   local argv env_display
   bench_argv argv

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Usage: make pull RUN=<run> [BUCKET=ns/name] [PULL=results|all] [DRY_RUN=1]
+# Bring a remotely benched run's job dirs home from its bucket into JOBS_DIR, so tally and
+# mop-up work on them: the job itself and its retry jobs (<job-name>-retry-N). By default
+# only the json files (job and trial config, lock and result); PULL=all adds trajectories.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+main() {
+  resolve_run
+  load_settings
+  require BUCKET JOBS_DIR JOB_NAME
+  [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
+    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
+  local argv=(hf buckets sync "hf://buckets/$BUCKET" "$JOBS_DIR") job
+  case "$PULL" in
+    # Patterns are fnmatch over paths relative to the bucket, where * also matches '/':
+    # the exclude (checked first) keeps everything below <job>/<trial>/ out.
+    results)
+      argv+=(--exclude '*/*/*/*')
+      for job in "$JOB_NAME" "$JOB_NAME-retry-*"; do
+        argv+=(--include "$job/*.json")
+      done
+      ;;
+    all)
+      for job in "$JOB_NAME" "$JOB_NAME-retry-*"; do
+        argv+=(--include "$job/*")
+      done
+      ;;
+    *) die "PULL must be results or all, got '$PULL'" ;;
+  esac
+  if is_dry_run; then
+    show_cmd -- "${argv[@]}"
+    return 0
+  fi
+  mkdir -p "$REPO_ROOT/$JOBS_DIR"
+  cd "$REPO_ROOT"
+  say "pulling: $(show_cmd -- "${argv[@]}")"
+  "${argv[@]}" || die "hf buckets sync failed (above); nothing local was deleted (it never passes --delete)"
+  say "pulled into $JOBS_DIR/; now: make tally RUN=$RUN"
+}
+
+main "$@"

@@ -1,0 +1,112 @@
+#!/usr/bin/env bats
+# WHERE=hf (harbor itself as a CPU HF Job on a bucket) and make pull, through the real hf
+# CLI's dry run and the real bucket filter of huggingface_hub 2.4.0.
+
+setup() {
+  load test_helper
+  common_setup
+}
+
+remote_argv() {
+  local -n _out=$1
+  mapfile -d '' _out < <(
+    RUN=$2 BUCKET=alice/tb-results bash -c '
+      source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
+      load_settings; remote_bench_argv argv dry-run "$1"; printf "%s\0" "${argv[@]}"' "$REPO" "$TEST_ENDPOINT")
+}
+
+@test "remote bench: the real hf jobs run --dry-run accepts the harbor job for every benchable run" {
+  use_real_clis
+  local run_name argv
+  for run_name in qwen-t2 gptoss-t2 qwen-mswea; do
+    remote_argv argv "$run_name"
+    run "${argv[@]}"
+    assert_success
+    assert_line "  image    python:3.12"
+    assert_line "  flavor   cpu-upgrade"
+    assert_line "  timeout  24h"
+    assert_line "  env      OPENAI_BASE_URL=$TEST_ENDPOINT"
+    assert_line "  secrets  HF_TOKEN=***"
+    assert_line "  volumes  hf://buckets/alice/tb-results:/data"
+    assert_line --regexp "^ +role=bench$"
+    # The harbor line inside is the local bench line with the flat bucket layout.
+    assert_output --partial "pip install -q '\"'\"'harbor[hf-sandbox]==0.25.0'\"'\"'"
+    assert_output --partial "cd /data && export OPENAI_API_KEY=\"\$HF_TOKEN\"; harbor run --agent"
+    assert_output --partial "--jobs-dir . --job-name $(RUN=$run_name "$REPO/tests/bin/argv-of" settings | sed -n 's/^JOB_NAME=//p') "
+    refute_output --partial "$TEST_TOKEN"
+  done
+}
+
+@test "remote bench: the harbor command inside the job is the local one, but for --jobs-dir" {
+  local argv local_argv inner
+  remote_argv argv qwen-mswea
+  inner=${argv[-1]}
+  mapfile -d '' local_argv < <(RUN=qwen-mswea "$REPO/tests/bin/argv-of" bench)
+  local expected
+  expected=$(RUN=qwen-mswea bash -c 'source "$0/scripts/lib.sh"; show_cmd -- "$@"' "$REPO" "${local_argv[@]}")
+  assert_equal "${inner##*; }" "${expected/--jobs-dir jobs/--jobs-dir .}"
+}
+
+@test "remote bench launches through hf, records the job, and needs a bucket" {
+  use_stubs
+  RUN=qwen-t2 WHERE=hf API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "setting BUCKET is empty for run 'qwen-t2'"
+  run grep -c -x run "$STUB_LOG"
+  assert_output 0
+  RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  assert_output --partial "harbor job stubjob0123456789 launched, writing alice/tb/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
+  run jq -c '[.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output '["bench","remote-bench","stubjob0123456789","alice/tb"]'
+  run grep -A2 -x -- '--detach' "$STUB_LOG"
+  assert_output $'--detach\n-q\n--flavor'
+}
+
+@test "a bad bucket or WHERE is refused before anything runs" {
+  use_stubs
+  RUN=qwen-t2 WHERE=hf BUCKET=just-a-name API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got 'just-a-name'"
+  RUN=qwen-t2 WHERE=mars API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "WHERE must be local or hf, got 'mars'"
+  run grep -c -x run "$STUB_LOG"
+  assert_output 0
+}
+
+# pull_selects PULL PATH...: the paths huggingface_hub's own filter keeps for make pull's argv.
+pull_selects() {
+  local mode=$1
+  shift
+  local argv
+  mapfile -t argv < <(DRY_RUN=1 RUN=qwen-t2 BUCKET=alice/tb PULL=$mode "$REPO/scripts/pull.sh" | xargs printf '%s\n')
+  "$REPO/.venv/bin/python" - "$@" <<PY
+import sys
+from huggingface_hub._buckets import FilterMatcher
+argv = """$(printf '%s\n' "${argv[@]}")""".split("\n")
+inc = [argv[i + 1] for i, a in enumerate(argv) if a == "--include"]
+exc = [argv[i + 1] for i, a in enumerate(argv) if a == "--exclude"]
+m = FilterMatcher(include_patterns=inc, exclude_patterns=exc)
+for path in sys.argv[1:]:
+    print(path, "pulled" if m.matches(path) else "skipped")
+PY
+}
+
+@test "pull: results mode takes the json of the run's jobs and retry jobs, nothing below a trial" {
+  local job=qwen3_8-27b-fp8-terminus2-tb21-full-v2
+  run pull_selects results "$job/config.json" "$job/fix-git__abc/result.json" \
+    "$job/fix-git__abc/agent/trajectory.json" "$job-retry-2/fix-git__def/result.json" \
+    "$job-smoke/fix-git__x/result.json" "other-job/t__y/result.json" "$job/fix-git__abc/trial.log"
+  assert_success
+  assert_output "$(printf '%s\n' "$job/config.json pulled" "$job/fix-git__abc/result.json pulled" \
+    "$job/fix-git__abc/agent/trajectory.json skipped" "$job-retry-2/fix-git__def/result.json pulled" \
+    "$job-smoke/fix-git__x/result.json skipped" "other-job/t__y/result.json skipped" \
+    "$job/fix-git__abc/trial.log skipped")"
+}
+
+@test "pull: all mode takes trajectories too, still only the run's jobs" {
+  local job=qwen3_8-27b-fp8-terminus2-tb21-full-v2
+  run pull_selects all "$job/fix-git__abc/agent/trajectory.json" "other-job/t__y/result.json"
+  assert_output "$(printf '%s\n' "$job/fix-git__abc/agent/trajectory.json pulled" "other-job/t__y/result.json skipped")"
+}
