@@ -48,3 +48,41 @@ test: ## every test: bats, pytest, shellcheck
 .PHONY: pull
 pull: ## bring a remote (WHERE=hf) run's job dirs home from BUCKET (PULL=all: trajectories too)
 	@scripts/pull.sh
+
+RUNS ?= example-terminus2 example-mswea
+
+.PHONY: compare
+compare: ## side-by-side table, flips and per-task matrix of RUNS (default: the two bundled examples)
+	@.venv/bin/python tools/report.py compare $(RUNS)
+
+.PHONY: report
+report: ## pictures (PNG, SVG) and a self-contained HTML report of RUNS, under reports/
+	@.venv/bin/python tools/report.py render $(RUNS) && .venv/bin/python tools/report.py html $(RUNS)
+
+.PHONY: results
+results: ## regenerate README.md's results section from the tallies of RUNS
+	@.venv/bin/python tools/report.py results --figures-dir docs/results $(RUNS)
+
+.PHONY: check-submission
+check-submission: ## does RUN meet the Terminal-Bench leaderboard rules? if not, says why
+	@.venv/bin/python tools/report.py check-submission $(RUN)
+
+.PHONY: probe
+probe: ## one real completion through RUN's endpoint: the right model? reasoning when it should not?
+	@scripts/probe.sh
+
+.PHONY: status
+status: ## RUN's server: stage, endpoint health, price, time up and cost so far; warns when idle
+	@scripts/status.sh
+
+.PHONY: logs
+logs: ## the last LOG_TAIL lines of RUN's server logs; FOLLOW=1 follows
+	@scripts/logs.sh
+
+.PHONY: stop
+stop: ## cancel RUN's server job so it stops billing (safe to repeat)
+	@scripts/stop.sh
+
+.PHONY: jobs
+jobs: ## every live HF Job of this project with its price; ALL=1 includes finished ones
+	@scripts/jobs.sh

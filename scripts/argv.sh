@@ -162,7 +162,14 @@ remote_bench_argv() {
   JOBS_DIR=.
   bench_argv harbor_argv
   # shellcheck disable=SC2016  # expanded inside the job, not here
-  script='set -euo pipefail; apt-get update -qq && apt-get install -y -qq git-lfs >/dev/null && git lfs install'
+  script='set -euo pipefail'
+  local server_json
+  server_json="$(run_state_dir)/server.json"
+  if [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$server_json" ]]; then
+    # AUTO_STOP=1: when harbor's job ends, however it ends, it cancels the server job.
+    script+="; trap 'hf jobs cancel $(jq -r '.namespace + "/" + .job_id' "$server_json") || true' EXIT"
+  fi
+  script+='; apt-get update -qq && apt-get install -y -qq git-lfs >/dev/null && git lfs install'
   script+="; pip install -q '$(pinned_harbor)'"
   # shellcheck disable=SC2016
   script+='; cd /data && export OPENAI_API_KEY="$HF_TOKEN"; '

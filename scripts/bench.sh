@@ -47,6 +47,10 @@ main() {
     warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
   fi
 
+  if [[ "$PROBE" == 1 ]] && ! is_dry_run; then
+    API_BASE=$base "$REPO_ROOT/scripts/probe.sh" ||
+      die "the probe failed (above): fix the server before a benchmark burns hours on it (PROBE=0 skips it)"
+  fi
   case "$WHERE" in
     local) ;;
     hf) bench_remotely "$base" "$smoke"; return ;;
@@ -74,9 +78,21 @@ main() {
   say "running: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
   local rc=0
   HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base "${argv[@]}" || rc=$?
-  ((rc == 0)) || die "harbor exited $rc (a config, lock or preflight failure: no trial outcome is implied)"
+  if ((rc != 0)); then
+    stop_server_if_asked
+    die "harbor exited $rc (a config, lock or preflight failure: no trial outcome is implied)"
+  fi
   say "harbor finished; its summary is not the answer. The tally (make tally RUN=$RUN):"
   "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
+  stop_server_if_asked
+}
+
+# AUTO_STOP=1: the bench is over, so is the GPU's work (a later mop-up serves again).
+stop_server_if_asked() {
+  if [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ]]; then
+    say "AUTO_STOP=1: stopping the server (AUTO_STOP=0 keeps it for a mop-up)"
+    "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
+  fi
 }
 
 main "$@"

@@ -46,8 +46,7 @@ check_command() {
 check_git_lfs() {
   if ! command -v git-lfs >/dev/null 2>&1; then
     bad "git-lfs not installed: task binary fixtures download as pointer files" "apt-get install git-lfs (or brew install git-lfs), then git lfs install"
-  elif ! git config --global --get filter.lfs.process >/dev/null 2>&1 &&
-    ! git config --system --get filter.lfs.process >/dev/null 2>&1; then
+  elif ! git config --get filter.lfs.process >/dev/null 2>&1; then
     bad "git-lfs installed but not initialised: task binary fixtures download as pointer files" "git lfs install"
   else
     ok "git-lfs installed and initialised"

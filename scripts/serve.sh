@@ -7,15 +7,20 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
 source "$(dirname "$0")/argv.sh"
 
-# Refuse to start a second GPU for a run whose server is still up.
+# Refuse to start a second GPU for a run whose server is still up, or may be: only a job
+# HF reports ended, or does not know (404), lets a new one start.
 refuse_if_serving() {
-  local state="$1" job stage
+  local state="$1" job info stage
   [[ -f "$state" ]] || return 0
   job="$(jq -r '.namespace + "/" + .job_id' "$state")"
-  stage=$(hf jobs inspect --json "$job" 2>/dev/null | jq -r '.[0].status.stage // empty' 2>/dev/null) || stage=""
+  if ! info=$(hf jobs inspect --json "$job" 2>&1); then
+    [[ "$info" == *"Not Found"* ]] && return 0
+    die "cannot tell whether the run's last server ($job) is still up (hf jobs inspect failed: $(printf '%s' "$info" | tail -n1)). Check with make status RUN=$RUN, stop it, or clear state/$RUN/server.json"
+  fi
+  stage=$(jq -r '.[0].status.stage // empty' <<<"$info" 2>/dev/null) || stage=""
   case "$stage" in
-    RUNNING | SCHEDULING | UPDATING)
-      die "run '$RUN' already has a server, job $job ($stage). Stop it first (make stop RUN=$RUN) or use it as it is." ;;
+    COMPLETED | CANCELED | ERROR | DELETED) ;;
+    *) die "run '$RUN' already has a server, job $job (${stage:-stage unknown}). Stop it first (make stop RUN=$RUN) or use it as it is." ;;
   esac
 }
 
@@ -50,7 +55,9 @@ main() {
   local job_id
   job_id=$("${argv[@]}") || die "hf jobs run failed (see above); nothing was launched"
   job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
-  [[ "$job_id" =~ ^[A-Za-z0-9_-]+$ ]] || die "hf jobs run printed no job id ('$job_id'): check 'hf jobs ps' for a stray job"
+  [[ "$job_id" =~ ^[A-Za-z0-9_-]+$ ]] || die "hf jobs run printed no job id ('$job_id'): check 'make jobs' for a stray job"
+  # Until the state is written nothing else knows this job: an interrupt must not orphan it.
+  trap 'hf jobs cancel "$namespace/$job_id" >/dev/null 2>&1; die "interrupted before the job was recorded: cancelled $namespace/$job_id"' INT TERM
 
   mkdir -p "$state_dir"
   [[ ! -f "$state" ]] || mv "$state" "$state_dir/server.$(date -u +%Y%m%dT%H%M%SZ).json"
@@ -62,8 +69,11 @@ main() {
       model: $model, flavor: $flavor, timeout: $timeout, launched_at: $launched_at}' >"$state.tmp"
   mv "$state.tmp" "$state"
   append_manifest serve "$(jq -c '{role: "server", job_id, namespace, endpoint}' "$state")"
+  trap - INT TERM
   remember_run
   say "server job $namespace/$job_id launched; endpoint $(jq -r .endpoint "$state") (state/$RUN/server.json)"
+  # Waits for /health 200; on a failed load, a timeout or Ctrl-C it cancels the job.
+  RUN=$RUN "$REPO_ROOT/scripts/wait-ready.sh"
 }
 
 main "$@"

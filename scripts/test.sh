@@ -10,11 +10,11 @@ main() {
   [[ -x .venv/bin/bats && -x .venv/bin/pytest && -f tests/node_modules/bats-assert/load.bash ]] ||
     die "test tools missing: run make setup first"
   local shell_files
-  mapfile -t shell_files < <(ls scripts/*.sh .ci/run tests/*.bash tests/stubs/record-argv tests/*.sh 2>/dev/null)
+  mapfile -t shell_files < <(ls scripts/*.sh .ci/run tests/*.bash tests/fakes/*.bash tests/stubs/record-argv tests/*.sh tests/bin/* 2>/dev/null)
   say "shellcheck: ${#shell_files[@]} files"
   .venv/bin/shellcheck -x "${shell_files[@]}"
   say "bats: tests/*.bats"
-  .venv/bin/bats --jobs 2 --no-parallelize-within-files tests/
+  .venv/bin/bats tests/
   say "pytest: tests/"
   .venv/bin/python -m pytest -q tests/
 }

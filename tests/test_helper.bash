@@ -17,6 +17,8 @@ common_setup() {
   mkdir -p "$HOME"
   # git-lfs counts as initialised when its filter is configured (what `git lfs install` writes).
   printf '[filter "lfs"]\n\tprocess = git-lfs filter-process\n' >"$HOME/.gitconfig"
+  # Only that file counts: the machine's /etc/gitconfig must not decide a test.
+  export GIT_CONFIG_NOSYSTEM=1
   export HF_HOME="$BATS_TEST_TMPDIR/hf-home"
   mkdir -p "$HF_HOME"
   # Without this the hf CLI fetches the agent-harness registry at start (hf-jobs-notes §1).
@@ -30,6 +32,8 @@ use_stubs() {
   export STUB_LOG="$BATS_TEST_TMPDIR/stub.log"
   : >"$STUB_LOG"
   export PATH="$REPO/tests/stubs:$REPO/.venv/bin:$PATH"
+  # curl is a stub here: the probe has its own tests against a fake endpoint (probe.bats).
+  export PROBE=0 READY_POLL=1
 }
 
 # The real CLIs from the project's venv, with no network and no real token.

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Usage: scripts/jobs.sh                  (make jobs [ALL=1])
+# Every running or scheduling HF Job of this project (label project=PROJECT_LABEL), whatever
+# its run: servers, remote benches, strays. Shows each one's hourly price (env/flavor-prices.tsv)
+# and which run's state records it, and the total per hour of those running. ALL=1 includes
+# finished jobs (the latest 200). Namespace: HF_NAMESPACE, else your own. DRY_RUN=1 prints the call.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=lib-server.sh
+source "$(dirname "$0")/lib-server.sh"
+
+# known_servers: {"<job_id>": "<run>"} from every state/<run>/server.json.
+known_servers() {
+  local f
+  for f in "$STATE_ROOT"/*/server.json; do
+    [[ -f "$f" ]] && jq -c '{(.job_id): .run}' "$f" 2>/dev/null
+  done | jq -sc 'add // {}'
+}
+
+prices_json() {
+  [[ -f "$PRICES_FILE" ]] || { printf '{}'; return; }
+  awk -F'\t' '!/^#/ && NF == 2 { printf "%s\t%s\n", $1, $2 }' "$PRICES_FILE" |
+    jq -Rsc 'split("\n") | map(select(. != "") | split("\t") | {(.[0]): .[1]}) | add // {}'
+}
+
+main() {
+  PROJECT_LABEL=${PROJECT_LABEL:-$(sed -n 's/^PROJECT_LABEL=\([^[:space:]#]*\).*/\1/p' "$ENV_DIR/defaults.env")}
+  [[ -n "$PROJECT_LABEL" ]] || die "PROJECT_LABEL is empty: set it in env/defaults.env or on the command line"
+  local argv=(jobs ps --json -l "project=$(sanitize_label "$PROJECT_LABEL")")
+  if [[ "${ALL:-0}" == 1 ]]; then argv+=(-a --limit 200); else argv+=(--limit 0); fi
+  [[ -n "${HF_NAMESPACE:-}" ]] && argv+=(--namespace "$HF_NAMESPACE")
+  if is_dry_run; then
+    show_cmd -- hf "${argv[@]}"
+    return 0
+  fi
+  load_token
+  local listing
+  hf_or_die listing "${argv[@]}"
+  jq -r --argjson prices "$(prices_json)" --argjson servers "$(known_servers)" --argjson now "$(date +%s)" '
+    def epoch: sub("\\.[0-9]+"; "") | sub("(\\+00:00|Z)$"; "Z") | fromdateiso8601;
+    def dur: if . < 3600 then "\(. / 60 | floor)m" else "\(. / 3600 | floor)h\(. % 3600 / 60 | floor | tostring | if length < 2 then "0" + . else . end)m" end;
+    (["JOB", "STAGE", "FLAVOR", "$/H", "UP", "RUN", "NAME", "STATE"] | @tsv),
+    (.[] | [ "\(.owner.name)/\(.id)", .status, .flavor // "?",
+             ($prices[.flavor // ""] // "?"),
+             (if .status == "RUNNING" and .created_at then ($now - (.created_at | epoch)) | dur else "-" end),
+             (.labels.run // "-"), (.labels.name // "-"),
+             (if $servers[.id] then "state/\($servers[.id])/server.json" else "-" end) ] | @tsv)
+  ' <<<"$listing" | column -t -s $'\t'
+  local count total
+  count=$(jq '[.[] | select(.status == "RUNNING")] | length' <<<"$listing")
+  total=$(jq --argjson prices "$(prices_json)" '[.[] | select(.status == "RUNNING") | $prices[.flavor // ""] // "0" | tonumber] | add // 0 | . * 100 | round / 100' <<<"$listing")
+  say "$count running job(s) labelled project=$PROJECT_LABEL, together \$$(printf '%.2f' "$total")/h (env/flavor-prices.tsv; unknown flavors count 0). Stop a run's server: make stop RUN=<run>; any job: hf jobs cancel <job>"
+}
+
+main "$@"

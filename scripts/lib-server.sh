@@ -1,0 +1,176 @@
+# shellcheck shell=bash disable=SC2034  # the globals set here are read by the sourcing verb
+# Sourced after lib.sh by the server-lifecycle verbs (wait-ready, probe, status, logs, stop,
+# jobs): the recorded server job, the HF token, prices, and the hf CLI with each of its
+# failures (a 404, a rejected token, a raw network traceback) turned into one clear line.
+# Not executable on its own.
+
+# Set by load_server, inspect_job, load_token, hf_run.
+JOB="" JOB_ID="" JOB_NS="" ENDPOINT="" SERVER_JSON="" JOB_INFO="" STAGE="" STAGE_MESSAGE=""
+HF_BEARER="" HF_FAIL="" HF_ERROR=""
+
+readonly TERMINAL_STAGES=" COMPLETED CANCELED ERROR DELETED "
+readonly PRICES_FILE="$ENV_DIR/flavor-prices.tsv"
+# Every hf call is bounded; --foreground keeps hf in the terminal's process group, so Ctrl-C
+# reaches it at once. Without coreutils' timeout (stock macOS) hf's own HTTP timeouts apply.
+readonly HF_CALL_TIMEOUT=${HF_CALL_TIMEOUT:-60}
+if command -v timeout >/dev/null 2>&1; then
+  BOUNDED=(timeout --foreground "$HF_CALL_TIMEOUT")
+else
+  BOUNDED=()
+fi
+readonly BOUNDED
+
+is_terminal() { [[ "$TERMINAL_STAGES" == *" $1 "* ]]; }
+
+# rel PATH: PATH relative to the repository, for messages.
+rel() { printf '%s' "${1#"$REPO_ROOT"/}"; }
+
+# --- the token ------------------------------------------------------------------------------
+
+# load_token: HF_BEARER = the HF token (HF_TOKEN, else the `hf auth login` one). It is the key
+# for curl through the jobs proxy. Never exported, printed or put on a command line.
+load_token() {
+  if [[ -n "${HF_TOKEN:-}" ]]; then
+    HF_BEARER=$HF_TOKEN
+  else
+    HF_BEARER=$("${BOUNDED[@]}" hf auth token 2>/dev/null) || HF_BEARER=""
+  fi
+  [[ -n "$HF_BEARER" ]] ||
+    die "no HF token: set HF_TOKEN=hf_… or run \`hf auth login\` (the Jobs API and the endpoint both need it; it needs read access to the job's namespace)"
+}
+
+# proxy_curl CURL_ARGS...: curl with "Authorization: Bearer <token>". The header comes from a
+# config on stdin, so the token never appears in argv (ps), a log, or an error message.
+proxy_curl() {
+  printf 'header = "Authorization: Bearer %s"\n' "$HF_BEARER" | curl --config - "$@"
+}
+
+# http_status URL [MAX_SECONDS]: the answer to GET URL as a word: 200, 503, …, refused, timeout.
+http_status() {
+  local code rc=0
+  code=$(proxy_curl -s -o /dev/null -w '%{http_code}' --connect-timeout 5 -m "${2:-10}" "$1") || rc=$?
+  case "$rc" in
+    0) printf '%s' "$code" ;;
+    7) printf 'refused' ;;
+    28) printf 'timeout' ;;
+    *) printf 'curl-error-%s' "$rc" ;;
+  esac
+}
+
+# --- the server job recorded by serve.sh ----------------------------------------------------
+
+# load_server: JOB (ns/id), JOB_ID, JOB_NS, ENDPOINT, SERVER_JSON from state/<run>/server.json.
+load_server() {
+  SERVER_JSON="$(run_state_dir)/server.json"
+  [[ -f "$SERVER_JSON" ]] ||
+    die "no server recorded for run '$RUN' ($(rel "$SERVER_JSON") is absent): start one with make serve RUN=$RUN"
+  local fields
+  fields=$(jq -er '[.job_id, .namespace, (.endpoint // "")] | @tsv' "$SERVER_JSON" 2>/dev/null) ||
+    die "$(rel "$SERVER_JSON") is not the JSON make serve writes (job_id, namespace, endpoint): remove it and run make serve RUN=$RUN"
+  IFS=$'\t' read -r JOB_ID JOB_NS ENDPOINT <<<"$fields"
+  [[ "$JOB_ID" =~ ^[A-Za-z0-9_-]+$ && "$JOB_NS" =~ ^[A-Za-z0-9._-]+$ ]] ||
+    die "$(rel "$SERVER_JSON") names no valid job (job_id '$JOB_ID', namespace '$JOB_NS'): remove it and run make serve RUN=$RUN"
+  JOB="$JOB_NS/$JOB_ID"
+}
+
+stale_state() {
+  die "job $JOB recorded in $(rel "$SERVER_JSON") is unknown to HF Jobs (404): the state is stale (a deleted job, or another account or namespace). See your jobs with make jobs, then clear it: rm $(rel "$SERVER_JSON")"
+}
+
+# --- the hf CLI -----------------------------------------------------------------------------
+
+# hf_run OUT ARGS...: run `hf ARGS`, bounded in time, stdout into variable OUT ("-": straight
+# to our stdout, for streams). On failure sets HF_FAIL (notfound | auth | network | timeout |
+# other) and HF_ERROR (one line) and returns 1; the caller decides what that means.
+hf_run() {
+  local out_var=$1 errfile rc=0 captured=""
+  shift
+  errfile=$(mktemp)
+  if [[ "$out_var" == - ]]; then
+    "${BOUNDED[@]}" hf "$@" 2>"$errfile" || rc=$?
+  else
+    captured=$("${BOUNDED[@]}" hf "$@" 2>"$errfile") || rc=$?
+    printf -v "$out_var" '%s' "$captured"
+  fi
+  if ((rc == 0)); then
+    rm -f "$errfile"
+    return 0
+  fi
+  classify_hf_error "$rc" "$errfile" "hf $1 $2"
+  rm -f "$errfile"
+  return 1
+}
+
+classify_hf_error() {
+  local rc=$1 errfile=$2 what=$3 text last
+  text=$(sed 's/\x1b\[[0-9;]*m//g' "$errfile")
+  last=$(grep -E '^[A-Za-z_.0-9]+(Error|Exception|Timeout)[A-Za-z]*:' <<<"$text" | tail -n 1 || true)
+  local api="the HF Jobs API at ${HF_ENDPOINT:-https://huggingface.co}"
+  if ((rc == 124)); then
+    HF_FAIL=timeout HF_ERROR="$what: no answer from $api within ${HF_CALL_TIMEOUT}s: check the network, then retry"
+  elif grep -q 'Job Not Found' <<<"$text"; then
+    HF_FAIL=notfound HF_ERROR="$what: job not found (404)"
+  elif grep -qE '(^|[^0-9])40[13] Client Error|Invalid credentials|Invalid user token' <<<"$text"; then
+    HF_FAIL=auth HF_ERROR="$what: HF rejected the token (401/403): it is invalid, expired, or cannot read this namespace. Run \`hf auth login\`, or set HF_TOKEN"
+  elif grep -qE 'Traceback|ConnectError|ConnectTimeout|Cannot reach|NameResolution|Network is unreachable' <<<"$text"; then
+    HF_FAIL=network HF_ERROR="$what: cannot reach $api (${last:-network error}): check the network (or HF_ENDPOINT), then retry"
+  else
+    HF_FAIL=other
+    HF_ERROR="$what failed: $(grep -m1 -E '^Error' <<<"$text" || grep -m1 -v '^[[:space:]]*$' <<<"$text" || printf 'exit %s, no message' "$rc")"
+  fi
+}
+
+# hf_or_die OUT ARGS...: hf_run, dying with the one line (a 404 says the state is stale).
+hf_or_die() {
+  hf_run "$@" && return 0
+  [[ "$HF_FAIL" == notfound && -n "${JOB:-}" ]] && stale_state
+  die "$HF_ERROR"
+}
+
+# inspect_job: JOB_INFO (the JSON object), STAGE, and STAGE_MESSAGE from `hf jobs inspect --json`.
+inspect_job() {
+  local out
+  hf_run out jobs inspect --json "$JOB" || return 1
+  JOB_INFO=$(jq -ce '.[0]' <<<"$out") || {
+    HF_FAIL=other HF_ERROR="hf jobs inspect: unexpected output (not a JSON list)"
+    return 1
+  }
+  STAGE=$(jq -r '.status.stage // "UNKNOWN"' <<<"$JOB_INFO")
+  STAGE_MESSAGE=$(jq -r '.status.message // empty' <<<"$JOB_INFO")
+}
+
+inspect_or_die() {
+  inspect_job && return 0
+  [[ "$HF_FAIL" == notfound ]] && stale_state
+  die "$HF_ERROR"
+}
+
+# cancel_job: `hf jobs cancel` the recorded job.
+cancel_job() {
+  hf_run - jobs cancel -q "$JOB" >/dev/null
+}
+
+# --- time and money -------------------------------------------------------------------------
+
+# epoch_of ISO8601: seconds since the epoch (jq, so it works with BSD and GNU date alike).
+epoch_of() {
+  jq -rn --arg t "$1" '$t | sub("\\.[0-9]+"; "") | sub("(\\+00:00|Z)$"; "Z") | fromdateiso8601' 2>/dev/null
+}
+
+# duration SECONDS: 45s, 12m05s, 3h04m.
+duration() {
+  local s=$1
+  if ((s < 60)); then
+    printf '%ds' "$s"
+  elif ((s < 3600)); then
+    printf '%dm%02ds' $((s / 60)) $((s % 60))
+  else
+    printf '%dh%02dm' $((s / 3600)) $((s % 3600 / 60))
+  fi
+}
+
+# price_per_hour FLAVOR: USD per hour from env/flavor-prices.tsv, or nothing when unknown.
+price_per_hour() {
+  [[ -f "$PRICES_FILE" ]] || return 0
+  awk -F'\t' -v f="$1" '$1 == f { print $2; exit }' "$PRICES_FILE"
+}

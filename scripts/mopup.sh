@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Usage: make mopup RUN=<run> [DRY_RUN=1] [MOPUP_MODE=auto|resume|retry-job] [API_BASE=<url>] [N_CONCURRENT=<n>]
+#        make mopup-archive RUN=<run>                      list what mop-up moved out of jobs
+#        make mopup-restore RUN=<run> TRIALS='<trial-dir> ...|all'   move it back
+# Retry exactly the run's tasks whose outcome is errored (infra) or unfinished, as the tally
+# and env/outcome-policy.yaml decide; never a passed or failed one. The plan is printed
+# first (DRY_RUN=1 stops there). MOPUP_MODE=auto resumes the job in place when its frozen
+# config matches what `harbor run` would resolve now, else runs a standalone job
+# <job-name>-retry-<N> with one --include-task-name per task. Nothing is deleted: a trial
+# dir leaves a job only by a move to state/<run>/archive/, recorded in state/<run>/manifest.jsonl.
+# Safe to run again at any time; with nothing left to retry it says so.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/argv.sh"
+
+readonly PY="$REPO_ROOT/.venv/bin/python"
+readonly MOPUP="$REPO_ROOT/tools/mopup.py"
+
+# The endpoint must serve the run's model: after a relaunch, API_BASE or state/ may point
+# at a server for another run, and every retried trial would then be scored against the
+# wrong model. The token goes to curl on stdin, never in its argv.
+check_served_model() {
+  local base=$1 token=$2 models served
+  models=$(printf 'Authorization: Bearer %s\n' "$token" |
+    curl -fsS --max-time 20 -H @- "$base/models" 2>&1) ||
+    die "cannot list the models at $base/models ($models). Is the server up? 'make serve RUN=$RUN' relaunches it; API_BASE=<url> points at another"
+  served=$(jq -r '[.data[]?.id] | join(", ")' <<<"$models" 2>/dev/null) ||
+    die "$base/models did not answer with an OpenAI model list: is $base an OpenAI-compatible endpoint?"
+  jq -e --arg m "$MODEL" 'any(.data[]?; .id == $m)' <<<"$models" >/dev/null ||
+    die "refusing: $base serves '${served:-nothing}', but run '$RUN' is benchmarking '$MODEL'. Point API_BASE at (or 'make serve RUN=$RUN' for) a server of '$MODEL'"
+}
+
+# The shell-quoted TASKS setting for a list of task names (one per line on stdin).
+tasks_setting() {
+  local task words=()
+  while IFS= read -r task; do
+    words+=("$(quote_word "$task")")
+  done
+  printf '%s' "${words[*]}"
+}
+
+main() {
+  local verb=${1:-mopup}
+  resolve_run
+  load_settings
+  local state
+  state=$(run_state_dir)
+  case "$verb" in
+    mopup) ;;
+    archive) exec "$PY" "$MOPUP" archive --state-dir "$state" ;;
+    restore)
+      local trials
+      split_words trials "${TRIALS:-}"
+      ((${#trials[@]})) || die "say which trial dirs to restore: TRIALS='<trial-dir> ...' or TRIALS=all (list them: make mopup-archive RUN=$RUN)"
+      is_dry_run && {
+        say "would restore: ${trials[*]}"
+        return 0
+      }
+      exec "$PY" "$MOPUP" restore --state-dir "$state" "${trials[@]}"
+      ;;
+    *) die "unknown verb '$verb' (mopup, archive, restore)" ;;
+  esac
+
+  validate_settings
+  case "${MOPUP_MODE:=auto}" in auto | resume | retry-job) ;; *)
+    die "MOPUP_MODE must be auto, resume or retry-job, got '$MOPUP_MODE'" ;;
+  esac
+  [[ "${WHERE:-local}" == local ]] ||
+    die "WHERE=${WHERE} is not supported by mop-up yet: pull the job dirs next to this checkout and run it locally"
+
+  cd "$REPO_ROOT"
+  local work
+  work=$(mktemp -d)
+  # shellcheck disable=SC2064  # expand now: $work is local
+  trap "rm -rf -- '$work'" EXIT
+
+  # What `harbor run` would resolve now for the run's job: the yardstick for resuming.
+  local argv
+  bench_argv argv
+  "${argv[@]}" --print-config >"$work/current-config.json" 2>"$work/print-config.err" ||
+    die "harbor run --print-config rejected the run's settings: $(<"$work/print-config.err")"
+
+  # The same manual verdicts as make tally: a task with a verdict is never retried.
+  local verdicts=()
+  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
+  "$PY" "$MOPUP" plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --state-dir "$state" \
+    --mode "$MOPUP_MODE" --n-concurrent "$N_CONCURRENT" --current-config "$work/current-config.json" \
+    "${verdicts[@]}" --out "$work/plan.json"
+  local mode batch
+  mode=$(jq -r .mode "$work/plan.json")
+  batch=$(jq -r .batch "$work/plan.json")
+  if [[ "$mode" == none ]]; then
+    is_dry_run || RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
+    say "re-ran 0 of 0 planned trials"
+    return 0
+  fi
+
+  # Only now the server: saying "nothing to retry" must not need one.
+  local base token
+  base=$(endpoint) ||
+    die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
+  token=${HF_TOKEN:-$(hf auth token 2>/dev/null)} || token=""
+  [[ -n "$token" ]] || die "no HF token: set HF_TOKEN or run 'hf auth login' (the endpoint and the sandboxes need it)"
+  if is_dry_run; then
+    (check_served_model "$base" "$token") || warn "a real mop-up would stop here (see above)"
+  else
+    check_served_model "$base" "$token"
+  fi
+
+  if [[ "$mode" == resume ]]; then
+    mapfile -t argv < <(jq -r '.resume_argv[]' "$work/plan.json")
+  else
+    # bench's own argv builder with the retry job's name and tasks, in a subshell so the
+    # run's JOB_NAME (maybe exported by make) stays the run's for the tally below.
+    mapfile -d '' -t argv < <(
+      JOB_NAME=$(jq -r .retry_job_name "$work/plan.json")
+      TASKS=$(jq -r '.tasks[].task' "$work/plan.json" | tasks_setting)
+      N_TASKS=""
+      local retry_argv=()
+      bench_argv retry_argv
+      printf '%s\0' "${retry_argv[@]}"
+    )
+  fi
+  local env_display
+  mapfile -t env_display < <(bench_env_display "$base")
+  say "command: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
+  if is_dry_run; then
+    say "dry run: nothing moved, nothing run"
+    return 0
+  fi
+
+  remember_run
+  mkdir -p "$state/mopup-plans"
+  cp "$work/plan.json" "$state/mopup-plans/$batch.json"
+  "$PY" "$MOPUP" prepare --plan "$work/plan.json" --state-dir "$state"
+
+  local rc=0
+  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base "${argv[@]}" || rc=$?
+
+  RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
+  "$PY" "$MOPUP" report --plan "$work/plan.json"
+  # Harbor also exits non-zero when a trial ended in CancelledError, after writing every
+  # result: the report above is the truth; a rerun of mop-up picks up what is left.
+  ((rc == 0)) || die "harbor exited $rc; the tally above is what is on disk. Run 'make mopup RUN=$RUN' again to retry what is left"
+}
+
+main "$@"

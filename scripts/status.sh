@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Usage: scripts/status.sh                (RUN=<name>; make status)
+# The run's server job: stage, endpoint and its /health, flavor and hourly price (from
+# env/flavor-prices.tsv), time up and its cost so far. Warns when the server is up but idle
+# (nothing written under the run's job dirs and no other job of the run running for
+# IDLE_WARN_AFTER seconds), and when it has outlived its own --timeout (HF enforces it late:
+# the reference's 24h server billed ~91h). DRY_RUN=1 prints the calls.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=lib-server.sh
+source "$(dirname "$0")/lib-server.sh"
+
+row() { printf '%-9s %s\n' "$1" "$2"; }
+
+# seconds_of 4h: an hf jobs --timeout value in seconds (<number>[s|m|h|d]); nothing if unparsable.
+seconds_of() {
+  [[ "$1" =~ ^([0-9]+([.][0-9]+)?)([smhd]?)$ ]] || return 0
+  local unit=${BASH_REMATCH[3]:-s}
+  awk -v n="${BASH_REMATCH[1]}" -v u="$unit" \
+    'BEGIN { m = (u == "s") ? 1 : (u == "m") ? 60 : (u == "h") ? 3600 : 86400; printf "%d", n * m }'
+}
+
+# bench_activity: prints what shows a bench is using the server, if anything does.
+bench_activity() {
+  local jobs_dir=$JOBS_DIR minutes=$((IDLE_WARN_AFTER / 60)) others
+  [[ "$jobs_dir" == /* ]] || jobs_dir="$REPO_ROOT/$jobs_dir"
+  if [[ -d "$jobs_dir" ]] && [[ -n "$(find "$jobs_dir" -path "$jobs_dir/$JOB_NAME*" -type f -mmin "-$minutes" -print -quit 2>/dev/null)" ]]; then
+    printf 'files under %s/%s* changed in the last %dm' "$(rel "$jobs_dir")" "$JOB_NAME" "$minutes"
+    return 0
+  fi
+  if hf_run others jobs ps -q --namespace "$JOB_NS" -l "project=$(sanitize_label "$PROJECT_LABEL")" -l "run=$(sanitize_label "$RUN")"; then
+    others=$(grep -vxF -- "$JOB_ID" <<<"$others" | grep -c . || true)
+    ((others == 0)) || printf '%d other running job(s) labelled run=%s' "$others" "$RUN"
+  else
+    printf 'unknown (%s)' "$HF_ERROR" # cannot tell: do not cry idle
+  fi
+}
+
+main() {
+  resolve_run
+  load_settings
+  IDLE_WARN_AFTER=${IDLE_WARN_AFTER:-1800}
+  require_integer IDLE_WARN_AFTER
+  load_server
+  if is_dry_run; then
+    show_cmd -- hf jobs inspect --json "$JOB"
+    return 0
+  fi
+  load_token
+  inspect_or_die
+
+  local flavor created now up="" price health="" timeout timeout_s
+  flavor=$(jq -r '.flavor // empty' <<<"$JOB_INFO")
+  flavor=${flavor:-$(jq -r '.flavor // "?"' "$SERVER_JSON")}
+  created=$(epoch_of "$(jq -r '.created_at // empty' <<<"$JOB_INFO")")
+  now=$(date +%s)
+  [[ -n "$created" ]] && up=$((now - created))
+  price=$(price_per_hour "$flavor")
+  timeout=$(jq -r '.timeout // empty' "$SERVER_JSON")
+  timeout_s=$(seconds_of "$timeout")
+
+  row run "$RUN"
+  row job "$JOB  $(jq -r '.url // empty' <<<"$JOB_INFO")"
+  row stage "$STAGE${STAGE_MESSAGE:+ ($STAGE_MESSAGE)}"
+  if [[ "$STAGE" == RUNNING ]]; then
+    health=$(http_status "${ENDPOINT%/v1}/health")
+    row endpoint "$ENDPOINT  (/health $health$([[ "$health" == 200 ]] && printf ', ready' || true))"
+  else
+    row endpoint "$ENDPOINT"
+  fi
+  if [[ -n "$price" ]]; then
+    row flavor "$flavor  \$$price/h + \$$(price_per_hour exposed-ports)/h exposed port (env/flavor-prices.tsv; live prices: hf jobs hardware)"
+  else
+    row flavor "$flavor  (price unknown: not in env/flavor-prices.tsv; see hf jobs hardware)"
+  fi
+  if is_terminal "$STAGE"; then
+    row billing "stopped"
+    return 0
+  fi
+  if [[ -n "$up" ]]; then
+    local cost=""
+    [[ -n "$price" ]] && cost=$(awk -v s="$up" -v p="$price" -v e="$(price_per_hour exposed-ports)" 'BEGIN { printf ", about $%.2f so far", s / 3600 * (p + e) }')
+    row up "$(duration "$up") since $(jq -r '.created_at' <<<"$JOB_INFO")$cost${timeout:+ (timeout $timeout)}"
+  fi
+  if [[ -n "$timeout_s" && -n "$up" ]] && ((up > timeout_s)); then
+    warn "job $JOB has outlived its timeout ($timeout): HF enforces job timeouts late, so it keeps billing. make stop RUN=$RUN"
+  fi
+  if [[ "$STAGE" == RUNNING && -n "$up" ]] && ((up > IDLE_WARN_AFTER)); then
+    local activity
+    activity=$(bench_activity)
+    if [[ -n "$activity" ]]; then
+      row bench "$activity"
+    else
+      warn "the server has been up $(duration "$up") and looks idle: nothing under $JOBS_DIR/$JOB_NAME* changed in $(duration "$IDLE_WARN_AFTER") and no other job labelled run=$RUN is running. It bills${price:+ \$$price/h} until stopped: make stop RUN=$RUN"
+    fi
+  fi
+}
+
+main "$@"

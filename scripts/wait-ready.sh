@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Usage: scripts/wait-ready.sh            (RUN=<name>; make serve calls it after the launch)
+# Wait until the run's server job (state/<run>/server.json) is RUNNING and its endpoint answers
+# GET /health with 200 (sglang answers /v1/models while it warms up, so that is not readiness).
+# Shows one live line: elapsed, the job's stage, the last /health answer.
+#   - the job ends first (ERROR, CANCELED, COMPLETED): prints its last LOG_TAIL log lines, fails
+#   - not ready within READY_TIMEOUT seconds, or Ctrl-C: cancels the job, so no GPU is left
+#     billing; KEEP_SERVER=1 keeps it running instead
+# Settings: READY_TIMEOUT (s), READY_POLL (s), KEEP_SERVER, LOG_TAIL. DRY_RUN=1 prints the calls.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=lib-server.sh
+source "$(dirname "$0")/lib-server.sh"
+
+SLEEP_PID=""
+LIVE_LINE=0
+
+# progress LINE: rewrite one line on a terminal; elsewhere (make in CI, a log file) print a
+# line when it changes, and at least once a minute.
+LAST_LINE="" LAST_PRINTED=0
+progress() {
+  if [[ -t 2 ]]; then
+    printf '\r\033[K%s: %s' "$SCRIPT_NAME" "$1" >&2
+    LIVE_LINE=1
+  elif [[ "${1#* }" != "$LAST_LINE" ]] || ((SECONDS - LAST_PRINTED >= 60)); then
+    say "$1"
+    LAST_LINE="${1#* }" LAST_PRINTED=$SECONDS
+  fi
+}
+
+end_progress() {
+  if ((LIVE_LINE)); then
+    printf '\n' >&2
+    LIVE_LINE=0
+  fi
+}
+
+# give_up WHY: cancel the job (unless KEEP_SERVER=1) and say what happened to it.
+give_up() {
+  end_progress
+  if [[ "${KEEP_SERVER:-0}" == 1 ]]; then
+    warn "$1; KEEP_SERVER=1, so job $JOB keeps running and billing. Stop it with: make stop RUN=$RUN"
+    return 0
+  fi
+  say "$1; cancelling job $JOB so it stops billing (KEEP_SERVER=1 would keep it)"
+  if cancel_job; then
+    say "cancelled job $JOB"
+  else
+    warn "could not cancel job $JOB: $HF_ERROR"
+    warn "it may still be billing: run make stop RUN=$RUN (or hf jobs cancel $JOB) until it says stopped"
+  fi
+}
+
+on_signal() {
+  trap '' INT TERM # a second Ctrl-C must not cut the cancel short (it is bounded anyway)
+  [[ -n "$SLEEP_PID" ]] && kill "$SLEEP_PID" 2>/dev/null
+  give_up "interrupted ($1) while waiting for the server"
+  exit 130
+}
+
+show_last_logs() {
+  local logs
+  if hf_run logs jobs logs --tail "$LOG_TAIL" "$JOB"; then
+    say "last $LOG_TAIL log lines of job $JOB:"
+    printf '%s\n' "$logs" | sed 's/^/  | /' >&2
+  else
+    warn "could not fetch the job's logs: $HF_ERROR"
+  fi
+}
+
+health_url() {
+  local base=${ENDPOINT%/}
+  printf '%s/health' "${base%/v1}"
+}
+
+main() {
+  resolve_run
+  load_settings
+  READY_TIMEOUT=${READY_TIMEOUT:-2700} READY_POLL=${READY_POLL:-15} LOG_TAIL=${LOG_TAIL:-100}
+  require_integer READY_TIMEOUT READY_POLL LOG_TAIL
+  load_server
+  [[ -n "$ENDPOINT" ]] || die "$(rel "$SERVER_JSON") has no endpoint: remove it and run make serve RUN=$RUN"
+  local url
+  url=$(health_url)
+
+  if is_dry_run; then
+    say "would poll every ${READY_POLL}s, for at most ${READY_TIMEOUT}s, until $url answers 200:"
+    show_cmd -- hf jobs inspect --json "$JOB"
+    # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
+    show_cmd 'curl -H "Authorization: Bearer $(hf auth token)"' -- -s -o /dev/null -w '%{http_code}' "$url"
+    return 0
+  fi
+  load_token
+  trap 'on_signal INT' INT
+  trap 'on_signal TERM' TERM
+
+  local deadline=$((SECONDS + READY_TIMEOUT)) stage="?" http="-" left
+  say "waiting for job $JOB to answer $url (at most $(duration "$READY_TIMEOUT"); Ctrl-C cancels the job)"
+  while :; do
+    if inspect_job; then
+      stage=$STAGE
+    else
+      [[ "$HF_FAIL" == notfound ]] && stale_state
+      # A rejected token cannot cancel either: stop here and say what may still be billing.
+      [[ "$HF_FAIL" == auth ]] && end_progress &&
+        die "$HF_ERROR. Job $JOB may still be billing: cancel it with a valid token (hf jobs cancel $JOB) or on its page, https://huggingface.co/jobs/$JOB"
+      stage="? ($HF_FAIL)" # a network blip: keep polling; the deadline bounds it
+    fi
+    if is_terminal "$stage"; then
+      end_progress
+      say "job $JOB ended before it was ready: stage $stage${STAGE_MESSAGE:+ ($STAGE_MESSAGE)}"
+      show_last_logs
+      die "the server did not start. Fix the cause above (model, flags, flavor), then make serve RUN=$RUN"
+    fi
+    http="-"
+    [[ "$stage" == RUNNING ]] && http=$(http_status "$url")
+    progress "$(duration "$SECONDS") elapsed, stage $stage, /health $http"
+    if [[ "$stage" == RUNNING && "$http" == 200 ]]; then
+      end_progress
+      say "ready after $(duration "$SECONDS"): $ENDPOINT (job $JOB). Next: make probe RUN=$RUN"
+      return 0
+    fi
+    left=$((deadline - SECONDS))
+    if ((left <= 0)); then
+      give_up "not ready after $(duration "$READY_TIMEOUT") (READY_TIMEOUT=$READY_TIMEOUT; stage $stage, last /health $http)"
+      [[ "$stage" == RUNNING ]] && show_last_logs
+      exit 1
+    fi
+    # In the background, so a signal interrupts the wait at once instead of after the sleep.
+    sleep "$((left < READY_POLL ? left : READY_POLL))" &
+    SLEEP_PID=$!
+    wait "$SLEEP_PID" || true
+    SLEEP_PID=""
+  done
+}
+
+main "$@"

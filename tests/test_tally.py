@@ -1,0 +1,696 @@
+"""tools/tally.py: discovery, selection, classification, both accountings, JSON, CLI, bad input.
+
+Every job dir here is written with harbor 0.25's own pydantic models
+(tests/fixtures/harbor_jobs.py, harbor-notes §8). Expected numbers are worked out by hand
+in the comments beside each fixture, not read back from the tool.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.fixtures.harbor_jobs import DELETE, T0, TrialSpec, rewrite_result, trial_name, write_job
+from tools import tally as T
+
+S = TrialSpec
+
+APT = ("Command failed (exit 100): apt-get update\nstdout: \nstderr: E: Release file for "
+       "http://security.debian.org/debian-security/dists/bullseye-security/InRelease is expired "
+       "(invalid since 12d 4h 3min 11s).")
+PS = "Command failed (exit 127): bash -lc 'ps aux'\nstdout: \nstderr: /bin/sh: 1: ps: not found"
+CTX = ("Command failed (exit 1): mini-swe-agent --yolo -c model.model_kwargs.timeout=3600\n"
+       "stdout: litellm.ContextWindowExceededError: maximum context length is 262144 tokens\nstderr: ")
+# A bare exit whose command line carries `timeout=3600` (every mini-swe-agent run does):
+# must NOT read as a timeout limit.
+BARE = ("Command failed (exit 1): mini-swe-agent --yolo -c model.model_kwargs.timeout=3600 "
+        "--exit-immediately\nstdout: Traceback (most recent call last):\nstderr: ")
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return T.load_policy()
+
+
+def outcomes(report: dict) -> dict[str, str]:
+    return {e["task"]: e["outcome"] for e in report["per_task"]}
+
+
+def counts(report: dict) -> dict:
+    return {k: report[k] for k in ("tasks", "passed", "failed", "errored", "unclassified", "unfinished", "scored")}
+
+
+# --------------------------------------------------------------------------- harbor pin
+
+
+def test_harbor_pin_matches_the_schema_the_fixtures_were_verified_against():
+    # A pin bump must fail here first: tally reads these names from raw JSON.
+    assert importlib.metadata.version("harbor") == "0.25.0"
+    from harbor.models.agent.context import AgentContext
+    from harbor.models.trial.result import ExceptionInfo, TimingInfo, TrialResult
+    from harbor.models.verifier.result import VerifierResult
+
+    assert set(T.RESULT_FIELDS) <= set(TrialResult.model_fields)
+    assert {"task_name", "trial_name", "finished_at", "started_at"} <= set(TrialResult.model_fields)
+    assert set(VerifierResult.model_fields) == {"rewards"}
+    assert {"exception_type", "exception_message"} <= set(ExceptionInfo.model_fields)
+    assert {"n_input_tokens", "n_cache_tokens", "n_output_tokens"} <= set(AgentContext.model_fields)
+    assert set(TimingInfo.model_fields) == {"started_at", "finished_at"}
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def test_retry_job_name_and_number():
+    assert T.retry_job_name("run", 1) == "run-retry-1"
+    assert T.retry_number("run", "run") == 0
+    assert T.retry_number("run", "run-retry-12") == 12
+    for other in ("run-smoke", "run-retry-", "run-retry-x", "run-retry-0", "run-retry-1a", "runx", "run-retry-²"):
+        assert T.retry_number("run", other) is None, other
+    with pytest.raises(ValueError):
+        T.retry_job_name("run", 0)
+
+
+def test_run_job_dirs_flat_then_nested_in_retry_order(tmp_path):
+    for name in ("run", "run-retry-10", "run-retry-2", "run-smoke", "run-retry-x", "other",
+                 "jobs/run-retry-1", "jobs/run-retry-3", "jobs/run-smoke"):
+        (tmp_path / name).mkdir(parents=True)
+    (tmp_path / "run-retry-4").write_text("a file, not a job dir")
+    got = [str(p.relative_to(tmp_path)) for p in T.run_job_dirs(tmp_path, "run")]
+    assert got == ["run", "run-retry-2", "run-retry-10", "jobs/run-retry-1", "jobs/run-retry-3"]
+    assert T.next_retry_job_name(tmp_path, "run") == "run-retry-11"
+    assert T.next_retry_job_name(tmp_path, "fresh") == "fresh-retry-1"
+
+
+def test_run_job_dirs_missing_jobs_dir_names_it(tmp_path):
+    with pytest.raises(T.TallyError, match=r"jobs dir not found: .*nope .*--jobs-dir"):
+        T.run_job_dirs(tmp_path / "nope", "run")
+
+
+# --------------------------------------------------------------------------- classification
+
+CASES = [
+    # (exception type, message, reward, timeouts_unscored) -> (outcome, rule)
+    (None, None, 1.0, False, "passed", "reward"),
+    (None, None, 0.0, False, "failed", "reward"),
+    (None, None, 0.99, False, "failed", "reward"),
+    (None, None, None, False, "unclassified", "no-reward-no-exception"),
+    ("AgentTimeoutError", "timed out", 0.0, False, "failed", "reward"),
+    ("AgentTimeoutError", "timed out", 1.0, False, "passed", "reward"),
+    ("AgentTimeoutError", "timed out", None, False, "failed", "limit-type"),
+    ("AgentTimeoutError", "timed out", 0.0, True, "errored", "timeout-unscored"),
+    ("AgentTimeoutError", "timed out", 1.0, True, "errored", "timeout-unscored"),
+    ("ContextWindowExceededError", CTX, 0.0, False, "failed", "reward"),
+    ("ContextWindowExceededError", CTX, None, False, "failed", "limit-type"),
+    ("ContextWindowExceededError", CTX, None, True, "failed", "limit-type"),
+    ("ContextLengthExceededError", "", None, False, "failed", "limit-type"),
+    ("OutputTokenExceededError", "", None, False, "failed", "limit-type"),
+    ("SandboxError", "Sandbox API error (503)", None, False, "errored", "infra-type"),
+    ("SandboxError", "x", 1.0, False, "errored", "infra-type"),  # a reward does not rescue infra
+    ("ReadTimeout", "", None, False, "errored", "infra-type"),
+    ("RemoteProtocolError", "", None, False, "errored", "infra-type"),
+    ("CancelledError", "", None, False, "errored", "infra-type"),
+    ("InternalServerError", "", None, False, "errored", "infra-type"),
+    ("ApiOverloadedError", "", None, False, "errored", "infra-type"),
+    ("NetworkConnectionError", "", 0.0, False, "errored", "infra-type"),
+    ("NonZeroAgentExitCodeError", APT, 0.0, False, "errored", "infra-message"),
+    ("NonZeroAgentExitCodeError", PS, None, False, "errored", "infra-message"),
+    ("NonZeroAgentExitCodeError", CTX, None, False, "failed", "nonzero-exit-limit"),
+    ("NonZeroAgentExitCodeError", "Command failed (exit 124): timeout 600 make", None, False, "failed",
+     "nonzero-exit-limit"),
+    ("NonZeroAgentExitCodeError", BARE, None, False, "errored", "nonzero-exit-infra"),
+    ("NonZeroAgentExitCodeError", BARE, 0.0, False, "failed", "reward"),
+    ("NonZeroAgentExitCodeError", BARE, 1.0, False, "passed", "reward"),
+    ("NonZeroAgentExitCodeError", None, None, False, "errored", "nonzero-exit-infra"),
+    ("RuntimeError", "HF Sandbox is not running. Call start() first.", None, False, "errored", "infra-message"),
+    ("RuntimeError", "something else", None, False, "unclassified", "no-rule"),
+    ("VerifierTimeoutError", "", None, False, "unclassified", "no-rule"),
+    ("VerifierTimeoutError", "", 0.0, False, "failed", "reward"),
+    ("BadRequestError", "", None, False, "unclassified", "no-rule"),
+]
+
+
+@pytest.mark.parametrize("etype,msg,reward,unscored,outcome,rule", CASES)
+def test_classify(policy, etype, msg, reward, unscored, outcome, rule):
+    trial = T.Trial("d/t__x", "d", "t", "finished", reward=reward, exception_type=etype, exception_message=msg)
+    got = T.classify(trial, policy, unscored)
+    assert got[:2] == (outcome, rule), got[2]
+
+
+# --------------------------------------------------------------------------- a mixed run
+
+# 22 tasks over the job, a retry job, a nested retry job; a smoke job that must be ignored.
+# Default accounting, worked by hand:
+#   passed (6):  t-pass, t-timeout-1, t-nz-reward, t-resume, t-retried, t-nested
+#   failed (8):  t-fail, t-timeout-0, t-ctx-reward, t-ctx-noreward, t-nz-ctx, t-crash-later, t-empty, t-reroll
+#   errored (5): t-nz-apt, t-nz-bare, t-overloaded, t-cancel, t-still-infra
+#   unclassified (1): t-verifier;  unfinished (2): t-crash-only, t-corrupt
+MAIN = [
+    S("t-pass", 1.0, finished=60),
+    S("t-fail", 0.0, finished=61),
+    S("t-timeout-0", 0.0, "AgentTimeoutError", finished=62),
+    S("t-timeout-1", 1.0, "AgentTimeoutError", finished=63),
+    S("t-ctx-reward", 0.0, "ContextWindowExceededError", CTX, finished=64),
+    S("t-ctx-noreward", None, "ContextWindowExceededError", CTX, finished=65),
+    S("t-nz-apt", 0.0, "NonZeroAgentExitCodeError", APT, finished=66),
+    S("t-nz-ctx", None, "NonZeroAgentExitCodeError", CTX, finished=67),
+    S("t-nz-bare", None, "NonZeroAgentExitCodeError", BARE, finished=68),
+    S("t-nz-reward", 1.0, "NonZeroAgentExitCodeError", BARE, finished=69),
+    S("t-overloaded", None, "ApiOverloadedError", finished=70),
+    S("t-cancel", None, "CancelledError", "", finished=71),
+    S("t-verifier", None, "VerifierTimeoutError", finished=72),
+    S("t-resume", None, "SandboxError", finished=10),          # pass 1 ...
+    S("t-resume", 1.0, finished=100, attempt=1),               # ... the resume pass, same job dir
+    S("t-crash-later", 0.0, finished=50),
+    S("t-crash-later", finished=None, attempt=1),              # crashed later: never hides the finished one
+    S("t-crash-only", finished=None),
+    S("t-corrupt", raw_result='{"task_name": "t-corrupt", "finis'),
+    S("t-empty", raw_result=""),
+    S("t-empty", 0.0, finished=80, attempt=1),
+    S("t-retried", None, "ReadTimeout", finished=20),
+    S("t-reroll", 1.0, finished=30),
+    S("t-nested", None, "ReadTimeout", finished=40),
+    S("t-still-infra", None, "ReadTimeout", finished=41),
+]
+RETRY1 = [
+    S("t-retried", 1.0, finished=1500),
+    S("t-reroll", 0.0, finished=1510),
+    S("t-still-infra", None, "ReadTimeout", finished=1520),
+]
+NESTED2 = [S("t-nested", 1.0, finished=2000)]
+EXPECTED = {
+    "t-pass": "passed", "t-timeout-1": "passed", "t-nz-reward": "passed", "t-resume": "passed",
+    "t-retried": "passed", "t-nested": "passed",
+    "t-fail": "failed", "t-timeout-0": "failed", "t-ctx-reward": "failed", "t-ctx-noreward": "failed",
+    "t-nz-ctx": "failed", "t-crash-later": "failed", "t-empty": "failed", "t-reroll": "failed",
+    "t-nz-apt": "errored", "t-nz-bare": "errored", "t-overloaded": "errored", "t-cancel": "errored",
+    "t-still-infra": "errored",
+    "t-verifier": "unclassified",
+    "t-crash-only": "unfinished", "t-corrupt": "unfinished",
+}
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mixed")
+    jobs = root / "jobs"
+    ds = root / "dataset"
+    write_job(jobs, "fx", MAIN, dataset=ds)
+    write_job(jobs, "fx-retry-1", RETRY1, dataset=ds, scoped=True)
+    write_job(jobs / "jobs", "fx-retry-2", NESTED2, dataset=ds, scoped=True)  # harbor's default nesting
+    write_job(jobs, "fx-smoke", [S("t-pass", None, "SandboxError", finished=5000)], dataset=ds, scoped=True)
+    # Decoys below a trial dir: the scan must never walk into agent/.
+    agent = jobs / "fx" / trial_name("t-pass", "fx") / "agent"
+    (agent / "result.json").write_text('{"task_name": "decoy", "finished_at": "2030-01-01T00:00:00Z"}')
+    (agent / "sub").mkdir()
+    (agent / "sub" / "result.json").write_text("not json")
+    return jobs
+
+
+def test_mixed_run_default_accounting(mixed, policy):
+    report = T.tally(T.run_job_dirs(mixed, "fx"), policy, run="fx")
+    assert outcomes(report) == EXPECTED
+    assert counts(report) == {"tasks": 22, "passed": 6, "failed": 8, "errored": 5, "unclassified": 1,
+                              "unfinished": 2, "scored": 14}
+    assert report["pass_rate"] == 6 / 14
+    assert report["accounting"] == "timeouts-scored"
+    assert report["errored_breakdown"] == {"infra": 5, "timeout": 0, "verdict": 0}
+    assert [os.path.relpath(d, mixed) for d in report["job_dirs"]] == ["fx", "fx-retry-1", "jobs/fx-retry-2"]
+    # 25 + 3 + 1 trial dirs; the smoke job and the decoys are not among them.
+    assert report["trial_dirs"] == 29
+    by_task = {e["task"]: e for e in report["per_task"]}
+    assert by_task["t-resume"]["attempts"] == 2
+    assert by_task["t-resume"]["finished_at"] == "2026-09-03T09:40:00Z"
+    assert by_task["t-crash-later"]["attempts"] == 1 and len(by_task["t-crash-later"]["trials"]) == 2
+    assert [t["outcome"] for t in by_task["t-crash-later"]["trials"]] == ["unfinished", "failed"]
+    assert by_task["t-empty"]["attempts"] == 1
+    assert [t["outcome"] for t in by_task["t-empty"]["trials"]] == ["unreadable", "failed"]
+    assert by_task["t-corrupt"]["attempts"] == 0 and by_task["t-corrupt"]["trial_dir"] is None
+    assert by_task["t-nested"]["job_dir"] == str(mixed / "jobs" / "fx-retry-2")
+    assert by_task["t-nz-apt"]["rule"] == "infra-message" and by_task["t-nz-apt"]["reward"] == 0.0
+    assert by_task["t-nz-bare"]["rule"] == "nonzero-exit-infra"
+    assert by_task["t-nz-ctx"]["rule"] == "nonzero-exit-limit"
+    assert report["exceptions"] == {
+        "NonZeroAgentExitCodeError": 4, "AgentTimeoutError": 2, "ContextWindowExceededError": 2,
+        "ApiOverloadedError": 1, "CancelledError": 1, "ReadTimeout": 1, "VerifierTimeoutError": 1}
+    # t-retried, t-nested, t-still-infra in fx, t-still-infra again in fx-retry-1
+    assert report["exceptions_all_trials"]["ReadTimeout"] == 4
+    assert report["exceptions_all_trials"]["SandboxError"] == 1  # the smoke job's is not counted
+
+
+def test_mixed_run_warnings(mixed, policy):
+    report = T.tally(T.run_job_dirs(mixed, "fx"), policy)
+    w = report["warnings"]
+    assert len(w) == 3, w
+    assert w[0] == ("t-reroll: scored attempts disagree (passed at 2026-09-03T08:30:00Z, failed at "
+                    "2026-09-04T09:10:00Z); the latest counts: failed")
+    corrupt = str(mixed / "fx" / trial_name("t-corrupt", "fx") / "result.json")
+    empty = str(mixed / "fx" / trial_name("t-empty", "fx") / "result.json")
+    assert w[1].startswith(f"{corrupt}: unreadable result.json (not valid JSON (truncated or corrupt): ")
+    assert w[2] == f"{empty}: unreadable result.json (empty file); the trial counts as unfinished"
+    assert report["unreadable"] == [
+        {"path": corrupt, "error": report["unreadable"][0]["error"]},
+        {"path": empty, "error": "empty file"},
+    ]
+
+
+def test_mixed_run_timeouts_unscored(mixed, policy):
+    report = T.tally(T.run_job_dirs(mixed, "fx"), policy, timeouts_unscored=True)
+    expected = dict(EXPECTED, **{"t-timeout-0": "errored", "t-timeout-1": "errored"})
+    assert outcomes(report) == expected
+    assert counts(report) == {"tasks": 22, "passed": 5, "failed": 7, "errored": 7, "unclassified": 1,
+                              "unfinished": 2, "scored": 12}
+    assert report["errored_breakdown"] == {"infra": 5, "timeout": 2, "verdict": 0}
+    assert report["accounting"] == "timeouts-unscored"
+
+
+def test_retry_targets_are_infra_and_unfinished_with_all_trial_dirs(mixed, policy):
+    report = T.tally(T.run_job_dirs(mixed, "fx"), policy)
+    targets = T.retry_targets(report)
+    assert [t["task"] for t in targets] == ["t-cancel", "t-corrupt", "t-crash-only", "t-nz-apt", "t-nz-bare",
+                                            "t-overloaded", "t-still-infra"]
+    still = next(t for t in targets if t["task"] == "t-still-infra")
+    assert [t["trial_dir"] for t in still["trials"]] == [
+        str(mixed / "fx" / trial_name("t-still-infra", "fx")),
+        str(mixed / "fx-retry-1" / trial_name("t-still-infra", "fx-retry-1")),
+    ]
+    # Under --timeouts-unscored the timeouts are errored but still never retry targets.
+    unscored = T.tally(T.run_job_dirs(mixed, "fx"), policy, timeouts_unscored=True)
+    assert [t["task"] for t in T.retry_targets(unscored)] == [t["task"] for t in targets]
+
+
+def test_per_task_entry_exact(mixed, policy):
+    report = T.tally(T.run_job_dirs(mixed, "fx"), policy)
+    entry = next(e for e in report["per_task"] if e["task"] == "t-retried")
+    first = str(mixed / "fx" / trial_name("t-retried", "fx"))
+    second = str(mixed / "fx-retry-1" / trial_name("t-retried", "fx-retry-1"))
+    assert entry == {
+        "task": "t-retried", "outcome": "passed", "computed_outcome": "passed", "rule": "reward",
+        "reason": "reward 1 (pass threshold 1)", "reward": 1.0, "exception_type": None,
+        "exception_message": None, "finished_at": "2026-09-04T09:00:00Z", "trial_dir": second,
+        "job_dir": str(mixed / "fx-retry-1"), "attempts": 2, "verdict": None,
+        "trials": [
+            {"trial_dir": first, "job_dir": str(mixed / "fx"), "finished_at": "2026-09-03T08:20:00Z",
+             "reward": None, "exception_type": "ReadTimeout", "outcome": "errored", "rule": "infra-type"},
+            {"trial_dir": second, "job_dir": str(mixed / "fx-retry-1"), "finished_at": "2026-09-04T09:00:00Z",
+             "reward": 1.0, "exception_type": None, "outcome": "passed", "rule": "reward"},
+        ],
+    }
+
+
+def test_explicit_job_dir_is_added_once(mixed, policy):
+    dirs = T.resolve_job_dirs((str(mixed / "fx"),), str(mixed), "fx")
+    report = T.tally(dirs, policy)
+    assert len(report["job_dirs"]) == 3 and report["tasks"] == 22
+    only_nested = T.tally([mixed / "jobs" / "fx-retry-2"], policy)
+    assert outcomes(only_nested) == {"t-nested": "passed"}
+
+
+# --------------------------------------------------------------------------- Run 1 arithmetic
+
+RUN1_INFRA = ["circuit-fibsqrt", "feal-linear-cryptanalysis", "query-optimize", "schemelike-metacircular-eval"]
+
+
+@pytest.fixture(scope="module")
+def run1(tmp_path_factory):
+    """Run 1's composition: 53 pass, 16 fail (reward 0), 16 AgentTimeoutError (reward 0),
+    4 infra errors that failed on each of 3 attempts (job, retry-1, retry-2)."""
+    root = tmp_path_factory.mktemp("run1")
+    jobs, ds = root / "jobs", root / "dataset"
+    main = [S(f"pass-{i:02d}", 1.0, finished=i) for i in range(53)]
+    main += [S(f"fail-{i:02d}", 0.0, finished=60 + i) for i in range(16)]
+    main += [S(f"timeout-{i:02d}", 0.0, "AgentTimeoutError", "Agent execution timed out", finished=80 + i)
+             for i in range(16)]
+    kinds = ["SandboxError", "RemoteProtocolError"]
+    main += [S(t, None, kinds[i % 2], finished=100 + i) for i, t in enumerate(RUN1_INFRA)]
+    write_job(jobs, "q", main, dataset=ds)
+    for n in (1, 2):
+        write_job(jobs, f"q-retry-{n}", [S(t, None, kinds[(i + n) % 2], finished=2000 * n + i)
+                                         for i, t in enumerate(RUN1_INFRA)], dataset=ds, scoped=True)
+    verdicts = root / "verdicts.yaml"
+    verdicts.write_text("verdicts:\n" + "".join(
+        f"  {t}:\n    outcome: errored\n    reason: SandboxError/RemoteProtocolError on all 3 attempts; accepted as final\n"
+        for t in RUN1_INFRA))
+    return jobs, verdicts
+
+
+def test_run1_default_accounting_reproduces_62_35(run1, policy):
+    jobs, verdicts = run1
+    report = T.tally(T.run_job_dirs(jobs, "q"), policy, T.load_verdicts(verdicts))
+    assert counts(report) == {"tasks": 89, "passed": 53, "failed": 32, "errored": 4, "unclassified": 0,
+                              "unfinished": 0, "scored": 85}
+    assert round(100 * report["pass_rate"], 2) == 62.35
+    assert report["errored_breakdown"] == {"infra": 0, "timeout": 0, "verdict": 4}
+    assert T.retry_targets(report) == []  # verdicts end the retrying
+    text = T.render_text(report)
+    assert "| Passed | 53 | 59.6% |" in text
+    assert "| Failed (scored, reward < 1, incl. AgentTimeoutError) | 32 | 36.0% |" in text
+    assert "| Errored (unscored: 0 infra, 4 by verdict) | 4 | 4.5% |" in text
+    assert "Pass rate excluding infra errors: 62.35% (53/85)" in text
+    assert "Accounting: timeouts-scored (default)" in text
+
+
+def test_run1_timeouts_unscored_reproduces_the_reference_table(run1, policy):
+    jobs, verdicts = run1
+    report = T.tally(T.run_job_dirs(jobs, "q"), policy, T.load_verdicts(verdicts), timeouts_unscored=True)
+    assert counts(report) == {"tasks": 89, "passed": 53, "failed": 16, "errored": 20, "unclassified": 0,
+                              "unfinished": 0, "scored": 69}
+    assert round(100 * report["pass_rate"], 1) == 76.8
+    assert report["errored_breakdown"] == {"infra": 0, "timeout": 16, "verdict": 4}
+    text = T.render_text(report)
+    assert "| Passed | 53 | 59.6% |" in text
+    assert "| Failed (scored, reward < 1) | 16 | 18.0% |" in text
+    assert "| Errored (unscored: 0 infra, 16 AgentTimeoutError, 4 by verdict) | 20 | 22.5% |" in text
+    assert "Pass rate excluding infra errors and timeouts: 76.81% (53/69)" in text
+    assert "Accounting: timeouts-unscored" in text
+
+
+def test_run1_without_verdicts_the_four_are_retry_targets(run1, policy):
+    jobs, _ = run1
+    report = T.tally(T.run_job_dirs(jobs, "q"), policy)
+    assert report["errored"] == 4 and report["errored_breakdown"]["infra"] == 4
+    targets = T.retry_targets(report)
+    assert [t["task"] for t in targets] == sorted(RUN1_INFRA)
+    assert all(t["attempts"] == 3 and len(t["trials"]) == 3 for t in targets)
+
+
+def test_verdict_shown_as_such(run1, policy):
+    jobs, verdicts = run1
+    report = T.tally(T.run_job_dirs(jobs, "q"), policy, T.load_verdicts(verdicts), verdicts_path=str(verdicts))
+    e = next(e for e in report["per_task"] if e["task"] == "query-optimize")
+    assert (e["outcome"], e["computed_outcome"], e["rule"]) == ("errored", "errored", "verdict")
+    assert e["verdict"] == "SandboxError/RemoteProtocolError on all 3 attempts; accepted as final"
+    assert report["verdicts"] == str(verdicts)
+    assert "| query-optimize | errored (verdict) |" in T.render_markdown(report)
+
+
+# --------------------------------------------------------------------------- selection details
+
+
+def test_latest_finished_at_wins_across_job_dirs_not_dir_order(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    # The retry job is OLDER than the main job's second attempt: timestamps decide, not dirs.
+    write_job(jobs, "r", [S("t", 0.0, finished=10), S("t", 1.0, finished=300, attempt=1)], dataset=tmp_path / "ds")
+    write_job(jobs, "r-retry-1", [S("t", 0.0, finished=200)], dataset=tmp_path / "ds", scoped=True)
+    report = T.tally(T.run_job_dirs(jobs, "r"), policy)
+    (e,) = report["per_task"]
+    assert (e["outcome"], e["finished_at"], e["attempts"]) == ("passed", "2026-09-03T13:00:00Z", 3)
+
+
+def test_naive_timestamp_read_as_utc_and_reported(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "n", [S("a", 1.0, finished=10), S("b", 0.0, finished=20)], dataset=tmp_path / "ds")
+    path = job / trial_name("a", "n") / "result.json"
+    rewrite_result(path, finished_at="2026-09-03T10:00:00")  # no zone
+    report = T.tally([job], policy)
+    assert next(e for e in report["per_task"] if e["task"] == "a")["finished_at"] == "2026-09-03T10:00:00Z"
+    assert report["warnings"] == [f"1 result.json file(s) have a finished_at without a time zone; read as UTC: {path}"]
+
+
+def test_odd_and_missing_timestamps_rank_first_and_are_reported(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "o", [S("a", 1.0, finished=10), S("a", 0.0, finished=5, attempt=1),
+                                S("b", 1.0, finished=10)], dataset=tmp_path / "ds")
+    odd = job / trial_name("a", "o") / "result.json"
+    rewrite_result(odd, finished_at="yesterday-ish")
+    gone = job / trial_name("b", "o") / "result.json"
+    rewrite_result(gone, finished_at=DELETE)
+    report = T.tally([job], policy)
+    # a: the odd timestamp ranks below the timestamped attempt (reward 0).
+    assert outcomes(report) == {"a": "failed", "b": "passed"}
+    assert report["warnings"] == [
+        f"{odd}: finished_at 'yesterday-ish' is not an ISO-8601 time; this trial ranks below every timestamped attempt of its task",
+        "a: scored attempts disagree (passed at (no finished_at), failed at 2026-09-03T08:05:00Z); the latest counts: failed",
+        f"1 result.json file(s) lack field(s) finished_at (not harbor 0.25's TrialResult?): {gone}",
+    ]
+
+
+def test_tie_on_finished_at_is_broken_by_path(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "tie", [S("t", 1.0, finished=10), S("t", 0.0, finished=10, attempt=1)],
+                    dataset=tmp_path / "ds")
+    names = sorted([trial_name("t", "tie"), trial_name("t", "tie", 1)])
+    report = T.tally([job], policy)
+    (e,) = report["per_task"]
+    assert e["trial_dir"] == str(job / names[-1])
+    assert any(w.startswith("t: two attempts finished at the same time 2026-09-03T08:10:00Z") for w in report["warnings"])
+
+
+def test_missing_schema_fields_and_reward_shapes(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "m", [S("no-task", 1.0), S("other-key", rewards={"accuracy": 1.0}),
+                                S("string-reward", rewards={"reward": 1.0})], dataset=tmp_path / "ds")
+    rewrite_result(job / trial_name("no-task", "m") / "result.json", task_name=DELETE, agent_execution=DELETE)
+    rewrite_result(job / trial_name("string-reward", "m") / "result.json", verifier_result={"rewards": {"reward": "1"}})
+    report = T.tally([job], policy)
+    # The name comes back from the trial's config.json; the reward shapes give no reward.
+    assert outcomes(report) == {"no-task": "passed", "other-key": "unclassified", "string-reward": "unclassified"}
+    w = report["warnings"]
+    assert len(w) == 3, w
+    assert "verifier rewards ['accuracy'] have no 'reward' key; treated as no reward" in w[0]
+    assert "verifier reward '1' is not a number; treated as no reward" in w[1]
+    assert w[2].startswith("1 result.json file(s) lack field(s) task_name, agent_execution (not harbor 0.25's")
+
+
+def test_long_task_name_crashed_dir_joins_its_task(tmp_path, policy):
+    long = "a-very-long-task-name-beyond-32-characters"
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "L", [S(long, 0.0, finished=10), S(long, finished=None, attempt=1)], dataset=tmp_path / "ds")
+    crashed = job / trial_name(long, "L", 1)
+    (crashed / "config.json").unlink()  # only the truncated dir name is left to go on
+    report = T.tally([job], policy)
+    (e,) = report["per_task"]
+    assert e["task"] == long and len(e["trials"]) == 2
+
+
+def test_tokens_and_agent_time_totals(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "tok", [
+        S("a", None, "SandboxError", finished=10, tokens=(100, 40, 7), agent_minutes=10),
+        S("a", 1.0, finished=100, attempt=1, tokens=(1000, 400, 70), agent_minutes=30),
+        S("b", 0.0, finished=50, tokens=(None, None, None), agent_minutes=5),
+        S("c", 0.0, finished=60, tokens=None, agent_minutes=1),
+    ], dataset=tmp_path / "ds")
+    report = T.tally([job], policy)
+    assert report["tokens"] == {"input": 1000, "cache": 400, "output": 70}
+    assert report["tokens_all_trials"] == {"input": 1100, "cache": 440, "output": 77}
+    assert report["trials_without_tokens"] == 2
+    assert report["agent_seconds"] == 36 * 60
+    assert report["agent_seconds_all_trials"] == 46 * 60
+
+
+def test_latest_infra_after_an_earlier_score_is_warned(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "w", [S("t", 1.0, finished=10), S("t", None, "SandboxError", finished=20, attempt=1)],
+                    dataset=tmp_path / "ds")
+    report = T.tally([job], policy)
+    assert outcomes(report) == {"t": "errored"}
+    assert report["warnings"] == [
+        "t: the latest attempt is errored (SandboxError) but an earlier attempt was scored (passed); the latest counts"]
+
+
+def test_planned_tasks_never_started_are_reported(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "p", [S("a", 1.0), S("b", 1.0), S("c", 1.0)], dataset=tmp_path / "ds")
+    import shutil
+    shutil.rmtree(job / trial_name("c", "p"))
+    report = T.tally([job], policy)
+    assert report["warnings"] == [
+        f"{job}/result.json plans 3 task(s) but only 2 have a trial dir: 1 never started (resume the job)"]
+
+
+def test_unrelated_dir_in_job_is_skipped_with_a_warning(tmp_path, policy):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "u", [S("a", 1.0)], dataset=tmp_path / "ds")
+    (job / "notes").mkdir()
+    report = T.tally([job], policy)
+    assert report["tasks"] == 1
+    assert report["warnings"] == [f"{job}/notes: not a trial dir (no result.json or config.json); skipped"]
+
+
+# --------------------------------------------------------------------------- policy and verdicts
+
+
+def test_policy_file_lists(policy):
+    assert policy.pass_threshold == 1.0
+    for name in ("SandboxError", "RemoteProtocolError", "ReadTimeout", "ReadError", "ConnectError", "ConnectTimeout",
+                 "InternalServerError", "CancelledError", "NetworkConnectionError", "ApiInternalServerError",
+                 "ApiOverloadedError", "ApiConnectionClosedError"):
+        assert name in policy.infra_types
+    assert policy.timeout_types == {"AgentTimeoutError"}
+    assert {"AgentTimeoutError", "ContextWindowExceededError", "ContextLengthExceededError",
+            "OutputTokenExceededError"} <= policy.limit_types
+    assert "AgentTimeoutError" not in policy.infra_types
+    assert policy.nonzero_exit_types == {"NonZeroAgentExitCodeError"}
+
+
+@pytest.mark.parametrize("text,message", [
+    ("infra:\n  typez: [X]\n", "infra has unknown key(s) ['typez']"),
+    ("infraa:\n  types: [X]\n", "unknown key(s) ['infraa']"),
+    ("infra:\n  types: [X]\nlimits:\n  types: [X]\n", "X is listed in both infra and limits"),
+    ("infra:\n  message_patterns:\n    - pattern: '('\n      why: broken\n", "is not a valid regex"),
+    ("infra:\n  message_patterns:\n    - pattern: 'x'\n", "must be a mapping with 'pattern' and 'why'"),
+    ("pass_threshold: 2\n", "pass_threshold must be a number in (0, 1]"),
+    ("infra:\n  types: [AgentTimeoutError]\ntimeouts:\n  types: [AgentTimeoutError]\n", "are also infra types"),
+    ("- a list\n", "expected a mapping"),
+    ("infra: [\n", "cannot read it as YAML"),
+])
+def test_bad_policy_is_named(tmp_path, text, message):
+    p = tmp_path / "policy.yaml"
+    p.write_text(text)
+    with pytest.raises(T.TallyError) as e:
+        T.load_policy(p)
+    assert message in str(e.value) and str(p) in str(e.value)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("verdicts:\n  t:\n    outcome: errored\n", "give exactly `outcome:` and `reason:`"),
+    ("verdicts:\n  t:\n    outcome: skipped\n    reason: x\n", "outcome must be passed, failed or errored"),
+    ("verdicts:\n  t:\n    outcome: errored\n    reason: ''\n", "a verdict needs a reason"),
+    ("t: errored\n", "expected one top-level key `verdicts:`"),
+])
+def test_bad_verdicts_are_named(tmp_path, text, message):
+    p = tmp_path / "v.yaml"
+    p.write_text(text)
+    with pytest.raises(T.TallyError, match=message.replace("(", r"\(").replace("`", ".")):
+        T.load_verdicts(p)
+
+
+def test_verdict_for_unknown_task_is_warned(mixed, policy, tmp_path):
+    report = T.tally(T.run_job_dirs(mixed, "fx"), policy, {"nope": T.Verdict("errored", "x")})
+    assert "verdict for nope ignored: no trial of that task in these job dirs" in report["warnings"]
+
+
+# --------------------------------------------------------------------------- CLI
+
+TOP_FIELDS = {
+    "run", "accounting", "policy", "verdicts", "pass_threshold", "job_dirs", "tasks", "passed", "failed", "errored",
+    "unclassified", "unfinished", "scored", "pass_rate", "errored_breakdown", "exceptions", "exceptions_all_trials",
+    "tokens", "tokens_all_trials", "trials_without_tokens", "agent_seconds", "agent_seconds_all_trials",
+    "trial_dirs", "warnings", "unreadable", "per_task",
+}
+TASK_FIELDS = {"task", "outcome", "computed_outcome", "rule", "reason", "reward", "exception_type",
+               "exception_message", "finished_at", "trial_dir", "job_dir", "attempts", "verdict", "trials"}
+TRIAL_FIELDS = {"trial_dir", "job_dir", "finished_at", "reward", "exception_type", "outcome", "rule"}
+
+
+def run_cli(*args):
+    return CliRunner().invoke(T.cli, [str(a) for a in args])
+
+
+def test_cli_json_fields(mixed):
+    r = run_cli("tally", "--jobs-dir", mixed, "--job-name", "fx", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert set(doc) == TOP_FIELDS
+    assert doc["run"] == "fx" and doc["policy"] == str(T.DEFAULT_POLICY) and doc["verdicts"] is None
+    assert doc["tasks"] == 22 and doc["pass_rate"] == 6 / 14
+    assert set(doc["tokens"]) == {"input", "cache", "output"}
+    assert [e["task"] for e in doc["per_task"]] == sorted(EXPECTED)
+    for e in doc["per_task"]:
+        assert set(e) == TASK_FIELDS
+        assert e["outcome"] in T.OUTCOMES
+        for t in e["trials"]:
+            assert set(t) == TRIAL_FIELDS
+
+
+def test_cli_text_and_markdown(mixed, tmp_path):
+    md = tmp_path / "out.md"
+    r = run_cli("tally", "--jobs-dir", mixed, "--job-name", "fx", "--timeouts-unscored", "--run-name", "label",
+                "--markdown", md)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("Run: label\nAccounting: timeouts-unscored")
+    assert "| Outcome | Count | % of 22 |" in r.stdout
+    assert "Pass rate excluding infra errors and timeouts: 41.67% (5/12)" in r.stdout
+    assert f"tally: wrote {md}" in r.stderr
+    text = md.read_text()
+    assert text.startswith("# label: per-task outcomes\n")
+    assert f"| t-nested | passed | 1 | - | 2 | 2026-09-04T17:20:00Z | fx-retry-2/{trial_name('t-nested', 'fx-retry-2')} |" in text
+
+
+def test_cli_retry_targets_json_and_text(mixed, tmp_path):
+    r = run_cli("retry-targets", "--jobs-dir", mixed, "--job-name", "fx", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert set(doc) == {"run", "policy", "infra_types", "job_dirs", "tasks"}
+    assert doc["infra_types"] == list(T.load_policy().infra_types)
+    assert [t["task"] for t in doc["tasks"]] == ["t-cancel", "t-corrupt", "t-crash-only", "t-nz-apt", "t-nz-bare",
+                                                 "t-overloaded", "t-still-infra"]
+    assert all(set(t) == TASK_FIELDS for t in doc["tasks"])
+    v = tmp_path / "v.yaml"
+    v.write_text("verdicts:\n  t-still-infra:\n    outcome: errored\n    reason: accepted after 2 attempts\n")
+    r = run_cli("retry-targets", "--jobs-dir", mixed, "--job-name", "fx", "--verdicts", v)
+    lines = r.stdout.splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["t-cancel", "t-corrupt", "t-crash-only", "t-nz-apt",
+                                                      "t-nz-bare", "t-overloaded"]
+    assert lines[0] == f"t-cancel\terrored\tCancelledError\t{mixed / 'fx' / trial_name('t-cancel', 'fx')}"
+
+
+def test_cli_policy_queries():
+    r = run_cli("policy", "infra-types")
+    assert r.exit_code == 0
+    assert r.stdout.splitlines() == list(T.load_policy().infra_types)
+    assert r.stdout.splitlines()[0] == "SandboxError"
+    r = run_cli("policy", "check")
+    assert r.exit_code == 0 and "OK (" in r.stdout
+
+
+def test_cli_job_dirs(mixed):
+    r = run_cli("job-dirs", "--jobs-dir", mixed, "--job-name", "fx")
+    assert r.stdout.splitlines() == [str(mixed / "fx"), str(mixed / "fx-retry-1"), str(mixed / "jobs" / "fx-retry-2")]
+    r = run_cli("job-dirs", "--jobs-dir", mixed, "--job-name", "fx", "--next-retry")
+    assert r.stdout == "fx-retry-3\n"
+
+
+def test_cli_missing_jobs_dir(tmp_path):
+    r = run_cli("tally", "--jobs-dir", tmp_path / "gone", "--job-name", "fx")
+    assert r.exit_code == 1
+    assert f"Error: jobs dir not found: {tmp_path / 'gone'} (pass the --jobs-dir" in r.stderr
+
+
+def test_cli_no_job_dir_for_the_name(mixed):
+    r = run_cli("tally", "--jobs-dir", mixed, "--job-name", "typo")
+    assert r.exit_code == 1
+    assert "no job dir for job name 'typo' under" in r.stderr and "JOB_NAME/JOBS_DIR" in r.stderr
+
+
+def test_cli_missing_explicit_job_dir_and_trial_dir(mixed, tmp_path):
+    r = run_cli("tally", tmp_path / "nope")
+    assert r.exit_code == 1 and f"job dir not found: {tmp_path / 'nope'}" in r.stderr
+    trial = mixed / "fx" / trial_name("t-pass", "fx")
+    r = run_cli("tally", trial)
+    assert r.exit_code == 1 and f"is a trial dir, not a job dir: pass its parent {mixed / 'fx'}" in r.stderr
+
+
+def test_cli_usage_errors():
+    r = run_cli("tally")
+    assert r.exit_code == 1 and "no job dirs given" in r.stderr
+    r = run_cli("tally", "--jobs-dir", "x")
+    assert r.exit_code == 1 and "--jobs-dir and --job-name go together" in r.stderr
+    r = run_cli("tally", "--bogus")
+    assert r.exit_code == 2
+
+
+def test_cli_bad_policy_and_verdicts_files(mixed, tmp_path):
+    r = run_cli("tally", "--jobs-dir", mixed, "--job-name", "fx", "--policy", tmp_path / "none.yaml")
+    assert r.exit_code == 1 and "file not found" in r.stderr and "none.yaml" in r.stderr
+    r = run_cli("tally", "--jobs-dir", mixed, "--job-name", "fx", "--verdicts", tmp_path / "none.yaml")
+    assert r.exit_code == 1 and "check the --verdicts path" in r.stderr
+
+
+def test_cli_empty_run_says_so(tmp_path):
+    (tmp_path / "jobs" / "e").mkdir(parents=True)
+    (tmp_path / "jobs" / "e" / "config.json").write_text("{}")
+    r = run_cli("tally", "--jobs-dir", tmp_path / "jobs", "--job-name", "e")
+    assert r.exit_code == 3
+    assert "EMPTY RUN: the job dirs hold no trial dirs yet" in r.stdout
+    assert "| Outcome | Count | % of 0 |" in r.stdout
+    assert "Pass rate excluding infra errors: n/a (0 scored tasks)" in r.stdout
+    assert "tally: empty run: no trial dirs in" in r.stderr
+    r = run_cli("tally", "--jobs-dir", tmp_path / "jobs", "--job-name", "e", "--json")
+    assert r.exit_code == 3 and json.loads(r.stdout)["tasks"] == 0 and json.loads(r.stdout)["pass_rate"] is None

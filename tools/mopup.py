@@ -1,0 +1,603 @@
+#!/usr/bin/env python3
+"""Mop-up: plan and bookkeeping for retrying exactly a run's infra-errored and unfinished tasks.
+
+scripts/mopup.sh drives it (settings, endpoint, harbor's argv); this file holds the logic:
+
+  plan     which tasks to retry (the tally's retry-targets, plus tasks that never started),
+           how (resume the job in place, or a standalone retry job), which trial dirs must
+           leave the job first, and why. Writes the plan as JSON; prints it for people.
+  prepare  carry out a plan's file moves: archive trial dirs, patch n_concurrent_trials.
+           Idempotent: a move already done is skipped, so an interrupted mop-up reruns.
+  report   after harbor: which planned trials ran ("re-ran X of Y"), and anything unplanned.
+  archive  list what mop-up took out of jobs (the manifest, checked against the disk).
+  restore  move archived trial dirs back into their job.
+
+Nothing here deletes. A trial dir leaves a job only by a rename into
+state/<run>/archive/<batch>/<job-name>/<trial>, recorded in state/<run>/manifest.jsonl
+(append-only) before and after the rename. Why the archive is outside the job: on resume
+harbor rmtree's every dir of a job that has no result.json (harbor-notes §5).
+
+Exit codes: 0 done, 1 a user-facing error (message says what and how to fix), 2 usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+TOOLS_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS_DIR))
+
+# Passed to `harbor job resume -f`: exception types are Python class names, which cannot
+# contain '-', so this matches no trial. Without an explicit -f, harbor's default
+# `-f CancelledError` would rmtree those trials itself; mop-up archives them first instead.
+NO_MATCH_FILTER = "mopup-archived-first-matches-nothing"
+
+# Job-config fields that may differ without making a resume run something different:
+# where the job lives (harbor rebinds both on resume) and the concurrency (mop-up patches
+# config.json and lock.json together). Everything else must match what `harbor run` would
+# resolve now, or the resumed trials would silently use the old settings.
+IGNORED_CONFIG_FIELDS = ("job_name", "jobs_dir", "n_concurrent_trials")
+
+GLOB_CHARS = re.compile(r"[*?\[\]]")
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# --- the tally: one source of truth for what to retry ---------------------------------------
+
+
+def tally_naming():
+    """next_retry_job_name / run_job_dirs from tools/tally.py: the run's job naming lives there."""
+    try:
+        import tally  # noqa: PLC0415  (tools/ is on sys.path)
+    except ImportError as exc:
+        raise click.ClickException(f"cannot import tools/tally.py ({exc}): mop-up takes its job naming from it")
+    missing = [name for name in ("next_retry_job_name", "run_job_dirs") if not hasattr(tally, name)]
+    if missing:
+        raise click.ClickException(f"tools/tally.py lacks {', '.join(missing)}, which mop-up imports for the run's job naming")
+    return tally
+
+
+def run_tally(args: list[str]) -> dict:
+    """tools/tally.py with --json, in this interpreter; its error is passed on verbatim."""
+    cmd = [sys.executable, str(TOOLS_DIR / "tally.py"), *args, "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise click.ClickException(f"tally failed ({' '.join(args[:1])}): {proc.stderr.strip() or proc.stdout.strip()}")
+    return json.loads(proc.stdout)
+
+
+# --- harbor's own view of the job -------------------------------------------------------------
+
+
+def harbor_version() -> str:
+    return importlib.metadata.version("harbor")
+
+
+def load_job_config(job_dir: Path):
+    from harbor.models.job.config import JobConfig
+
+    config = JobConfig.model_validate_json((job_dir / "config.json").read_text())
+    # What `harbor job resume -p` does (0.25): the directory given is the job's location.
+    config.jobs_dir = job_dir.parent
+    config.job_name = job_dir.name
+    return config
+
+
+def planned_trial_configs(config) -> tuple[list, list]:
+    """(task configs, trial configs) harbor plans for this config, by its own JobPlan (as Job does)."""
+    from uuid import uuid4
+
+    from harbor.job_plan import JobPlan
+
+    task_configs = asyncio.run(JobPlan.resolve_task_configs(config))
+    return task_configs, JobPlan.build_trial_configs(config, task_configs, job_id=uuid4())
+
+
+def lock_mismatch(job_dir: Path, config, task_configs: list, planned: list, n_concurrent: int) -> str | None:
+    """Why harbor would refuse the job's lock.json on resume (Job._write_job_lock), or None.
+
+    Builds the lock harbor would build, with the concurrency mop-up is about to set, and
+    compares it as harbor does (created_at and the harbor version are copied over first).
+    Catches what the config cannot show, e.g. a task whose files changed since the run.
+    """
+    from harbor.job_plan import JobPlan
+    from harbor.models.job.lock import JobLock, build_job_lock
+
+    lock_path = job_dir / "lock.json"
+    if not lock_path.exists():
+        return None  # harbor writes a fresh one
+    try:
+        existing = JobLock.model_validate_json(lock_path.read_text())
+    except Exception as exc:
+        return f"{lock_path} cannot be parsed ({type(exc).__name__}); harbor refuses to overwrite it"
+    downloads = asyncio.run(JobPlan.cache_tasks(task_configs))
+    target = config.model_copy(update={"n_concurrent_trials": n_concurrent})
+    new = build_job_lock(config=target, trial_configs=planned, task_download_results=downloads)
+    new.created_at, new.harbor = existing.created_at, existing.harbor
+    existing.n_concurrent_trials = n_concurrent
+    if existing == new:
+        return None
+    old_digests = {t.task.name: t.task.digest for t in existing.trials}
+    changed = sorted(t.task.name for t in new.trials if old_digests.get(t.task.name, t.task.digest) != t.task.digest)
+    if changed:
+        return f"the files of {', '.join(changed)} changed since the job ran (lock.json task digests differ)"
+    return "lock.json differs from the lock harbor would resolve now (retry policy, tasks or settings)"
+
+
+def task_of(trial_config) -> str:
+    return trial_config.task.get_task_id().get_name()
+
+
+def config_differences(frozen: dict, current: dict) -> list[str]:
+    """Fields of two JobConfig dumps that differ, as 'path: old -> new' lines."""
+    from harbor.models.job.config import JobConfig
+
+    def normal(raw: dict) -> dict:
+        dump = JobConfig.model_validate(raw).model_dump(mode="json")
+        for name in IGNORED_CONFIG_FIELDS:
+            dump.pop(name, None)
+        return dump
+
+    out: list[str] = []
+
+    def walk(a, b, path: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                walk(a.get(key), b.get(key), f"{path}.{key}" if path else key)
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b)):
+                walk(x, y, f"{path}[{i}]")
+        elif a != b:
+            out.append(f"{path}: {json.dumps(a)} -> {json.dumps(b)}")
+
+    walk(normal(frozen), normal(current), "")
+    return out
+
+
+def redacted_secrets(frozen: dict) -> list[str]:
+    """Agent env values harbor saved redacted ("sk-l****def"): a resume would send them as is."""
+    found = []
+    for agent in frozen.get("agents", []):
+        for key, value in (agent.get("env") or {}).items():
+            if isinstance(value, str) and "****" in value:
+                found.append(f"{agent.get('name')}: {key}")
+    return found
+
+
+def simulate_resume(job_dir: Path, planned: list, leaving: set[Path]) -> tuple[Counter, str | None]:
+    """What `harbor job resume` would run once `leaving` has left the job dir.
+
+    Replays Job._maybe_init_existing_job and Job._init_remaining_trial_configs: every
+    surviving trial with a parseable result.json must equal a planned TrialConfig (harbor
+    compares with trials_dir rebound); planned trials without a match are what runs.
+    Returns (tasks that would run, the error harbor would raise or None).
+    """
+    from harbor.models.trial.config import TrialConfig
+    from harbor.models.trial.result import TrialResult
+
+    existing = []
+    for trial_dir in sorted(p for p in job_dir.iterdir() if p.is_dir()):
+        if trial_dir in leaving:
+            continue
+        result = trial_dir / "result.json"
+        if not result.exists():
+            return Counter(), f"{trial_dir.name} has no result.json and would be deleted by harbor"
+        try:
+            TrialResult.model_validate_json(result.read_text())
+        except Exception:  # harbor skips (and keeps) unparseable results: so do we
+            continue
+        trial_config = TrialConfig.model_validate_json((trial_dir / "config.json").read_text())
+        trial_config.trials_dir = job_dir
+        existing.append(trial_config)
+
+    matched: set[int] = set()
+    remaining: Counter = Counter()
+    for planned_config in planned:
+        index = next((i for i, e in enumerate(existing) if i not in matched and e == planned_config), None)
+        if index is None:
+            remaining[task_of(planned_config)] += 1
+        else:
+            matched.add(index)
+    if len(matched) != len(existing):
+        strays = len(existing) - len(matched)
+        return remaining, f"{strays} finished trial(s) in the job match no trial harbor plans now (harbor: 'Existing trial config does not match planned job config')"
+    return remaining, None
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+def trial_dirs_of(job_dir: Path) -> list[Path]:
+    return sorted(p for p in job_dir.iterdir() if p.is_dir()) if job_dir.is_dir() else []
+
+
+def trial_task(trial_dir: Path) -> str | None:
+    """The task a trial dir belongs to: its result.json, else its config.json, else None."""
+    for name in ("result.json", "config.json"):
+        try:
+            data = json.loads((trial_dir / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if name == "result.json" and data.get("task_name"):
+            return data["task_name"]
+        path = (data.get("task") or {}).get("path")
+        if path:
+            return Path(path).name
+    return None
+
+
+def main_job_dir(jobs_dir: Path, job_name: str) -> Path:
+    for candidate in (jobs_dir / job_name, jobs_dir / "jobs" / job_name):
+        if (candidate / "config.json").exists():
+            return candidate
+    raise click.ClickException(
+        f"no job '{job_name}' under {jobs_dir} (looked for {job_name}/config.json and jobs/{job_name}/config.json). "
+        "Run `make bench RUN=…` first, or set JOBS_DIR/JOB_NAME to where the job is."
+    )
+
+
+def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, current: dict, run: str,
+               verdicts: Path | None = None) -> dict:
+    naming = tally_naming()
+    job_dir = main_job_dir(jobs_dir, job_name)
+    selection = ["--jobs-dir", str(jobs_dir), "--job-name", job_name]
+    if verdicts:
+        selection += ["--verdicts", str(verdicts)]
+    targets = run_tally(["retry-targets", *selection])
+    tally = run_tally(["tally", *selection])
+    known = {row["task"] for row in tally.get("per_task", [])}
+
+    tasks = {t["task"]: {"task": t["task"], "outcome": t["outcome"], "exception_type": t.get("exception_type"),
+                         "trial_dirs": [x["trial_dir"] for x in t.get("trials", [])] or [t.get("trial_dir")]}
+             for t in targets["tasks"]}
+
+    frozen_raw = json.loads((job_dir / "config.json").read_text())
+    config = load_job_config(job_dir)
+    warnings: list[str] = []
+    task_configs: list = []
+    planned: list = []
+    blockers: list[str] = []
+    try:
+        task_configs, planned = planned_trial_configs(config)
+    except Exception as exc:  # a --repo dataset needs the network; harbor's resume would fail the same way
+        blockers.append(f"harbor cannot resolve the job's dataset now ({type(exc).__name__}: {exc})")
+        warnings.append("tasks that never started cannot be listed without the dataset; they are not in this plan")
+    for name in sorted({task_of(c) for c in planned} - known - set(tasks)):
+        tasks[name] = {"task": name, "outcome": "unfinished", "exception_type": None, "trial_dirs": [],
+                       "note": "never started"}
+
+    selected = sorted(tasks)
+    for name in selected:
+        if GLOB_CHARS.search(name):
+            raise click.ClickException(f"task name {name!r} holds a glob character; harbor's --include-task-name would match more than it")
+
+    # In place, every dir of a selected task leaves the job (so harbor re-runs it), and so does
+    # every dir without result.json (harbor would rmtree it).
+    leaving = [d for d in trial_dirs_of(job_dir)
+               if trial_task(d) in tasks or not (d / "result.json").exists()]
+
+    blockers += [f"setting changed since the job was created: {d}" for d in config_differences(frozen_raw, current)]
+    lock_path = job_dir / "lock.json"
+    if lock_path.exists():
+        locked = json.loads(lock_path.read_text()).get("harbor", {}).get("version")
+        if locked and locked != harbor_version():
+            blockers.append(f"the job was created by harbor {locked}, this is harbor {harbor_version()} (its lock would not match)")
+    blockers += [f"a secret was frozen redacted ({s}); a resume would send the redacted string" for s in redacted_secrets(frozen_raw)]
+    if planned and not blockers:
+        would_run, error = simulate_resume(job_dir, planned, set(leaving))
+        error = error or lock_mismatch(job_dir, config, task_configs, planned, n_concurrent)
+        if error:
+            blockers.append(error)
+        else:
+            extra = sorted(set(would_run) - set(selected))
+            missing = sorted(set(selected) - set(would_run))
+            if extra:
+                blockers.append(f"a resume would also re-run {', '.join(extra)}, whose outcome is already settled by another job of the run")
+            if missing:
+                blockers.append(f"a resume would not re-run {', '.join(missing)} (its trials are in another job of the run)")
+
+    if not selected:
+        chosen = "none"
+    elif mode == "auto":
+        chosen = "retry-job" if blockers else "resume"
+    elif mode == "resume" and blockers:
+        raise click.ClickException(
+            "MOPUP_MODE=resume, but resuming the job in place cannot work:\n  - " + "\n  - ".join(blockers)
+            + "\nRun with MOPUP_MODE=auto (or retry-job) for a standalone retry job instead.")
+    else:
+        chosen = mode
+
+    frozen_n = config.n_concurrent_trials
+    batch = now_utc().strftime("%Y%m%dT%H%M%S%fZ")
+    plan = {
+        "run": run,
+        "created_at": now_utc().isoformat(),
+        "batch": batch,
+        "jobs_dir": str(jobs_dir),
+        "job_name": job_name,
+        "job_dir": str(job_dir),
+        "mode": chosen,
+        "requested_mode": mode,
+        "why_not_resume": blockers,
+        "warnings": warnings,
+        "tasks": [tasks[name] for name in selected],
+        "archive": [],
+        "concurrency": None,
+        "retry_job_name": None,
+        "resume_argv": None,
+        "trial_dirs_before": sorted(str(d) for jd in naming.run_job_dirs(jobs_dir, job_name) for d in trial_dirs_of(Path(jd))),
+    }
+    if chosen == "resume":
+        plan["archive"] = [{"src": str(d), "job": job_dir.name, "task": trial_task(d),
+                            "finished": (d / "result.json").exists()} for d in leaving]
+        # Both files, each on its own: an interrupted patch may have left one behind.
+        locked_n = json.loads(lock_path.read_text()).get("n_concurrent_trials") if lock_path.exists() else None
+        if frozen_n != n_concurrent or locked_n not in (None, n_concurrent):
+            plan["concurrency"] = {"from": frozen_n, "lock_from": locked_n, "to": n_concurrent}
+        plan["resume_argv"] = ["harbor", "job", "resume", "-p", str(job_dir), "--filter-error-type", NO_MATCH_FILTER]
+    elif chosen == "retry-job":
+        plan["retry_job_name"] = naming.next_retry_job_name(jobs_dir, job_name)
+    return plan
+
+
+def describe_plan(plan: dict, state_dir: Path) -> str:
+    lines = []
+    n = len(plan["tasks"])
+    if plan["mode"] == "none":
+        lines.append(f"nothing to retry in run '{plan['run']}': no task is errored (infra) or unfinished.")
+        return "\n".join(lines)
+    lines.append(f"plan: retry {n} task(s) of job {plan['job_name']} ({plan['job_dir']})")
+    for t in plan["tasks"]:
+        why = t.get("exception_type") or t.get("note") or "no result.json"
+        where = ", ".join(str(d) for d in t["trial_dirs"] if d) or "-"
+        lines.append(f"  {t['task']:<32} {t['outcome']:<10} {why:<28} {where}")
+    if plan["mode"] == "resume":
+        lines.append("mechanism: resume the job in place (its frozen config matches what would run now)")
+        if plan["archive"]:
+            lines.append(f"first, move {len(plan['archive'])} trial dir(s) out of the job to {state_dir / 'archive' / plan['batch']}/:")
+            for a in plan["archive"]:
+                lines.append(f"  {a['src']}{'' if a['finished'] else '   (no result.json: harbor would delete it)'}")
+        if plan["concurrency"]:
+            c = plan["concurrency"]
+            was = c["from"] if c["lock_from"] in (None, c["from"]) else f"{c['from']} (lock.json: {c['lock_from']})"
+            lines.append(f"n_concurrent_trials {was} -> {c['to']} in config.json and lock.json (backups in the archive)")
+        lines.append(f"new trials land in {plan['job_dir']}/<task>__<id>/")
+    else:
+        lines.append("mechanism: a standalone retry job (resume in place cannot work:")
+        lines += [f"  - {b}" for b in plan["why_not_resume"]] + ["  )"]
+        lines.append("nothing leaves any job; new trials land in "
+                     f"{Path(plan['jobs_dir']) / plan['retry_job_name']}/<task>__<id>/")
+    for w in plan["warnings"]:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+# --- archive, manifest, concurrency ------------------------------------------------------------
+
+
+def append_manifest(state_dir: Path, record: dict) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    record = {"at": now_utc().isoformat(), **record}
+    with (state_dir / "manifest.jsonl").open("a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_manifest(state_dir: Path) -> list[dict]:
+    path = state_dir / "manifest.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def ensure_free(dest: Path) -> None:
+    if dest.exists():
+        raise click.ClickException(f"{dest} already exists; not overwriting it (move it away by hand)")
+
+
+def move_dir(src: Path, dest: Path) -> None:
+    """A rename, never copy-and-delete: the dir is either here or there."""
+    ensure_free(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(src, dest)
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            raise click.ClickException(
+                f"cannot move {src} to {dest}: different filesystems. Put state/ on the jobs dir's filesystem "
+                "(STATE_ROOT=<dir next to the jobs dir>); mop-up never copies-then-deletes.")
+        raise
+
+
+def archive_trials(plan: dict, state_dir: Path) -> int:
+    moved = 0
+    for item in plan["archive"]:
+        src = Path(item["src"])
+        dest = state_dir / "archive" / plan["batch"] / item["job"] / src.name
+        if not src.exists() and dest.exists():
+            continue  # done by an earlier, interrupted attempt at this plan
+        if not src.exists():
+            raise click.ClickException(f"{src} is gone and not in the archive; re-plan: run mop-up again")
+        ensure_free(dest)
+        append_manifest(state_dir, {"event": "archive", "state": "moving", "src": str(src), "dest": str(dest),
+                                    "task": item["task"], "finished": item["finished"], "batch": plan["batch"]})
+        move_dir(src, dest)
+        append_manifest(state_dir, {"event": "archive", "state": "moved", "src": str(src), "dest": str(dest),
+                                    "task": item["task"], "batch": plan["batch"]})
+        moved += 1
+    return moved
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".mopup-tmp")
+    tmp.write_text(text)
+    with tmp.open("rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def patch_concurrency(job_dir: Path, n: int, backup_dir: Path, state_dir: Path) -> list[str]:
+    """Set n_concurrent_trials to n in config.json and lock.json, both or neither.
+
+    Harbor locks the value in both files (harbor-notes §5). Both new texts are built and
+    validated before either file is replaced, and the originals are copied to the archive
+    first. Each file is replaced atomically; should the process die between the two
+    replacements, the next mop-up finds one file still at the old value and patches it.
+    """
+    from harbor.models.job.config import JobConfig
+
+    changed = []
+    texts = {}
+    for name in ("config.json", "lock.json"):
+        path = job_dir / name
+        if not path.exists():
+            continue
+        data = json.loads(path.read_text())
+        if data.get("n_concurrent_trials") == n:
+            continue
+        data["n_concurrent_trials"] = n
+        if name == "config.json":
+            JobConfig.model_validate(data)
+        texts[name] = json.dumps(data, indent=4)
+    if not texts:
+        return changed
+    backup_dir.mkdir(parents=True, exist_ok=True)
+    for name in texts:
+        shutil.copy2(job_dir / name, backup_dir / name)
+    for name, text in texts.items():
+        write_atomically(job_dir / name, text)
+        changed.append(name)
+    append_manifest(state_dir, {"event": "concurrency", "job_dir": str(job_dir), "to": n, "files": changed,
+                                "backups": str(backup_dir)})
+    return changed
+
+
+# --- click commands ---------------------------------------------------------------------------
+
+
+@click.group()
+def cli() -> None:
+    """Mop-up planning and bookkeeping (see the module docstring)."""
+
+
+@cli.command()
+@click.option("--jobs-dir", type=click.Path(path_type=Path), required=True)
+@click.option("--job-name", required=True)
+@click.option("--run", required=True)
+@click.option("--state-dir", type=click.Path(path_type=Path), required=True)
+@click.option("--mode", type=click.Choice(["auto", "resume", "retry-job"]), default="auto")
+@click.option("--n-concurrent", type=int, required=True)
+@click.option("--current-config", type=click.Path(exists=True, path_type=Path), required=True,
+              help="`harbor run … --print-config` output for the job as it would run now")
+@click.option("--verdicts", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The run's manual verdicts (as make tally reads them): such tasks are never retried.")
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config, verdicts, out):
+    """Decide what to retry and how; write the plan JSON to --out and print it."""
+    the_plan = build_plan(jobs_dir.resolve(), job_name, mode, n_concurrent,
+                          json.loads(current_config.read_text()), run, verdicts)
+    out.write_text(json.dumps(the_plan, indent=2))
+    click.echo(describe_plan(the_plan, state_dir), err=True)
+
+
+@cli.command()
+@click.option("--plan", "plan_path", type=click.Path(exists=True, path_type=Path), required=True)
+@click.option("--state-dir", type=click.Path(path_type=Path), required=True)
+def prepare(plan_path, state_dir):
+    """Archive the plan's trial dirs and patch the concurrency; safe to run twice."""
+    p = json.loads(plan_path.read_text())
+    if p["mode"] != "resume":
+        return
+    moved = archive_trials(p, state_dir)
+    job_dir = Path(p["job_dir"])
+    if p["concurrency"]:
+        patch_concurrency(job_dir, p["concurrency"]["to"], state_dir / "archive" / p["batch"] / (job_dir.name + ".job-files"), state_dir)
+    # Last line of defence before harbor runs: it deletes every dir without result.json.
+    doomed = [d.name for d in trial_dirs_of(job_dir) if not (d / "result.json").exists()]
+    if doomed:
+        raise click.ClickException(f"not resuming: harbor would delete {', '.join(doomed)} (no result.json). Run mop-up again to archive them.")
+    click.echo(f"archived {moved} trial dir(s) to {state_dir / 'archive' / p['batch']}", err=True)
+
+
+@cli.command()
+@click.option("--plan", "plan_path", type=click.Path(exists=True, path_type=Path), required=True)
+def report(plan_path):
+    """Which planned trials ran; fails when harbor ran a trial mop-up did not plan."""
+    p = json.loads(plan_path.read_text())
+    naming = tally_naming()
+    before = set(p["trial_dirs_before"])
+    planned = {t["task"] for t in p["tasks"]}
+    ran: Counter = Counter()
+    unplanned = []
+    for jd in naming.run_job_dirs(Path(p["jobs_dir"]), p["job_name"]):
+        for d in trial_dirs_of(Path(jd)):
+            if str(d) in before or not (d / "result.json").exists():
+                continue
+            task = trial_task(d)
+            if task in planned:
+                ran[task] += 1
+            else:
+                unplanned.append(str(d))
+    not_run = sorted(planned - set(ran))
+    click.echo(f"re-ran {sum(ran.values())} of {len(planned)} planned trials")
+    if not_run:
+        click.echo(f"not re-run (yet): {', '.join(not_run)} — run mop-up again", err=True)
+    if unplanned:
+        raise click.ClickException(f"harbor ran {len(unplanned)} trial(s) mop-up did not plan: {', '.join(unplanned)}")
+
+
+@cli.command("archive")
+@click.option("--state-dir", type=click.Path(path_type=Path), required=True)
+def archive_list(state_dir):
+    """List archived trial dirs: batch, job, trial, task, and whether it is still in the archive."""
+    moved = [r for r in read_manifest(state_dir) if r.get("event") == "archive" and r.get("state") == "moved"]
+    restored = {r["src"] for r in read_manifest(state_dir) if r.get("event") == "restore"}
+    if not moved:
+        click.echo(f"nothing archived for this run ({state_dir / 'manifest.jsonl'} has no archive records)")
+        return
+    for r in moved:
+        dest = Path(r["dest"])
+        status = "archived" if dest.exists() else ("restored" if r["dest"] in restored else "MISSING")
+        click.echo(f"{status:<9} {r['batch']}  {Path(r['src']).parent.name}/{dest.name}  task={r['task']}  from {r['src']}")
+
+
+@cli.command()
+@click.option("--state-dir", type=click.Path(path_type=Path), required=True)
+@click.argument("trials", nargs=-1, required=True)
+def restore(state_dir, trials):
+    """Move archived trial dirs (by trial dir name, or 'all') back into their jobs."""
+    moved = [r for r in read_manifest(state_dir) if r.get("event") == "archive" and r.get("state") == "moved"]
+    wanted = [r for r in moved if "all" in trials or Path(r["dest"]).name in trials]
+    unknown = set(trials) - {"all"} - {Path(r["dest"]).name for r in moved}
+    if unknown:
+        raise click.ClickException(f"not in the archive: {', '.join(sorted(unknown))} (list it with `make mopup-archive`)")
+    for r in wanted:
+        src, dest = Path(r["dest"]), Path(r["src"])
+        if not src.exists():
+            continue  # restored already
+        ensure_free(dest)
+        append_manifest(state_dir, {"event": "restore", "state": "moving", "src": r["dest"], "dest": r["src"]})
+        move_dir(src, dest)
+        append_manifest(state_dir, {"event": "restore", "state": "moved", "src": r["dest"], "dest": r["src"]})
+        click.echo(f"restored {dest}")
+
+
+if __name__ == "__main__":
+    cli()

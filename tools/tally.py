@@ -1,0 +1,1003 @@
+#!/usr/bin/env python3
+"""tally: the real per-task outcome of a harbor benchmark run, across every job dir and attempt.
+
+Harbor's end-of-run table is not the answer (reference/benchmark-runs.md): a run spans
+the first job, its resume passes, standalone retry jobs after a server relaunch, and jobs
+that landed under an unexpected `jobs/<job-name>/`. For each task the trial with the
+latest `finished_at` counts, and env/outcome-policy.yaml (the file mop-up reads too)
+decides what it means: passed, failed, errored (infra), unclassified, or unfinished.
+
+Usage:
+    tally.py tally [JOB_DIR...] [--jobs-dir D --job-name N] [--policy FILE] [--verdicts FILE]
+                   [--timeouts-unscored] [--run-name LABEL] [--json] [--markdown FILE]
+    tally.py retry-targets --jobs-dir D --job-name N [--policy FILE] [--verdicts FILE] [--json]
+    tally.py job-dirs --jobs-dir D --job-name N [--next-retry]
+    tally.py policy infra-types [--policy FILE]
+    tally.py policy check [--policy FILE]
+
+Job dirs of a run (shared with mop-up: `run_job_dirs`, `retry_job_name`):
+    <jobs-dir>/<job-name>, <jobs-dir>/<job-name>-retry-<N>, and the same under
+    <jobs-dir>/jobs/ (harbor's default --jobs-dir nests), plus every JOB_DIR given.
+    Only `<job>/<trial>/result.json` is read; nothing below a trial dir is walked.
+
+Accounting (always printed): "timeouts-scored" (default) counts AgentTimeoutError trials
+as scored (a reward < 1 or no reward is a failure); "timeouts-unscored"
+(--timeouts-unscored) counts every one of them as an unscored error, as the reference's
+Run 1 table did.
+
+Exit codes:
+    0  the tally was produced (warnings, errored or unclassified tasks included)
+    1  bad input that prevents a tally: missing jobs dir or job dir, no job dir found for
+       the run, an invalid policy or verdicts file (the message names the file and the fix)
+    2  usage error (unknown option, missing argument)
+    3  the run is empty: its job dirs hold no trial dirs yet (the report still prints)
+
+JSON (`tally --json`): run, accounting, policy, verdicts, job_dirs, tasks, passed, failed,
+errored, unclassified, unfinished, scored, pass_rate (passed/scored in [0,1], null when
+scored == 0), errored_breakdown {infra, timeout, verdict}, exceptions {type: n} and
+exceptions_all_trials, tokens {input, cache, output} and tokens_all_trials (input includes
+cache, as harbor counts it; over the counted trial per task / over every finished trial),
+trials_without_tokens, agent_seconds and agent_seconds_all_trials, warnings [str],
+unreadable [{path, error}], per_task [{task, outcome, rule, reason, reward,
+exception_type, exception_message, finished_at, trial_dir, job_dir, attempts,
+computed_outcome, verdict, trials: [{trial_dir, job_dir, finished_at, reward,
+exception_type, outcome, rule}]}] sorted by task. A trial's outcome may also be
+"unreadable" (result.json empty, truncated or not a TrialResult).
+`retry-targets --json`: {run, policy, infra_types, tasks: [per_task entries whose
+outcome is errored (infra) or unfinished, manual verdicts excluded]}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import click
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_POLICY = REPO_ROOT / "env" / "outcome-policy.yaml"
+
+OUTCOMES = ("passed", "failed", "errored", "unclassified", "unfinished")
+ACCOUNTING_SCORED = "timeouts-scored"
+ACCOUNTING_UNSCORED = "timeouts-unscored"
+EXIT_EMPTY = 3
+
+# harbor's default --jobs-dir is "jobs", so a run started without --jobs-dir (or a resume
+# run from the wrong cwd, reference pitfall) lands one level deeper than expected.
+NESTED_DIR = "jobs"
+RETRY_INFIX = "-retry-"
+
+# The fields of TrialResult (harbor 0.25) this tool reads; a result.json lacking one is
+# reported, because a schema change would otherwise read as "no reward" or "no error".
+RESULT_FIELDS = (
+    "task_name",
+    "finished_at",
+    "verifier_result",
+    "exception_info",
+    "agent_result",
+    "agent_execution",
+)
+_RESULT_FIELD_SET = frozenset(RESULT_FIELDS)
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)
+
+
+class TallyError(Exception):
+    """Bad input that prevents a tally; the message names the problem and the fix."""
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def retry_job_name(job_name: str, n: int) -> str:
+    """The name of a run's n-th retry job (mop-up creates them, tally finds them)."""
+    if n < 1:
+        raise ValueError(f"retry numbers start at 1, got {n}")
+    return f"{job_name}{RETRY_INFIX}{n}"
+
+
+def retry_number(job_name: str, dir_name: str) -> int | None:
+    """0 for the run's own job, N for `<job_name>-retry-<N>`, None for anything else.
+
+    `<job_name>-smoke` and `<job_name>-retry-x` are other jobs, never part of the run.
+    """
+    if dir_name == job_name:
+        return 0
+    prefix = job_name + RETRY_INFIX
+    if dir_name.startswith(prefix):
+        rest = dir_name[len(prefix):]
+        if rest.isdigit() and rest.isascii() and int(rest) >= 1:
+            return int(rest)
+    return None
+
+
+def run_job_dirs(jobs_dir: str | os.PathLike, job_name: str) -> list[Path]:
+    """Every existing job dir of a run, flat layout first, each layout in retry order.
+
+    Raises TallyError when jobs_dir does not exist; returns [] when no job dir matches.
+    """
+    base = Path(jobs_dir)
+    if not base.is_dir():
+        raise TallyError(
+            f"jobs dir not found: {base} (pass the --jobs-dir that harbor wrote to, "
+            f"or set JOBS_DIR in the run file)"
+        )
+    found: list[Path] = []
+    for root in (base, base / NESTED_DIR):
+        if not root.is_dir():
+            continue
+        matches = []
+        with os.scandir(root) as entries:
+            for entry in entries:
+                n = retry_number(job_name, entry.name)
+                if n is not None and entry.is_dir():
+                    matches.append((n, Path(entry.path)))
+        found.extend(path for _, path in sorted(matches))
+    return found
+
+
+def next_retry_job_name(jobs_dir: str | os.PathLike, job_name: str) -> str:
+    """The first unused `<job_name>-retry-<N>` across both layouts (for mop-up)."""
+    numbers = [retry_number(job_name, p.name) or 0 for p in run_job_dirs(jobs_dir, job_name)]
+    return retry_job_name(job_name, max(numbers, default=0) + 1)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+@dataclass(frozen=True)
+class Pattern:
+    regex: re.Pattern
+    why: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    path: str
+    pass_threshold: float
+    infra_types: tuple[str, ...]
+    infra_patterns: tuple[Pattern, ...]
+    timeout_types: frozenset[str]
+    limit_types: frozenset[str]
+    nonzero_exit_types: frozenset[str]
+    nonzero_limit_patterns: tuple[Pattern, ...]
+
+    def infra_match(self, message: str | None) -> Pattern | None:
+        return _first_match(self.infra_patterns, message)
+
+    def nonzero_limit_match(self, message: str | None) -> Pattern | None:
+        return _first_match(self.nonzero_limit_patterns, message)
+
+
+def _first_match(patterns: Iterable[Pattern], message: str | None) -> Pattern | None:
+    if not message:
+        return None
+    for p in patterns:
+        if p.regex.search(message):
+            return p
+    return None
+
+
+_POLICY_KEYS = {"pass_threshold", "infra", "timeouts", "limits", "nonzero_exit"}
+
+
+def load_policy(path: str | os.PathLike = DEFAULT_POLICY) -> Policy:
+    """Read and validate the outcome policy; every problem names the file and the key."""
+    path = Path(path)
+    where = f"policy {path}"
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise TallyError(f"{where}: file not found (pass --policy, default {DEFAULT_POLICY})")
+    except (OSError, yaml.YAMLError) as e:
+        raise TallyError(f"{where}: cannot read it as YAML: {e}")
+    if not isinstance(doc, dict):
+        raise TallyError(f"{where}: expected a mapping with keys {sorted(_POLICY_KEYS)}")
+    unknown = set(doc) - _POLICY_KEYS
+    if unknown:
+        raise TallyError(f"{where}: unknown key(s) {sorted(unknown)} (known: {sorted(_POLICY_KEYS)}); a typo here would silently drop a rule")
+
+    threshold = doc.get("pass_threshold", 1.0)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+        raise TallyError(f"{where}: pass_threshold must be a number in (0, 1], got {threshold!r}")
+
+    def section(name: str, keys: set[str]) -> dict:
+        value = doc.get(name) or {}
+        if not isinstance(value, dict):
+            raise TallyError(f"{where}: {name} must be a mapping with keys {sorted(keys)}")
+        extra = set(value) - keys
+        if extra:
+            raise TallyError(f"{where}: {name} has unknown key(s) {sorted(extra)} (known: {sorted(keys)})")
+        return value
+
+    def names(sec: dict, sec_name: str) -> tuple[str, ...]:
+        value = sec.get("types") or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() == v and v for v in value):
+            raise TallyError(f"{where}: {sec_name}.types must be a list of exception type names")
+        return tuple(value)
+
+    def patterns(sec: dict, sec_name: str, key: str) -> tuple[Pattern, ...]:
+        out = []
+        for i, item in enumerate(sec.get(key) or []):
+            if not isinstance(item, dict) or not isinstance(item.get("pattern"), str) or not item.get("why"):
+                raise TallyError(f"{where}: {sec_name}.{key}[{i}] must be a mapping with 'pattern' and 'why'")
+            try:
+                out.append(Pattern(re.compile(item["pattern"]), str(item["why"]).strip()))
+            except re.error as e:
+                raise TallyError(f"{where}: {sec_name}.{key}[{i}] is not a valid regex ({e}): {item['pattern']!r}")
+        return tuple(out)
+
+    infra = section("infra", {"types", "message_patterns"})
+    timeouts = section("timeouts", {"types"})
+    limits = section("limits", {"types"})
+    nonzero = section("nonzero_exit", {"types", "limit_message_patterns"})
+    infra_types = names(infra, "infra")
+    timeout_types, limit_types, nonzero_types = (
+        names(timeouts, "timeouts"), names(limits, "limits"), names(nonzero, "nonzero_exit"))
+
+    # A name in two classes would make the order of the rules, not the file, decide.
+    classes = {"infra": set(infra_types), "limits": set(limit_types), "nonzero_exit": set(nonzero_types)}
+    seen: dict[str, str] = {}
+    for cls, members in classes.items():
+        for name in sorted(members):
+            if name in seen:
+                raise TallyError(f"{where}: {name} is listed in both {seen[name]} and {cls}; keep it in one")
+            seen[name] = cls
+    stray = set(timeout_types) & set(infra_types)
+    if stray:
+        raise TallyError(f"{where}: timeouts.types {sorted(stray)} are also infra types; a timeout is the model's result")
+    dupes = sorted({n for n in infra_types if infra_types.count(n) > 1})
+    if dupes:
+        raise TallyError(f"{where}: infra.types lists {dupes} more than once")
+
+    return Policy(
+        path=str(path),
+        pass_threshold=float(threshold),
+        infra_types=infra_types,
+        infra_patterns=patterns(infra, "infra", "message_patterns"),
+        timeout_types=frozenset(timeout_types),
+        limit_types=frozenset(limit_types),
+        nonzero_exit_types=frozenset(nonzero_types),
+        nonzero_limit_patterns=patterns(nonzero, "nonzero_exit", "limit_message_patterns"),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # passed | failed | errored
+    reason: str
+
+
+def load_verdicts(path: str | os.PathLike | None) -> dict[str, Verdict]:
+    """Manual per-task verdicts: `verdicts: {task: {outcome: errored, reason: "..."}}`."""
+    if path is None:
+        return {}
+    path = Path(path)
+    where = f"verdicts {path}"
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise TallyError(f"{where}: file not found (check the --verdicts path)")
+    except (OSError, yaml.YAMLError) as e:
+        raise TallyError(f"{where}: cannot read it as YAML: {e}")
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or set(doc) != {"verdicts"} or not isinstance(doc["verdicts"], (dict, type(None))):
+        raise TallyError(f"{where}: expected one top-level key `verdicts:` mapping task -> {{outcome, reason}}")
+    out = {}
+    for task, v in (doc["verdicts"] or {}).items():
+        if not isinstance(v, dict) or set(v) != {"outcome", "reason"}:
+            raise TallyError(f"{where}: {task}: give exactly `outcome:` and `reason:`")
+        if v["outcome"] not in ("passed", "failed", "errored"):
+            raise TallyError(f"{where}: {task}: outcome must be passed, failed or errored, got {v['outcome']!r}")
+        if not isinstance(v["reason"], str) or not v["reason"].strip():
+            raise TallyError(f"{where}: {task}: a verdict needs a reason (who decided, and why)")
+        out[str(task)] = Verdict(v["outcome"], v["reason"].strip())
+    return out
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Trial:
+    """One trial dir, as far as its result.json (or its absence) tells."""
+
+    trial_dir: str
+    job_dir: str
+    task: str
+    status: str  # finished | unfinished | unreadable
+    finished_at: datetime | None = None
+    reward: float | None = None
+    exception_type: str | None = None
+    exception_message: str | None = None
+    tokens: tuple[int | None, int | None, int | None] | None = None
+    agent_seconds: float | None = None
+    error: str | None = None  # why an unreadable result.json could not be used
+    outcome: str | None = None  # set by classify
+    rule: str | None = None
+    reason: str | None = None
+
+    def sort_key(self) -> tuple[datetime, str]:
+        # Latest finished_at wins; a trial without a usable timestamp sorts first; equal
+        # timestamps fall back to the path so the choice never depends on scan order.
+        return (self.finished_at or _EPOCH, self.trial_dir)
+
+
+@dataclass
+class ScanNotes:
+    warnings: list[str] = field(default_factory=list)
+    unreadable: list[dict] = field(default_factory=list)
+    naive: list[str] = field(default_factory=list)
+    missing_fields: dict[tuple[str, ...], list[str]] = field(default_factory=dict)
+
+
+def parse_timestamp(value: Any) -> tuple[datetime | None, bool]:
+    """(UTC datetime or None, was_naive). Harbor writes trial times as UTC with `Z`."""
+    if not isinstance(value, str):
+        return None, False
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        return None, False
+    if dt.tzinfo is None:
+        return dt.replace(tzinfo=timezone.utc), True
+    return dt.astimezone(timezone.utc), False
+
+
+def _task_from_config(trial_dir: str) -> str | None:
+    """The task name harbor would give, from the trial's config.json (written at start)."""
+    try:
+        with open(os.path.join(trial_dir, "config.json"), "rb") as f:
+            task = json.loads(f.read()).get("task") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(task, dict):
+        if isinstance(task.get("name"), str):  # package task: "org/name"
+            return task["name"]
+        if isinstance(task.get("path"), str) and task["path"].rstrip("/"):
+            return os.path.basename(task["path"].rstrip("/"))
+    return None
+
+
+def _task_from_dir_name(name: str) -> str:
+    # `<task[:32]>__<7 chars>`: exact for names up to 32 chars; longer ones are matched
+    # back to a full name seen in a result.json by `_resolve_truncated`.
+    return name.rsplit("__", 1)[0] if "__" in name else name
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
+    """Read one trial dir's result.json; never raises on bad content, notes it instead."""
+    path = os.path.join(trial_dir, "result.json")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        task = _task_from_config(trial_dir) or _task_from_dir_name(os.path.basename(trial_dir))
+        return Trial(trial_dir, job_dir, task, "unfinished")
+    except OSError as e:
+        return _unreadable(trial_dir, job_dir, path, f"cannot read: {e.strerror or e}", notes)
+    if not raw.strip():
+        return _unreadable(trial_dir, job_dir, path, "empty file", notes)
+    try:
+        data = json.loads(raw)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+        return _unreadable(trial_dir, job_dir, path, f"not valid JSON (truncated or corrupt): {e}", notes)
+    if not isinstance(data, dict):
+        return _unreadable(trial_dir, job_dir, path, f"not a TrialResult object (a JSON {type(data).__name__})", notes)
+
+    if not data.keys() >= _RESULT_FIELD_SET:
+        missing = tuple(k for k in RESULT_FIELDS if k not in data)
+        notes.missing_fields.setdefault(missing, []).append(path)
+
+    task = data.get("task_name")
+    if not isinstance(task, str) or not task:
+        task = _task_from_config(trial_dir) or _task_from_dir_name(os.path.basename(trial_dir))
+
+    finished_at, naive = parse_timestamp(data.get("finished_at"))
+    if naive:
+        notes.naive.append(path)
+    elif finished_at is None and "finished_at" in data:
+        notes.warnings.append(
+            f"{path}: finished_at {data.get('finished_at')!r} is not an ISO-8601 time; "
+            f"this trial ranks below every timestamped attempt of its task")
+
+    reward = None
+    verifier = data.get("verifier_result")
+    if isinstance(verifier, dict) and isinstance(verifier.get("rewards"), dict):
+        rewards = verifier["rewards"]
+        if "reward" in rewards:
+            reward = _number(rewards["reward"])
+            if reward is None or not math.isfinite(reward):
+                notes.warnings.append(f"{path}: verifier reward {rewards['reward']!r} is not a number; treated as no reward")
+                reward = None
+        elif rewards:
+            notes.warnings.append(
+                f"{path}: verifier rewards {sorted(rewards)} have no 'reward' key; treated as no reward")
+    elif verifier is not None:
+        notes.warnings.append(f"{path}: verifier_result is not an object; treated as no reward")
+
+    exc_type = exc_msg = None
+    exc = data.get("exception_info")
+    if isinstance(exc, dict):
+        exc_type = exc.get("exception_type") if isinstance(exc.get("exception_type"), str) else None
+        exc_msg = exc.get("exception_message") if isinstance(exc.get("exception_message"), str) else None
+        if exc_type is None:
+            exc_type = "(exception_info without exception_type)"
+            notes.warnings.append(f"{path}: exception_info has no exception_type")
+
+    tokens = None
+    agent = data.get("agent_result")
+    if isinstance(agent, dict):
+        tokens = tuple(
+            int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            for v in (agent.get("n_input_tokens"), agent.get("n_cache_tokens"), agent.get("n_output_tokens"))
+        )
+
+    agent_seconds = None
+    timing = data.get("agent_execution")
+    if isinstance(timing, dict):
+        start, _ = parse_timestamp(timing.get("started_at"))
+        end, _ = parse_timestamp(timing.get("finished_at"))
+        if start and end and end >= start:
+            agent_seconds = (end - start).total_seconds()
+
+    return Trial(trial_dir, job_dir, task, "finished", finished_at, reward, exc_type, exc_msg, tokens, agent_seconds)
+
+
+def _unreadable(trial_dir: str, job_dir: str, path: str, error: str, notes: ScanNotes) -> Trial:
+    notes.unreadable.append({"path": path, "error": error})
+    task = _task_from_config(trial_dir) or _task_from_dir_name(os.path.basename(trial_dir))
+    return Trial(trial_dir, job_dir, task, "unreadable", error=error)
+
+
+def scan_job_dir(job_dir: str | os.PathLike, notes: ScanNotes) -> list[Trial]:
+    """Every trial dir directly under job_dir (one level: never walks into agent/ etc.)."""
+    job_dir = os.path.abspath(job_dir)
+    trials = []
+    with os.scandir(job_dir) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if not entry.is_dir():
+                continue  # config.json, lock.json, the job-level result.json, job.log
+            # harbor names trials `<task>__<id>`; a dir with neither that shape nor a
+            # config.json/result.json is someone else's (an archive, a notes dir).
+            if "__" not in entry.name and not (
+                os.path.exists(os.path.join(entry.path, "result.json"))
+                or os.path.exists(os.path.join(entry.path, "config.json"))):
+                notes.warnings.append(f"{entry.path}: not a trial dir (no result.json or config.json); skipped")
+                continue
+            trials.append(read_trial(entry.path, job_dir, notes))
+    return trials
+
+
+def _looks_like_trial_dir(path: Path) -> bool:
+    return (path / "agent").is_dir() and (path / "config.json").is_file() and "__" in path.name
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def classify(trial: Trial, policy: Policy, timeouts_unscored: bool = False) -> tuple[str, str, str]:
+    """(outcome, rule, reason) of one finished trial under the policy; see the policy file."""
+    etype, msg, reward = trial.exception_type, trial.exception_message, trial.reward
+    if etype is not None:
+        if etype in policy.infra_types:
+            return "errored", "infra-type", f"{etype} is an infra type"
+        hit = policy.infra_match(msg)
+        if hit:
+            return "errored", "infra-message", f"{etype} message matches an infra pattern: {hit.why}"
+        if timeouts_unscored and etype in policy.timeout_types:
+            return "errored", "timeout-unscored", f"{etype} counted as an unscored error (--timeouts-unscored)"
+    if reward is not None:
+        verdict = "passed" if reward >= policy.pass_threshold else "failed"
+        suffix = f" despite {etype}" if etype else ""
+        return verdict, "reward", f"reward {reward:g}{suffix} (pass threshold {policy.pass_threshold:g})"
+    if etype is None:
+        return "unclassified", "no-reward-no-exception", "finished with neither a verifier reward nor an exception"
+    if etype in policy.limit_types:
+        return "failed", "limit-type", f"{etype} is a model/agent limit; no reward, counted as a failure"
+    if etype in policy.nonzero_exit_types:
+        hit = policy.nonzero_limit_match(msg)
+        if hit:
+            return "failed", "nonzero-exit-limit", f"{etype} without a reward whose message names a limit: {hit.why}"
+        return "errored", "nonzero-exit-infra", f"{etype} without a reward and without a limit in its message"
+    return "unclassified", "no-rule", f"the policy has no rule for {etype} without a reward"
+
+
+# --------------------------------------------------------------------------- tally
+
+
+def _iso(dt: datetime | None) -> str | None:
+    # UTC with "Z", as harbor writes it (isoformat: several times faster than strftime).
+    return dt.replace(tzinfo=None).isoformat() + "Z" if dt else None
+
+
+def _resolve_truncated(trials: list[Trial]) -> None:
+    """Map a result-less dir named `<task[:32]>__id` back to the task's full name."""
+    full = {t.task for t in trials if t.status == "finished"}
+    by_prefix: dict[str, set[str]] = {}
+    for name in full:
+        if len(name) > 32:
+            by_prefix.setdefault(name[:32].rstrip("_-"), set()).add(name)
+    for t in trials:
+        if t.status != "finished" and t.task not in full and len(by_prefix.get(t.task, ())) == 1:
+            t.task = next(iter(by_prefix[t.task]))
+
+
+def tally(
+    job_dirs: list[str | os.PathLike],
+    policy: Policy,
+    verdicts: dict[str, Verdict] | None = None,
+    timeouts_unscored: bool = False,
+    run: str | None = None,
+    verdicts_path: str | None = None,
+) -> dict:
+    """The whole report (the `--json` document) for the given job dirs."""
+    verdicts = verdicts or {}
+    notes = ScanNotes()
+    dirs: list[str] = []
+    for d in job_dirs:
+        a = os.path.abspath(d)
+        if os.path.realpath(a) not in {os.path.realpath(x) for x in dirs}:
+            dirs.append(a)
+    trials: list[Trial] = []
+    for d in dirs:
+        trials.extend(scan_job_dir(d, notes))
+    _resolve_truncated(trials)
+
+    for t in trials:
+        if t.status == "finished":
+            t.outcome, t.rule, t.reason = classify(t, policy, timeouts_unscored)
+        else:
+            t.outcome = t.status
+            t.rule = t.status
+            t.reason = "no result.json: the trial never finished" if t.status == "unfinished" else t.error
+
+    by_task: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_task.setdefault(t.task, []).append(t)
+
+    warnings = list(notes.warnings)
+    per_task = []
+    latest_trials: list[Trial] = []  # the counted trial of each task, for the totals
+    for task in sorted(by_task):
+        group = sorted(by_task[task], key=Trial.sort_key)
+        finished = [t for t in group if t.status == "finished"]
+        entry: dict[str, Any] = {"task": task}
+        if finished:
+            latest = finished[-1]
+            latest_trials.append(latest)
+            if len(finished) > 1 and latest.finished_at is not None and latest.finished_at == finished[-2].finished_at:
+                warnings.append(f"{task}: two attempts finished at the same time {_iso(latest.finished_at)}; "
+                                f"took {latest.trial_dir} (last by path)")
+            outcome, rule, reason = latest.outcome, latest.rule, latest.reason
+            entry.update(reward=latest.reward, exception_type=latest.exception_type,
+                         exception_message=latest.exception_message, finished_at=_iso(latest.finished_at),
+                         trial_dir=latest.trial_dir, job_dir=latest.job_dir)
+            scored = {t.outcome for t in finished if t.outcome in ("passed", "failed")}
+            if len(scored) > 1:
+                history = ", ".join(f"{t.outcome} at {_iso(t.finished_at) or '(no finished_at)'}" for t in finished if t.outcome in ("passed", "failed"))
+                warnings.append(f"{task}: scored attempts disagree ({history}); the latest counts: {latest.outcome}")
+            if outcome not in ("passed", "failed") and scored:
+                warnings.append(f"{task}: the latest attempt is {outcome} ({latest.exception_type or rule}) "
+                                f"but an earlier attempt was scored ({', '.join(sorted(scored))}); the latest counts")
+        else:
+            outcome, rule = "unfinished", "no-finished-trial"
+            reason = f"{len(group)} trial dir(s), none with a readable result.json"
+            entry.update(reward=None, exception_type=None, exception_message=None, finished_at=None,
+                         trial_dir=None, job_dir=None)
+        entry["computed_outcome"] = outcome
+        verdict = verdicts.get(task)
+        if verdict:
+            outcome, rule, reason = verdict.outcome, "verdict", f"manual verdict: {verdict.reason}"
+        entry.update(outcome=outcome, rule=rule, reason=reason, attempts=len(finished),
+                     verdict=verdict.reason if verdict else None,
+                     trials=[{"trial_dir": t.trial_dir, "job_dir": t.job_dir, "finished_at": _iso(t.finished_at),
+                              "reward": t.reward, "exception_type": t.exception_type,
+                              "outcome": t.outcome, "rule": t.rule} for t in group])
+        per_task.append(entry)
+
+    for task in sorted(set(verdicts) - set(by_task)):
+        warnings.append(f"verdict for {task} ignored: no trial of that task in these job dirs")
+    if notes.naive:
+        warnings.append(f"{len(notes.naive)} result.json file(s) have a finished_at without a time zone; "
+                        f"read as UTC: " + ", ".join(notes.naive))
+    for missing, paths in sorted(notes.missing_fields.items()):
+        warnings.append(f"{len(paths)} result.json file(s) lack field(s) {', '.join(missing)} "
+                        f"(not harbor 0.25's TrialResult?): " + ", ".join(paths))
+    for u in notes.unreadable:
+        warnings.append(f"{u['path']}: unreadable result.json ({u['error']}); the trial counts as unfinished")
+    warnings.extend(_planned_vs_found(dirs, set(by_task)))
+
+    counts = {o: sum(1 for e in per_task if e["outcome"] == o) for o in OUTCOMES}
+    scored = counts["passed"] + counts["failed"]
+    latest = latest_trials
+    finished_all = [t for t in trials if t.status == "finished"]
+    return {
+        "run": run or (os.path.basename(dirs[0]) if dirs else None),
+        "accounting": ACCOUNTING_UNSCORED if timeouts_unscored else ACCOUNTING_SCORED,
+        "policy": policy.path,
+        "verdicts": verdicts_path,
+        "pass_threshold": policy.pass_threshold,
+        "job_dirs": dirs,
+        "tasks": len(per_task),
+        **counts,
+        "scored": scored,
+        "pass_rate": counts["passed"] / scored if scored else None,
+        "errored_breakdown": {
+            "infra": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] in _INFRA_RULES),
+            "timeout": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "timeout-unscored"),
+            "verdict": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "verdict"),
+        },
+        "exceptions": _count_types(latest),
+        "exceptions_all_trials": _count_types(finished_all),
+        "tokens": _sum_tokens(latest),
+        "tokens_all_trials": _sum_tokens(finished_all),
+        "trials_without_tokens": sum(1 for t in finished_all if not t.tokens or None in t.tokens),
+        "agent_seconds": round(sum(t.agent_seconds or 0 for t in latest), 3),
+        "agent_seconds_all_trials": round(sum(t.agent_seconds or 0 for t in finished_all), 3),
+        "trial_dirs": len(trials),
+        "warnings": warnings,
+        "unreadable": notes.unreadable,
+        "per_task": per_task,
+    }
+
+
+_INFRA_RULES = ("infra-type", "infra-message", "nonzero-exit-infra")
+
+
+def _count_types(trials: Iterable[Trial]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in trials:
+        if t.exception_type:
+            counts[t.exception_type] = counts.get(t.exception_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _sum_tokens(trials: Iterable[Trial]) -> dict[str, int]:
+    total = {"input": 0, "cache": 0, "output": 0}
+    for t in trials:
+        if t.tokens:
+            for key, value in zip(total, t.tokens):
+                total[key] += value or 0
+    return total
+
+
+def _planned_vs_found(dirs: list[str], tasks: set[str]) -> list[str]:
+    """Warn when the first job planned more tasks than have any trial dir (never started)."""
+    if not dirs:
+        return []
+    try:
+        with open(os.path.join(dirs[0], "result.json"), "rb") as f:
+            planned = json.loads(f.read()).get("n_total_trials")
+        with open(os.path.join(dirs[0], "config.json"), "rb") as f:
+            attempts = json.loads(f.read()).get("n_attempts", 1)
+    except (OSError, ValueError, AttributeError):
+        return []
+    out = []
+    if isinstance(attempts, int) and attempts > 1:
+        out.append(f"{dirs[0]} ran n_attempts={attempts} per task; the tally counts one (the latest) per task")
+    if isinstance(planned, int) and isinstance(attempts, int) and attempts >= 1 and len(tasks) < planned // attempts:
+        out.append(f"{dirs[0]}/result.json plans {planned // attempts} task(s) but only {len(tasks)} have a trial "
+                   f"dir: {planned // attempts - len(tasks)} never started (resume the job)")
+    return out
+
+
+def retry_targets(report: dict) -> list[dict]:
+    """Tasks mop-up should retry: errored by an infra rule, or unfinished; verdicts excluded."""
+    return [e for e in report["per_task"]
+            if e["outcome"] == "unfinished" or (e["outcome"] == "errored" and e["rule"] in _INFRA_RULES)]
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.1f}%" if d else "-"
+
+
+def _accounting_line(report: dict) -> str:
+    if report["accounting"] == ACCOUNTING_UNSCORED:
+        return ("Accounting: timeouts-unscored (--timeouts-unscored): every AgentTimeoutError trial is an "
+                "unscored error, as in the reference's Run 1 table.")
+    return ("Accounting: timeouts-scored (default): AgentTimeoutError trials are scored, "
+            "a timeout without a passing reward is a failure.")
+
+
+def _rate_line(report: dict) -> str:
+    what = "infra errors and timeouts" if report["accounting"] == ACCOUNTING_UNSCORED else "infra errors"
+    if report["pass_rate"] is None:
+        return f"Pass rate excluding {what}: n/a (0 scored tasks)"
+    return f"Pass rate excluding {what}: {100 * report['pass_rate']:.2f}% ({report['passed']}/{report['scored']})"
+
+
+def summary_table(report: dict) -> list[str]:
+    n = report["tasks"]
+    b = report["errored_breakdown"]
+    err_parts = [f"{b['infra']} infra"]
+    if report["accounting"] == ACCOUNTING_UNSCORED:
+        err_parts.append(f"{b['timeout']} AgentTimeoutError")
+    if b["verdict"]:
+        err_parts.append(f"{b['verdict']} by verdict")
+    failed = "Failed (scored, reward < {:g}{})".format(
+        report["pass_threshold"], ", incl. AgentTimeoutError" if report["accounting"] == ACCOUNTING_SCORED else "")
+    rows = [
+        ("Passed", report["passed"]),
+        (failed, report["failed"]),
+        (f"Errored (unscored: {', '.join(err_parts)})", report["errored"]),
+        ("Unclassified (no policy rule)", report["unclassified"]),
+        ("Unfinished (no finished trial)", report["unfinished"]),
+    ]
+    lines = [f"| Outcome | Count | % of {n} |", "|---|---|---|"]
+    lines += [f"| {label} | {count} | {_pct(count, n)} |" for label, count in rows]
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+
+
+def render_text(report: dict) -> str:
+    out = [f"Run: {report['run']}", _accounting_line(report), f"Policy: {report['policy']}"]
+    if report["verdicts"]:
+        out.append(f"Verdicts: {report['verdicts']}")
+    out.append(f"Job dirs ({len(report['job_dirs'])}):")
+    out += [f"  {d}" for d in report["job_dirs"]]
+    out.append(f"Trial dirs read: {report['trial_dirs']}")
+    out.append("")
+    if report["tasks"] == 0:
+        out.append("EMPTY RUN: the job dirs hold no trial dirs yet (nothing has started, or the wrong --jobs-dir).")
+        out.append("")
+    out += summary_table(report)
+    out += ["", _rate_line(report), ""]
+    out += _exceptions_block(report)
+    out += _tokens_block(report)
+    for outcome in ("unclassified", "errored", "unfinished"):
+        rows = [e for e in report["per_task"] if e["outcome"] == outcome]
+        if rows:
+            out.append(f"{outcome.capitalize()} tasks ({len(rows)}):")
+            out += [f"  {e['task']}: {e['exception_type'] or '-'}: {e['reason']}" for e in rows]
+            out.append("")
+    if report["warnings"]:
+        out.append(f"Warnings ({len(report['warnings'])}):")
+        out += [f"  - {w}" for w in report["warnings"]]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _exceptions_block(report: dict) -> list[str]:
+    if not report["exceptions_all_trials"]:
+        return ["Exceptions: none", ""]
+    lines = ["| Exception | Tasks (counted trial) | All attempts |", "|---|---|---|"]
+    for etype, n in report["exceptions_all_trials"].items():
+        lines.append(f"| {etype} | {report['exceptions'].get(etype, 0)} | {n} |")
+    return lines + [""]
+
+
+def _tokens_block(report: dict) -> list[str]:
+    t, a = report["tokens"], report["tokens_all_trials"]
+    lines = [
+        "| Usage | Counted trial per task | All attempts |",
+        "|---|---|---|",
+        f"| Input tokens (incl. cache) | {t['input']:,} | {a['input']:,} |",
+        f"| Cache tokens | {t['cache']:,} | {a['cache']:,} |",
+        f"| Output tokens | {t['output']:,} | {a['output']:,} |",
+        f"| Agent time | {_duration(report['agent_seconds'])} | {_duration(report['agent_seconds_all_trials'])} |",
+    ]
+    if report["trials_without_tokens"]:
+        lines.append(f"\n{report['trials_without_tokens']} finished trial(s) recorded no (or partial) token counts.")
+    return lines + [""]
+
+
+def _rel(path: str | None, report: dict) -> str:
+    """`<job dir name>/<trial dir name>`: stable across machines, unlike the absolute path."""
+    if not path:
+        return "-"
+    return f"{os.path.basename(os.path.dirname(path))}/{os.path.basename(path)}"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ") if text is not None else "-"
+
+
+def render_markdown(report: dict) -> str:
+    """The per-task breakdown file, like the reference's `<job>/README.md`."""
+    out = [f"# {report['run']}: per-task outcomes", ""]
+    out += [_accounting_line(report), ""]
+    out.append(f"Policy: `{os.path.relpath(report['policy'], REPO_ROOT) if report['policy'].startswith(str(REPO_ROOT)) else report['policy']}`"
+               + (f"; verdicts: `{report['verdicts']}`" if report["verdicts"] else ""))
+    out.append("")
+    out.append("Job dirs: " + ", ".join(f"`{os.path.basename(d)}`" for d in report["job_dirs"]))
+    out.append("")
+    out += summary_table(report)
+    out += ["", f"**{_rate_line(report)}**", "", "## Exceptions", ""]
+    out += _exceptions_block(report)
+    out += ["## Usage", ""]
+    out += _tokens_block(report)
+    out += ["## Per task", "",
+            "| Task | Outcome | Reward | Exception | Attempts | Finished (UTC) | Trial | Why |",
+            "|---|---|---|---|---|---|---|---|"]
+    for e in report["per_task"]:
+        outcome = e["outcome"] + (" (verdict)" if e["verdict"] else "")
+        reward = "-" if e["reward"] is None else f"{e['reward']:g}"
+        out.append(f"| {_cell(e['task'])} | {outcome} | {reward} | {_cell(e['exception_type'])} | {e['attempts']} | "
+                   f"{_cell(e['finished_at'])} | {_cell(_rel(e['trial_dir'], report))} | {_cell(e['reason'])} |")
+    if report["warnings"]:
+        # Paths relative to the jobs dir: the file is read beside the job dirs, and a
+        # breakdown written on the orchestrator should read the same on a laptop.
+        roots = sorted({os.path.dirname(d) + os.sep for d in report["job_dirs"]}, key=len, reverse=True)
+        out += ["", "## Warnings", ""]
+        for w in report["warnings"]:
+            for root in roots:
+                w = w.replace(root, "")
+            out.append(f"- {_cell(w)}")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: str | None) -> list[Path]:
+    """The explicit JOB_DIRs plus every job dir of --jobs-dir/--job-name; errors name the fix."""
+    if bool(jobs_dir) != bool(job_name):
+        raise TallyError("--jobs-dir and --job-name go together (the run's job dirs are <jobs-dir>/<job-name>[-retry-N])")
+    if not job_dirs and not jobs_dir:
+        raise TallyError("no job dirs given: pass JOB_DIR arguments, or --jobs-dir and --job-name (e.g. RUN=<name> via make tally)")
+    found: list[Path] = []
+    for d in job_dirs:
+        p = Path(d)
+        if not p.is_dir():
+            raise TallyError(f"job dir not found: {p} (check the path; harbor writes <jobs-dir>/<job-name>)")
+        if _looks_like_trial_dir(p):
+            raise TallyError(f"{p} is a trial dir, not a job dir: pass its parent {p.parent}")
+        found.append(p)
+    if jobs_dir:
+        run_dirs = run_job_dirs(jobs_dir, job_name)
+        if not run_dirs:
+            raise TallyError(
+                f"no job dir for job name {job_name!r} under {jobs_dir} (looked for {job_name} and "
+                f"{job_name}{RETRY_INFIX}<N>, flat and under {NESTED_DIR}/): check JOB_NAME/JOBS_DIR in the run file")
+        found.extend(run_dirs)
+    return found
+
+
+def _policy_option(f):
+    return click.option("--policy", "policy_path", default=str(DEFAULT_POLICY), show_default=True,
+                        type=click.Path(dir_okay=False), help="The outcome policy (shared with mop-up).")(f)
+
+
+def _fail(e: TallyError):
+    raise click.ClickException(str(e))
+
+
+@click.group(help=__doc__.split("\n\n")[0], epilog="Exit codes: 0 tallied, 1 bad input, 2 usage, 3 empty run.")
+def cli():
+    pass
+
+
+@cli.command("tally")
+@click.argument("job_dirs", nargs=-1, type=click.Path(file_okay=False))
+@click.option("--jobs-dir", help="Where harbor wrote the run's job dirs (harbor's --jobs-dir).")
+@click.option("--job-name", help="The run's job name; its retry jobs are <job-name>-retry-<N>.")
+@_policy_option
+@click.option("--verdicts", "verdicts_path", type=click.Path(dir_okay=False),
+              help="YAML of manual per-task verdicts: verdicts: {task: {outcome, reason}}.")
+@click.option("--timeouts-unscored", is_flag=True,
+              help="Count AgentTimeoutError trials as unscored errors (the reference's Run 1 table).")
+@click.option("--run-name", help="Label for the report (default: the job name).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (fields in the module docstring).")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
+              help="Also write the per-task breakdown as Markdown to this file.")
+def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts_unscored, run_name,
+              as_json, markdown_path):
+    """Tally a run: the latest finished trial of every task, classified by the policy.
+
+    Exit codes: 0 tallied, 1 bad input (missing dir, invalid policy/verdicts), 2 usage, 3 empty run.
+    """
+    try:
+        policy = load_policy(policy_path)
+        verdicts = load_verdicts(verdicts_path)
+        dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name)
+    except TallyError as e:
+        _fail(e)
+    report = tally(dirs, policy, verdicts, timeouts_unscored, run=run_name or job_name, verdicts_path=verdicts_path)
+    if markdown_path:
+        Path(markdown_path).write_text(render_markdown(report))
+        click.echo(f"tally: wrote {markdown_path}", err=True)
+    click.echo(json.dumps(report, indent=2) if as_json else render_text(report), nl=as_json)
+    if report["tasks"] == 0:
+        click.echo(f"tally: empty run: no trial dirs in {', '.join(report['job_dirs'])}", err=True)
+        sys.exit(EXIT_EMPTY)
+
+
+@cli.command("retry-targets")
+@click.argument("job_dirs", nargs=-1, type=click.Path(file_okay=False))
+@click.option("--jobs-dir", help="Where harbor wrote the run's job dirs.")
+@click.option("--job-name", help="The run's job name.")
+@_policy_option
+@click.option("--verdicts", "verdicts_path", type=click.Path(dir_okay=False),
+              help="Manual verdicts; a task with a verdict is never retried.")
+@click.option("--json", "as_json", is_flag=True, help="Print {run, policy, infra_types, tasks: [...]}.")
+def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, as_json):
+    """What mop-up retries: tasks whose latest trial errored (infra) or that never finished.
+
+    Text output: one task per line, `task<TAB>outcome<TAB>exception type<TAB>trial dirs (comma-separated)`.
+    Always computed with the default accounting: a timeout is the model's result, never retried.
+    """
+    try:
+        policy = load_policy(policy_path)
+        verdicts = load_verdicts(verdicts_path)
+        dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name)
+    except TallyError as e:
+        _fail(e)
+    report = tally(dirs, policy, verdicts, False, run=job_name, verdicts_path=verdicts_path)
+    targets = retry_targets(report)
+    if as_json:
+        click.echo(json.dumps({"run": report["run"], "policy": policy.path, "infra_types": list(policy.infra_types),
+                               "job_dirs": report["job_dirs"], "tasks": targets}, indent=2))
+        return
+    for e in targets:
+        click.echo("\t".join([e["task"], e["outcome"], e["exception_type"] or "-",
+                              ",".join(t["trial_dir"] for t in e["trials"])]))
+
+
+@cli.command("job-dirs")
+@click.option("--jobs-dir", required=True, help="Where harbor wrote the run's job dirs.")
+@click.option("--job-name", required=True, help="The run's job name.")
+@click.option("--next-retry", is_flag=True, help="Print the next unused retry job name instead.")
+def job_dirs_cmd(jobs_dir, job_name, next_retry):
+    """The run's job dirs, one per line (flat layout first, then jobs/), in retry order."""
+    try:
+        if next_retry:
+            click.echo(next_retry_job_name(jobs_dir, job_name))
+            return
+        for d in run_job_dirs(jobs_dir, job_name):
+            click.echo(str(d))
+    except TallyError as e:
+        _fail(e)
+
+
+@cli.group("policy")
+def policy_group():
+    """Queries over the outcome policy (one source of truth for tally and mop-up)."""
+
+
+@policy_group.command("infra-types")
+@_policy_option
+def infra_types_cmd(policy_path):
+    """The infra exception types, one per line (what mop-up may retry)."""
+    try:
+        policy = load_policy(policy_path)
+    except TallyError as e:
+        _fail(e)
+    for name in policy.infra_types:
+        click.echo(name)
+
+
+@policy_group.command("check")
+@_policy_option
+def check_cmd(policy_path):
+    """Validate the policy file; exit 1 with the problem if it is invalid."""
+    try:
+        policy = load_policy(policy_path)
+    except TallyError as e:
+        _fail(e)
+    click.echo(f"{policy.path}: OK ({len(policy.infra_types)} infra types, {len(policy.infra_patterns)} infra patterns, "
+               f"{len(policy.limit_types)} limit types, pass threshold {policy.pass_threshold:g})")
+
+
+if __name__ == "__main__":
+    cli()
