@@ -173,6 +173,37 @@ show_cmd() {
   printf '%s\n' "${out% }"
 }
 
+# show_cmd_wrapped [ENV=VALUE...] -- ARGV...: show_cmd folded for reading, one option and its
+# value a line, continued with backslashes, so it still pastes as one command. A word that
+# is neither an option nor its value (an image, the command after --) starts its own line.
+show_cmd_wrapped() {
+  local out="" word line_words=0 after_dashes=0
+  while [[ $# -gt 0 && "$1" != "--" ]]; do
+    out+="$1 "
+    shift
+  done
+  shift
+  out+="$(quote_word "$1")"
+  shift
+  # The command's own words (hf jobs run, harbor run) stay on the first line.
+  while [[ $# -gt 0 && "$1" != -* ]]; do
+    out+=" $(quote_word "$1")"
+    shift
+  done
+  for word in "$@"; do
+    if [[ "$word" == -* ]] || ((line_words >= 2 && ! after_dashes)); then
+      out+=$' \\\n    '
+      line_words=0
+      [[ "$word" == "--" ]] && after_dashes=1
+    else
+      out+=" "
+    fi
+    out+="$(quote_word "$word")"
+    line_words=$((line_words + 1))
+  done
+  printf '%s\n' "$out"
+}
+
 # --- state ----------------------------------------------------------------------------------
 
 run_state_dir() { printf '%s/%s' "$STATE_ROOT" "$RUN"; }

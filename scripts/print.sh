@@ -18,16 +18,16 @@ main() {
 
   printf '# %s: serve (%s on %s)\n' "$RUN" "$MODEL" "$SERVER_FLAVOR"
   serve_argv argv launch
-  show_cmd -- "${argv[@]}"
+  show_cmd_wrapped -- "${argv[@]}"
   printf '\n# %s: smoke test (one task, job %s-smoke)\n' "$RUN" "$JOB_NAME"
   (
     apply_smoke_settings
     bench_argv argv
-    show_cmd "${env_display[@]}" -- "${argv[@]}"
+    show_cmd_wrapped "${env_display[@]}" -- "${argv[@]}"
   )
   printf '\n# %s: bench\n' "$RUN"
   bench_argv argv
-  show_cmd "${env_display[@]}" -- "${argv[@]}"
+  show_cmd_wrapped "${env_display[@]}" -- "${argv[@]}"
   if [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
     printf '\n# note: the dataset is not pinned (DATASET_REF); every resume re-resolves its HEAD.\n'
   fi

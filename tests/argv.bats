@@ -119,3 +119,28 @@ check_goldens() {
   run grep -cF "$TEST_TOKEN" "$manifest"
   assert_output 0
 }
+
+# printed_block RUN VERB: the lines of `make print` for VERB, evaluated by bash with the
+# command replaced by printf, so the words bash reads back can be compared with the golden.
+printed_argv() {
+  local run=$1 verb=$2 block
+  block=$(RUN=$run "$REPO/scripts/print.sh" | awk -v v="$verb" '
+    /^# / { take = ($0 ~ (": " v)) ; next } take && NF { print } take && !NF { exit }')
+  [[ -n "$block" ]] || return 1
+  # The first command word becomes printf; $(hf auth token) meets a harmless hf.
+  block=$(sed -E '1s/(^|[[:space:]])(hf jobs run|harbor run)/\1printf "%s\\n" \2/' <<<"$block")
+  bash -c "hf() { :; }; $block"
+}
+
+@test "print: what make print shows, pasted into bash, is word for word what serve and bench run" {
+  local run_file run verb want
+  for run_file in "$REPO"/runs/*.env; do
+    run=$(basename "$run_file" .env)
+    for verb in serve bench smoke; do
+      want=$(sed '1s/^== //' "$(golden_file "$run" "$verb")" | grep -v '^-- env ')
+      run printed_argv "$run" "$verb"
+      assert_success
+      assert_output "$want"
+    done
+  done
+}

@@ -28,16 +28,20 @@ assert_nothing_changed() {
 @test "make print passes command-line settings through to the scripts" {
   run make -C "$REPO" --no-print-directory print RUN=qwen-t2 N_CONCURRENT=7 STATE_ROOT="$STATE_ROOT"
   assert_success
-  assert_output --partial "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 --n-concurrent 7 -y"
-  assert_output --partial "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke --n-concurrent 1 -y"
+  assert_line "    --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 \\"
+  assert_line "    --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke \\"
+  run grep -c -x -e '    --n-concurrent 7 \\' <<<"$output"
+  assert_output 1
 }
 
 @test "print shows the reference's commands with a placeholder endpoint and no secret" {
   HF_TOKEN=$TEST_TOKEN RUN=qwen-t2 run "$REPO/scripts/print.sh"
   assert_success
   assert_line --index 0 "# qwen-t2: serve (Qwen/Qwen3.8-27B-FP8 on h200)"
-  assert_output --partial "OPENAI_API_KEY=\"\$(hf auth token)\" OPENAI_BASE_URL='https://<job_id>--30000.hf.jobs/v1' harbor run --agent terminus-2"
-  assert_output --partial "lmsysorg/sglang:latest -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8"
+  assert_line "OPENAI_API_KEY=\"\$(hf auth token)\" OPENAI_BASE_URL='https://<job_id>--30000.hf.jobs/v1' harbor run \\"
+  assert_line "    lmsysorg/sglang:latest \\"
+  assert_line "    -- sglang serve \\"
+  assert_line "    --model-path Qwen/Qwen3.8-27B-FP8 \\"
   refute_output --partial "$TEST_TOKEN"
   assert_nothing_changed
 }
