@@ -7,11 +7,16 @@ SHELL := /bin/bash -euo pipefail
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-builtin-rules --no-print-directory
 
+# Runs make compare, report and results act on.
+RUNS ?= example-terminus2 example-mswea
+
 .PHONY: help
 help: ## this menu
 	@printf 'Usage: make <target> [RUN=<run>] [DRY_RUN=1] [SETTING=value ...]\n\nTargets:\n'
 	@sed -n 's/^\([a-z][a-z-]*\):.*## \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | awk -F'|' '{ printf "  %-18s %s\n", $$1, $$2 }'
 	@printf '\nRuns: %s\n' "$$(ls runs | sed 's/\.env$$//' | tr '\n' ' ')"
+
+# --- set up ------------------------------------------------------------------------------
 
 .PHONY: setup
 setup: ## build .venv (Python >= 3.12) with the pinned tools; idempotent
@@ -25,9 +30,15 @@ doctor: ## preflight checks, each with its fix
 print: ## print the exact serve, smoke and bench commands of RUN (no secrets)
 	@scripts/print.sh
 
+# --- serve and bench ---------------------------------------------------------------------
+
 .PHONY: serve
 serve: ## launch RUN's model server as an HF Job and record it in state/RUN/
 	@scripts/serve.sh
+
+.PHONY: probe
+probe: ## one real completion through RUN's endpoint: the right model? reasoning when it should not?
+	@scripts/probe.sh
 
 .PHONY: smoke
 smoke: ## one task with RUN's full wiring, job <job-name>-smoke
@@ -37,19 +48,45 @@ smoke: ## one task with RUN's full wiring, job <job-name>-smoke
 bench: ## harbor run against RUN's server, then the tally (WHERE=hf: as an HF Job on BUCKET)
 	@scripts/bench.sh
 
-.PHONY: tally
-tally: ## the real per-task outcome of RUN (default: the bundled example)
-	@scripts/tally.sh
+# --- watch the server --------------------------------------------------------------------
 
-.PHONY: test
-test: ## every test: bats, pytest, shellcheck
-	@scripts/test.sh
+.PHONY: status
+status: ## RUN's server: stage, endpoint health, price, time up and cost so far; warns when idle
+	@scripts/status.sh
+
+.PHONY: logs
+logs: ## the last LOG_TAIL lines of RUN's server logs; FOLLOW=1 follows
+	@scripts/logs.sh
+
+.PHONY: stop
+stop: ## cancel RUN's server job so it stops billing (safe to repeat)
+	@scripts/stop.sh
+
+.PHONY: jobs
+jobs: ## every live HF Job of this project with its price; ALL=1 includes finished ones
+	@scripts/jobs.sh
+
+# --- results -----------------------------------------------------------------------------
 
 .PHONY: pull
 pull: ## bring a remote (WHERE=hf) run's job dirs home from BUCKET (PULL=all: trajectories too)
 	@scripts/pull.sh
 
-RUNS ?= example-terminus2 example-mswea
+.PHONY: mopup
+mopup: ## retry RUN's infra-errored and unfinished tasks, nothing else; moves, never deletes (DRY_RUN=1: the plan)
+	@scripts/mopup.sh
+
+.PHONY: mopup-archive
+mopup-archive: ## list the trial dirs mop-up moved out of RUN's jobs into state/RUN/archive/
+	@scripts/mopup.sh archive
+
+.PHONY: mopup-restore
+mopup-restore: ## move archived trial dirs back into their job: TRIALS='<trial-dir> ...' or TRIALS=all
+	@scripts/mopup.sh restore
+
+.PHONY: tally
+tally: ## the real per-task outcome of RUN (default: the bundled example)
+	@scripts/tally.sh
 
 .PHONY: compare
 compare: ## side-by-side table, flips and per-task matrix of RUNS (default: the two bundled examples)
@@ -67,22 +104,8 @@ results: ## regenerate README.md's results section from the tallies of RUNS
 check-submission: ## does RUN meet the Terminal-Bench leaderboard rules? if not, says why
 	@.venv/bin/python tools/report.py check-submission $(RUN)
 
-.PHONY: probe
-probe: ## one real completion through RUN's endpoint: the right model? reasoning when it should not?
-	@scripts/probe.sh
+# --- the project -------------------------------------------------------------------------
 
-.PHONY: status
-status: ## RUN's server: stage, endpoint health, price, time up and cost so far; warns when idle
-	@scripts/status.sh
-
-.PHONY: logs
-logs: ## the last LOG_TAIL lines of RUN's server logs; FOLLOW=1 follows
-	@scripts/logs.sh
-
-.PHONY: stop
-stop: ## cancel RUN's server job so it stops billing (safe to repeat)
-	@scripts/stop.sh
-
-.PHONY: jobs
-jobs: ## every live HF Job of this project with its price; ALL=1 includes finished ones
-	@scripts/jobs.sh
+.PHONY: test
+test: ## every test: bats, pytest, shellcheck
+	@scripts/test.sh

@@ -3,7 +3,8 @@
 # One builder per command, used both to execute and to print, so what `make print` shows
 # is what `make serve` / `make bench` run.
 
-readonly SUPPORTED_AGENTS="terminus-2 mini-swe-agent"
+# oracle runs each task's reference solution and calls no model: a check of the tasks and sandboxes.
+readonly SUPPORTED_AGENTS="terminus-2 mini-swe-agent oracle"
 
 # Checks every setting the commands use; exits with the setting's name on the first bad one.
 validate_settings() {
@@ -147,41 +148,66 @@ pinned_harbor() {
   sed -n 's/^\(harbor\[[^]]*\]==[^[:space:]]*\).*/\1/p' "$ENV_DIR/requirements.txt"
 }
 
-# remote_bench_argv VAR MODE: hf jobs run for harbor, on BUCKET mounted at /data, writing
-# flat job dirs (--jobs-dir .). The endpoint is not secret and goes in with -e; the key is
-# the job's own HF_TOKEN secret, exported to harbor inside the container.
-remote_bench_argv() {
+# remote_job_argv VAR MODE ROLE BASE SCRIPT [OPTION...]: hf jobs run for a CPU job of this
+# project that works on BUCKET mounted at /data and runs SCRIPT under bash. The endpoint is not
+# secret and goes in with -e; the key is the job's own HF_TOKEN secret.
+remote_job_argv() {
   # shellcheck disable=SC2178  # a nameref to the caller's array
   local -n _argv=$1
-  local mode=$2 base=$3 harbor_argv script
-  require BUCKET BENCH_FLAVOR BENCH_IMAGE BENCH_TIMEOUT
-  [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
-    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
-  [[ "$BENCH_TIMEOUT" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
-    die "setting BENCH_TIMEOUT must be a number with an optional unit s, m, h or d, got '$BENCH_TIMEOUT'"
-  JOBS_DIR=.
-  bench_argv harbor_argv
-  # shellcheck disable=SC2016  # expanded inside the job, not here
-  script='set -euo pipefail'
-  local server_json
-  server_json="$(run_state_dir)/server.json"
-  if [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$server_json" ]]; then
-    # AUTO_STOP=1: when harbor's job ends, however it ends, it cancels the server job.
-    script+="; trap 'hf jobs cancel $(jq -r '.namespace + "/" + .job_id' "$server_json") || true' EXIT"
-  fi
-  script+='; apt-get update -qq && apt-get install -y -qq git-lfs >/dev/null && git lfs install'
-  script+="; pip install -q '$(pinned_harbor)'"
-  # shellcheck disable=SC2016
-  script+='; cd /data && export OPENAI_API_KEY="$HF_TOKEN"; '
-  script+=$(show_cmd -- "${harbor_argv[@]}")
+  local mode=$2 role=$3 base=$4 script=$5
+  shift 5
   _argv=(hf jobs run)
   case "$mode" in
     launch) _argv+=(--detach -q) ;;
     dry-run) _argv+=(--dry-run) ;;
   esac
   _argv+=(--flavor "$BENCH_FLAVOR" --secrets HF_TOKEN --timeout "$BENCH_TIMEOUT")
-  _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")" --label "run=$(sanitize_label "$RUN")" --label role=bench)
-  _argv+=(-v "hf://buckets/$BUCKET:/data" -e "OPENAI_BASE_URL=$base")
+  _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")" --label "run=$(sanitize_label "$RUN")" --label "role=$role")
+  _argv+=(-v "hf://buckets/$BUCKET:/data" "$@" -e "OPENAI_BASE_URL=$base")
   [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
   _argv+=("$BENCH_IMAGE" -- bash -c "$script")
+}
+
+validate_remote_settings() {
+  require BUCKET BENCH_FLAVOR BENCH_IMAGE BENCH_TIMEOUT
+  [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
+    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
+  [[ "$BENCH_TIMEOUT" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
+    die "setting BENCH_TIMEOUT must be a number with an optional unit s, m, h or d, got '$BENCH_TIMEOUT'"
+}
+
+# What every remote job installs first: git-lfs, initialised (task fixtures), and jq.
+# shellcheck disable=SC2016
+readonly REMOTE_PREAMBLE='apt-get update -qq && apt-get install -y -qq git-lfs jq make >/dev/null && git lfs install'
+
+# remote_bench_argv VAR MODE BASE: harbor itself as an HF Job, writing flat job dirs into the
+# bucket (--jobs-dir .), as Runs 2 and 3 did.
+remote_bench_argv() {
+  local _name=$1 mode=$2 base=$3 harbor_argv script server_json
+  validate_remote_settings
+  JOBS_DIR=.
+  bench_argv harbor_argv
+  script='set -euo pipefail'
+  server_json="$(run_state_dir)/server.json"
+  if [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$server_json" ]]; then
+    # AUTO_STOP=1: when harbor's job ends, however it ends, it cancels the server job.
+    script+="; trap 'hf jobs cancel $(jq -r '.namespace + "/" + .job_id' "$server_json") || true' EXIT"
+  fi
+  script+="; $REMOTE_PREAMBLE; pip install -q '$(pinned_harbor)'"
+  # shellcheck disable=SC2016  # expanded inside the job, not here
+  script+='; cd /data && export OPENAI_API_KEY="$HF_TOKEN"; '
+  script+=$(show_cmd -- "${harbor_argv[@]}")
+  remote_job_argv "$_name" "$mode" bench "$base" "$script"
+}
+
+# remote_mopup_argv VAR MODE BASE STAGE: make mopup itself as an HF Job, from a copy of this
+# checkout's tracked files (STAGE, synced by hf to the jobs-artifacts bucket, mounted at
+# /repo), on the bucket's job dirs. Its archive and manifest live in the bucket, under state/.
+remote_mopup_argv() {
+  local _name=$1 mode=$2 base=$3 stage=$4 script
+  validate_remote_settings
+  script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
+  script+="; $(show_cmd -- make mopup "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state \
+    "API_BASE=$base" "MOPUP_MODE=$MOPUP_MODE" "N_CONCURRENT=$N_CONCURRENT")"
+  remote_job_argv "$_name" "$mode" mopup "$base" "$script" -v "$stage:/repo"
 }

@@ -15,20 +15,6 @@ source "$(dirname "$0")/argv.sh"
 readonly PY="$REPO_ROOT/.venv/bin/python"
 readonly MOPUP="$REPO_ROOT/tools/mopup.py"
 
-# The endpoint must serve the run's model: after a relaunch, API_BASE or state/ may point
-# at a server for another run, and every retried trial would then be scored against the
-# wrong model. The token goes to curl on stdin, never in its argv.
-check_served_model() {
-  local base=$1 token=$2 models served
-  models=$(printf 'Authorization: Bearer %s\n' "$token" |
-    curl -fsS --max-time 20 -H @- "$base/models" 2>&1) ||
-    die "cannot list the models at $base/models ($models). Is the server up? 'make serve RUN=$RUN' relaunches it; API_BASE=<url> points at another"
-  served=$(jq -r '[.data[]?.id] | join(", ")' <<<"$models" 2>/dev/null) ||
-    die "$base/models did not answer with an OpenAI model list: is $base an OpenAI-compatible endpoint?"
-  jq -e --arg m "$MODEL" 'any(.data[]?; .id == $m)' <<<"$models" >/dev/null ||
-    die "refusing: $base serves '${served:-nothing}', but run '$RUN' is benchmarking '$MODEL'. Point API_BASE at (or 'make serve RUN=$RUN' for) a server of '$MODEL'"
-}
-
 # The shell-quoted TASKS setting for a list of task names (one per line on stdin).
 tasks_setting() {
   local task words=()
@@ -36,6 +22,34 @@ tasks_setting() {
     words+=("$(quote_word "$task")")
   done
   printf '%s' "${words[*]}"
+}
+
+# WHERE=hf: the same mop-up, run by an HF Job on the bucket the remote bench wrote to. The job
+# gets a copy of this checkout's tracked files and runs make mopup there; its plan, archive
+# and manifest stay in the bucket (state/). Follow it with hf jobs logs, then make pull.
+mopup_remotely() {
+  local base argv stage job_id
+  base=$(endpoint) ||
+    die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
+  if is_dry_run; then
+    remote_mopup_argv argv launch "$base" "<a copy of this checkout's tracked files>"
+    show_cmd -- "${argv[@]}"
+    return 0
+  fi
+  [[ -n "${HF_TOKEN:-}" ]] || hf auth token >/dev/null 2>&1 ||
+    die "no HF token: set HF_TOKEN or run 'hf auth login' (the job's --secrets HF_TOKEN needs it)"
+  stage=$(mktemp -d)
+  # shellcheck disable=SC2064  # expand now: $stage is local
+  trap "rm -rf -- '$stage'" EXIT
+  git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$stage"
+  remote_mopup_argv argv launch "$base" "$stage"
+  remember_run
+  say "launching mop-up as an HF Job: $(show_cmd -- "${argv[@]}")"
+  job_id=$("${argv[@]}") || die "hf jobs run failed (see above); nothing was launched"
+  job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
+  append_manifest mopup "$(jq -cn --arg job_id "$job_id" --arg bucket "$BUCKET" --arg endpoint "$base" \
+    '{role: "remote-mopup", job_id: $job_id, bucket: $bucket, endpoint: $endpoint}')"
+  say "mop-up job $job_id launched on $BUCKET. Follow it with: hf jobs logs -f $job_id; then make pull RUN=$RUN"
 }
 
 main() {
@@ -64,8 +78,11 @@ main() {
   case "${MOPUP_MODE:=auto}" in auto | resume | retry-job) ;; *)
     die "MOPUP_MODE must be auto, resume or retry-job, got '$MOPUP_MODE'" ;;
   esac
-  [[ "${WHERE:-local}" == local ]] ||
-    die "WHERE=${WHERE} is not supported by mop-up yet: pull the job dirs next to this checkout and run it locally"
+  case "$WHERE" in
+    local) ;;
+    hf) mopup_remotely; return ;;
+    *) die "WHERE must be local or hf, got '$WHERE'" ;;
+  esac
 
   cd "$REPO_ROOT"
   local work
@@ -100,10 +117,14 @@ main() {
     die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
   token=${HF_TOKEN:-$(hf auth token 2>/dev/null)} || token=""
   [[ -n "$token" ]] || die "no HF token: set HF_TOKEN or run 'hf auth login' (the endpoint and the sandboxes need it)"
-  if is_dry_run; then
-    (check_served_model "$base" "$token") || warn "a real mop-up would stop here (see above)"
+  # After a relaunch, API_BASE or state/ may point at a server of another model: every
+  # retried trial would then be scored against it. The probe (as make bench runs it) checks
+  # /v1/models serves the run's model and that one completion works.
+  if [[ "$PROBE" == 1 ]]; then
+    RUN=$RUN API_BASE=$base DRY_RUN=${DRY_RUN:-0} "$REPO_ROOT/scripts/probe.sh" ||
+      die "refusing to mop up: the endpoint failed the probe above, and retried trials would be scored against it"
   else
-    check_served_model "$base" "$token"
+    warn "PROBE=0: not checking that $base serves $MODEL"
   fi
 
   if [[ "$mode" == resume ]]; then
@@ -128,10 +149,15 @@ main() {
     return 0
   fi
 
+  # As make bench does: git-lfs matters whenever harbor fetches a git dataset's tasks.
+  [[ -n "$DATASET_PATH" ]] || "$REPO_ROOT/scripts/doctor.sh" bench
   remember_run
   mkdir -p "$state/mopup-plans"
   cp "$work/plan.json" "$state/mopup-plans/$batch.json"
   "$PY" "$MOPUP" prepare --plan "$work/plan.json" --state-dir "$state"
+  append_manifest mopup "$(jq -c --arg endpoint "$base" --args '{role: "mopup", mode, batch, job_name,
+    retry_job_name, tasks: [.tasks[].task], endpoint: $endpoint, argv: $ARGS.positional}' \
+    "$work/plan.json" -- "${argv[@]}")"
 
   local rc=0
   HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base "${argv[@]}" || rc=$?

@@ -217,3 +217,10 @@ assert_nothing_changed() {
   run grep -c -x 'run' "$STUB_LOG"
   assert_output 0
 }
+
+@test "harbor failing still ends in the tally, then a non-zero exit that says what it can mean" {
+  RUN=qwen-t2 STUB_HARBOR_RC=1 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "bench: harbor exited 1; its summary is not the answer. The tally (make tally RUN=qwen-t2):"
+  assert_output --partial "bench: harbor exited 1: a config, lock or preflight failure, or a cancelled trial (CancelledError); the tally above shows what finished"
+}

@@ -110,3 +110,35 @@ PY
   run pull_selects all "$job/fix-git__abc/agent/trajectory.json" "other-job/t__y/result.json"
   assert_output "$(printf '%s\n' "$job/fix-git__abc/agent/trajectory.json pulled" "other-job/t__y/result.json skipped")"
 }
+
+@test "remote mop-up: the real hf jobs run --dry-run accepts the job, on the bucket, from a copy of the checkout" {
+  use_real_clis
+  local argv
+  mapfile -d '' argv < <(
+    RUN=qwen-mswea BUCKET=alice/tb-results bash -c '
+      source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
+      load_settings; remote_mopup_argv argv dry-run "$1" "$2"; printf "%s\0" "${argv[@]}"' \
+      "$REPO" "$TEST_ENDPOINT" "$BATS_TEST_TMPDIR")
+  run "${argv[@]}"
+  assert_success
+  assert_line "  volumes  hf://buckets/alice/tb-results:/data"
+  assert_line "           $BATS_TEST_TMPDIR:/repo"
+  assert_line --regexp "^ +role=mopup$"
+  assert_line "  secrets  HF_TOKEN=***"
+  assert_output --partial "git lfs install; cp -r /repo /tmp/repo && cd /tmp/repo && make setup; make mopup RUN=qwen-mswea WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state API_BASE=$TEST_ENDPOINT MOPUP_MODE=auto N_CONCURRENT=3"
+  refute_output --partial "$TEST_TOKEN"
+}
+
+@test "remote mop-up uploads exactly the tracked files, records the job, and plans nothing here" {
+  use_stubs
+  RUN=qwen-mswea WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/mopup.sh"
+  assert_success
+  assert_output --partial "mop-up job stubjob0123456789 launched on alice/tb"
+  run diff <(git -C "$REPO" ls-files | LC_ALL=C sort) "$STUB_LOG.staged"
+  assert_success
+  run jq -c '[.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-mswea/manifest.jsonl"
+  assert_output '["mopup","remote-mopup","stubjob0123456789","alice/tb"]'
+  # harbor never ran here: the job does the work.
+  run grep -c -x '== harbor' "$STUB_LOG"
+  assert_output 0
+}

@@ -65,22 +65,6 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def patch_supported_agents(argv_sh: Path) -> bool:
-    """PENDING an owner's change to scripts/argv.sh: accept AGENT=oracle (calls no model).
-
-    The tests need an agent that drives the environment without a model; until
-    SUPPORTED_AGENTS lists oracle, the scratch tree gets a copy of argv.sh that does.
-    Returns whether it had to patch (reported in the test output). Delete this once done.
-    """
-    text = argv_sh.read_text()
-    line = next(l for l in text.splitlines() if l.startswith("readonly SUPPORTED_AGENTS="))
-    if "oracle" in line:
-        return False
-    argv_sh.unlink()
-    argv_sh.write_text(text.replace(line, line[:-1] + ' oracle"'))
-    return True
-
-
 class FakeServer:
     """tests/fakes/fake_openai.py on a free loopback port, serving one model id."""
 
@@ -112,7 +96,6 @@ class Tree:
         (self.root / "scripts").mkdir()
         for script in (REPO / "scripts").iterdir():
             (self.root / "scripts" / script.name).symlink_to(script)
-        self.patched = patch_supported_agents(self.root / "scripts" / "argv.sh")
         # A private copy of tests/datasets/mopup: a test may change a task's files.
         shutil.copytree(REPO / "tests" / "datasets" / "mopup", self.root / "dataset")
         (self.root / "runs").mkdir()
@@ -331,7 +314,8 @@ def test_endpoint_serving_another_model_is_refused(tmp_path, server):
     finally:
         other.stop()
     assert proc.returncode == 1
-    assert f"serves 'someone/else-7b', but run 'mopup-test' is benchmarking '{MODEL}'" in proc.stderr
+    assert f"serves 'someone/else-7b', not '{MODEL}'" in proc.stderr
+    assert "refusing to mop up" in proc.stderr
     assert tree.executed("mopup") == [] and tree.manifest() == []
     assert {t: sha256(t / "result.json") for t in tree.results()} == before
 
@@ -584,3 +568,38 @@ def test_changed_task_files_make_resume_impossible(tmp_path, server, report_line
     assert sorted(r["task"] for r in tree.executed("mopup")) == sorted(INFRA)
     assert wasted_work(tree.executed("mopup"), SCORED, report_line) == 0
     assert_mopup_kept_everything(tree, before_dirs, hashes)
+
+
+@pytest.mark.parametrize("settings, args, message", [
+    ({"MOPUP_MODE": "bogus"}, [], "MOPUP_MODE must be auto, resume or retry-job, got 'bogus'"),
+    ({"WHERE": "hf"}, [], "make pull RUN=mopup-test"),
+    ({}, ["restore"], "say which trial dirs to restore: TRIALS="),
+    ({}, [], "no job 'mopup-e2e' under"),  # before any bench
+])
+def test_bad_input_names_the_problem_and_changes_nothing(tmp_path, server, settings, args, message):
+    tree = Tree(tmp_path, DEFAULT_PLAN, server)
+    proc = tree.mopup(*args, **settings)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert not (tree.root / "jobs").exists() and tree.manifest() == [] and tree.executed() == []
+
+
+def test_job_result_left_empty_by_a_kill_is_archived_not_fatal(tmp_path, server, report_line):
+    # Harbor rewrites <job>/result.json at every trial start and end; a kill mid-write leaves
+    # it empty, and `harbor job resume` then dies before running anything (seen for real
+    # in test_interrupted_mopup_can_be_run_again, depending on the kill's timing).
+    tree = Tree(tmp_path, DEFAULT_PLAN, server)
+    tree.bench()
+    hashes, before_dirs = tree.scored_hashes(), tree.trial_dirs()
+    (tree.job_dir / "result.json").write_text("")
+    proc = tree.mopup()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "result.json is unreadable" in proc.stderr
+    assert sorted(r["task"] for r in tree.executed("mopup")) == sorted(INFRA)
+    assert wasted_work(tree.executed("mopup"), SCORED, report_line) == 0
+    assert_mopup_kept_everything(tree, before_dirs, hashes)
+    kept = [r for r in tree.manifest() if r.get("event") == "archive-job-file"]
+    assert len(kept) == 1 and Path(kept[0]["dest"]).read_text() == ""
+    assert json.loads((tree.job_dir / "result.json").read_text())["n_total_trials"] == 9
+    final = tree.tally()
+    assert (final["passed"], final["failed"], final["errored"], final["unfinished"]) == (6, 3, 0, 0)

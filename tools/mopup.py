@@ -223,6 +223,26 @@ def simulate_resume(job_dir: Path, planned: list, leaving: set[Path]) -> tuple[C
 # --- the plan ---------------------------------------------------------------------------------
 
 
+def job_result_readable(job_dir: Path) -> bool:
+    """False when <job>/result.json exists but harbor could not load it.
+
+    Harbor rewrites that file at every trial start and end; killed mid-write, it leaves it
+    empty, and `harbor job resume` then dies in Job.__init__ before running anything. The
+    file is only a summary harbor recomputes from the trial dirs, so mop-up moves it to
+    the archive and harbor writes a fresh one.
+    """
+    from harbor.models.job.result import JobResult
+
+    path = job_dir / "result.json"
+    if not path.exists():
+        return True
+    try:
+        JobResult.model_validate_json(path.read_text())
+        return True
+    except Exception:
+        return False
+
+
 def trial_dirs_of(job_dir: Path) -> list[Path]:
     return sorted(p for p in job_dir.iterdir() if p.is_dir()) if job_dir.is_dir() else []
 
@@ -252,6 +272,50 @@ def main_job_dir(jobs_dir: Path, job_name: str) -> Path:
     )
 
 
+def select_tasks(targets: dict, known: set[str], planned: list) -> dict[str, dict]:
+    """The tally's retry targets, plus planned tasks no job dir of the run has ever seen.
+
+    The second kind is what a crash leaves: harbor killed before it started them, so no
+    trial dir names them and the tally cannot know them; harbor's own plan can.
+    """
+    tasks = {t["task"]: {"task": t["task"], "outcome": t["outcome"], "exception_type": t.get("exception_type"),
+                         "trial_dirs": [x["trial_dir"] for x in t.get("trials", [])] or [t.get("trial_dir")]}
+             for t in targets["tasks"]}
+    for name in sorted({task_of(c) for c in planned} - known - set(tasks)):
+        tasks[name] = {"task": name, "outcome": "unfinished", "exception_type": None, "trial_dirs": [],
+                       "note": "never started"}
+    for name in tasks:
+        if GLOB_CHARS.search(name):
+            raise click.ClickException(
+                f"task name {name!r} holds a glob character: harbor's --include-task-name would match more than it")
+    return tasks
+
+
+def resume_blockers(job_dir: Path, frozen_raw: dict, current: dict, config, task_configs: list, planned: list,
+                    leaving: list[Path], selected: set[str], n_concurrent: int) -> list[str]:
+    """Every reason `harbor job resume` would not run exactly `selected`; [] when it would."""
+    blockers = [f"setting changed since the job was created: {d}" for d in config_differences(frozen_raw, current)]
+    lock_path = job_dir / "lock.json"
+    if lock_path.exists():
+        locked = json.loads(lock_path.read_text()).get("harbor", {}).get("version")
+        if locked and locked != harbor_version():
+            blockers.append(f"the job was created by harbor {locked}, this is harbor {harbor_version()}")
+    blockers += [f"a secret was frozen redacted ({s}); a resume would send the redacted string"
+                 for s in redacted_secrets(frozen_raw)]
+    if blockers or not planned:
+        return blockers
+    would_run, error = simulate_resume(job_dir, planned, set(leaving))
+    error = error or lock_mismatch(job_dir, config, task_configs, planned, n_concurrent)
+    if error:
+        return [error]
+    extra, missing = sorted(set(would_run) - selected), sorted(selected - set(would_run))
+    if extra:
+        blockers.append(f"a resume would also re-run {', '.join(extra)}, already settled by another job of the run")
+    if missing:
+        blockers.append(f"a resume would not re-run {', '.join(missing)} (their trials are in another job of the run)")
+    return blockers
+
+
 def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, current: dict, run: str,
                verdicts: Path | None = None) -> dict:
     naming = tally_naming()
@@ -260,57 +324,28 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
     if verdicts:
         selection += ["--verdicts", str(verdicts)]
     targets = run_tally(["retry-targets", *selection])
-    tally = run_tally(["tally", *selection])
-    known = {row["task"] for row in tally.get("per_task", [])}
-
-    tasks = {t["task"]: {"task": t["task"], "outcome": t["outcome"], "exception_type": t.get("exception_type"),
-                         "trial_dirs": [x["trial_dir"] for x in t.get("trials", [])] or [t.get("trial_dir")]}
-             for t in targets["tasks"]}
+    known = {row["task"] for row in run_tally(["tally", *selection]).get("per_task", [])}
 
     frozen_raw = json.loads((job_dir / "config.json").read_text())
     config = load_job_config(job_dir)
     warnings: list[str] = []
     task_configs: list = []
     planned: list = []
-    blockers: list[str] = []
+    dataset_blocker: list[str] = []
     try:
         task_configs, planned = planned_trial_configs(config)
     except Exception as exc:  # a --repo dataset needs the network; harbor's resume would fail the same way
-        blockers.append(f"harbor cannot resolve the job's dataset now ({type(exc).__name__}: {exc})")
+        dataset_blocker.append(f"harbor cannot resolve the job's dataset now ({type(exc).__name__}: {exc})")
         warnings.append("tasks that never started cannot be listed without the dataset; they are not in this plan")
-    for name in sorted({task_of(c) for c in planned} - known - set(tasks)):
-        tasks[name] = {"task": name, "outcome": "unfinished", "exception_type": None, "trial_dirs": [],
-                       "note": "never started"}
 
+    tasks = select_tasks(targets, known, planned)
     selected = sorted(tasks)
-    for name in selected:
-        if GLOB_CHARS.search(name):
-            raise click.ClickException(f"task name {name!r} holds a glob character; harbor's --include-task-name would match more than it")
-
     # In place, every dir of a selected task leaves the job (so harbor re-runs it), and so does
     # every dir without result.json (harbor would rmtree it).
     leaving = [d for d in trial_dirs_of(job_dir)
                if trial_task(d) in tasks or not (d / "result.json").exists()]
-
-    blockers += [f"setting changed since the job was created: {d}" for d in config_differences(frozen_raw, current)]
-    lock_path = job_dir / "lock.json"
-    if lock_path.exists():
-        locked = json.loads(lock_path.read_text()).get("harbor", {}).get("version")
-        if locked and locked != harbor_version():
-            blockers.append(f"the job was created by harbor {locked}, this is harbor {harbor_version()} (its lock would not match)")
-    blockers += [f"a secret was frozen redacted ({s}); a resume would send the redacted string" for s in redacted_secrets(frozen_raw)]
-    if planned and not blockers:
-        would_run, error = simulate_resume(job_dir, planned, set(leaving))
-        error = error or lock_mismatch(job_dir, config, task_configs, planned, n_concurrent)
-        if error:
-            blockers.append(error)
-        else:
-            extra = sorted(set(would_run) - set(selected))
-            missing = sorted(set(selected) - set(would_run))
-            if extra:
-                blockers.append(f"a resume would also re-run {', '.join(extra)}, whose outcome is already settled by another job of the run")
-            if missing:
-                blockers.append(f"a resume would not re-run {', '.join(missing)} (its trials are in another job of the run)")
+    blockers = dataset_blocker + resume_blockers(job_dir, frozen_raw, current, config, task_configs, planned,
+                                                 leaving, set(selected), n_concurrent)
 
     if not selected:
         chosen = "none"
@@ -324,6 +359,7 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
         chosen = mode
 
     frozen_n = config.n_concurrent_trials
+    lock_path = job_dir / "lock.json"
     batch = now_utc().strftime("%Y%m%dT%H%M%S%fZ")
     plan = {
         "run": run,
@@ -346,6 +382,8 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
     if chosen == "resume":
         plan["archive"] = [{"src": str(d), "job": job_dir.name, "task": trial_task(d),
                             "finished": (d / "result.json").exists()} for d in leaving]
+        if not job_result_readable(job_dir):
+            plan["unreadable_job_result"] = str(job_dir / "result.json")
         # Both files, each on its own: an interrupted patch may have left one behind.
         locked_n = json.loads(lock_path.read_text()).get("n_concurrent_trials") if lock_path.exists() else None
         if frozen_n != n_concurrent or locked_n not in (None, n_concurrent):
@@ -373,14 +411,20 @@ def describe_plan(plan: dict, state_dir: Path) -> str:
             lines.append(f"first, move {len(plan['archive'])} trial dir(s) out of the job to {state_dir / 'archive' / plan['batch']}/:")
             for a in plan["archive"]:
                 lines.append(f"  {a['src']}{'' if a['finished'] else '   (no result.json: harbor would delete it)'}")
+        if plan.get("unreadable_job_result"):
+            lines.append(f"{plan['unreadable_job_result']} is unreadable (harbor was killed writing it): "
+                         "it goes to the archive too, and harbor writes a new one")
         if plan["concurrency"]:
             c = plan["concurrency"]
             was = c["from"] if c["lock_from"] in (None, c["from"]) else f"{c['from']} (lock.json: {c['lock_from']})"
             lines.append(f"n_concurrent_trials {was} -> {c['to']} in config.json and lock.json (backups in the archive)")
         lines.append(f"new trials land in {plan['job_dir']}/<task>__<id>/")
     else:
-        lines.append("mechanism: a standalone retry job (resume in place cannot work:")
-        lines += [f"  - {b}" for b in plan["why_not_resume"]] + ["  )"]
+        lines.append("mechanism: a standalone retry job, because resuming the job in place cannot work:"
+                     if plan["why_not_resume"] else "mechanism: a standalone retry job (MOPUP_MODE=retry-job)")
+        lines += [f"  - {b}" for b in plan["why_not_resume"]]
+        if any(b.startswith("setting changed") for b in plan["why_not_resume"]):
+            lines.append("note: these tasks run with today's settings; the rest of the run ran with the old ones")
         lines.append("nothing leaves any job; new trials land in "
                      f"{Path(plan['jobs_dir']) / plan['retry_job_name']}/<task>__<id>/")
     for w in plan["warnings"]:
@@ -413,7 +457,7 @@ def ensure_free(dest: Path) -> None:
 
 
 def move_dir(src: Path, dest: Path) -> None:
-    """A rename, never copy-and-delete: the dir is either here or there."""
+    """A rename, never copy-and-delete: the dir (or file) is either here or there."""
     ensure_free(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -527,8 +571,17 @@ def prepare(plan_path, state_dir):
         return
     moved = archive_trials(p, state_dir)
     job_dir = Path(p["job_dir"])
+    job_files = state_dir / "archive" / p["batch"] / (job_dir.name + ".job-files")
+    if p.get("unreadable_job_result"):
+        src, dest = Path(p["unreadable_job_result"]), job_files / "result.json"
+        if src.exists():
+            ensure_free(dest)
+            move_dir(src, dest)  # a rename, like the trial dirs
+            append_manifest(state_dir, {"event": "archive-job-file", "state": "moved", "src": str(src),
+                                        "dest": str(dest), "batch": p["batch"],
+                                        "why": "unreadable (harbor killed while writing it); harbor writes a new one"})
     if p["concurrency"]:
-        patch_concurrency(job_dir, p["concurrency"]["to"], state_dir / "archive" / p["batch"] / (job_dir.name + ".job-files"), state_dir)
+        patch_concurrency(job_dir, p["concurrency"]["to"], job_files, state_dir)
     # Last line of defence before harbor runs: it deletes every dir without result.json.
     doomed = [d.name for d in trial_dirs_of(job_dir) if not (d / "result.json").exists()]
     if doomed:
