@@ -35,20 +35,10 @@ MODEL = "Qwen/Qwen3.8-27B-FP8"
 T0 = datetime(2026, 9, 3, 8, 0, tzinfo=timezone.utc)
 NAMESPACE = uuid.UUID("6f1c1a52-5c55-4a43-9a57-0e4d5e1b7a01")
 
-# NonZeroAgentExitCodeError messages the way harbor's _classify_exec_error writes them.
-APT_EXPIRED = (
-    "Command failed (exit 100): apt-get update && apt-get install -y curl\n"
-    "stdout: Hit:1 http://deb.debian.org/debian bullseye InRelease\n"
-    "stderr: E: Release file for http://security.debian.org/debian-security/dists/"
-    "bullseye-security/InRelease is expired (invalid since 12d 4h 3min 11s). "
-    "Updates for this repository will not be applied."
-)
-CONTEXT_WINDOW = (
-    "Command failed (exit 1): mini-swe-agent --yolo --model=openai/Qwen/Qwen3.8-27B-FP8 "
-    "-c model.model_kwargs.timeout=3600 --exit-immediately\n"
-    "stdout: litellm.ContextWindowExceededError: This model's maximum context length is "
-    "262144 tokens. However, your messages resulted in 263017 tokens.\nstderr: "
-)
+# The same NonZeroAgentExitCodeError messages as the terminus-2 example.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from examples.make_example import APT_MIRROR as APT_EXPIRED, CONTEXT_WINDOW  # noqa: E402
+
 TIMEOUT = "Agent execution timed out after 3600.0 seconds"
 
 # The same 13 tasks as examples/make_example.py (the terminus-2 example), one attempt each.

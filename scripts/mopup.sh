@@ -29,6 +29,7 @@ tasks_setting() {
 # and manifest stay in the bucket (state/). Follow it with hf jobs logs, then make pull.
 mopup_remotely() {
   local base argv stage job_id
+  validate_remote_settings
   base=$(endpoint) ||
     die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
   if is_dry_run; then
@@ -41,6 +42,8 @@ mopup_remotely() {
   stage=$(mktemp -d)
   # shellcheck disable=SC2064  # expand now: $stage is local
   trap "rm -rf -- '$stage'" EXIT
+  git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
+    die "WHERE=hf uploads this checkout's tracked files, and $REPO_ROOT is not a git checkout"
   git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$stage"
   remote_mopup_argv argv launch "$base" "$stage"
   remember_run

@@ -572,7 +572,8 @@ def test_changed_task_files_make_resume_impossible(tmp_path, server, report_line
 
 @pytest.mark.parametrize("settings, args, message", [
     ({"MOPUP_MODE": "bogus"}, [], "MOPUP_MODE must be auto, resume or retry-job, got 'bogus'"),
-    ({"WHERE": "hf"}, [], "make pull RUN=mopup-test"),
+    ({"WHERE": "hf"}, [], "setting BUCKET is empty for run 'mopup-test'"),
+    ({"WHERE": "hf", "BUCKET": "alice/tb"}, [], "is not a git checkout"),
     ({}, ["restore"], "say which trial dirs to restore: TRIALS="),
     ({}, [], "no job 'mopup-e2e' under"),  # before any bench
 ])
