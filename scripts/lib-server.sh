@@ -145,9 +145,12 @@ inspect_or_die() {
   die "$HF_ERROR"
 }
 
-# cancel_job: `hf jobs cancel` the recorded job.
+# cancel_job: `hf jobs cancel` the recorded job, and note in the run manifest when its
+# endpoint stopped serving.
 cancel_job() {
-  hf_run - jobs cancel -q "$JOB" >/dev/null
+  hf_run - jobs cancel -q "$JOB" >/dev/null || return 1
+  append_manifest server-stop "$(jq -cn --arg job_id "$JOB_ID" --arg namespace "$JOB_NS" \
+    --arg endpoint "$ENDPOINT" '{role: "server", job_id: $job_id, namespace: $namespace, endpoint: $endpoint}')"
 }
 
 # --- time and money -------------------------------------------------------------------------

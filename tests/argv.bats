@@ -33,11 +33,15 @@ check_goldens() {
   check_goldens bench
 }
 
+@test "bench WHERE=hf: every run's hf jobs run argv for harbor as an HF Job equals its golden" {
+  check_goldens remote-bench
+}
+
 @test "every run file has all three goldens, and no golden outlives its run" {
   local run_file run verb golden
   for run_file in "$REPO"/runs/*.env; do
     run=$(basename "$run_file" .env)
-    for verb in serve smoke bench; do
+    for verb in $GOLDEN_VERBS; do
       assert [ -s "$(golden_file "$run" "$verb")" ]
     done
   done
@@ -109,12 +113,14 @@ check_goldens() {
   assert_success
   local manifest="$STATE_ROOT/qwen-t2/manifest.jsonl"
   run jq -c '[.event, .role, .job_id // .job_name, .endpoint]' "$manifest"
-  assert_output "$(printf '%s\n%s' \
+  # AUTO_STOP=1 (the default): bench stopped the server when it ended, and that is recorded too.
+  assert_output "$(printf '%s\n%s\n%s' \
     '["serve","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]' \
-    '["bench","bench","qwen3_8-27b-fp8-terminus2-tb21-full-v2","https://stubjob0123456789--30000.hf.jobs/v1"]')"
+    '["bench","bench","qwen3_8-27b-fp8-terminus2-tb21-full-v2","https://stubjob0123456789--30000.hf.jobs/v1"]' \
+    '["server-stop","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]')"
   run jq -r '[.settings.N_CONCURRENT, .settings.MODEL, .tools.harbor, (.commit | length > 0)] | @tsv' "$manifest"
   assert_line --index 0 $'3\tQwen/Qwen3.8-27B-FP8\t0.25.0\ttrue'
-  run jq -r '.argv | index("--job-name")' <(tail -n1 "$manifest")
+  run jq -r 'select(.event == "bench") | .argv | index("--job-name")' "$manifest"
   refute_output null
   run grep -cF "$TEST_TOKEN" "$manifest"
   assert_output 0

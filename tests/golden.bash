@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# capture_argv RUN VERB: run `scripts/VERB.sh` for RUN with the recording stubs and print what
+# capture_argv RUN VERB: run the script of VERB (serve, smoke, bench, remote-bench) for RUN with the recording stubs and print what
 # they recorded (the golden format). Used by tests/argv.bats and tests/update-goldens.sh.
 # Needs use_stubs and common_setup (or the same environment) first.
 capture_argv() {
@@ -9,6 +9,7 @@ capture_argv() {
     serve) RUN=$run HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh" ;;
     bench) RUN=$run HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT "$REPO/scripts/bench.sh" ;;
     smoke) RUN=$run HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT "$REPO/scripts/bench.sh" --smoke ;;
+    remote-bench) RUN=$run WHERE=hf BUCKET=alice/tb-results HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT "$REPO/scripts/bench.sh" ;;
   esac >/dev/null 2>&1 || return 1
   # Only the commands that launch work: whoami and the tally are incidental.
   awk '/^== /{keep = ($0 == "== harbor" || $0 == "== hf") } keep' "$STUB_LOG" |
@@ -16,3 +17,7 @@ capture_argv() {
 }
 
 golden_file() { printf '%s/tests/golden/argv/%s.%s' "$REPO" "$1" "$2"; }
+
+# The verbs every run file has a golden for.
+# shellcheck disable=SC2034  # read by argv.bats and update-goldens.sh
+readonly GOLDEN_VERBS="serve smoke bench remote-bench"

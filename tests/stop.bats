@@ -27,6 +27,9 @@ cancels() { count_requests "$FAKE_HF_RECORD" POST "/api/jobs/alice/$1/cancel"; }
   [ "$(cancels job1)" -eq 1 ]
   # The record of that launch stays for the manifest; the next make serve archives it.
   [ -f "$STATE_ROOT/qwen-t2/server.json" ]
+  # The manifest says when the endpoint stopped serving: once, for the one real cancel.
+  run jq -c '[.event, .job_id, .endpoint, (.at | test("^20[0-9-]+T[0-9:]+Z$"))]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output '["server-stop","job1","https://job1--30000.hf.jobs/v1",true]'
 }
 
 @test "stop: a server that already ended on its own (ERROR) is not cancelled" {

@@ -16,7 +16,7 @@ common_setup
 use_stubs
 for run_file in "$REPO"/runs/*.env; do
   run=$(basename "$run_file" .env)
-  for verb in serve smoke bench; do
+  for verb in $GOLDEN_VERBS; do
     capture_argv "$run" "$verb" >"$(golden_file "$run" "$verb")"
   done
 done
