@@ -2,7 +2,7 @@
 # Usage: scripts/setup.sh
 # Build .venv with Python >= 3.12 and the pins in env/requirements.txt; install the bats
 # helper libraries (tests/package.json) when npm is present. Idempotent: a second run with
-# unchanged pins does nothing.
+# unchanged pins does nothing. DRY_RUN=1 says what it would do.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -25,6 +25,10 @@ find_python() {
 
 main() {
   cd "$REPO_ROOT"
+  if is_dry_run; then
+    say "would build .venv with $(find_python || echo 'a Python >= 3.12 (none found)') and install env/requirements.txt into it, then bats-assert and bats-support (tests/package.json) with npm"
+    return 0
+  fi
   if [[ ! -x "$VENV/bin/python" ]] ||
     ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
     local python

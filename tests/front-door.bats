@@ -224,3 +224,13 @@ assert_nothing_changed() {
   assert_output --partial "bench: harbor exited 1; its summary is not the answer. The tally (make tally RUN=qwen-t2):"
   assert_output --partial "bench: harbor exited 1: a config, lock or preflight failure, or a cancelled trial (CancelledError); the tally above shows what finished"
 }
+
+@test "setup is idempotent, and DRY_RUN=1 only says what it would do" {
+  run "$REPO/scripts/setup.sh"
+  assert_success
+  assert_output --partial "setup: .venv is up to date with env/requirements.txt"
+  refute_output --partial "installing"
+  DRY_RUN=1 run "$REPO/scripts/setup.sh"
+  assert_success
+  assert_output --regexp "setup: would build .venv with python3(\.[0-9]+)? and install env/requirements.txt"
+}
