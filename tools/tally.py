@@ -185,6 +185,15 @@ def _first_match(patterns: Iterable[Pattern], message: str | None) -> Pattern | 
     return None
 
 
+def _read_yaml(path: Path, where: str, fix: str) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise TallyError(f"{where}: file not found ({fix})")
+    except (OSError, yaml.YAMLError) as e:
+        raise TallyError(f"{where}: cannot read it as YAML: {e}")
+
+
 _POLICY_KEYS = {"pass_threshold", "infra", "timeouts", "limits", "nonzero_exit"}
 
 
@@ -192,12 +201,7 @@ def load_policy(path: str | os.PathLike = DEFAULT_POLICY) -> Policy:
     """Read and validate the outcome policy; every problem names the file and the key."""
     path = Path(path)
     where = f"policy {path}"
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise TallyError(f"{where}: file not found (pass --policy, default {DEFAULT_POLICY})")
-    except (OSError, yaml.YAMLError) as e:
-        raise TallyError(f"{where}: cannot read it as YAML: {e}")
+    doc = _read_yaml(path, where, f"pass --policy, default {DEFAULT_POLICY}")
     if not isinstance(doc, dict):
         raise TallyError(f"{where}: expected a mapping with keys {sorted(_POLICY_KEYS)}")
     unknown = set(doc) - _POLICY_KEYS
@@ -281,12 +285,7 @@ def load_verdicts(path: str | os.PathLike | None) -> dict[str, Verdict]:
         return {}
     path = Path(path)
     where = f"verdicts {path}"
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise TallyError(f"{where}: file not found (check the --verdicts path)")
-    except (OSError, yaml.YAMLError) as e:
-        raise TallyError(f"{where}: cannot read it as YAML: {e}")
+    doc = _read_yaml(path, where, "check the --verdicts path")
     if doc is None:
         return {}
     if not isinstance(doc, dict) or set(doc) != {"verdicts"} or not isinstance(doc["verdicts"], (dict, type(None))):

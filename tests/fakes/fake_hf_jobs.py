@@ -55,11 +55,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from loopback import serve_for, write_port_file  # beside this file
 
 TERMINAL = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
 JOB_PATH = re.compile(r"^/api/jobs/(?P<ns>[^/]+)/(?P<id>[^/]+)(?:/(?P<action>[a-z]+))?$")
@@ -274,21 +275,8 @@ def main() -> None:
     Handler.api = FakeJobsAPI(scenario, args.record)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    tmp = f"{args.port_file}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"{server.server_address[1]}\n")
-    os.replace(tmp, args.port_file)  # atomic: a reader never sees a half-written port
-
-    timer = threading.Timer(args.max_lifetime, server.shutdown)
-    timer.daemon = True
-    timer.start()
-    try:
-        server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-
+    write_port_file(server, args.port_file)
+    serve_for(server, args.max_lifetime)
 
 if __name__ == "__main__":
     main()

@@ -37,6 +37,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from loopback import serve_for, write_port_file  # beside this file
+
 THINKING = "The user asks for 2+2. That is 4."
 
 
@@ -153,24 +155,13 @@ def main() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
     server.daemon_threads = True
     server.server_bind()
-    tmp = f"{args.port_file}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"{server.server_address[1]}\n")
-    os.replace(tmp, args.port_file)
+    write_port_file(server, args.port_file)
 
     deadline = time.monotonic() + args.max_lifetime
+    # Bound but not listening: connections are refused, as while vLLM loads its weights.
     time.sleep(min(args.refuse_for, args.max_lifetime))
     server.server_activate()
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), server.shutdown)
-    timer.daemon = True
-    timer.start()
-    try:
-        server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-
+    serve_for(server, deadline - time.monotonic())
 
 if __name__ == "__main__":
     main()

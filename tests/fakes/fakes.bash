@@ -19,7 +19,7 @@ REPO_ROOT="$(cd "$FAKES_DIR/../.." && pwd)"
 FAKE_PYTHON="$REPO_ROOT/.venv/bin/python"
 FAKE_PIDS=()
 # The token the tests use: the fakes accept only it, and no output may ever contain it.
-FAKE_TOKEN="hf_FAKEtokenThatMustNeverBePrinted"
+FAKE_TOKEN="hf_fake-token-that-must-never-be-printed"
 # Set by the start_* functions, read by the tests.
 export FAKE_HF_RECORD="" FAKE_OPENAI_RECORD="" FAKE_OPENAI_BASE=""
 
