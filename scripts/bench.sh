@@ -80,18 +80,11 @@ main() {
   HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base "${argv[@]}" || rc=$?
   say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
   "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
-  stop_server_if_asked
+  ((smoke)) || stop_server_if_done
   # Harbor exits 0 when every trial failed, and 1 on a config, lock or preflight failure, or
   # when a trial was cancelled after every result was written.
   ((rc == 0)) || die "harbor exited $rc: a config, lock or preflight failure, or a cancelled trial (CancelledError); the tally above shows what finished"
 }
 
-# AUTO_STOP=1: the bench is over, so is the GPU's work (a later mop-up serves again).
-stop_server_if_asked() {
-  if [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ]]; then
-    say "AUTO_STOP=1: stopping the server (AUTO_STOP=0 keeps it for a mop-up)"
-    "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
-  fi
-}
 
 main "$@"

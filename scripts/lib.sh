@@ -220,6 +220,28 @@ endpoint() {
   jq -er '.endpoint' "$server_json"
 }
 
+# --- the server's end ------------------------------------------------------------------------
+
+# AUTO_STOP=1: once a bench or mop-up leaves nothing for the run's server to do (no task to
+# retry, by the same tally mop-up reads), stop it; while tasks are left, keep it for
+# make mopup and say so. A server started elsewhere (API_BASE) is never touched.
+stop_server_if_done() {
+  [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ]] || return 0
+  local left verdicts=()
+  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
+  left=$(cd "$REPO_ROOT" && "$REPO_ROOT/.venv/bin/python" tools/tally.py retry-targets \
+    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${verdicts[@]}" --json 2>/dev/null | jq -e '.tasks | length') ||
+    left=""
+  if [[ "$left" == 0 ]]; then
+    say "AUTO_STOP=1: nothing left to retry; stopping the server"
+    "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
+  elif [[ -n "$left" ]]; then
+    say "AUTO_STOP=1: $left task(s) left to mop up, so the server is kept: make mopup RUN=$RUN (it stops the server once nothing is left), or make stop RUN=$RUN"
+  else
+    warn "AUTO_STOP=1: cannot tell whether tasks are left (no tally), so the server is kept: make stop RUN=$RUN when done"
+  fi
+}
+
 # --- the run manifest -------------------------------------------------------------------------
 #
 # state/<run>/manifest.jsonl, append-only: one line per launch (server job, bench, mop-up)

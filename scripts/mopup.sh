@@ -111,6 +111,7 @@ main() {
   if [[ "$mode" == none ]]; then
     is_dry_run || RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
     say "re-ran 0 of 0 planned trials"
+    is_dry_run || stop_server_if_done
     return 0
   fi
 
@@ -167,6 +168,7 @@ main() {
 
   RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
   "$PY" "$MOPUP" report --plan "$work/plan.json"
+  stop_server_if_done
   # Harbor also exits non-zero when a trial ended in CancelledError, after writing every
   # result: the report above is the truth; a rerun of mop-up picks up what is left.
   ((rc == 0)) || die "harbor exited $rc; the tally above is what is on disk. Run 'make mopup RUN=$RUN' again to retry what is left"

@@ -109,11 +109,15 @@ check_goldens() {
 @test "serve and bench append what they launched to state/<run>/manifest.jsonl, with no secret" {
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
   assert_success
+  # A finished job with nothing left to retry: AUTO_STOP=1 stops the server.
+  export JOBS_DIR="$BATS_TEST_TMPDIR/jobs"
+  mkdir -p "$JOBS_DIR/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_success
+  assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
   local manifest="$STATE_ROOT/qwen-t2/manifest.jsonl"
   run jq -c '[.event, .role, .job_id // .job_name, .endpoint]' "$manifest"
-  # AUTO_STOP=1 (the default): bench stopped the server when it ended, and that is recorded too.
+  # The stop is recorded too: the endpoint's time range is in the manifest.
   assert_output "$(printf '%s\n%s\n%s' \
     '["serve","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]' \
     '["bench","bench","qwen3_8-27b-fp8-terminus2-tb21-full-v2","https://stubjob0123456789--30000.hf.jobs/v1"]' \
@@ -149,4 +153,31 @@ printed_argv() {
       assert_output "$want"
     done
   done
+}
+
+@test "AUTO_STOP keeps the server while tasks are left to mop up, and never stops it after a smoke test" {
+  RUN=example-terminus2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"
+  : >"$STUB_LOG"
+  RUN=example-terminus2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh" --smoke
+  assert_success
+  refute_output --partial "AUTO_STOP"
+  RUN=example-terminus2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  # The bundled example has 3 infra-errored tasks and 1 unfinished one.
+  assert_output --partial "bench: AUTO_STOP=1: 4 task(s) left to mop up, so the server is kept: make mopup RUN=example-terminus2"
+  run grep -c -x cancel "$STUB_LOG"
+  assert_output 0
+}
+
+@test "AUTO_STOP=0 never stops the server, and a server given by API_BASE is never touched" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"
+  export JOBS_DIR="$BATS_TEST_TMPDIR/jobs"
+  mkdir -p "$JOBS_DIR/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
+  : >"$STUB_LOG"
+  RUN=qwen-t2 AUTO_STOP=0 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  RUN=qwen-t2 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  run grep -c -x cancel "$STUB_LOG"
+  assert_output 0
 }
