@@ -142,12 +142,6 @@ display_endpoint() {
 
 # --- remote bench: harbor itself as a CPU HF Job, as Runs 2 and 3 did -----------------------
 
-# The pinned harbor, read from the one requirements file, so the remote job runs the
-# version the local tests verified.
-pinned_harbor() {
-  sed -n 's/^\(harbor\[[^]]*\]==[^[:space:]]*\).*/\1/p' "$ENV_DIR/requirements.txt"
-}
-
 # remote_job_argv VAR MODE ROLE BASE SCRIPT [OPTION...]: hf jobs run for a CPU job of this
 # project that works on BUCKET mounted at /data and runs SCRIPT under bash. The endpoint is not
 # secret and goes in with -e; the key is the job's own HF_TOKEN secret.
@@ -193,7 +187,8 @@ remote_bench_argv() {
     # AUTO_STOP=1: when harbor's job ends, however it ends, it cancels the server job.
     script+="; trap 'hf jobs cancel $(jq -r '.namespace + "/" + .job_id' "$server_json") || true' EXIT"
   fi
-  script+="; $REMOTE_PREAMBLE; pip install -q '$(pinned_harbor)'"
+  # The pinned harbor from the one requirements file: the version the local tests verified.
+  script+="; $REMOTE_PREAMBLE; pip install -q '$(requirement harbor)'"
   # shellcheck disable=SC2016  # expanded inside the job, not here
   script+='; cd /data && export OPENAI_API_KEY="$HF_TOKEN"; '
   script+=$(show_cmd -- "${harbor_argv[@]}")

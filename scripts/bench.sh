@@ -19,12 +19,10 @@ bench_remotely() {
     show_cmd -- "${argv[@]}"
     return 0
   fi
-  [[ -n "${HF_TOKEN:-}" ]] || hf auth token >/dev/null 2>&1 ||
-    die "no HF token: set HF_TOKEN or run 'hf auth login' (the job's --secrets HF_TOKEN needs it)"
+  hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
   remember_run
   say "launching harbor as an HF Job: $(show_cmd -- "${argv[@]}")"
-  job_id=$("${argv[@]}") || die "hf jobs run failed (see above); nothing was launched"
-  job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
+  job_id=$(launch_job "${argv[@]}")
   append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_id "$job_id" \
     --arg job_name "$JOB_NAME" --arg bucket "$BUCKET" --arg endpoint "$base" \
     '{role: "remote-bench", job_id: $job_id, job_name: $job_name, bucket: $bucket, endpoint: $endpoint}')"
@@ -67,9 +65,7 @@ main() {
 
   "$REPO_ROOT/scripts/doctor.sh" bench
   local token
-  token=${HF_TOKEN:-$(hf auth token 2>/dev/null)} ||
-    die "no HF token: set HF_TOKEN or run 'hf auth login' (the endpoint and the sandboxes need it)"
-  [[ -n "$token" ]] || die "no HF token: set HF_TOKEN or run 'hf auth login'"
+  token=$(hf_token "the endpoint and the sandboxes need it")
   remember_run
   append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_name "$JOB_NAME" \
     --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,

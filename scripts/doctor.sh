@@ -15,7 +15,7 @@ bad() {
 
 # The version pinned in env/requirements.txt for a package.
 pinned() {
-  sed -n "s/^$1\(\[[^]]*\]\)\{0,1\}==\([^[:space:]]*\).*/\2/p" "$ENV_DIR/requirements.txt"
+  requirement "$1" | sed 's/.*==//'
 }
 
 check_python() {

@@ -146,6 +146,31 @@ sanitize_label() {
   printf '%s' "$1" | tr -c 'A-Za-z0-9_-' '-'
 }
 
+# requirement PACKAGE: its pinned line in env/requirements.txt, e.g. harbor[hf-sandbox]==0.25.0.
+requirement() {
+  sed -n "s/^\($1\(\[[^]]*\]\)\{0,1\}==[^[:space:]]*\).*/\1/p" "$ENV_DIR/requirements.txt"
+}
+
+# --- HF ---------------------------------------------------------------------------------------
+
+# hf_token WHY: print the HF token (HF_TOKEN, else the `hf auth login` one) for a variable, or
+# stop saying how to get one and WHY it is needed. Never printed anywhere else.
+hf_token() {
+  local token=${HF_TOKEN:-}
+  [[ -n "$token" ]] || token=$(hf auth token 2>/dev/null) || token=""
+  [[ -n "$token" ]] || die "no HF token: set HF_TOKEN or run 'hf auth login' ($1)"
+  printf '%s' "$token"
+}
+
+# launch_job ARGV...: run an `hf jobs run --detach -q …` line; print the job id it printed.
+launch_job() {
+  local job_id
+  job_id=$("$@") || die "hf jobs run failed (see above); nothing was launched"
+  job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
+  [[ "$job_id" =~ ^[A-Za-z0-9_-]+$ ]] || die "hf jobs run printed no job id ('$job_id'): check 'make jobs' for a stray job"
+  printf '%s' "$job_id"
+}
+
 # --- printing and running argv --------------------------------------------------------------
 
 # quote_word WORD: WORD as bash reads it back: bare when it is plain, else in single quotes.

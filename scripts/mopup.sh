@@ -37,8 +37,7 @@ mopup_remotely() {
     show_cmd -- "${argv[@]}"
     return 0
   fi
-  [[ -n "${HF_TOKEN:-}" ]] || hf auth token >/dev/null 2>&1 ||
-    die "no HF token: set HF_TOKEN or run 'hf auth login' (the job's --secrets HF_TOKEN needs it)"
+  hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
   stage=$(mktemp -d)
   # shellcheck disable=SC2064  # expand now: $stage is local
   trap "rm -rf -- '$stage'" EXIT
@@ -48,8 +47,7 @@ mopup_remotely() {
   remote_mopup_argv argv launch "$base" "$stage"
   remember_run
   say "launching mop-up as an HF Job: $(show_cmd -- "${argv[@]}")"
-  job_id=$("${argv[@]}") || die "hf jobs run failed (see above); nothing was launched"
-  job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
+  job_id=$(launch_job "${argv[@]}")
   append_manifest mopup "$(jq -cn --arg job_id "$job_id" --arg bucket "$BUCKET" --arg endpoint "$base" \
     '{role: "remote-mopup", job_id: $job_id, bucket: $bucket, endpoint: $endpoint}')"
   say "mop-up job $job_id launched on $BUCKET. Follow it with: hf jobs logs -f $job_id; then make pull RUN=$RUN"
@@ -119,8 +117,7 @@ main() {
   local base token
   base=$(endpoint) ||
     die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
-  token=${HF_TOKEN:-$(hf auth token 2>/dev/null)} || token=""
-  [[ -n "$token" ]] || die "no HF token: set HF_TOKEN or run 'hf auth login' (the endpoint and the sandboxes need it)"
+  token=$(hf_token "the endpoint and the sandboxes need it")
   # After a relaunch, API_BASE or state/ may point at a server of another model: every
   # retried trial would then be scored against it. The probe (as make bench runs it) checks
   # /v1/models serves the run's model and that one completion works.

@@ -24,10 +24,6 @@ refuse_if_serving() {
   esac
 }
 
-hf_token_present() {
-  [[ -n "${HF_TOKEN:-}" ]] || hf auth token >/dev/null 2>&1
-}
-
 main() {
   resolve_run
   load_settings
@@ -39,7 +35,7 @@ main() {
     return 0
   fi
 
-  hf_token_present || die "no HF token: set HF_TOKEN or run 'hf auth login'. The job needs it (--secrets HF_TOKEN), and so does the endpoint."
+  hf_token "the job needs it (--secrets HF_TOKEN), and so does the endpoint" >/dev/null
   local namespace=$HF_NAMESPACE
   if [[ -z "$namespace" ]]; then
     namespace=$(hf auth whoami -q 2>/dev/null | head -n1) ||
@@ -53,9 +49,7 @@ main() {
 
   say "launching: $(show_cmd -- "${argv[@]}")"
   local job_id
-  job_id=$("${argv[@]}") || die "hf jobs run failed (see above); nothing was launched"
-  job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
-  [[ "$job_id" =~ ^[A-Za-z0-9_-]+$ ]] || die "hf jobs run printed no job id ('$job_id'): check 'make jobs' for a stray job"
+  job_id=$(launch_job "${argv[@]}")
   # Until the state is written nothing else knows this job: an interrupt must not orphan it.
   trap 'hf jobs cancel "$namespace/$job_id" >/dev/null 2>&1; die "interrupted before the job was recorded: cancelled $namespace/$job_id"' INT TERM
 
