@@ -10,23 +10,27 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
 source "$(dirname "$0")/argv.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "$0")/lib-run.sh"
 
 # Launch harbor as an HF Job and record it; the job runs on after this returns.
 bench_remotely() {
-  local base=$1 smoke=$2 argv job_id
-  remote_bench_argv argv launch "$base"
+  local base=$1 smoke=$2 argv
+  remote_bench_argv argv launch "$base" "$smoke"
   if is_dry_run; then
     show_cmd -- "${argv[@]}"
     return 0
   fi
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
-  remember_run
   say "launching harbor as an HF Job: $(show_cmd -- "${argv[@]}")"
-  job_id=$(launch_job "${argv[@]}")
-  append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_id "$job_id" \
-    --arg job_name "$JOB_NAME" --arg bucket "$BUCKET" --arg endpoint "$base" \
-    '{role: "remote-bench", job_id: $job_id, job_name: $job_name, bucket: $bucket, endpoint: $endpoint}')"
-  say "harbor job $job_id launched, writing $BUCKET/$JOB_NAME. Follow it with: hf jobs logs -f $job_id; then make pull RUN=$RUN"
+  launch_job remote-bench "${argv[@]}"
+  append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_id "$LAUNCHED_JOB_ID" \
+    --arg job_name "$JOB_NAME" --arg bucket "$BUCKET" --arg endpoint "$base" --arg launch_id "$LAUNCH_ID" \
+    '{role: "remote-bench", job_id: $job_id, job_name: $job_name, bucket: $bucket, endpoint: $endpoint,
+      launch_id: $launch_id}')"
+  launch_recorded
+  remember_run
+  say "harbor job $LAUNCHED_JOB_ID launched, writing $BUCKET/$JOB_NAME. Follow it with: hf jobs logs -f $LAUNCHED_JOB_ID; then make pull RUN=$RUN"
 }
 
 main() {
@@ -38,13 +42,19 @@ main() {
   validate_settings
 
   local base
-  base=$(endpoint) ||
-    die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1> for a server started elsewhere"
-  [[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "endpoint '$base' is not an http(s) URL (API_BASE or state/$RUN/server.json)"
+  if ! base=$(endpoint); then
+    is_dry_run ||
+      die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1> for a server started elsewhere"
+    base=$(display_endpoint)
+    say "note: no server yet (make serve RUN=$RUN starts one); the commands below show its endpoint as a placeholder"
+  else
+    [[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "endpoint '$base' is not an http(s) URL (API_BASE or state/$RUN/server.json)"
+  fi
   if [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
     warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
   fi
 
+  hold_run_lock "make $( ((smoke)) && echo smoke || echo bench)"
   if [[ "$PROBE" == 1 ]] && ! is_dry_run; then
     API_BASE=$base "$REPO_ROOT/scripts/probe.sh" ||
       die "the probe failed (above): fix the server before a benchmark burns hours on it (PROBE=0 skips it)"
@@ -66,7 +76,6 @@ main() {
   "$REPO_ROOT/scripts/doctor.sh" bench
   local token
   token=$(hf_token "the endpoint and the sandboxes need it")
-  remember_run
   append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_name "$JOB_NAME" \
     --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,
     jobs_dir: $jobs_dir, endpoint: $endpoint, argv: $ARGS.positional}' -- "${argv[@]}")"
@@ -74,8 +83,11 @@ main() {
   say "running: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
   local rc=0
   HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base "${argv[@]}" || rc=$?
+  # Only a bench that ran becomes the remembered run: a failed one must not point a bare
+  # make tally at a run with nothing to tally.
+  ((rc != 0)) || remember_run
   say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
-  "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
+  RUN=$RUN "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
   ((smoke)) || stop_server_if_done
   # Harbor exits 0 when every trial failed, and 1 on a config, lock or preflight failure, or
   # when a trial was cancelled after every result was written.

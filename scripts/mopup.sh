@@ -11,6 +11,7 @@
 # Safe to run again at any time; with nothing left to retry it says so.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/argv.sh"
+source "$(dirname "$0")/lib-run.sh"
 
 readonly PY="$REPO_ROOT/.venv/bin/python"
 readonly MOPUP="$REPO_ROOT/tools/mopup.py"
@@ -28,16 +29,20 @@ tasks_setting() {
 # gets a copy of this checkout's tracked files and runs make mopup there; its plan, archive
 # and manifest stay in the bucket (state/). Follow it with hf jobs logs, then make pull.
 mopup_remotely() {
-  local base argv stage job_id
+  local base argv stage
   validate_remote_settings
-  base=$(endpoint) ||
-    die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
+  if ! base=$(endpoint); then
+    is_dry_run || die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
+    base=$(display_endpoint)
+    say "note: no server yet (make serve RUN=$RUN starts one); its endpoint is shown as a placeholder"
+  fi
   if is_dry_run; then
     remote_mopup_argv argv launch "$base" "<a copy of this checkout's tracked files>"
     show_cmd -- "${argv[@]}"
     return 0
   fi
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
+  hold_run_lock "make mopup WHERE=hf"
   stage=$(mktemp -d)
   # shellcheck disable=SC2064  # expand now: $stage is local
   trap "rm -rf -- '$stage'" EXIT
@@ -45,12 +50,14 @@ mopup_remotely() {
     die "WHERE=hf uploads this checkout's tracked files, and $REPO_ROOT is not a git checkout"
   git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$stage"
   remote_mopup_argv argv launch "$base" "$stage"
-  remember_run
   say "launching mop-up as an HF Job: $(show_cmd -- "${argv[@]}")"
-  job_id=$(launch_job "${argv[@]}")
-  append_manifest mopup "$(jq -cn --arg job_id "$job_id" --arg bucket "$BUCKET" --arg endpoint "$base" \
-    '{role: "remote-mopup", job_id: $job_id, bucket: $bucket, endpoint: $endpoint}')"
-  say "mop-up job $job_id launched on $BUCKET. Follow it with: hf jobs logs -f $job_id; then make pull RUN=$RUN"
+  launch_job remote-mopup "${argv[@]}"
+  append_manifest mopup "$(jq -cn --arg job_id "$LAUNCHED_JOB_ID" --arg bucket "$BUCKET" --arg endpoint "$base" \
+    --arg launch_id "$LAUNCH_ID" '{role: "remote-mopup", job_id: $job_id, bucket: $bucket, endpoint: $endpoint,
+    launch_id: $launch_id}')"
+  launch_recorded
+  remember_run
+  say "mop-up job $LAUNCHED_JOB_ID launched on $BUCKET. Follow it with: hf jobs logs -f $LAUNCHED_JOB_ID; then make pull RUN=$RUN"
 }
 
 main() {
@@ -70,6 +77,7 @@ main() {
         say "would restore: ${trials[*]}"
         return 0
       }
+      hold_run_lock "make mopup-restore"
       exec "$PY" "$MOPUP" restore --state-dir "$state" "${trials[@]}"
       ;;
     *) die "unknown verb '$verb' (mopup, archive, restore)" ;;
@@ -86,6 +94,8 @@ main() {
   esac
 
   cd "$REPO_ROOT"
+  # One writer: a second mop-up (or a bench) on this run would resume or archive the same trials.
+  hold_run_lock "make mopup"
   local work
   work=$(mktemp -d)
   # shellcheck disable=SC2064  # expand now: $work is local
@@ -114,14 +124,19 @@ main() {
   fi
 
   # Only now the server: saying "nothing to retry" must not need one.
-  local base token
-  base=$(endpoint) ||
-    die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
-  token=$(hf_token "the endpoint and the sandboxes need it")
+  local base token=""
+  if ! base=$(endpoint); then
+    is_dry_run || die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
+    base=$(display_endpoint)
+    say "note: no server yet (make serve RUN=$RUN starts one); its endpoint is shown as a placeholder"
+  fi
+  is_dry_run || token=$(hf_token "the endpoint and the sandboxes need it")
   # After a relaunch, API_BASE or state/ may point at a server of another model: every
   # retried trial would then be scored against it. The probe (as make bench runs it) checks
   # /v1/models serves the run's model and that one completion works.
-  if [[ "$PROBE" == 1 ]]; then
+  if is_dry_run; then
+    [[ "$PROBE" == 0 ]] || say "would probe $base first (make probe RUN=$RUN)"
+  elif [[ "$PROBE" == 1 ]]; then
     RUN=$RUN API_BASE=$base DRY_RUN=${DRY_RUN:-0} "$REPO_ROOT/scripts/probe.sh" ||
       die "refusing to mop up: the endpoint failed the probe above, and retried trials would be scored against it"
   else

@@ -5,6 +5,8 @@
 # only the json files (job and trial config, lock and result); PULL=all adds trajectories.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "$0")/lib-run.sh"
 
 main() {
   resolve_run
@@ -33,6 +35,8 @@ main() {
     show_cmd -- "${argv[@]}"
     return 0
   fi
+  # Pulling writes the run's job dirs: not while a mop-up or bench here writes them too.
+  hold_run_lock "make pull"
   mkdir -p "$REPO_ROOT/$JOBS_DIR"
   cd "$REPO_ROOT"
   say "pulling: $(show_cmd -- "${argv[@]}")"

@@ -6,13 +6,18 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
 source "$(dirname "$0")/argv.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "$0")/lib-run.sh"
 
 # Refuse to start a second GPU for a run whose server is still up, or may be: only a job
 # HF reports ended, or does not know (404), lets a new one start.
 refuse_if_serving() {
   local state="$1" job info stage
   [[ -f "$state" ]] || return 0
-  job="$(jq -r '.namespace + "/" + .job_id' "$state")"
+  job="$(jq -r '.namespace + "/" + .job_id' "$state" 2>/dev/null)" ||
+    die "state/$RUN/server.json is not the JSON make serve writes: cannot tell whether its server is up. Check make jobs, then remove the file"
+  [[ "$job" =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9_-]+$ ]] ||
+    die "state/$RUN/server.json names no valid job ('$job'): check make jobs, then remove the file"
   if ! info=$(hf jobs inspect --json "$job" 2>&1); then
     [[ "$info" == *"Not Found"* ]] && return 0
     die "cannot tell whether the run's last server ($job) is still up (hf jobs inspect failed: $(printf '%s' "$info" | tail -n1)). Check with make status RUN=$RUN, stop it, or clear state/$RUN/server.json"
@@ -45,25 +50,28 @@ main() {
   local state_dir state
   state_dir=$(run_state_dir)
   state="$state_dir/server.json"
+  LAUNCH_NAMESPACE=$namespace
+  hold_run_lock "make serve"
+  reconcile_launches
   refuse_if_serving "$state"
 
   say "launching: $(show_cmd -- "${argv[@]}")"
-  local job_id
-  job_id=$(launch_job "${argv[@]}")
-  # Until the state is written nothing else knows this job: an interrupt must not orphan it.
-  trap 'hf jobs cancel "$namespace/$job_id" >/dev/null 2>&1; die "interrupted before the job was recorded: cancelled $namespace/$job_id"' INT TERM
-
+  # Until server.json is written nothing else knows this job: an interrupt at any instant
+  # cancels it (by its launch label when hf was cut off before printing the id).
+  launch_job server "${argv[@]}"
+  local job_id=$LAUNCHED_JOB_ID
   mkdir -p "$state_dir"
   [[ ! -f "$state" ]] || mv "$state" "$state_dir/server.$(date -u +%Y%m%dT%H%M%SZ).json"
   jq -n --arg run "$RUN" --arg job_id "$job_id" --arg namespace "$namespace" \
     --arg endpoint "https://$job_id--$PORT.hf.jobs/v1" --argjson port "$PORT" \
     --arg model "$MODEL" --arg flavor "$SERVER_FLAVOR" --arg timeout "$SERVER_TIMEOUT" \
-    --arg launched_at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    --arg launched_at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg launch_id "$LAUNCH_ID" \
     '{run: $run, job_id: $job_id, namespace: $namespace, endpoint: $endpoint, port: $port,
-      model: $model, flavor: $flavor, timeout: $timeout, launched_at: $launched_at}' >"$state.tmp"
+      model: $model, flavor: $flavor, timeout: $timeout, launched_at: $launched_at,
+      launch_id: $launch_id}' >"$state.tmp"
   mv "$state.tmp" "$state"
-  append_manifest serve "$(jq -c '{role: "server", job_id, namespace, endpoint}' "$state")"
-  trap - INT TERM
+  append_manifest serve "$(jq -c '{role: "server", job_id, namespace, endpoint, launch_id}' "$state")"
+  launch_recorded
   remember_run
   say "server job $namespace/$job_id launched; endpoint $(jq -r .endpoint "$state") (state/$RUN/server.json)"
   # Waits for /health 200; on a failed load, a timeout or Ctrl-C it cancels the job.

@@ -7,10 +7,17 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
 source "$(dirname "$0")/lib-server.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "$0")/lib-run.sh"
 
 main() {
   resolve_run
   load_settings
+  if ! is_dry_run && [[ -d "$(run_state_dir)" ]]; then
+    try_run_lock "make stop" || die "$(busy_message) To stop the server at once anyway: hf jobs cancel $(jq -r '.namespace + "/" + .job_id' "$(run_state_dir)/server.json" 2>/dev/null || echo '<job>')"
+    # A launch interrupted by a SIGKILL left no server.json: its job is found by its label.
+    reconcile_launches
+  fi
   if [[ ! -f "$(run_state_dir)/server.json" ]]; then
     say "no server recorded for run '$RUN' ($(rel "$(run_state_dir)")/server.json is absent): nothing to stop. make jobs lists every job of this project"
     return 0

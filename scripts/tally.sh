@@ -2,11 +2,25 @@
 # Usage: make tally [RUN=<run>] [JSON=1] [TIMEOUTS=unscored] [JOB_DIR="<dir> ..."]
 # The real per-task outcome of a run across every job dir and attempt (tools/tally.py).
 # With no RUN and no remembered run, the bundled example (runs/example-terminus2.env).
-# Writes the per-task breakdown to state/<run>/tally.md.
+# Writes the per-task breakdown to state/<run>/tally.md, unless another operation (a bench,
+# a mop-up) holds the run: then it prints the tally of what is on disk and writes nothing.
+# A run with no job dir yet is told where its job dirs come from, and nothing is created.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "$0")/lib-run.sh"
 
 readonly DEFAULT_RUN=example-terminus2
+
+# has_job_dirs: the run's job dir or a retry job exists, flat or under a nested jobs/ (the
+# places tools/tally.py looks).
+has_job_dirs() {
+  local dir
+  for dir in "$JOBS_DIR/$JOB_NAME" "$JOBS_DIR/$JOB_NAME"-retry-* "$JOBS_DIR/jobs/$JOB_NAME" "$JOBS_DIR/jobs/$JOB_NAME"-retry-*; do
+    [[ -d "$dir" ]] && return 0
+  done
+  return 1
+}
 
 main() {
   if [[ -z "${RUN:-}" && ! -f "$STATE_ROOT/last-run" ]]; then
@@ -28,11 +42,19 @@ main() {
     *) die "TIMEOUTS must be 'scored' (the default) or 'unscored', got '$TIMEOUTS'" ;;
   esac
   [[ "${JSON:-0}" == 0 ]] || args+=(--json)
-  if ! is_dry_run; then
-    mkdir -p "$(run_state_dir)"
-    args+=(--markdown "$(run_state_dir)/tally.md")
-  fi
   cd "$REPO_ROOT"
+  if ((${#extra[@]} == 0)) && ! has_job_dirs; then
+    die "run '$RUN' has no job dir yet (looked for $JOBS_DIR/$JOB_NAME, its -retry-N jobs, and the same under $JOBS_DIR/jobs/): run make bench RUN=$RUN first, or make pull RUN=$RUN for a run benched as an HF Job"
+  fi
+  if ! is_dry_run; then
+    if try_run_lock "make tally"; then
+      args+=(--markdown "$(run_state_dir)/tally.md")
+    else
+      say "note: $(busy_message | sed 's/ Only one operation.*//'); tallying what is on disk now, without writing state/$RUN/tally.md"
+    fi
+  fi
+  [[ "$RUN" != "$DEFAULT_RUN" ]] ||
+    say "note: the bundled example ships one deliberately corrupt result.json (sqlite-with-gcov__afbbaf4), to show how an unreadable trial is reported: the warning at the end is expected"
   if is_dry_run; then
     show_cmd -- .venv/bin/python tools/tally.py "${args[@]}"
     return 0

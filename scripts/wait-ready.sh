@@ -11,6 +11,8 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
 source "$(dirname "$0")/lib-server.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "$0")/lib-run.sh"
 
 SLEEP_PID=""
 LIVE_LINE=0
@@ -91,6 +93,8 @@ main() {
     return 0
   fi
   load_token
+  # It may cancel the job and writes the manifest: make serve's lock (inherited) or its own.
+  hold_run_lock "make serve (waiting for readiness)"
   trap 'on_signal INT' INT
   trap 'on_signal TERM' TERM
 

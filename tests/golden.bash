@@ -13,7 +13,9 @@ capture_argv() {
   esac >/dev/null 2>&1 || return 1
   # Only the commands that launch work: whoami and the tally are incidental.
   awk '/^== /{keep = ($0 == "== harbor" || $0 == "== hf") } keep' "$STUB_LOG" |
-    awk 'BEGIN{RS="== "; ORS=""} NR>1 && ($0 ~ /^harbor\n/ || $0 ~ /^hf\njobs\nrun\n/) {print "== " $0}'
+    awk 'BEGIN{RS="== "; ORS=""} NR>1 && ($0 ~ /^harbor\n/ || $0 ~ /^hf\njobs\nrun\n/) {print "== " $0}' |
+    # Each launch carries a label unique to it (scripts/lib-run.sh): its value is not the command's.
+    sed -E 's/^launch=[0-9a-f]{16}$/launch=<unique per launch>/'
 }
 
 golden_file() { printf '%s/tests/golden/argv/%s.%s' "$REPO" "$1" "$2"; }

@@ -57,10 +57,47 @@ remote_argv() {
   RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_success
   assert_output --partial "harbor job stubjob0123456789 launched, writing alice/tb/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
-  run jq -c '[.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  run jq -c 'select(.event != "launch-intent") | [.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
   assert_output '["bench","remote-bench","stubjob0123456789","alice/tb"]'
   run grep -A2 -x -- '--detach' "$STUB_LOG"
   assert_output $'--detach\n-q\n--flavor'
+}
+
+# remote_script RUN SMOKE: the bash script inside the remote bench job, one word of its argv.
+remote_script() {
+  RUN=$1 BUCKET=alice/tb-results bash -c '
+    source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
+    load_settings; remote_bench_argv argv dry-run "$1" "$2"; printf "%s\n" "${argv[-1]}"' "$REPO" "$TEST_ENDPOINT" "$2"
+}
+
+@test "remote smoke never cancels the server; a remote full bench does, naming the job as data" {
+  mkdir -p "$STATE_ROOT/gptoss-t2"
+  jq -n '{job_id: "job1", namespace: "alice", endpoint: "https://job1--8000.hf.jobs/v1"}' >"$STATE_ROOT/gptoss-t2/server.json"
+  run remote_script gptoss-t2 1
+  assert_success
+  refute_output --partial "hf jobs cancel"
+  run remote_script gptoss-t2 0
+  assert_output --partial "set -euo pipefail; trap 'hf jobs cancel \"\$SERVER_JOB\" || true' EXIT; "
+  refute_output --partial "alice/job1"
+  # Through the real CLI: the job is the job's environment.
+  use_real_clis
+  local argv
+  mapfile -d '' argv < <(RUN=gptoss-t2 BUCKET=alice/tb bash -c '
+    source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
+    load_settings; remote_bench_argv argv dry-run "$1" 0; printf "%s\0" "${argv[@]}"' "$REPO" "$TEST_ENDPOINT")
+  run "${argv[@]}"
+  assert_success
+  assert_line "  env      SERVER_JOB=alice/job1"
+}
+
+@test "a crafted namespace in server.json is refused, never run" {
+  mkdir -p "$STATE_ROOT/gptoss-t2"
+  jq -n '{job_id: "job1", namespace: "x; touch /tmp/pwned-by-namespace #", endpoint: "https://job1--8000.hf.jobs/v1"}' \
+    >"$STATE_ROOT/gptoss-t2/server.json"
+  run remote_script gptoss-t2 0
+  assert_failure
+  assert_output --partial "state/gptoss-t2/server.json names no valid job ('x; touch /tmp/pwned-by-namespace #/job1')"
+  assert [ ! -e /tmp/pwned-by-namespace ]
 }
 
 @test "a bad bucket or WHERE is refused before anything runs" {
@@ -125,7 +162,12 @@ PY
   assert_line "           $BATS_TEST_TMPDIR:/repo"
   assert_line --regexp "^ +role=mopup$"
   assert_line "  secrets  HF_TOKEN=***"
-  assert_output --partial "git lfs install; cp -r /repo /tmp/repo && cd /tmp/repo && make setup; make mopup RUN=qwen-mswea WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state API_BASE=$TEST_ENDPOINT MOPUP_MODE=auto N_CONCURRENT=3"
+  # The script names the job's variables; the values travel as data (-e), never as script text.
+  assert_output --partial 'git lfs install; cp -r /repo /tmp/repo && cd /tmp/repo && make setup; make mopup "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" "MOPUP_MODE=$MOPUP_MODE" "N_CONCURRENT=$N_CONCURRENT"'
+  assert_line "  env      RUN=qwen-mswea"
+  assert_line "           MOPUP_MODE=auto"
+  assert_line "           N_CONCURRENT=3"
+  assert_line "           OPENAI_BASE_URL=$TEST_ENDPOINT"
   refute_output --partial "$TEST_TOKEN"
 }
 
@@ -136,7 +178,7 @@ PY
   assert_output --partial "mop-up job stubjob0123456789 launched on alice/tb"
   run diff <(git -C "$REPO" ls-files | LC_ALL=C sort) "$STUB_LOG.staged"
   assert_success
-  run jq -c '[.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-mswea/manifest.jsonl"
+  run jq -c 'select(.event != "launch-intent") | [.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-mswea/manifest.jsonl"
   assert_output '["mopup","remote-mopup","stubjob0123456789","alice/tb"]'
   # harbor never ran here: the job does the work.
   run grep -c -x '== harbor' "$STUB_LOG"

@@ -40,8 +40,9 @@ Scenario (JSON; every key optional):
           "port": 30000
         }
       },
-      "new_job": {"id": "job9", ...same keys...}  # what POST /api/jobs/{ns} creates
-    }
+      "new_job": {"id": "job9", ...same keys...}, # what POST /api/jobs/{ns} creates
+      "run_delay": 0                             # seconds a run waits, after creating the job,
+    }                                            # before it answers (an interrupt lands there)
 
 Every request is appended to the --record file as one JSON line:
     {"method": "POST", "path": "/api/jobs/alice/job1/cancel", "query": {}, "body": null,
@@ -57,6 +58,7 @@ import datetime as dt
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -132,6 +134,7 @@ class FakeJobsAPI:
         started = _now_iso()
         self.jobs = {jid: Job(jid, spec, self.namespace, started) for jid, spec in (scenario.get("jobs") or {}).items()}
         self.new_job = scenario.get("new_job") or {"id": "job-new"}
+        self.run_delay = float(scenario.get("run_delay") or 0)
         self.started = started
         self.record_path = record_path
         self.lock = threading.Lock()
@@ -236,7 +239,9 @@ class Handler(BaseHTTPRequestHandler):
         job = Job(spec.get("id", "job-new"), spec, api.namespace, _now_iso())
         with api.lock:
             api.jobs[job.id] = job
-            return self._reply(200, job.info())
+        # HF has accepted the job (it bills from now) but the client has no id yet.
+        time.sleep(api.run_delay)
+        return self._reply(200, job.info())
 
     def _list(self, query: dict):
         stages = set(query.get("stage") or [])

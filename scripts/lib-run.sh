@@ -1,0 +1,197 @@
+# shellcheck shell=bash
+# Sourced after lib.sh by every verb that writes a run's job dirs or state (serve, bench,
+# mopup, stop, pull, tally): one writer per run, and launches of paid jobs that an interrupt
+# at any instant cannot leave billing unrecorded. Not executable on its own.
+
+# --- one writer per run -----------------------------------------------------------------------
+#
+# state/<run>/lock is held with flock(1) on fd 9 for the verb's whole life. The fd is inherited
+# by everything the verb starts (harbor, the verbs it calls), so the lock stays held while any
+# of them is alive, even when the verb itself was killed: a second writer refuses at once and
+# says who holds it. state/<run>/lock.json says which operation took it, its pid and since when.
+
+readonly RUN_LOCK_FD=9
+
+run_lock_file() { printf '%s/lock' "$(run_state_dir)"; }
+
+# The pids (and command names) that hold the lock file open, from /proc (Linux); empty elsewhere.
+lock_holders() {
+  local lock=$1 fd pid out=""
+  [[ -d /proc/self/fd ]] || return 0
+  for fd in /proc/[0-9]*/fd/*; do
+    [[ "$fd" -ef "$lock" ]] 2>/dev/null || continue
+    pid=${fd#/proc/}
+    pid=${pid%%/*}
+    [[ "$pid" != "$$" && "$pid" != "$BASHPID" ]] || continue
+    [[ " $out " == *" $pid("* ]] || out+=" $pid($(cat "/proc/$pid/comm" 2>/dev/null || echo '?'))"
+  done
+  printf '%s' "${out# }"
+}
+
+# busy_message: who holds the run's lock, for the refusal.
+busy_message() {
+  local lock holder operation pid since holders
+  lock=$(run_lock_file)
+  holder="$(run_state_dir)/lock.json"
+  operation=$(jq -r '.operation // empty' "$holder" 2>/dev/null) || operation=""
+  pid=$(jq -r '.pid // empty' "$holder" 2>/dev/null) || pid=""
+  since=$(jq -r '.since // empty' "$holder" 2>/dev/null) || since=""
+  holders=$(lock_holders "$lock")
+  local who="${operation:-another operation} (pid ${pid:-unknown}) has held it since ${since:-an unknown time}"
+  if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then
+    who+="; pid $pid has exited, but a process it started still holds the lock${holders:+: $holders}"
+  elif [[ -n "$holders" ]]; then
+    who+=" (held by: $holders)"
+  fi
+  printf "run '%s' is busy: %s (%s). Only one operation may write a run's job dirs and state at a time: wait for it to finish, then run this again. Nothing was changed." \
+    "$RUN" "$who" "${lock#"$REPO_ROOT"/}"
+}
+
+# holds_run_lock: true when this process already holds RUN's lock (inherited from the verb
+# that started it: bench runs tally.sh and stop.sh under its own lock).
+holds_run_lock() {
+  local lock
+  lock=$(run_lock_file)
+  [[ "${RUN_LOCK_HELD:-}" == "$lock" && -e "/dev/fd/$RUN_LOCK_FD" && "/dev/fd/$RUN_LOCK_FD" -ef "$lock" ]]
+}
+
+# try_run_lock OPERATION: take RUN's lock for OPERATION (e.g. "make mopup"), or return 1 when
+# another operation holds it. A dry run takes no lock: it writes nothing.
+try_run_lock() {
+  local operation=$1 lock dir
+  is_dry_run && return 0
+  holds_run_lock && return 0
+  command -v flock >/dev/null 2>&1 ||
+    die "flock not found: it keeps two operations from writing one run at once. Install util-linux (apt-get install util-linux; macOS: brew install flock)"
+  dir=$(run_state_dir)
+  lock=$(run_lock_file)
+  mkdir -p "$dir"
+  exec 9>>"$lock"
+  if ! flock -n "$RUN_LOCK_FD"; then
+    exec 9>&-
+    return 1
+  fi
+  RUN_LOCK_HELD=$lock
+  export RUN_LOCK_HELD
+  jq -n --arg operation "$operation" --argjson pid "$$" --arg since "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    '{operation: $operation, pid: $pid, since: $since}' >"$dir/lock.json.tmp" &&
+    mv -f "$dir/lock.json.tmp" "$dir/lock.json"
+}
+
+# hold_run_lock OPERATION: take RUN's lock or refuse, naming who holds it.
+hold_run_lock() {
+  try_run_lock "$1" || die "$(busy_message)"
+}
+
+# --- launching a paid job ---------------------------------------------------------------------
+#
+# An HF Job bills from the moment HF accepts it, and `hf jobs run` may be interrupted before it
+# prints the job's id. So every launch carries a label unique to it (launch=<id>), its intent
+# is in the manifest before the call, and an interrupt (Ctrl-C, TERM) finds the job by that
+# label and cancels it. A SIGKILL cannot be trapped: the intent stays in the manifest without
+# an outcome, and the next make serve or make stop finds the job by its label and cancels it.
+
+LAUNCH_ID="" LAUNCH_ROLE="" LAUNCHED_JOB_ID=""
+# The namespace jobs are launched in, when the verb knows it (serve looks it up): lookups and
+# cancels name it, so they do not each ask whoami.
+LAUNCH_NAMESPACE=""
+
+new_launch_id() {
+  od -An -N8 -tx1 /dev/urandom | tr -d ' \n'
+}
+
+# launch_label_lookup LAUNCH_ID: ids of jobs (any stage) carrying label launch=LAUNCH_ID.
+launch_label_lookup() {
+  local ns_args=()
+  local ns=${LAUNCH_NAMESPACE:-${HF_NAMESPACE:-}}
+  [[ -z "$ns" ]] || ns_args=(--namespace "$ns")
+  timeout 60 hf jobs ps -a -q -l "launch=$1" "${ns_args[@]}" 2>/dev/null
+}
+
+# cancel_launch LAUNCH_ID [JOB_ID] : cancel the job(s) of one launch; say and record what was
+# cancelled. The lookup is retried for a few seconds: a job HF just accepted may not be listed yet.
+cancel_launch() {
+  local launch_id=$1 known=${2:-} ids=() id try cancelled=() ns_args=()
+  local ns=${LAUNCH_NAMESPACE:-${HF_NAMESPACE:-}}
+  [[ -z "$ns" ]] || ns_args=(--namespace "$ns")
+  [[ -z "$known" ]] || ids=("$known")
+  for ((try = 0; try < 3 && ${#ids[@]} == 0; try++)); do
+    mapfile -t ids < <(launch_label_lookup "$launch_id" | grep -E '^[A-Za-z0-9_-]+$' || true)
+    ((${#ids[@]})) || sleep 2
+  done
+  for id in "${ids[@]}"; do
+    if timeout 60 hf jobs cancel -q "$id" "${ns_args[@]}" >/dev/null 2>&1; then
+      cancelled+=("$id")
+    else
+      warn "could not cancel job $id (launch=$launch_id): it may be billing. Cancel it: hf jobs cancel $id"
+    fi
+  done
+  append_manifest launch-cancelled "$(jq -cn --arg role "$LAUNCH_ROLE" --arg launch_id "$launch_id" \
+    '{role: $role, launch_id: $launch_id, job_ids: $ARGS.positional}' --args -- "${cancelled[@]}")"
+  if ((${#cancelled[@]})); then
+    say "cancelled job ${cancelled[*]} (label launch=$launch_id), so it does not bill unrecorded"
+  elif ((${#ids[@]} == 0)); then
+    say "no job carries label launch=$launch_id: HF did not create one, so nothing bills"
+  fi
+}
+
+on_launch_interrupt() {
+  trap '' INT TERM # a second Ctrl-C must not cut the cancel short (every call is bounded)
+  printf '\n' >&2
+  say "interrupted ($1) while launching a $LAUNCH_ROLE job: finding and cancelling it"
+  cancel_launch "$LAUNCH_ID" "$LAUNCHED_JOB_ID"
+  exit 130
+}
+
+# launch_job ROLE ARGV...: run an `hf jobs run --detach -q …` line with a launch label; set
+# LAUNCHED_JOB_ID. Until the caller has recorded the job (launch_recorded), an interrupt
+# cancels it.
+launch_job() {
+  LAUNCH_ROLE=$1
+  shift
+  [[ "$1 $2 $3" == "hf jobs run" ]] || die "launch_job: not an hf jobs run line: $*"
+  LAUNCH_ID=$(new_launch_id)
+  LAUNCHED_JOB_ID=""
+  local argv=("$1" "$2" "$3" --label "launch=$LAUNCH_ID" "${@:4}") out rc=0
+  append_manifest launch-intent "$(jq -cn --arg role "$LAUNCH_ROLE" --arg launch_id "$LAUNCH_ID" \
+    '{role: $role, launch_id: $launch_id}')"
+  trap 'on_launch_interrupt INT' INT
+  trap 'on_launch_interrupt TERM' TERM
+  out=$("${argv[@]}") || rc=$?
+  LAUNCHED_JOB_ID=$(printf '%s' "$out" | tail -n1 | tr -d '[:space:]')
+  if ((rc != 0)) || [[ ! "$LAUNCHED_JOB_ID" =~ ^[A-Za-z0-9_-]+$ ]]; then
+    LAUNCHED_JOB_ID=""
+    # A failed call may still have created the job (a network error after HF accepted it).
+    trap '' INT TERM
+    cancel_launch "$LAUNCH_ID"
+    die "hf jobs run failed (exit $rc, above); any job it created was cancelled (see above)"
+  fi
+}
+
+# launch_recorded: the caller has written its record of LAUNCHED_JOB_ID; interrupts are no
+# longer this launch's business.
+launch_recorded() {
+  trap - INT TERM
+}
+
+# reconcile_launches: launches in the manifest with an intent but no outcome (a SIGKILL during
+# `hf jobs run`, or before the caller recorded the job): cancel whatever job carries their label
+# and record it, so no job bills unrecorded. Outcomes are any later line with the same launch_id.
+reconcile_launches() {
+  local manifest pending id
+  manifest="$(run_state_dir)/manifest.jsonl"
+  [[ -f "$manifest" ]] || return 0
+  pending=$(jq -rs '[.[] | objects | select(.launch_id? | type == "string")] | group_by(.launch_id)
+    | map(select(length == 1 and .[0].event == "launch-intent") | .[0].launch_id + " " + (.[0].role // "job"))
+    | .[]' "$manifest" 2>/dev/null) || {
+    warn "$(rel_path "$manifest") is not valid JSON lines: cannot check it for interrupted launches"
+    return 0
+  }
+  while read -r id LAUNCH_ROLE; do
+    [[ -n "$id" ]] || continue
+    say "an earlier launch of a $LAUNCH_ROLE job (label launch=$id) was interrupted before its job was recorded: looking for it"
+    cancel_launch "$id"
+  done <<<"$pending"
+}
+
+rel_path() { printf '%s' "${1#"$REPO_ROOT"/}"; }

@@ -1,0 +1,132 @@
+#!/usr/bin/env bats
+# A paid launch interrupted at any instant leaves no job billing unrecorded (scripts/lib-run.sh):
+# the real hf CLI against the loopback fake of the HF Jobs API, whose run creates the job and
+# then waits before answering, so the interrupt lands while HF bills and the client has no id.
+
+setup() {
+  load test_helper
+  load fakes/fakes
+  common_setup
+  fakes_setup
+  export FAKE_MAX_LIFETIME=60 PROBE=0
+}
+
+teardown() { stop_fakes; }
+
+serve_slowly() {
+  start_fake_hf_jobs '{"new_job": {"id": "job-new"}, "run_delay": 4}'
+}
+
+# in_own_group OUT CMD...: CMD in a process group of its own, with SIGINT at its default (a
+# background job of a script ignores it, and bash cannot trap a signal ignored at entry).
+in_own_group() {
+  local out=$1
+  shift
+  "$REPO/.venv/bin/python" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.setpgid(0, 0)
+os.execvp(sys.argv[1], sys.argv[1:])' "$@" >"$out" 2>&1 3>&- &
+  LAUNCHER_PID=$!
+}
+
+wait_for_run_request() {
+  local i
+  for ((i = 0; i < 150; i++)); do
+    [[ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -ge 1 ]] && return 0
+    sleep 0.1
+  done
+  fail "hf jobs run never reached the fake"
+}
+
+manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' ' '; }
+
+@test "Ctrl-C while hf jobs run is in flight: the job HF created is found by its launch label and cancelled" {
+  serve_slowly
+  in_own_group "$BATS_TEST_TMPDIR/serve.log" env RUN=qwen-t2 "$REPO/scripts/serve.sh"
+  wait_for_run_request
+  kill -INT -- "-$LAUNCHER_PID"
+  local rc=0
+  wait "$LAUNCHER_PID" || rc=$?
+  run cat "$BATS_TEST_TMPDIR/serve.log"
+  [ "$rc" -eq 130 ]
+  assert_output --partial "serve: interrupted (INT) while launching a server job: finding and cancelling it"
+  assert_output --partial "serve: cancelled job job-new (label launch="
+  refute_output --partial "$FAKE_TOKEN"
+  # The lookup asked for the launch's own label, and the cancel reached HF.
+  local launch_id
+  launch_id=$(jq -r 'select(.event == "launch-intent") | .launch_id' "$STATE_ROOT/qwen-t2/manifest.jsonl")
+  [[ "$launch_id" =~ ^[0-9a-f]{16}$ ]]
+  run jq -c 'select(.method == "GET" and .path == "/api/jobs/alice") | .query.label' "$FAKE_HF_RECORD"
+  assert_output --partial "\"launch=$launch_id\""
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job-new/cancel)" -eq 1 ]
+  # The POST carried the label; nothing recorded a server; the manifest says what happened.
+  run jq -r 'select(.method == "POST" and .path == "/api/jobs/alice") | .body.labels.launch' "$FAKE_HF_RECORD"
+  assert_output "$launch_id"
+  assert [ ! -e "$STATE_ROOT/qwen-t2/server.json" ]
+  [ "$(manifest_events)" == "launch-intent launch-cancelled " ]
+  run jq -c 'select(.event == "launch-cancelled") | .job_ids' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output '["job-new"]'
+}
+
+@test "TERM while hf jobs run is in flight: serve waits for the id, then cancels that job" {
+  serve_slowly
+  RUN=qwen-t2 "$REPO/scripts/serve.sh" >"$BATS_TEST_TMPDIR/serve.log" 2>&1 3>&- &
+  local pid=$! rc=0
+  wait_for_run_request
+  kill -TERM "$pid"
+  wait "$pid" || rc=$?
+  run cat "$BATS_TEST_TMPDIR/serve.log"
+  [ "$rc" -eq 130 ]
+  assert_output --partial "serve: cancelled job job-new (label launch="
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job-new/cancel)" -eq 1 ]
+  assert [ ! -e "$STATE_ROOT/qwen-t2/server.json" ]
+}
+
+@test "SIGKILL during the launch: the next make stop finds the job by its label and cancels it" {
+  serve_slowly
+  in_own_group "$BATS_TEST_TMPDIR/serve.log" env RUN=qwen-t2 "$REPO/scripts/serve.sh"
+  wait_for_run_request
+  kill -KILL -- "-$LAUNCHER_PID"
+  wait "$LAUNCHER_PID" || true
+  assert [ ! -e "$STATE_ROOT/qwen-t2/server.json" ]
+  [ "$(manifest_events)" == "launch-intent " ]
+
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+  assert_success
+  assert_output --partial "stop: an earlier launch of a server job (label launch="
+  assert_output --partial "was interrupted before its job was recorded: looking for it"
+  assert_output --partial "stop: cancelled job job-new"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job-new/cancel)" -eq 1 ]
+  # Reconciled once: a second stop has nothing left to look for.
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+  refute_output --partial "earlier launch"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job-new/cancel)" -eq 1 ]
+}
+
+@test "an interrupted remote bench launch is cancelled the same way" {
+  serve_slowly
+  in_own_group "$BATS_TEST_TMPDIR/bench.log" env RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb \
+    API_BASE=https://x--8000.hf.jobs/v1 "$REPO/scripts/bench.sh"
+  wait_for_run_request
+  kill -INT -- "-$LAUNCHER_PID"
+  local rc=0
+  wait "$LAUNCHER_PID" || rc=$?
+  run cat "$BATS_TEST_TMPDIR/bench.log"
+  [ "$rc" -eq 130 ]
+  assert_output --partial "bench: interrupted (INT) while launching a remote-bench job"
+  assert_output --partial "bench: cancelled job job-new"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job-new/cancel)" -eq 1 ]
+}
+
+@test "a launch that completes is recorded with its label, and an interrupt afterwards is not a launch's" {
+  start_fake_hf_jobs '{"new_job": {"id": "job-new", "stages": ["RUNNING"], "port": 30000}}'
+  start_fake_openai
+  RUN=qwen-t2 READY_TIMEOUT=5 READY_POLL=1 run "$REPO/scripts/serve.sh"
+  run jq -r '[.launch_id, .job_id] | @tsv' "$STATE_ROOT/qwen-t2/server.json"
+  assert_output --regexp $'^[0-9a-f]{16}\tjob-new$'
+  run jq -r 'select(.event == "serve") | .launch_id' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output --regexp '^[0-9a-f]{16}$'
+  # The launch has its outcome: nothing for a later stop to reconcile.
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+  refute_output --partial "earlier launch"
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bats
+# One writer per run (scripts/lib-run.sh): every verb that writes a run's job dirs or state
+# holds state/<run>/lock for its whole life; a second one refuses at once, names the holder,
+# and changes nothing. Real processes, real flock; recording stubs for hf and harbor.
+
+setup() {
+  load test_helper
+  common_setup
+  use_stubs
+}
+
+teardown() {
+  [[ -z "${HOLDER_PID:-}" ]] || kill "$HOLDER_PID" 2>/dev/null || true
+  pkill -f "sleep 3[0-9]\.5" 2>/dev/null || true
+}
+
+# hold_lock_in_background RUN OPERATION: a process that takes RUN's lock as OPERATION and
+# keeps it (sleep 30.5, a duration the teardown can find).
+hold_lock_in_background() {
+  RUN=$1 bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"; hold_run_lock "$1"; exec sleep 30.5' \
+    "$REPO" "$2" 3>&- &
+  HOLDER_PID=$!
+  local i
+  for ((i = 0; i < 50; i++)); do
+    [[ -s "$STATE_ROOT/$1/lock.json" ]] && return 0
+    sleep 0.1
+  done
+  fail "the holder did not take the lock"
+}
+
+# A snapshot of the state dir: names, sizes and contents, lock.json aside.
+state_snapshot() {
+  (cd "$STATE_ROOT" && find . -type f ! -name lock.json -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+}
+
+@test "while one operation holds the run, every writing verb refuses at once, names it, and changes nothing" {
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  jq -n '{run: "qwen-t2", job_id: "stubjob0123456789", namespace: "stub-user", endpoint: "https://stubjob0123456789--30000.hf.jobs/v1"}' \
+    >"$STATE_ROOT/qwen-t2/server.json"
+  hold_lock_in_background qwen-t2 "make mopup"
+  local before verb
+  before=$(state_snapshot)
+  for verb in serve.sh bench.sh "bench.sh --smoke" mopup.sh "mopup.sh restore" stop.sh pull.sh; do
+    : >"$STUB_LOG"
+    # shellcheck disable=SC2086  # the verb's words
+    RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN BUCKET=alice/b TRIALS=all run "$REPO"/scripts/$verb
+    assert_failure 1
+    assert_output --partial "run 'qwen-t2' is busy: make mopup (pid $HOLDER_PID) has held it since 20"
+    assert_output --partial "wait for it to finish, then run this again. Nothing was changed."
+    # Nothing was launched or run: no hf jobs run, no harbor.
+    run grep -c -e '^jobs$' -e '^== harbor' "$STUB_LOG"
+    assert_output 0
+  done
+  [ "$before" == "$(state_snapshot)" ]
+}
+
+@test "a bench in harbor holds the run: a second bench started meanwhile refuses; the first finishes" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT STUB_HARBOR_SLEEP=3 \
+    "$REPO/scripts/bench.sh" >"$BATS_TEST_TMPDIR/first.log" 2>&1 3>&- &
+  local first=$! i
+  for ((i = 0; i < 100; i++)); do
+    grep -q '^== harbor' "$STUB_LOG" && break
+    sleep 0.1
+  done
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_failure 1
+  assert_output --partial "run 'qwen-t2' is busy: make bench (pid $first) has held it since"
+  wait "$first"
+  # Exactly one harbor ran.
+  run grep -c '^== harbor' "$STUB_LOG"
+  assert_output 1
+}
+
+@test "the lock outlives a killed verb while a process it started (harbor) still runs" {
+  RUN=qwen-t2 bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"; hold_run_lock "make bench"; sleep 31.5 & echo $! >"$1"' \
+    "$REPO" "$BATS_TEST_TMPDIR/child.pid" 3>&-
+  local child
+  child=$(<"$BATS_TEST_TMPDIR/child.pid")
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_failure 1
+  assert_output --partial "has exited, but a process it started still holds the lock: $child(sleep)"
+  kill "$child"
+  # Once the last holder is gone, the run is free again.
+  sleep 0.2
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_success
+}
+
+@test "the verbs bench starts (tally, stop) run under its lock instead of refusing" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_success
+  # The stub harbor writes no trial: the tally has nothing to say, and the server is kept.
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  refute_output --partial "is busy"
+  assert_output --partial "tally: run 'qwen-t2' has no job dir yet"
+}
+
+@test "make tally while the run is busy prints the tally and writes no tally.md" {
+  hold_lock_in_background example-terminus2 "make mopup"
+  RUN=example-terminus2 run "$REPO/scripts/tally.sh"
+  assert_success
+  assert_output --partial "note: run 'example-terminus2' is busy: make mopup (pid $HOLDER_PID)"
+  assert_output --partial "without writing state/example-terminus2/tally.md"
+  assert_output --partial "Pass rate"
+  assert [ ! -e "$STATE_ROOT/example-terminus2/tally.md" ]
+}
+
+@test "a dry run takes no lock and creates no state" {
+  DRY_RUN=1 RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_success
+  DRY_RUN=1 RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
+  assert_success
+  assert [ ! -e "$STATE_ROOT" ]
+}
