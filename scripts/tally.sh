@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Usage: make tally [RUN=<run>] [JSON=1] [TIMEOUTS=unscored] [JOB_DIR="<dir> ..."]
+# Exit codes: 0 tallied, 1 bad input, 2 usage, 3 nothing to tally yet (no job dir, or no trial).
 # The real per-task outcome of a run across every job dir and attempt (tools/tally.py).
 # With no RUN and no remembered run, the bundled example (runs/example-terminus2.env).
 # Writes the per-task breakdown to state/<run>/tally.md, unless another operation (a bench,
@@ -44,7 +45,9 @@ main() {
   [[ "${JSON:-0}" == 0 ]] || args+=(--json)
   cd "$REPO_ROOT"
   if ((${#extra[@]} == 0)) && ! has_job_dirs; then
-    die "run '$RUN' has no job dir yet (looked for $JOBS_DIR/$JOB_NAME, its -retry-N jobs, and the same under $JOBS_DIR/jobs/): run make bench RUN=$RUN first, or make pull RUN=$RUN for a run benched as an HF Job"
+    # Exit 3, as tools/tally.py does for an empty run.
+    say "run '$RUN' has no job dir yet (looked for $JOBS_DIR/$JOB_NAME, its -retry-N jobs, and the same under $JOBS_DIR/jobs/): run make bench RUN=$RUN first, or make pull RUN=$RUN for a run benched as an HF Job"
+    exit 3
   fi
   if ! is_dry_run; then
     if try_run_lock "make tally"; then

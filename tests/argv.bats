@@ -55,7 +55,7 @@ check_goldens() {
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
   assert_success
   run jq -c '{run, job_id, namespace, endpoint, port, model, flavor, timeout}' "$STATE_ROOT/qwen-t2/server.json"
-  assert_output '{"run":"qwen-t2","job_id":"stubjob0123456789","namespace":"stub-user","endpoint":"https://stubjob0123456789--30000.hf.jobs/v1","port":30000,"model":"Qwen/Qwen3.8-27B-FP8","flavor":"h200","timeout":"4h"}'
+  assert_output '{"run":"qwen-t2","job_id":"stubjob0123456789","namespace":"stub-user","endpoint":"https://stubjob0123456789--30000.hf.jobs/v1","port":30000,"model":"Qwen/Qwen3.8-27B-FP8","flavor":"h200","timeout":"4d"}'
   run jq -r .launched_at "$STATE_ROOT/qwen-t2/server.json"
   assert_output --regexp '^20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$'
   assert_equal "$(cat "$STATE_ROOT/last-run")" qwen-t2

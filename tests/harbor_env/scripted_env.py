@@ -25,6 +25,8 @@ Behaviours, each raised where the real failure surfaces, so harbor records it as
   AgentTimeoutError   the agent's exec outlasts the task's 1 s agent timeout (reward 0)
   ContextWindowExceededError  raised during the agent run (the verifier still runs: reward 0)
   hang                start() sleeps for an hour: the test kills harbor mid-trial
+  slow-pass           start() sleeps SCRIPTED_ENV_SLOW seconds (6), then the trial passes:
+                      harbor is mid-trial for a while, and a test acts meanwhile
 
 The agent must be `oracle` (it runs solution/solve.sh through exec(), which is where the
 agent-phase behaviours happen); `nop` never calls the environment during its run.
@@ -51,7 +53,7 @@ APT_MIRROR_OUTPUT = (
 
 START_BEHAVIOURS = {"ReadTimeout", "SandboxError", "CancelledError", "ConnectError", "hang"}
 AGENT_BEHAVIOURS = {"apt-mirror", "AgentTimeoutError", "ContextWindowExceededError"}
-KNOWN = {"pass", "fail"} | START_BEHAVIOURS | AGENT_BEHAVIOURS
+KNOWN = {"pass", "fail", "slow-pass"} | START_BEHAVIOURS | AGENT_BEHAVIOURS
 
 
 def _required_path(name: str) -> Path:
@@ -119,6 +121,8 @@ class ScriptedEnv(BaseEnvironment):
             raise asyncio.CancelledError("scripted: cancelled")
         if b == "hang":
             await asyncio.sleep(3600)
+        if b == "slow-pass":
+            await asyncio.sleep(float(os.environ.get("SCRIPTED_ENV_SLOW", "6")))
 
     async def stop(self, delete):
         pass
@@ -130,7 +134,7 @@ class ScriptedEnv(BaseEnvironment):
         pass
 
     def _reward(self) -> str:
-        return "1" if self._behaviour == "pass" else "0"
+        return "1" if self._behaviour in ("pass", "slow-pass") else "0"
 
     async def download_file(self, source_path, target_path):
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bats
+# make tally's front (scripts/tally.sh): which run, where its job dirs are, what it writes.
+# The tally itself is tested in tests/test_tally*.py.
+
+setup() {
+  load test_helper
+  common_setup
+  use_stubs
+}
+
+@test "a bare make tally on a fresh clone tallies the bundled example and explains its corrupt trial" {
+  run "$REPO/scripts/tally.sh"
+  assert_success
+  assert_output --partial "tally: no RUN given: tallying the bundled example (example-terminus2)"
+  assert_output --partial "tally: note: the bundled example ships one deliberately corrupt result.json (sqlite-with-gcov__afbbaf4), to show how an unreadable trial is reported: the warning at the end is expected"
+  assert_output --partial "sqlite-with-gcov__afbbaf4/result.json: unreadable result.json"
+  assert [ -s "$STATE_ROOT/example-terminus2/tally.md" ]
+}
+
+@test "make tally RUN=x before any bench says where job dirs come from, exits 3, and creates nothing" {
+  RUN=qwen-t2 run "$REPO/scripts/tally.sh"
+  assert_failure 3
+  assert_output "tally: run 'qwen-t2' has no job dir yet (looked for jobs/qwen3_8-27b-fp8-terminus2-tb21-full-v2, its -retry-N jobs, and the same under jobs/jobs/): run make bench RUN=qwen-t2 first, or make pull RUN=qwen-t2 for a run benched as an HF Job"
+  assert [ ! -e "$STATE_ROOT" ]
+}
+
+@test "a failed bench does not become the remembered run: a bare make tally still works" {
+  RUN=qwen-t2 STUB_HARBOR_RC=1 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert [ ! -e "$STATE_ROOT/last-run" ]
+  run "$REPO/scripts/tally.sh"
+  assert_success
+  assert_output --partial "tallying the bundled example (example-terminus2)"
+}
+
+@test "a bench that ran becomes the remembered run" {
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_success
+  run cat "$STATE_ROOT/last-run"
+  assert_output qwen-t2
+}
