@@ -22,6 +22,8 @@ bench_remotely() {
     return 0
   fi
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
+  hold_run_lock "make $( ((smoke)) && echo smoke || echo bench) WHERE=hf"
+  probe_first "$base"
   say "launching harbor as an HF Job: $(show_cmd -- "${argv[@]}")"
   launch_job remote-bench "${argv[@]}"
   append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_id "$LAUNCHED_JOB_ID" \
@@ -31,6 +33,13 @@ bench_remotely() {
   launch_recorded
   remember_run
   say "harbor job $LAUNCHED_JOB_ID launched, writing $BUCKET/$JOB_NAME. Follow it with: hf jobs logs -f $LAUNCHED_JOB_ID; then make pull RUN=$RUN"
+}
+
+# probe_first BASE: one real completion before hours of benchmark (PROBE=0 skips it).
+probe_first() {
+  [[ "$PROBE" == 1 ]] || return 0
+  RUN=$RUN API_BASE=$1 "$REPO_ROOT/scripts/probe.sh" ||
+    die "the probe failed (above): fix the server before a benchmark burns hours on it (PROBE=0 skips it)"
 }
 
 main() {
@@ -54,11 +63,6 @@ main() {
     warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
   fi
 
-  hold_run_lock "make $( ((smoke)) && echo smoke || echo bench)"
-  if [[ "$PROBE" == 1 ]] && ! is_dry_run; then
-    API_BASE=$base "$REPO_ROOT/scripts/probe.sh" ||
-      die "the probe failed (above): fix the server before a benchmark burns hours on it (PROBE=0 skips it)"
-  fi
   case "$WHERE" in
     local) ;;
     hf) bench_remotely "$base" "$smoke"; return ;;
@@ -73,9 +77,12 @@ main() {
     return 0
   fi
 
-  "$REPO_ROOT/scripts/doctor.sh" bench
+  # Preflight first: a check that fails changes nothing, not even the run's state dir.
+  RUN=$RUN ENV_TYPE=$ENV_TYPE "$REPO_ROOT/scripts/doctor.sh" bench
   local token
   token=$(hf_token "the endpoint and the sandboxes need it")
+  hold_run_lock "make $( ((smoke)) && echo smoke || echo bench)"
+  probe_first "$base"
   append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_name "$JOB_NAME" \
     --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,
     jobs_dir: $jobs_dir, endpoint: $endpoint, argv: $ARGS.positional}' -- "${argv[@]}")"

@@ -1,16 +1,41 @@
 #!/usr/bin/env bash
-# Usage: make doctor            (every check)
+# Usage: make doctor [RUN=<run>]            (every check)
 #        scripts/doctor.sh bench (only what harbor run depends on; bench calls this)
-# Preflight: each check prints ok or what is wrong and the command that fixes it.
+# Preflight: each check prints ok or what is wrong and the command that fixes it; a check
+# that cannot be made (HF unreachable) prints a note and does not fail. With a run (RUN, or
+# state/last-run) it also checks what that run needs: a Docker engine for ENV_TYPE=docker.
 # Exits 1 when any check failed. Never prints a token.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+# A preflight must not hang on a dead network: hf calls are bounded at 20 s here.
+HF_CALL_TIMEOUT=20
+# shellcheck source=lib-server.sh
+source "$(dirname "$0")/lib-server.sh"
 
 failures=0
 ok() { printf '  ok    %s\n' "$1"; }
+note() { printf '  note  %s\n' "$1"; }
 bad() {
   printf '  FAIL  %s\n        fix: %s\n' "$1" "$2"
   failures=$((failures + 1))
+}
+
+# redact TEXT: TEXT with the HF token, should a tool ever echo it, replaced.
+redact() {
+  local text=$1
+  [[ -z "${HF_TOKEN:-}" ]] || text=${text//"$HF_TOKEN"/<token>}
+  printf '%s' "$text"
+}
+
+# error_detail FILE: the one line of a tool's stderr that says what went wrong: the last
+# exception of a traceback, else its first "Error:" line, else its first line.
+error_detail() {
+  local text line
+  text=$(sed 's/\x1b\[[0-9;]*m//g' "$1")
+  line=$(grep -E '^[A-Za-z_.0-9]+(Error|Exception|Timeout)[A-Za-z]*:' <<<"$text" | tail -n 1) ||
+    line=$(grep -m1 '^Error' <<<"$text" | sed 's/^Error:[[:space:]]*//') ||
+    line=$(grep -m1 -v '^[[:space:]]*$' <<<"$text") || line=""
+  redact "$line"
 }
 
 # The version pinned in env/requirements.txt for a package.
@@ -56,11 +81,73 @@ check_git_lfs() {
 check_token() {
   if [[ -n "${HF_TOKEN:-}" ]]; then
     ok "HF token present (HF_TOKEN)"
-  elif hf auth token >/dev/null 2>&1; then
+  elif "${BOUNDED[@]}" hf auth token >/dev/null 2>&1; then
     ok "HF token present (hf auth login)"
   else
     bad "no HF token: the server job, the endpoint and the sandboxes need one" "hf auth login, or export HF_TOKEN"
+    return 1
   fi
+}
+
+# check_token_accepted: HF itself says whether the token works (hf finds it on its own, so
+# it is never on a command line). Unreachable HF is a note: offline, nothing can be told.
+check_token_accepted() {
+  command -v hf >/dev/null 2>&1 || return 0 # already a failed check above
+  local errfile name rc=0
+  errfile=$(mktemp)
+  name=$("${BOUNDED[@]}" hf auth whoami -q 2>"$errfile") || rc=$?
+  if ((rc == 0)); then
+    rm -f "$errfile"
+    ok "HF token accepted (whoami: $(redact "$(tail -n 1 <<<"$name" | tr -d '[:space:]')"))"
+    return 0
+  fi
+  classify_hf_error "$rc" "$errfile" "hf auth whoami"
+  local detail
+  detail=$(error_detail "$errfile")
+  rm -f "$errfile"
+  case "$HF_FAIL" in
+    auth) bad "HF rejected the token (401/403): it is invalid, expired or revoked" "hf auth login" ;;
+    timeout) note "could not check the token: HF unreachable (no answer within ${HF_CALL_TIMEOUT}s from ${HF_ENDPOINT:-https://huggingface.co})" ;;
+    network) note "could not check the token: HF unreachable (${detail:-network error}, at ${HF_ENDPOINT:-https://huggingface.co})" ;;
+    *) note "could not check the token: hf auth whoami failed (${detail:-exit $rc})" ;;
+  esac
+}
+
+# bounded SECONDS ARGV...: ARGV, killed after SECONDS where coreutils' timeout exists.
+bounded() {
+  local seconds=$1
+  shift
+  if command -v timeout >/dev/null 2>&1; then
+    timeout --foreground "$seconds" "$@"
+  else
+    "$@"
+  fi
+}
+
+# check_docker: a run on local Docker needs an engine that answers, not only the client.
+check_docker() {
+  local fix="install Docker and start it, or use ENV_TYPE=hf-sandbox" errfile detail rc=0
+  if ! command -v docker >/dev/null 2>&1; then
+    bad "run '$RUN' uses ENV_TYPE=docker, and docker is not installed" "$fix"
+    return 0
+  fi
+  errfile=$(mktemp)
+  bounded 10 docker info >/dev/null 2>"$errfile" || rc=$?
+  detail=$(error_detail "$errfile")
+  rm -f "$errfile"
+  if ((rc == 0)); then
+    ok "Docker engine answers (run '$RUN' uses ENV_TYPE=docker)"
+  elif ((rc == 124)); then
+    bad "run '$RUN' uses ENV_TYPE=docker, and the Docker engine gave no answer within 10s" "$fix"
+  else
+    bad "run '$RUN' uses ENV_TYPE=docker, and no Docker engine answers (docker info: ${detail:-exit $rc})" "$fix"
+  fi
+}
+
+# The run-specific checks, for the run named by RUN or state/last-run; none without one.
+check_run() {
+  [[ -n "${RUN:-}" ]] || return 0
+  [[ "$ENV_TYPE" != docker ]] || check_docker
 }
 
 check_make() {
@@ -84,14 +171,22 @@ check_bats() {
 
 main() {
   local scope=${1:-all}
-  printf 'doctor (%s):\n' "$scope"
+  # A named or remembered run is loaded before any output, so a bad RUN is one clear line.
+  if [[ -n "${RUN:-}" || -f "$STATE_ROOT/last-run" ]]; then
+    resolve_run
+    load_settings
+    printf 'doctor (%s, run %s):\n' "$scope" "$RUN"
+  else
+    printf 'doctor (%s):\n' "$scope"
+  fi
   check_python
   check_pin harbor harbor
   check_pin huggingface_hub huggingface_hub
   check_command hf "make setup"
   check_command jq "apt-get install jq (or brew install jq)"
   check_git_lfs
-  check_token
+  if check_token; then check_token_accepted; fi
+  check_run
   if [[ "$scope" == all ]]; then
     check_make
     check_bats

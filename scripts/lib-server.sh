@@ -60,8 +60,16 @@ http_status() {
 # --- the server job recorded by serve.sh ----------------------------------------------------
 
 # load_server: JOB (ns/id), JOB_ID, JOB_NS, ENDPOINT, SERVER_JSON from state/<run>/server.json.
+# A dry run before make serve shows its calls with placeholders, and says so: its plan is
+# still the answer, so it exits 0 like every dry run that printed one.
 load_server() {
   SERVER_JSON="$(run_state_dir)/server.json"
+  if [[ ! -f "$SERVER_JSON" ]] && is_dry_run; then
+    say "note: no server recorded for run '$RUN' yet (make serve RUN=$RUN starts one); the calls below show it as placeholders"
+    JOB_ID="<job_id>" JOB_NS="<namespace>" JOB="<namespace>/<job_id>"
+    ENDPOINT="https://<job_id>--${PORT:-<port>}.hf.jobs/v1"
+    return 0
+  fi
   [[ -f "$SERVER_JSON" ]] ||
     die "no server recorded for run '$RUN' ($(rel "$SERVER_JSON") is absent): start one with make serve RUN=$RUN"
   local fields

@@ -166,7 +166,7 @@ main() {
   fi
 
   # As make bench does: git-lfs matters whenever harbor fetches a git dataset's tasks.
-  [[ -n "$DATASET_PATH" ]] || "$REPO_ROOT/scripts/doctor.sh" bench
+  [[ -n "$DATASET_PATH" ]] || RUN=$RUN ENV_TYPE=$ENV_TYPE "$REPO_ROOT/scripts/doctor.sh" bench
   remember_run
   mkdir -p "$state/mopup-plans"
   cp "$work/plan.json" "$state/mopup-plans/$batch.json"

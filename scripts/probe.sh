@@ -58,7 +58,7 @@ main() {
   if [[ -z "${API_BASE:-}" ]]; then
     load_server
   fi
-  base=$(endpoint) || die "no endpoint for run '$RUN': start the server with make serve RUN=$RUN, or name one with API_BASE=https://…/v1"
+  base=$(endpoint) || { is_dry_run && base=$ENDPOINT; } || die "no endpoint for run '$RUN': start the server with make serve RUN=$RUN, or name one with API_BASE=https://…/v1"
   base=${base%/}
   model=$(served_name)
   body=$(request_body "$model")

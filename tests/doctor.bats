@@ -1,0 +1,158 @@
+#!/usr/bin/env bats
+# make doctor (scripts/doctor.sh): the token checked with HF itself through the real `hf`
+# (a loopback fake of the HF API that accepts it, one that answers 401, and no HF at all),
+# and a Docker engine for a run on ENV_TYPE=docker (runs/qwen-tb3-smoke.env). No output
+# may ever hold the token.
+
+setup() {
+  load test_helper
+  load fakes/fakes
+  common_setup
+  fakes_setup
+  # git-lfs need only be found (its filter is configured by common_setup): a stub stands in.
+  export STUB_LOG="$BATS_TEST_TMPDIR/stub.log"
+  mkdir -p "$BATS_TEST_TMPDIR/bin"
+  ln -s "$REPO/tests/stubs/record-argv" "$BATS_TEST_TMPDIR/bin/git-lfs"
+  export PATH="$BATS_TEST_TMPDIR/bin:$REPO/.venv/bin:$PATH"
+}
+
+teardown() { stop_fakes; }
+
+# The token, and no HF to check it with: the path a machine without network takes.
+use_unreachable_hf() { export HF_TOKEN=$FAKE_TOKEN HF_ENDPOINT=http://127.0.0.1:1; }
+
+readonly DOCKER_FIX="        fix: install Docker and start it, or use ENV_TYPE=hf-sandbox"
+
+# PATH without any directory that holds a docker.
+path_without_docker() {
+  local dir dirs out=""
+  IFS=: read -ra dirs <<<"$PATH"
+  for dir in "${dirs[@]}"; do
+    [[ -x "$dir/docker" ]] || out+="${out:+:}$dir"
+  done
+  printf '%s' "$out"
+}
+
+# stub_docker RC [STDERR]: a docker whose `docker info` exits RC, saying STDERR.
+stub_docker() {
+  printf '#!/usr/bin/env bash\nprintf "%%s\\n" "$*" >>"%s/docker.calls"\nprintf "%%s\\n" %q >&2\nexit %s\n' \
+    "$BATS_TEST_TMPDIR" "${2:-}" "$1" >"$BATS_TEST_TMPDIR/bin/docker"
+  chmod +x "$BATS_TEST_TMPDIR/bin/docker"
+}
+
+@test "doctor: a token HF accepts is ok, with the account it belongs to" {
+  start_fake_hf_jobs '{"namespace": "alice"}'
+  run "$REPO/scripts/doctor.sh"
+  assert_success
+  assert_line "  ok    HF token present (HF_TOKEN)"
+  assert_line "  ok    HF token accepted (whoami: alice)"
+  refute_output --partial "$FAKE_TOKEN"
+  # The real hf asked HF, once, with the token in its Authorization header.
+  [ "$(count_requests "$FAKE_HF_RECORD" GET /api/whoami-v2)" = 1 ]
+  [ "$(jq -r 'select(.path == "/api/whoami-v2") | .auth' "$FAKE_HF_RECORD")" = true ]
+}
+
+@test "doctor: a token HF rejects (401) fails with its fix" {
+  start_fake_hf_jobs '{"reject_token": true}'
+  run "$REPO/scripts/doctor.sh"
+  assert_failure
+  assert_output --partial $'  FAIL  HF rejected the token (401/403): it is invalid, expired or revoked\n        fix: hf auth login\n'
+  refute_line --partial "HF token accepted"
+  assert_line "doctor: 1 check(s) failed; fix them and run make doctor again"
+  refute_output --partial "$FAKE_TOKEN"
+  [ "$(count_requests "$FAKE_HF_RECORD" GET /api/whoami-v2)" = 1 ]
+}
+
+@test "doctor: HF unreachable is a note, not a failure" {
+  use_unreachable_hf
+  run "$REPO/scripts/doctor.sh"
+  assert_success
+  assert_line "  note  could not check the token: HF unreachable (httpx2.ConnectError: [Errno 111] Connection refused, at http://127.0.0.1:1)"
+  refute_output --partial "FAIL"
+  refute_output --partial "Traceback"
+  refute_output --partial "$FAKE_TOKEN"
+}
+
+@test "doctor: no token, no whoami: the missing token is the one failure" {
+  start_fake_hf_jobs '{"namespace": "alice"}'
+  HF_TOKEN='' run "$REPO/scripts/doctor.sh"
+  assert_failure
+  assert_line "  FAIL  no HF token: the server job, the endpoint and the sandboxes need one"
+  refute_line --partial "whoami"
+  assert_line "doctor: 1 check(s) failed; fix them and run make doctor again"
+  [ "$(count_requests "$FAKE_HF_RECORD" GET /api/whoami-v2)" = 0 ]
+}
+
+@test "doctor: a docker run without docker fails with the fix" {
+  use_unreachable_hf
+  local path
+  path=$(path_without_docker)
+  run env PATH="$path" bash -c 'command -v docker'
+  assert_failure
+  PATH=$path RUN=qwen-tb3-smoke run "$REPO/scripts/doctor.sh"
+  assert_failure
+  assert_line --index 0 "doctor (all, run qwen-tb3-smoke):"
+  assert_line "  FAIL  run 'qwen-tb3-smoke' uses ENV_TYPE=docker, and docker is not installed"
+  assert_line "$DOCKER_FIX"
+  assert_line "doctor: 1 check(s) failed; fix them and run make doctor again"
+  refute_output --partial "$FAKE_TOKEN"
+}
+
+@test "doctor: a docker run whose engine does not answer fails, saying what docker said" {
+  use_unreachable_hf
+  stub_docker 1 "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+  RUN=qwen-tb3-smoke run "$REPO/scripts/doctor.sh" bench
+  assert_failure
+  assert_line "  FAIL  run 'qwen-tb3-smoke' uses ENV_TYPE=docker, and no Docker engine answers (docker info: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?)"
+  assert_line "$DOCKER_FIX"
+  [ "$(cat "$BATS_TEST_TMPDIR/docker.calls")" = info ]
+}
+
+@test "doctor: a docker run with an engine that answers is ok; the run comes from state/last-run" {
+  use_unreachable_hf
+  stub_docker 0
+  mkdir -p "$STATE_ROOT"
+  echo qwen-tb3-smoke >"$STATE_ROOT/last-run"
+  run "$REPO/scripts/doctor.sh"
+  assert_success
+  assert_line "doctor: RUN not given; using the last run, qwen-tb3-smoke (state/last-run)"
+  assert_line "  ok    Docker engine answers (run 'qwen-tb3-smoke' uses ENV_TYPE=docker)"
+}
+
+@test "doctor: the fix works: ENV_TYPE=hf-sandbox on the command line needs no docker" {
+  use_unreachable_hf
+  PATH=$(path_without_docker) RUN=qwen-tb3-smoke ENV_TYPE=hf-sandbox run "$REPO/scripts/doctor.sh"
+  assert_success
+  refute_output --partial "Docker"
+}
+
+@test "doctor without a run keeps its general checks: no docker check" {
+  use_unreachable_hf
+  PATH=$(path_without_docker) run "$REPO/scripts/doctor.sh"
+  assert_success
+  assert_line --index 0 "doctor (all):"
+  refute_output --partial "Docker"
+  refute_output --partial "docker"
+}
+
+@test "doctor with an unknown RUN says so in one line and checks nothing" {
+  RUN=no-such-run run "$REPO/scripts/doctor.sh"
+  assert_failure
+  assert_equal "${#lines[@]}" 1
+  assert_output --partial "doctor: unknown run 'no-such-run'. Known runs: "
+  assert [ ! -e "$STATE_ROOT/last-run" ]
+}
+
+@test "bench of a docker run without docker stops at the doctor before harbor runs" {
+  use_stubs
+  export HF_TOKEN=$FAKE_TOKEN
+  PATH=$(path_without_docker) RUN=qwen-tb3-smoke API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_line "  FAIL  run 'qwen-tb3-smoke' uses ENV_TYPE=docker, and docker is not installed"
+  assert_line "$DOCKER_FIX"
+  run grep -c -x '== harbor' "$STUB_LOG"
+  assert_output 0
+  # Nothing recorded: no manifest line, and the failed bench is not the remembered run.
+  assert [ ! -e "$STATE_ROOT/qwen-tb3-smoke/manifest.jsonl" ]
+  assert [ ! -e "$STATE_ROOT/last-run" ]
+}

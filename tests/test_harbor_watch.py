@@ -1,0 +1,397 @@
+"""tools/harbor_watch.py: harbor is ended when it lingers after its job has finished.
+
+Every scenario runs real processes: the watchdog, and as its child either a fake "harbor"
+(FAKE_HARBOR below, written into tmp, which writes its job's result.json with harbor's own
+JobResult model, so the format is harbor's) or the real harbor 0.25.0 on the local dataset
+tests/datasets/mopup with tests/harbor_env/scripted_env.py playing the sandbox.
+
+Wall-clock bounds here are generous (they only keep a broken watchdog from hanging the
+suite); what is asserted is the event file, the exit code and the fake's own records.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+from harbor.job import Job
+from harbor.models.job.result import JobResult, JobStats
+
+from tools import harbor_watch as hw
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+WATCH = str(REPO / "tools" / "harbor_watch.py")
+BOUND_S = 60
+
+# A stand-in for harbor. argv: MODE JOB_DIR MARKS_DIR. It records what happened to it as
+# files in MARKS_DIR ("working", "finished", and "signals": one line per signal received).
+FAKE_HARBOR = r'''
+import os, signal, sys, time
+from datetime import datetime
+from pathlib import Path
+from uuid import uuid4
+from harbor.models.job.result import JobResult, JobStats
+
+mode, job_dir, marks = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+
+def mark(name):
+    (marks / name).write_text("")
+
+def write_result(finished):
+    # As harbor's Job does: the JobResult without trial_results, finished_at set only at the end.
+    now = datetime.now()
+    result = JobResult(id=uuid4(), started_at=now, updated_at=now, finished_at=now if finished else None,
+                       n_total_trials=2, stats=JobStats(n_completed_trials=2 if finished else 1))
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / "result.json").write_text(result.model_dump_json(indent=4, exclude={"trial_results"}))
+
+def trial(name, finished):
+    path = job_dir / name
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text("{}")
+    if finished:
+        (path / "result.json").write_text("{}")
+
+def linger():
+    for _ in range(1200):  # bounded: gone by itself after 120 s
+        time.sleep(0.1)
+    sys.exit(0)
+
+def on_signal(signum, _frame):
+    with (marks / "signals").open("a") as out:
+        out.write(signal.Signals(signum).name + "\n")
+
+if mode == "resume":
+    time.sleep(2)                  # harbor resolving its dataset: the stale result is still there
+    mark("working")
+    write_result(finished=False)   # Job.run rewrites result.json as soon as it starts
+    time.sleep(0.5)
+if mode == "ignore-term":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if mode == "count-signals":
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    mark("ready")
+    for _ in range(600):
+        if (marks / "signals").exists():
+            time.sleep(1.5)        # time for a second, unwanted copy to arrive
+            sys.exit(0)
+        time.sleep(0.1)
+    sys.exit(9)
+trial("t-a__aaaaaaa", finished=True)
+trial("t-b__bbbbbbb", finished=mode != "ignore-term")
+write_result(finished=True)
+mark("finished")
+if mode == "exit3":
+    sys.exit(3)
+linger()
+'''
+
+# Makes the process that runs it the leader of a new session whose controlling terminal is
+# the pty slave named by argv[1], then runs argv[2:]: a terminal where Ctrl-C can be typed.
+PTY_LAUNCHER = r'''
+import fcntl, os, sys, termios
+os.setsid()
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
+for n in (0, 1, 2):
+    os.dup2(fd, n)
+os.execv(sys.argv[2], sys.argv[2:])
+'''
+
+
+class Scene:
+    """A tmp dir with a job dir, the fake harbor, its marks and the event file."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.job_dir = tmp / "jobs" / "job"
+        self.marks = tmp / "marks"
+        self.marks.mkdir()
+        self.events = tmp / "events.jsonl"
+        self.fake = tmp / "fake_harbor.py"
+        self.fake.write_text(FAKE_HARBOR)
+
+    def argv(self, mode: str, grace: float = 1, term_wait: float = 5, poll: float = 0.2) -> list[str]:
+        return [PYTHON, WATCH, "run", "--job-dir", str(self.job_dir), "--grace", str(grace),
+                "--term-wait", str(term_wait), "--poll", str(poll), "--event-file", str(self.events),
+                "--", PYTHON, str(self.fake), mode, str(self.job_dir), str(self.marks)]
+
+    def run(self, mode: str, **timing) -> subprocess.CompletedProcess:
+        proc = self.start(mode, **timing)
+        try:
+            out, err = proc.communicate(timeout=BOUND_S)
+        finally:
+            stop_session(proc)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def start(self, mode: str, **timing) -> subprocess.Popen:
+        # Its own session, so a test can end the watchdog and its harbor together; and no
+        # controlling terminal: a signal sent to it came from kill, not from Ctrl-C.
+        return subprocess.Popen(self.argv(mode, **timing), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def event_lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.events.read_text().splitlines()] if self.events.exists() else []
+
+    def finished_at(self) -> str:
+        return json.loads((self.job_dir / "result.json").read_text())["finished_at"]
+
+    def signals(self) -> list[str]:
+        path = self.marks / "signals"
+        return path.read_text().split() if path.exists() else []
+
+    def wait_for_mark(self, name: str, proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + BOUND_S
+        while not (self.marks / name).exists():
+            assert proc.poll() is None and time.monotonic() < deadline, f"the fake harbor never marked {name}"
+            time.sleep(0.05)
+
+
+def stop_session(proc: subprocess.Popen) -> None:
+    """A watchdog that outlived its test, with whatever it started: gone.
+
+    Only while it still runs (unreaped, its pid can name no other group); a fake harbor it
+    left behind ends by itself within two minutes.
+    """
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=BOUND_S)
+
+
+@pytest.fixture
+def scene(tmp_path):
+    return Scene(tmp_path)
+
+
+def harbor_job_result(finished: bool) -> str:
+    now = datetime.now()
+    result = JobResult(id=uuid4(), started_at=now - timedelta(hours=1), updated_at=now,
+                       finished_at=now if finished else None, n_total_trials=2, stats=JobStats())
+    return result.model_dump_json(indent=4, exclude={"trial_results"})
+
+
+def assert_event(event: dict, scene: Scene, signal_name: str, grace) -> None:
+    assert set(event) == {"event", "job_dir", "finished_at", "grace_s", "signal", "at"}
+    assert event["event"] == "harbor-lingered"
+    assert event["job_dir"] == str(scene.job_dir)
+    assert event["finished_at"] == scene.finished_at()
+    assert event["grace_s"] == grace
+    assert event["signal"] == signal_name
+    datetime.strptime(event["at"], "%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- harbor's own model
+
+
+def test_the_fields_relied_on_exist_on_harbors_own_model():
+    # A harbor upgrade that renames or moves any of these must fail here, not in a 12 h run.
+    assert {"finished_at", "n_total_trials", "stats"} <= set(JobResult.model_fields)
+    assert "n_completed_trials" in JobStats.model_fields
+    assert '"result.json"' in inspect.getsource(Job._job_result_path.fget)
+    run_source = inspect.getsource(Job.run)
+    assert "self._job_result.finished_at = finished_at" in run_source
+    # ...and only Job.run's success path persists it (the except branch keeps it in memory).
+    assert inspect.getsource(Job).count(".finished_at = ") == 2
+    assert "persisted result keeps finished_at unset" in run_source
+
+
+def test_a_finish_is_read_from_harbors_own_json(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text(harbor_job_result(finished=False))
+    assert hw.finished_at(hw.read_job_result(str(path))) is None
+    path.write_text(harbor_job_result(finished=True))
+    done = json.loads(path.read_text())["finished_at"]
+    assert hw.finished_at(hw.read_job_result(str(path))) == done
+    assert hw.new_finish(hw.read_job_result(str(path)), baseline=None) == done
+    assert hw.new_finish(hw.read_job_result(str(path)), baseline=done) is None  # the stale one of a resume
+    assert hw.new_finish(hw.read_job_result(str(path)), baseline="2020-01-01T00:00:00") == done
+
+
+def test_bad_reads_are_no_answer_and_never_block(tmp_path, monkeypatch):
+    path = tmp_path / "result.json"
+    assert hw.read_job_result(str(path)) is None                      # not written yet
+    full = harbor_job_result(finished=True)
+    path.write_text(full[: len(full) // 2])                           # caught mid-rewrite
+    assert hw.read_job_result(str(path)) is None
+    path.write_text("[1, 2]")                                         # JSON, but not a job result
+    assert hw.read_job_result(str(path)) is None
+    path.write_bytes(b'{"finished_at": "\xff"}')                      # not UTF-8
+    assert hw.read_job_result(str(path)) is None
+    path.write_text(full)
+    monkeypatch.setattr(hw, "RESULT_CAP", len(full) - 1)              # over the size cap
+    assert hw.read_job_result(str(path)) is None
+    monkeypatch.undo()
+    link = tmp_path / "link" / "result.json"
+    link.parent.mkdir()
+    link.symlink_to(path)                                             # only regular files
+    assert hw.read_job_result(str(link)) is None
+    fifo = tmp_path / "fifo" / "result.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)                                                   # no writer: a plain open would block
+    assert hw.read_job_result(str(fifo)) is None
+    (tmp_path / "dir" / "result.json").mkdir(parents=True)
+    assert hw.read_job_result(str(tmp_path / "dir" / "result.json")) is None
+
+
+def test_exit_codes():
+    assert hw.exit_code(hw.Outcome(3), None) == 3
+    assert hw.exit_code(hw.Outcome(-9), None) == 137             # harbor killed by someone else
+    assert hw.exit_code(hw.Outcome(-15, "t", "TERM"), None) == 0  # ended by us after the job finished
+    assert hw.exit_code(hw.Outcome(None, "t", "KILL", survived=True), None) == 0
+    assert hw.exit_code(hw.Outcome(0), signal.SIGINT) == 130
+    assert hw.exit_code(hw.Outcome(1), signal.SIGTERM) == 143
+
+
+# --------------------------------------------------------------------------- a fake harbor
+
+
+def test_lingering_harbor_is_terminated_and_recorded(scene):
+    started = time.monotonic()
+    proc = scene.run("linger", grace=1, term_wait=5, poll=0.2)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < BOUND_S
+    [event] = scene.event_lines()
+    assert_event(event, scene, "TERM", 1)
+    [line] = proc.stderr.splitlines()
+    assert line == (f"harbor_watch: harbor's job finished at {scene.finished_at()} but harbor was still running "
+                    f"1 s later; terminated it (TERM). Every trial had its result.json; nothing was lost.")
+
+
+def test_harbor_ignoring_term_is_killed(scene):
+    proc = scene.run("ignore-term", grace=0.5, term_wait=1, poll=0.2)
+    assert proc.returncode == 0, proc.stderr
+    [event] = scene.event_lines()
+    assert_event(event, scene, "KILL", 0.5)
+    [line] = proc.stderr.splitlines()
+    assert "terminated it (KILL: it was still running 1 s after TERM)" in line
+    assert line.endswith("1 trial dir(s) had no result.json (t-b__bbbbbbb): make tally lists them as "
+                         "unfinished and make mopup re-runs them.")
+
+
+def test_harbor_exiting_by_itself_keeps_its_exit_code(scene):
+    proc = scene.run("exit3", grace=5, term_wait=5, poll=0.2)
+    assert proc.returncode == 3
+    assert (scene.marks / "finished").exists()
+    assert not scene.events.exists()
+    assert proc.stderr == ""
+
+
+def test_a_stale_finished_result_of_a_resume_does_not_count(scene):
+    # A finished result.json from the run before: `harbor job resume` starts from it.
+    scene.job_dir.mkdir(parents=True)
+    (scene.job_dir / "result.json").write_text(harbor_job_result(finished=True))
+    stale = scene.finished_at()
+    proc = scene.run("resume", grace=0.5, term_wait=5, poll=0.1)
+    assert proc.returncode == 0, proc.stderr
+    # Not ended while it was still working: it got to rewrite result.json and to finish...
+    assert (scene.marks / "working").exists() and (scene.marks / "finished").exists()
+    # ...and ended after its own finish, not the stale one.
+    [event] = scene.event_lines()
+    assert_event(event, scene, "TERM", 0.5)
+    assert event["finished_at"] != stale
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_the_watchdog_is_passed_on_once(scene, sig):
+    proc = scene.start("count-signals")
+    try:
+        scene.wait_for_mark("ready", proc)
+        os.kill(proc.pid, sig)
+        time.sleep(0.3)
+        os.kill(proc.pid, sig)  # a second one is not passed on
+        _, err = proc.communicate(timeout=BOUND_S)
+    finally:
+        stop_session(proc)
+    assert scene.signals() == [sig.name]
+    assert proc.returncode == 128 + sig
+    assert err.splitlines() == [f"harbor_watch: interrupted by {sig.name}; passed it on to harbor once; "
+                                f"harbor exited with 0."]
+    assert not scene.events.exists()
+
+
+def test_ctrl_c_at_the_terminal_reaches_harbor_once(scene):
+    master, slave = os.openpty()
+    launcher = scene.tmp / "pty_launcher.py"
+    launcher.write_text(PTY_LAUNCHER)
+    proc = subprocess.Popen([PYTHON, str(launcher), os.ttyname(slave), *scene.argv("count-signals")],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(slave)
+    output = b""
+    try:
+        scene.wait_for_mark("ready", proc)
+        os.write(master, b"\x03")  # Ctrl-C: the terminal signals its whole foreground group
+        deadline = time.monotonic() + BOUND_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    output += os.read(master, 4096)
+                except OSError:  # the slave side closed (Linux: EIO)
+                    break
+        proc.wait(timeout=BOUND_S)
+    finally:
+        stop_session(proc)  # the launcher made its own session: its pid is the group's
+        os.close(master)
+    assert scene.signals() == ["SIGINT"]  # from the terminal only: the watchdog did not add a second
+    assert proc.returncode == 130
+    assert b"interrupted by SIGINT; Ctrl-C at the terminal reached harbor directly; harbor exited with 0." \
+        in output.replace(b"\r\n", b"\n")
+
+
+def test_harbor_that_cannot_start_is_one_line(scene):
+    proc = subprocess.run([PYTHON, WATCH, "run", "--job-dir", str(scene.job_dir), "--grace", "1", "--",
+                           str(scene.tmp / "no-such-harbor"), "run"], capture_output=True, text=True,
+                          timeout=BOUND_S)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"Error: cannot start '{scene.tmp / 'no-such-harbor'}': No such file or "
+                                        f"directory; is harbor installed in this environment (make setup)?"]
+    assert not scene.job_dir.exists()
+
+
+def test_no_harbor_argv_is_a_usage_error(scene):
+    proc = subprocess.run([PYTHON, WATCH, "run", "--job-dir", str(scene.job_dir), "--grace", "1"],
+                          capture_output=True, text=True, timeout=BOUND_S)
+    assert proc.returncode == 2
+    assert "Missing argument 'HARBOR_ARGV...'" in proc.stderr
+
+
+# --------------------------------------------------------------------------- the real harbor
+
+
+def test_real_harbor_that_exits_by_itself_is_left_alone(tmp_path):
+    dataset = tmp_path / "dataset"
+    shutil.copytree(REPO / "tests" / "datasets" / "mopup", dataset)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"t-pass": ["pass"], "t-fail": ["pass"]}))
+    jobs, events = tmp_path / "jobs", tmp_path / "events.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "tests" / "harbor_env"), SCRIPTED_ENV_PLAN=str(plan),
+               SCRIPTED_ENV_LOG=str(tmp_path / "executed.jsonl"), SCRIPTED_ENV_PHASE="watch",
+               LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1",
+               # Offline, harbor's end-of-job telemetry holds its exit ~12 s; a test never phones home.
+               HARBOR_TELEMETRY="0")
+    harbor = [str(REPO / ".venv" / "bin" / "harbor"), "run", "-a", "oracle", "-p", str(dataset),
+              "--include-task-name", "t-pass", "--include-task-name", "t-fail", "--env", "scripted_env:ScriptedEnv",
+              "--jobs-dir", str(jobs), "--job-name", "watched", "-n", "2", "-y", "-q"]
+    proc = subprocess.run([PYTHON, WATCH, "run", "--job-dir", str(jobs / "watched"), "--grace", "10",
+                           "--poll", "0.5", "--event-file", str(events), "--", *harbor],
+                          env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not events.exists()
+    assert "harbor_watch:" not in proc.stderr
+    # The watchdog would have acted on this file: harbor's real finish, with both trials done.
+    result = hw.read_job_result(str(jobs / "watched" / "result.json"))
+    assert hw.new_finish(result, baseline=None) == result["finished_at"]
+    assert result["n_total_trials"] == 2 and result["stats"]["n_completed_trials"] == 2
+    assert hw.trials_without_result(str(jobs / "watched")) == []
+    assert len([p for p in (jobs / "watched").iterdir() if (p / "result.json").is_file()]) == 2

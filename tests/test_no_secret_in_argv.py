@@ -1,0 +1,318 @@
+"""No process ever carries the HF token in its argv, and no file the run writes holds it.
+
+A real `scripts/bench.sh` and then a real `scripts/mopup.sh` run end to end, as in
+tests/test_mopup.py (whose scratch tree and fake model server are reused): the real harbor
+on tests/harbor_env/scripted_env.py and the local dataset, the probe and the agent talking
+to the loopback fake OpenAI endpoint (which accepts only the token, so it must travel), and
+doctor's `hf auth whoami` asking a loopback fake of the HF API. Meanwhile a watcher thread
+reads every /proc/<pid>/cmdline every ~20 ms. argv is world-readable (ps); a process's
+environment (/proc/<pid>/environ) is private to its user, which is where the token belongs,
+so that is not checked.
+
+A leak is the token or any 12-character piece of it. A self-test first proves the watcher
+catches one: a `sleep 5` with the token in its argv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.test_mopup import FakeServer, Tree
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "fake-org/fake-model"
+PIECE = 12  # the shortest piece of the token that counts as a leak
+POLL_SECONDS = 0.02
+PLAN = {"t-pass": ["pass"], "t-sandbox": ["SandboxError", "pass"]}  # one infra error to mop up
+
+
+def new_token() -> str:
+    """A distinctive fake token, fresh per test, so no two tests' watchers see each other's."""
+    return "hf_" + secrets.token_hex(16)
+
+
+def pieces(token: str) -> set[bytes]:
+    """Every PIECE-long window of the token: any longer piece contains one."""
+    raw = token.encode()
+    return {raw[i:i + PIECE] for i in range(len(raw) - PIECE + 1)}
+
+
+def holds_secret(data: bytes, windows: set[bytes]) -> bool:
+    return any(w in data for w in windows)
+
+
+@dataclass
+class Seen:
+    pid: int
+    ppid: int
+    argv: list[str]
+
+
+@dataclass
+class ArgvWatcher:
+    """Polls /proc/*/cmdline (never environ) and keeps every process it saw."""
+
+    token: str
+    seen: dict[tuple[int, str], Seen] = field(default_factory=dict)
+    leaks: list[Seen] = field(default_factory=list)
+    scans: int = 0
+
+    def __post_init__(self):
+        self._windows = pieces(self.token)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ArgvWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.scan()
+            self._stop.wait(POLL_SECONDS)
+
+    def scan(self) -> None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    raw = f.read()
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:  # gone between the listing and the read
+                continue
+            if not raw:  # a kernel thread, or a zombie
+                continue
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses.
+            ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+            seen = Seen(int(entry.name), ppid, raw.decode(errors="replace").rstrip("\0").split("\0"))
+            key = (seen.pid, " ".join(seen.argv))
+            if key not in self.seen:
+                self.seen[key] = seen
+                if holds_secret(raw, self._windows):
+                    self.leaks.append(seen)
+        self.scans += 1
+
+    def descendants(self, root: int) -> list[Seen]:
+        """Every process seen whose ancestry, as seen, leads to ROOT (ROOT included)."""
+        parents = {s.pid: s.ppid for s in self.seen.values()}
+        out = []
+        for s in self.seen.values():
+            pid, hops = s.pid, 0
+            while pid not in (root, 0, 1) and pid in parents and hops < 64:
+                pid, hops = parents[pid], hops + 1
+            if pid == root:
+                out.append(s)
+        return out
+
+
+def files_holding(root: Path, token: str) -> list[str]:
+    """Files under ROOT (symlinks not followed: they lead into the repository) with a piece of the token."""
+    windows = pieces(token)
+    hits = []
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            if path.is_symlink():
+                continue
+            if holds_secret(path.read_bytes(), windows):
+                hits.append(str(path.relative_to(root)))
+    return sorted(hits)
+
+
+def kinds(processes: list[Seen]) -> set[str]:
+    """What each process was, in the words the assertions use."""
+    found = set()
+    for s in processes:
+        line = " ".join(s.argv)
+        for script in ("bench.sh", "mopup.sh", "doctor.sh", "probe.sh", "tally.sh"):
+            if f"scripts/{script}" in line:
+                found.add(script)
+        if "hf auth whoami" in line:
+            found.add("hf auth whoami")
+        if "/harbor run " in line:
+            found.add("harbor run")
+        if "/harbor job resume " in line:
+            found.add("harbor job resume")
+        if s.argv[0].endswith("curl"):
+            found.add("curl")
+    return found
+
+
+# --- the watcher catches a leak ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("secret_part", ["whole", "piece"])
+def test_the_watcher_catches_a_token_in_argv(secret_part):
+    token = new_token()
+    word = token if secret_part == "whole" else f"--x={token[7:7 + PIECE]}"
+    with ArgvWatcher(token) as watcher:
+        # sleep's argv[0] is free text: the token rides in it, as a leaked flag would.
+        sleeper = subprocess.Popen([word, "5"], executable=shutil.which("sleep"))
+        try:
+            deadline = time.monotonic() + 5
+            while not watcher.leaks and time.monotonic() < deadline:
+                time.sleep(POLL_SECONDS)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+    assert [leak.pid for leak in watcher.leaks] == [sleeper.pid]
+    assert watcher.leaks[0].argv == [word, "5"]
+
+
+def test_the_watcher_ignores_a_token_in_the_environment():
+    token = new_token()
+    with ArgvWatcher(token) as watcher:
+        sleeper = subprocess.Popen(["sleep", "5"], env={**os.environ, "HF_TOKEN": token})
+        try:
+            deadline = time.monotonic() + 5
+            while not any(s.pid == sleeper.pid for s in watcher.seen.values()) and time.monotonic() < deadline:
+                time.sleep(POLL_SECONDS)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+    assert any(s.pid == sleeper.pid and s.argv == ["sleep", "5"] for s in watcher.seen.values())
+    assert watcher.leaks == []
+
+
+# --- bench then mop-up, end to end -----------------------------------------------------------------
+
+
+class FakeHFAPI:
+    """tests/fakes/fake_hf_jobs.py on a free loopback port: doctor's whoami answers alice."""
+
+    def __init__(self, tmp: Path):
+        (tmp / "hf-scenario.json").write_text(json.dumps({"namespace": "alice"}))
+        port_file = tmp / "hf-port"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "tests/fakes/fake_hf_jobs.py"), "--scenario", str(tmp / "hf-scenario.json"),
+             "--record", str(tmp / "hf-requests.jsonl"), "--port-file", str(port_file), "--max-lifetime", "300"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert time.monotonic() < deadline, "fake HF API did not start"
+            time.sleep(0.05)
+        self.endpoint = f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+# Per agent, the multiplier of the tasks' 1 s agent timeout: terminus-2 calls the model from
+# harbor, and needs a few seconds to get its first calls in; mini-swe-agent's run is one exec.
+MULTIPLIER = {"terminus-2": "3", "mini-swe-agent": "1"}
+
+
+def run_file(agent: str) -> str:
+    return f"""\
+# Written by tests/test_no_secret_in_argv.py.
+SERVER=qwen3.8-27b-fp8-sglang-h200
+MODEL={MODEL}
+JOB_NAME=argv-{agent}
+AGENT={agent}
+DATASET_PATH=dataset
+TASKS='t-pass t-sandbox'
+ENV_TYPE=scripted_env:ScriptedEnv
+AGENT_TIMEOUT_MULTIPLIER={MULTIPLIER[agent]}
+N_CONCURRENT=2
+"""
+
+
+def assert_the_agent_got_key_and_endpoint(tree: Tree, agent: str, base: str) -> None:
+    """The key and endpoint reached the agent, from harbor's environment."""
+    trials = [t for t in tree.trial_dirs() if (t / "result.json").exists()]
+    assert len(trials) == 2
+    for trial in trials:
+        result = json.loads((trial / "result.json").read_text())
+        if agent == "terminus-2":
+            # terminus-2 called the fake model server, which answers only the token: tokens
+            # counted means calls answered, a wrong or missing key would be a 401.
+            assert result["agent_result"]["n_input_tokens"] > 0, trial
+            assert result["agent_result"]["metadata"]["api_request_times_msec"], trial
+        else:
+            # harbor resolved the --ae templates from its environment into the sandbox command
+            # (which, like the key beside it, lives in the sandbox, not in a local argv).
+            assert f"model.model_kwargs.api_base={base}" in (trial / "trial.log").read_text(), trial
+
+
+def scratch_home(tmp: Path) -> tuple[Path, Path]:
+    """HOME with git-lfs initialised, and a bin dir with a git-lfs: doctor only looks for them."""
+    home, bin_dir = tmp / "home", tmp / "bin"
+    home.mkdir()
+    bin_dir.mkdir()
+    (home / ".gitconfig").write_text('[filter "lfs"]\n\tprocess = git-lfs filter-process\n')
+    (bin_dir / "git-lfs").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "git-lfs").chmod(0o755)
+    hf_home = tmp / "hf-home"
+    hf_home.mkdir()
+    # Without it the hf CLI fetches the agent-harness registry at start.
+    (hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}')
+    return home, bin_dir
+
+
+@pytest.mark.parametrize("agent", ["terminus-2", "mini-swe-agent"])
+def test_bench_and_mopup_never_put_the_token_in_argv(tmp_path, monkeypatch, agent):
+    token = new_token()
+    # The fake model server answers 401 to any other key: the token must reach it, by env.
+    monkeypatch.setenv("FAKE_OPENAI_EXPECT_TOKEN", token)
+    server = FakeServer(tmp_path, MODEL)
+    monkeypatch.delenv("FAKE_OPENAI_EXPECT_TOKEN")
+    hf_api = FakeHFAPI(tmp_path)
+    try:
+        tree = Tree(tmp_path, PLAN, server)
+        (tree.root / "runs" / "mopup-test.env").write_text(run_file(agent))
+        home, bin_dir = scratch_home(tmp_path)
+        settings = dict(
+            HF_TOKEN=token, HOME=str(home), HF_HOME=str(tmp_path / "hf-home"), GIT_CONFIG_NOSYSTEM="1",
+            HF_ENDPOINT=hf_api.endpoint, PATH=f"{bin_dir}:{REPO / '.venv/bin'}:{os.environ['PATH']}", PROBE="1")
+        outputs = {}
+        with ArgvWatcher(token) as watcher:
+            roots = {}
+            for phase, script in (("bench", "bench.sh"), ("mopup", "mopup.sh")):
+                env = tree.env(phase, **settings)
+                env.pop("HF_HUB_OFFLINE")  # doctor's whoami asks the fake HF API
+                proc = subprocess.Popen([str(tree.root / "scripts" / script)], cwd=tree.root, env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                roots[phase] = proc.pid
+                out, err = proc.communicate(timeout=300)
+                outputs[phase] = out + err
+                assert proc.returncode == 0, outputs[phase]
+    finally:
+        hf_api.stop()
+        server.stop()
+
+    # It ran: doctor's whoami was accepted, the probe passed, and mop-up retried the infra error.
+    assert "HF token accepted (whoami: alice)" in outputs["bench"]
+    assert "re-ran 1 of 1 planned trials" in outputs["mopup"], outputs["mopup"]
+    assert sorted((r["phase"], r["task"]) for r in tree.executed()) == [
+        ("bench", "t-pass"), ("bench", "t-sandbox"), ("mopup", "t-sandbox")]
+    assert_the_agent_got_key_and_endpoint(tree, agent, server.base)
+
+    # The watcher watched: these processes of the run, among many more, were seen alive.
+    ours = watcher.descendants(roots["bench"]) + watcher.descendants(roots["mopup"])
+    print(f"\n  [{agent}] watcher: {watcher.scans} scans, {len(watcher.seen)} processes seen, "
+          f"{len(ours)} of this run's: {sorted(kinds(ours))}")
+    assert {"bench.sh", "doctor.sh", "hf auth whoami", "harbor run", "mopup.sh", "harbor job resume"} <= kinds(ours)
+    assert len(ours) >= 15
+
+    assert [" ".join(leak.argv) for leak in watcher.leaks] == []
+    assert files_holding(tmp_path, token) == []
+    for phase, text in outputs.items():
+        assert not holds_secret(text.encode(), pieces(token)), f"{phase} printed the token"

@@ -1,0 +1,432 @@
+#!/usr/bin/env python3
+"""harbor_watch: run harbor, and end it when it lingers after its job has finished.
+
+In the reference's Run 2, harbor printed its final summary and then stayed alive for hours
+(an unclosed aiohttp session) until the 12 h job timeout killed it mid-teardown, turning a
+finished trial into a CancelledError and billing the model server all along. This wrapper
+runs harbor as its child and watches the job's result.json; once harbor has written its
+job as finished, harbor gets --grace seconds to exit by itself, then TERM, then KILL.
+
+    harbor_watch.py run --job-dir DIR --grace S [--term-wait S] [--poll S] [--event-file F] -- HARBOR_ARGV...
+
+When is a job finished: harbor 0.25.0 sets `finished_at` on its `JobResult`
+(harbor/models/job/result.py: `finished_at: datetime | None`) in exactly one place, at the
+end of `Job.run` (harbor/job.py: `self._job_result.finished_at = finished_at`, then
+`_write_job_result` to `job_dir / "result.json"`, the `_job_result_path` property), after
+every trial has ended and the final stats are built. While trials run, result.json is
+rewritten with `finished_at` null; when harbor is interrupted it sets `finished_at` only in
+memory ("persisted result keeps finished_at unset"). So a `finished_at` on disk means
+the job is done. tests/test_harbor_watch.py asserts these names on harbor's own model.
+
+Resumes: `harbor job resume` (and a repeated `harbor run` of the same job) rewrites the same
+result.json, which may still hold the finished_at of the earlier run when harbor starts. Only
+a finished_at other than the one on disk before harbor started counts: harbor stamps a new
+`datetime.now()` at the end of every run, and a copied or touched stale file keeps its old one.
+
+Signals: harbor stays in this process's session and process group, so Ctrl-C at the
+terminal reaches it directly. The first SIGINT or SIGTERM this process gets is passed on to
+harbor once (a SIGINT is not, when this process is in its terminal's foreground group: that
+one came from Ctrl-C and harbor has it already), and it keeps waiting for harbor to exit.
+
+Exit codes: harbor's own when it exits by itself (128+N when a signal N ended it); 0 when
+this tool ended harbor after its job had finished (the work is done, and a line on stderr
+says so); 130 / 143 when this process was interrupted by SIGINT / SIGTERM (after passing it
+on); 1 when harbor cannot be started; 2 usage.
+
+Event (--event-file, one JSON line appended, only when harbor lingered):
+  {"event": "harbor-lingered", "job_dir", "finished_at" (harbor's own, naive local time),
+   "grace_s", "signal": "TERM" | "KILL" (the last one sent), "at" (UTC, when it was sent)}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import click
+
+# Harbor writes its job result without trial_results: a few KB. The same cap as
+# tools/safe_read.py's RESULT_CAP; anything bigger is not harbor's and is ignored.
+RESULT_CAP = 64 << 20
+# After KILL the kernel ends a process at once, unless it is stuck in the kernel (D state).
+KILL_WAIT_S = 10.0
+EVENT = "harbor-lingered"
+FORWARDED = (signal.SIGINT, signal.SIGTERM)
+PREFIX = "harbor_watch:"
+
+
+# --------------------------------------------------------------------------- harbor's job result
+
+
+def read_job_result(path: str) -> dict | None:
+    """The job's result.json as a dict; None when it is absent, partial, oversized or not a plain file.
+
+    Harbor rewrites the file in place (truncate, then write) while it runs, so a read can
+    catch it half-written: that is simply "no answer this time".
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)  # O_NONBLOCK: a FIFO in its place never blocks the open
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > RESULT_CAP:
+            return None
+        data = _read_capped(fd, RESULT_CAP)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if data is None:
+        return None
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):  # partial JSON, bad UTF-8, absurd nesting
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _read_capped(fd: int, cap: int) -> bytes | None:
+    """At most `cap` bytes of fd; None when the file grew past the cap while being read."""
+    chunks, total = [], 0
+    while chunk := os.read(fd, 1 << 20):
+        total += len(chunk)
+        if total > cap:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def finished_at(result: dict | None) -> str | None:
+    """The job's finished_at as harbor wrote it, or None while the job is not finished."""
+    value = (result or {}).get("finished_at")
+    return value if isinstance(value, str) and value else None
+
+
+def new_finish(result: dict | None, baseline: str | None) -> str | None:
+    """finished_at of a finish written since harbor started (not the stale one of an earlier run)."""
+    done = finished_at(result)
+    return done if done is not None and done != baseline else None
+
+
+def trials_without_result(job_dir: str) -> list[str] | None:
+    """Trial dirs of the job (they hold a config.json) with no result.json; None when unlistable."""
+    missing = []
+    try:
+        with os.scandir(job_dir) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) and _exists(entry.path, "config.json") \
+                        and not _is_file(entry.path, "result.json"):
+                    missing.append(entry.name)
+    except OSError:
+        return None
+    return sorted(missing)
+
+
+def _exists(folder: str, name: str) -> bool:
+    return os.path.lexists(os.path.join(folder, name))
+
+
+def _is_file(folder: str, name: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(os.path.join(folder, name)).st_mode)
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- what is said and recorded
+
+
+def seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def trials_note(missing: list[str] | None, job_dir: str) -> str:
+    if missing is None:
+        return f"{job_dir} could not be listed to check the trials; run make tally to see them."
+    if not missing:
+        return "Every trial had its result.json; nothing was lost."
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return (f"{len(missing)} trial dir(s) had no result.json ({shown}): make tally lists them as unfinished "
+            f"and make mopup re-runs them.")
+
+
+def linger_message(finish: str, grace: float, last_signal: str, term_wait: float, survived: bool,
+                   note: str) -> str:
+    how = "terminated it (TERM)" if last_signal == "TERM" else \
+        f"terminated it (KILL: it was still running {seconds(term_wait)} after TERM)"
+    if survived:
+        how = (f"sent TERM, then KILL, and it was still there {seconds(KILL_WAIT_S)} later "
+               f"(stuck in the kernel?): check it with ps and stop it by hand")
+    return (f"{PREFIX} harbor's job finished at {finish} but harbor was still running {seconds(grace)} later; "
+            f"{how}. {note}")
+
+
+def interrupt_message(signum: int, forwarded: bool, returncode: int | None) -> str:
+    name = signal.Signals(signum).name
+    how = "passed it on to harbor once" if forwarded else "Ctrl-C at the terminal reached harbor directly"
+    ended = f"harbor exited with {returncode}" if returncode is not None else "harbor is still running"
+    return f"{PREFIX} interrupted by {name}; {how}; {ended}."
+
+
+def linger_event(job_dir: str, finish: str, grace: float, last_signal: str, at: str) -> dict:
+    return {"event": EVENT, "job_dir": os.path.abspath(job_dir), "finished_at": finish,
+            "grace_s": int(grace) if float(grace).is_integer() else grace, "signal": last_signal, "at": at}
+
+
+def append_event(path: str, event: dict) -> str | None:
+    """Append one JSON line; the error as a sentence when that fails (the stderr line says it all anyway)."""
+    try:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(event) + "\n")
+    except OSError as err:
+        return f"{PREFIX} could not append the event to {path}: {err.strerror or err}"
+    return None
+
+
+def utc_now() -> str:
+    # The format of the events scripts/lib.sh appends to state/<run>/manifest.jsonl.
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- signals and waiting
+
+
+def in_terminal_foreground() -> bool:
+    """Is this process in its controlling terminal's foreground process group?
+
+    Then a SIGINT it gets is Ctrl-C, which the terminal sent to the whole group, harbor
+    included: passing it on would hand harbor a second Ctrl-C in the middle of its cleanup.
+    """
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return False  # no controlling terminal: the signal came from kill, a script, a timeout
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+class Interrupts:
+    """The first SIGINT or SIGTERM this process gets, passed on to harbor once."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.forwarded = False
+        self._from_terminal = False
+        self._proc: subprocess.Popen | None = None
+
+    def install(self) -> None:
+        for sig in FORWARDED:
+            # A signal ignored by whoever started us (a background job) stays ignored, for harbor too.
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, self._on_signal)
+
+    def attach(self, proc: subprocess.Popen) -> None:
+        self._proc = proc
+        if self.signum is not None:  # arrived while harbor was being started: it may have missed it
+            self._from_terminal = False
+            self._forward()
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        if self.signum is not None:
+            return  # once: a second Ctrl-C reaches harbor from the terminal by itself
+        self.signum = signum
+        self._from_terminal = signum == signal.SIGINT and in_terminal_foreground()
+        self._forward()
+
+    def _forward(self) -> None:
+        proc = self._proc
+        if proc is None or self._from_terminal or proc.poll() is not None:
+            return
+        proc.send_signal(self.signum)
+        self.forwarded = True
+
+
+class Waker:
+    """Sleeps that end early when harbor exits or a signal arrives: no busy loop, no /proc.
+
+    Every handled signal (SIGCHLD included) writes a byte to a pipe (signal.set_wakeup_fd),
+    even when the kernel delivers it to a thread other than the main one; select() on that
+    pipe is the sleep.
+    """
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        for fd in (self._read, self._write):
+            os.set_blocking(fd, False)
+        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # handled, so harbor's exit wakes us
+
+    def sleep(self, timeout: float) -> None:
+        readable, _, _ = select.select([self._read], [], [], max(timeout, 0.0))
+        if readable:
+            try:
+                while os.read(self._read, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def close(self) -> None:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.set_wakeup_fd(self._previous)
+        os.close(self._read)
+        os.close(self._write)
+
+
+def wait_for_exit(proc: subprocess.Popen, timeout: float, waker: Waker) -> bool:
+    """True when harbor exited within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        waker.sleep(left)
+    return True
+
+
+def send(proc: subprocess.Popen, sig: int) -> None:
+    """Signal harbor's own process group when it made one, else harbor alone."""
+    if proc.poll() is not None:
+        return
+    try:
+        group = os.getpgid(proc.pid)
+        if group == proc.pid and group != os.getpgrp():
+            os.killpg(group, sig)
+        else:
+            os.kill(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+# --------------------------------------------------------------------------- supervising
+
+
+@dataclass
+class Outcome:
+    returncode: int | None
+    finish: str | None = None        # the finished_at harbor lingered after
+    last_signal: str | None = None   # "TERM" | "KILL" when this tool ended harbor
+    signalled_at: str | None = None
+    survived: bool = False           # still alive KILL_WAIT_S after KILL
+
+
+def watch_until_finished(proc: subprocess.Popen, result_path: str, baseline: str | None, poll: float,
+                         waker: Waker) -> str | None:
+    """Wait until harbor exits (None) or writes a new finish (its finished_at)."""
+    while proc.poll() is None:
+        finish = new_finish(read_job_result(result_path), baseline)
+        if finish is not None:
+            return finish
+        waker.sleep(poll)
+    return None
+
+
+def end_lingering(proc: subprocess.Popen, finish: str, grace: float, term_wait: float, waker: Waker) -> Outcome:
+    """Grace, then TERM, then KILL; harbor's own exit code when it leaves in time."""
+    if wait_for_exit(proc, grace, waker):
+        return Outcome(proc.returncode)
+    send(proc, signal.SIGTERM)
+    outcome = Outcome(None, finish, "TERM", utc_now())
+    if not wait_for_exit(proc, term_wait, waker):
+        send(proc, signal.SIGKILL)
+        outcome.last_signal, outcome.signalled_at = "KILL", utc_now()
+        outcome.survived = not wait_for_exit(proc, KILL_WAIT_S, waker)
+    outcome.returncode = proc.returncode
+    return outcome
+
+
+def supervise(proc: subprocess.Popen, result_path: str, baseline: str | None, grace: float, term_wait: float,
+              poll: float, waker: Waker) -> Outcome:
+    finish = watch_until_finished(proc, result_path, baseline, poll, waker)
+    if finish is None:
+        return Outcome(proc.returncode)
+    return end_lingering(proc, finish, grace, term_wait, waker)
+
+
+def exit_code(outcome: Outcome, interrupted: int | None) -> int:
+    if interrupted is not None:
+        return 128 + interrupted
+    if outcome.last_signal is not None:
+        return 0  # harbor had finished the job: the work is done
+    rc = outcome.returncode
+    assert rc is not None
+    return rc if rc >= 0 else 128 - rc
+
+
+def start_harbor(argv: tuple[str, ...]) -> subprocess.Popen:
+    try:
+        # Same environment, stdio, session and process group as this process. close_fds=False:
+        # harbor sees the descriptors it would see if it had been started directly.
+        return subprocess.Popen(list(argv), close_fds=False)
+    except OSError as err:
+        raise click.ClickException(f"cannot start {argv[0]!r}: {err.strerror or err}; is harbor installed in "
+                                   f"this environment (make setup)?") from None
+
+
+def report(outcome: Outcome, job_dir: str, grace: float, term_wait: float, event_file: str | None) -> None:
+    if outcome.last_signal is None:
+        return
+    note = trials_note(trials_without_result(job_dir), job_dir)
+    click.echo(linger_message(outcome.finish, grace, outcome.last_signal, term_wait, outcome.survived, note),
+               err=True)
+    if event_file:
+        event = linger_event(job_dir, outcome.finish, grace, outcome.last_signal, outcome.signalled_at)
+        error = append_event(event_file, event)
+        if error:
+            click.echo(error, err=True)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+@click.group(help=__doc__.split("\n\n")[0])
+def cli() -> None:
+    pass
+
+
+@cli.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--job-dir", required=True, type=click.Path(file_okay=False),
+              help="harbor's job dir (<jobs-dir>/<job-name>); it may not exist yet.")
+@click.option("--grace", required=True, type=click.FloatRange(min=0),
+              help="Seconds harbor gets to exit by itself after its job has finished.")
+@click.option("--term-wait", default=30.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds between TERM and KILL.")
+@click.option("--poll", default=5.0, show_default=True, type=click.FloatRange(min=0.05),
+              help="Seconds between reads of the job's result.json.")
+@click.option("--event-file", type=click.Path(dir_okay=False),
+              help="Append a harbor-lingered JSON line here when harbor had to be ended.")
+@click.argument("harbor_argv", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_cmd(job_dir, grace, term_wait, poll, event_file, harbor_argv):
+    """Run HARBOR_ARGV; end harbor if it lingers --grace seconds after its job finished."""
+    result_path = os.path.join(job_dir, "result.json")
+    interrupts = Interrupts()
+    waker = Waker()
+    interrupts.install()
+    baseline = finished_at(read_job_result(result_path))  # before harbor can rewrite it
+    if interrupts.signum is not None:
+        sys.exit(128 + interrupts.signum)
+    proc = start_harbor(harbor_argv)
+    interrupts.attach(proc)
+    outcome = supervise(proc, result_path, baseline, grace, term_wait, poll, waker)
+    report(outcome, job_dir, grace, term_wait, event_file)
+    if interrupts.signum is not None:
+        click.echo(interrupt_message(interrupts.signum, interrupts.forwarded, outcome.returncode), err=True)
+    waker.close()
+    sys.exit(exit_code(outcome, interrupts.signum))
+
+
+if __name__ == "__main__":
+    cli()
