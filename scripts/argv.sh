@@ -6,6 +6,49 @@
 # oracle runs each task's reference solution and calls no model: a check of the tasks and sandboxes.
 readonly SUPPORTED_AGENTS="terminus-2 mini-swe-agent oracle"
 
+# The --env names harbor 0.25.0 knows: harbor.models.environment_type.EnvironmentType.
+# tests/settings.bats checks this list against that enum, so a harbor upgrade that changes
+# it fails there, loudly.
+readonly HARBOR_ENV_TYPES="docker sbx podman daytona e2b modal runloop langsmith ec2 gke ack
+  openshift novita apple-container singularity islo tensorlake cwsandbox use-computer cua-cloud
+  blaxel opensandbox beam skypilot hf-sandbox hyperbrowser vercel runta prime kata mosaic smol
+  sail kernel"
+
+# The reasoning efforts the agents take (harbor 0.25.0, checked by tests/settings.bats):
+# terminus-2 types its option as this Literal (Terminus2Options.reasoning_effort);
+# mini-swe-agent types it str and hands it to LiteLLM's completion(reasoning_effort=…), whose
+# Literal is the same list; oracle calls no model, and harbor refuses the kwarg for it.
+readonly REASONING_EFFORTS="none minimal low medium high xhigh max default"
+
+# validate_env_type: a name harbor knows, or a module:Class import path (a custom environment).
+validate_env_type() {
+  local names suggestion
+  [[ ! "$ENV_TYPE" =~ ^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$ ]] || return 0
+  read -r -d '' -a names <<<"$HARBOR_ENV_TYPES" || true # -d '': the list spans lines
+  [[ " ${names[*]} " != *" $ENV_TYPE "* ]] || return 0
+  suggestion=$(closest_name "$ENV_TYPE" "${names[@]}")
+  die "setting ENV_TYPE must be an environment harbor $(requirement harbor | sed 's/.*==//') knows or a module:Class import path, got '$ENV_TYPE'${suggestion:+: did you mean $suggestion?} (known: ${names[*]}) (run '$RUN')"
+}
+
+# validate_reasoning_effort: empty (the agent's default), or an effort the agent takes.
+validate_reasoning_effort() {
+  [[ -n "$REASONING_EFFORT" ]] || return 0
+  [[ "$AGENT" != oracle ]] ||
+    die "setting REASONING_EFFORT must be empty for AGENT=oracle: it calls no model, and harbor refuses the kwarg, got '$REASONING_EFFORT' (run '$RUN')"
+  [[ " $REASONING_EFFORTS " == *" $REASONING_EFFORT "* ]] ||
+    die "setting REASONING_EFFORT must be one of $REASONING_EFFORTS (what $AGENT accepts), got '$REASONING_EFFORT' (run '$RUN')"
+}
+
+# refuse_key_in_argv: mini-swe-agent runs inside the task environment, and harbor 0.25.0's
+# docker environment hands it its environment as arguments: DockerEnvironment._compose_exec
+# (harbor/environments/docker/docker.py) adds `-e KEY=value` for every variable of the merged
+# exec env (BaseEnvironment._merge_env, where the agent's --ae OPENAI_API_KEY lands), and
+# _run_docker_compose_command runs that argv with asyncio.create_subprocess_exec.
+refuse_key_in_argv() {
+  [[ "$AGENT" == mini-swe-agent && "$ENV_TYPE" == docker ]] || return 0
+  die "run '$RUN': mini-swe-agent on ENV_TYPE=docker is refused: harbor's docker environment runs 'docker compose … exec -e OPENAI_API_KEY=<token>', so the key sits in a process's argv, readable by every local user (ps). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
+}
+
 # Checks every setting the commands use; exits with the setting's name on the first bad one.
 validate_settings() {
   require MODEL SERVER_ENGINE SERVER_IMAGE SERVER_FLAVOR PORT SERVER_TIMEOUT PROJECT_LABEL \
@@ -13,15 +56,16 @@ validate_settings() {
   require_integer PORT N_CONCURRENT
   require_number AGENT_TIMEOUT_MULTIPLIER
   [[ -z "$N_TASKS" ]] || require_integer N_TASKS
-  # hf jobs --dry-run accepts any --timeout; a real launch rejects '90min' after the fact.
-  [[ "$SERVER_TIMEOUT" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
-    die "setting SERVER_TIMEOUT must be a number with an optional unit s, m, h or d (e.g. 4h), got '$SERVER_TIMEOUT' (run '$RUN')"
+  validate_values
   case "$SERVER_ENGINE" in
     sglang | vllm) ;;
     *) die "setting SERVER_ENGINE must be sglang or vllm, got '$SERVER_ENGINE' (env/servers/$SERVER.env)" ;;
   esac
   [[ " $SUPPORTED_AGENTS " == *" $AGENT "* ]] ||
     die "setting AGENT must be one of: $SUPPORTED_AGENTS (got '$AGENT'); other agents need their own model wiring"
+  validate_env_type
+  validate_reasoning_effort
+  refuse_key_in_argv
   [[ -n "$DATASET_REPO" || -n "$DATASET_PATH" ]] ||
     die "run '$RUN' names no dataset. Set DATASET_REPO (a git URL) or DATASET_PATH (a local dataset dir) in runs/$RUN.env"
   [[ -z "$DATASET_REF" || "$DATASET_REF" =~ ^[0-9a-f]{40}$ ]] ||
@@ -65,7 +109,7 @@ serve_argv() {
   # --secrets by bare name: the CLI reads the value itself, so it never sits in argv.
   _argv+=(--flavor "$SERVER_FLAVOR" --expose "$PORT" --secrets HF_TOKEN --timeout "$SERVER_TIMEOUT")
   _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")")
-  _argv+=(--label "model=$(sanitize_label "${MODEL##*/}")")
+  _argv+=(--label "model=$(sanitize_label "${MODEL_LABEL:-${MODEL##*/}}")")
   _argv+=(--label "run=$(sanitize_label "$RUN")")
   split_words labels "$SERVER_LABELS"
   for word in "${labels[@]}"; do
@@ -174,25 +218,32 @@ validate_remote_settings() {
 # shellcheck disable=SC2016
 readonly REMOTE_PREAMBLE='apt-get update -qq && apt-get install -y -qq git-lfs jq make >/dev/null && git lfs install'
 
-# remote_bench_argv VAR MODE BASE: harbor itself as an HF Job, writing flat job dirs into the
-# bucket (--jobs-dir .), as Runs 2 and 3 did.
+# remote_bench_argv VAR MODE BASE [SMOKE]: harbor itself as an HF Job, writing flat job dirs
+# into the bucket (--jobs-dir .), as Runs 2 and 3 did. Values from state reach the job as
+# data (-e), never as script text: the script only names the variables.
 remote_bench_argv() {
-  local _name=$1 mode=$2 base=$3 harbor_argv script server_json
+  local _name=$1 mode=$2 base=$3 smoke=${4:-0} harbor_argv script server_json server_job="" extra=()
   validate_remote_settings
   JOBS_DIR=.
   bench_argv harbor_argv
   script='set -euo pipefail'
   server_json="$(run_state_dir)/server.json"
-  if [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$server_json" ]]; then
-    # AUTO_STOP=1: when harbor's job ends, however it ends, it cancels the server job.
-    script+="; trap 'hf jobs cancel $(jq -r '.namespace + "/" + .job_id' "$server_json") || true' EXIT"
+  # AUTO_STOP=1: when a full bench ends, however it ends, the job cancels the server job. A
+  # smoke test never does: the full run needs the server next.
+  if ((smoke == 0)) && [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$server_json" ]]; then
+    server_job=$(jq -r '.namespace + "/" + .job_id' "$server_json" 2>/dev/null) || server_job=""
+    [[ "$server_job" =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9_-]+$ ]] ||
+      die "state/$RUN/server.json names no valid job ('$server_job'): check make status RUN=$RUN, or remove the file"
+    extra=(-e "SERVER_JOB=$server_job")
+    # shellcheck disable=SC2016  # expanded inside the job
+    script+='; trap '\''hf jobs cancel "$SERVER_JOB" || true'\'' EXIT'
   fi
   # The pinned harbor from the one requirements file: the version the local tests verified.
   script+="; $REMOTE_PREAMBLE; pip install -q '$(requirement harbor)'"
   # shellcheck disable=SC2016  # expanded inside the job, not here
   script+='; cd /data && export OPENAI_API_KEY="$HF_TOKEN"; '
   script+=$(show_cmd -- "${harbor_argv[@]}")
-  remote_job_argv "$_name" "$mode" bench "$base" "$script"
+  remote_job_argv "$_name" "$mode" bench "$base" "$script" "${extra[@]}"
 }
 
 # remote_mopup_argv VAR MODE BASE STAGE: make mopup itself as an HF Job, from a copy of this
@@ -202,7 +253,9 @@ remote_mopup_argv() {
   local _name=$1 mode=$2 base=$3 stage=$4 script
   validate_remote_settings
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
-  script+="; $(show_cmd -- make mopup "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state \
-    "API_BASE=$base" "MOPUP_MODE=$MOPUP_MODE" "N_CONCURRENT=$N_CONCURRENT")"
-  remote_job_argv "$_name" "$mode" mopup "$base" "$script" -v "$stage:/repo"
+  # The values are the job's environment (-e), named here, never pasted in.
+  # shellcheck disable=SC2016  # expanded inside the job
+  script+='; make mopup "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" "MOPUP_MODE=$MOPUP_MODE" "N_CONCURRENT=$N_CONCURRENT"'
+  remote_job_argv "$_name" "$mode" mopup "$base" "$script" -v "$stage:/repo" \
+    -e "RUN=$RUN" -e "MOPUP_MODE=$MOPUP_MODE" -e "N_CONCURRENT=$N_CONCURRENT"
 }

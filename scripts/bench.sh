@@ -89,7 +89,10 @@ main() {
   cd "$REPO_ROOT"
   say "running: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
   local rc=0
-  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base "${argv[@]}" || rc=$?
+  # Harbor under the linger watchdog: once its job result says every trial finished, harbor
+  # gets LINGER_GRACE seconds to exit, then TERM, then KILL (Run 2's orchestrator billed for
+  # hours after its summary). The manifest records it when that happens.
+  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$JOBS_DIR/$JOB_NAME" "${argv[@]}" || rc=$?
   # Only a bench that ran becomes the remembered run: a failed one must not point a bare
   # make tally at a run with nothing to tally.
   ((rc != 0)) || remember_run

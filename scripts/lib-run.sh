@@ -195,3 +195,16 @@ reconcile_launches() {
 }
 
 rel_path() { printf '%s' "${1#"$REPO_ROOT"/}"; }
+
+# --- harbor's end ------------------------------------------------------------------------------
+
+# watch_harbor JOB_DIR ARGV...: run harbor's ARGV under tools/harbor_watch.py: once JOB_DIR's
+# result.json says the job finished, harbor has LINGER_GRACE seconds to exit before it is
+# terminated (TERM, then KILL); that is recorded in the run's manifest. Exits as harbor did (0
+# when the watchdog ended a harbor whose work was done).
+watch_harbor() {
+  local job_dir=$1
+  shift
+  "$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/harbor_watch.py" run --job-dir "$job_dir" \
+    --grace "$LINGER_GRACE" --event-file "$(run_state_dir)/manifest.jsonl" -- "$@"
+}

@@ -176,7 +176,14 @@ main() {
     "$work/plan.json" -- "${argv[@]}")"
 
   local rc=0
-  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base "${argv[@]}" || rc=$?
+  # The job harbor writes: the resumed one, or the new retry job (see bench.sh: the watchdog).
+  local harbor_job_dir
+  if [[ "$mode" == resume ]]; then
+    harbor_job_dir=$(jq -r .job_dir "$work/plan.json")
+  else
+    harbor_job_dir="$(jq -r .jobs_dir "$work/plan.json")/$(jq -r .retry_job_name "$work/plan.json")"
+  fi
+  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$harbor_job_dir" "${argv[@]}" || rc=$?
 
   RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
   "$PY" "$MOPUP" report --plan "$work/plan.json"

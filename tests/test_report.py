@@ -323,6 +323,63 @@ def test_results_with_figures_links_them(in_golden, tmp_path):
     assert (tmp_path / "docs" / "results" / "heatmap.png").is_file()
 
 
+def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file and dir under root: (mtime_ns, content), so a dry run that touches anything fails."""
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"<dir>")
+            for p in sorted(root.rglob("*"))}
+
+
+def test_results_dry_run_writes_nothing_and_says_what_it_would(in_golden, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    before = snapshot(tmp_path)
+    figs = tmp_path / "docs" / "results"
+    r = CliRunner().invoke(report.cli, ["results", "alpha.json", "beta.json", "--readme", str(readme),
+                                        "--figures-dir", str(figs), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"would write {figs / n}" for n in
+                                     ("outcomes.png", "outcomes.svg", "heatmap.png", "heatmap.svg")] + [
+        f"would update the results section of {readme}"]
+    assert snapshot(tmp_path) == before and not (tmp_path / "docs").exists()
+    # Once up to date, the dry run says so, and still writes nothing.
+    assert CliRunner().invoke(report.cli, ["results", "alpha.json", "beta.json", "--readme", str(readme)]).exit_code == 0
+    before = snapshot(tmp_path)
+    r = CliRunner().invoke(report.cli, ["results", "alpha.json", "beta.json", "--readme", str(readme), "--dry-run"])
+    assert r.exit_code == 0
+    assert r.stdout == f"would leave {readme} as it is: its results section is already up to date\n"
+    assert snapshot(tmp_path) == before
+
+
+def test_results_dry_run_still_refuses_a_readme_without_markers(in_golden, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    r = CliRunner().invoke(report.cli, ["results", "alpha.json", "--readme", str(readme), "--dry-run",
+                                        "--figures-dir", str(tmp_path / "figs")])
+    assert r.exit_code == 1 and "exactly one <!-- results:start -->" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]
+
+
+def test_render_and_html_dry_run_write_nothing(in_golden, tmp_path):
+    before = snapshot(in_golden)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(report.cli, ["render", "alpha.json", "beta.json", "--out-dir", str(out), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"would write {out / n}" for n in
+                                     ("outcomes.png", "outcomes.svg", "heatmap.png", "heatmap.svg")]
+    page = tmp_path / "html" / "report.html"
+    r = CliRunner().invoke(report.cli, ["html", "alpha.json", "beta.json", "-o", str(page), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == f"would write {page}\n"
+    assert list(tmp_path.iterdir()) == []
+    assert snapshot(in_golden) == before
+    # Without -o/--out-dir the default under reports/ is named, and not created.
+    default = report.REPO_ROOT / "reports" / "alpha_vs_beta"
+    existed = default.exists()
+    r = CliRunner().invoke(report.cli, ["html", "alpha.json", "beta.json", "--dry-run"])
+    assert r.stdout == f"would write {default / 'report.html'}\n"
+    assert default.exists() == existed
+
+
 @pytest.mark.parametrize("text, found", [
     ("no markers\n", "found 0 and 0"),
     ("<!-- results:start -->\n<!-- results:start -->\n<!-- results:end -->\n", "found 2 and 1"),
@@ -351,13 +408,17 @@ def test_check_submission_explains_every_broken_rule(tmp_path, monkeypatch):
     assert result.exit_code == 1
     out = result.output
     assert "ref-like: does NOT meet the Terminal-Bench leaderboard rules (5 problems)" in out
+    # The advice is in this repository's terms: a job dir given by path names no run.
     assert "ref-like/config.json: agent_timeout_multiplier is 4; the leaderboard requires 1.0 " \
-           "(drop --agent-timeout-multiplier)" in out
-    assert "environment.override_memory_mb is 4096; resource overrides are not allowed" in out
+           "(set AGENT_TIMEOUT_MULTIPLIER=1 in runs/<run>.env)" in out
+    assert "environment.override_memory_mb is 4096; resource overrides are not allowed " \
+           "(this repository never sets it; start the job with make bench RUN=<run>)" in out
     assert "ref-like/t-crash__0000000: no result.json" in out
-    assert "ref-like/t-bad__0000000/result.json: not a valid TrialResult" in out
+    assert "ref-like/t-bad__0000000/result.json: not a valid TrialResult (truncated JSON at line 1 " \
+           "column 22 (Expecting ',' delimiter))" in out
     assert "3 of 3 tasks have fewer than 5 valid trials: t-bad (0), t-crash (0), t-pass (1); " \
-           "run with -k 5" in out
+           "run 5 attempts per task (harbor's -k 5; this repository gets an N_ATTEMPTS setting in a later issue)" in out
+    assert "--agent-timeout-multiplier" not in out and "-k 5 (harbor run" not in out
 
 
 def test_check_submission_passes_a_compliant_job(tmp_path, monkeypatch):
@@ -379,7 +440,8 @@ def test_check_submission_flags_agent_timeout_override(tmp_path):
     (job / "config.json").write_text(json.dumps(cfg))
     problems = report.check_submission([job])["problems"]
     assert len(problems) == 2
-    assert "timeout_multiplier is 2; the leaderboard requires 1.0 (drop --timeout-multiplier)" in problems[0]
+    assert "timeout_multiplier is 2; the leaderboard requires 1.0 (this repository never sets it; " \
+           "start the job with make bench RUN=<run>)" in problems[0]
     assert "agents[0].override_timeout_sec is 7200" in problems[1]
 
 

@@ -131,9 +131,12 @@ def test_check_submission_on_the_bundled_example_by_run_name(monkeypatch):
     out = result.output
     assert out.startswith("run example-terminus2-tb21: does NOT meet the Terminal-Bench leaderboard rules (5 problems):")
     job = "examples/jobs/example-terminus2-tb21"
-    assert f"{job}/config.json: agent_timeout_multiplier is 4; the leaderboard requires 1.0" in out
+    # Given by run name, the advice names its run file.
+    assert (f"{job}/config.json: agent_timeout_multiplier is 4; the leaderboard requires 1.0 "
+            f"(set AGENT_TIMEOUT_MULTIPLIER=1 in runs/example-terminus2.env)") in out
     assert f"{job}-retry-1/config.json: agent_timeout_multiplier is 4" in out
     assert re.search(rf"{job}/schemelike-metacircular-eval__\w+: no result.json", out)
     assert re.search(rf"{job}/sqlite-with-gcov__\w+/result.json: not a valid TrialResult "
-                     r"\(Invalid JSON: EOF while parsing", out)
+                     r"\(truncated JSON: a string starting at line 3 column 5 never ends\)", out)
     assert "13 of 13 tasks have fewer than 5 valid trials: build-pov-ray (1), circuit-fibsqrt (2)" in out
+    assert "run 5 attempts per task (harbor's -k 5; this repository gets an N_ATTEMPTS setting" in out

@@ -251,10 +251,11 @@ def test_mixed_run_warnings(mixed, policy):
                     "2026-09-04T09:10:00Z); the latest counts: failed")
     corrupt = str(mixed / "fx" / trial_name("t-corrupt", "fx") / "result.json")
     empty = str(mixed / "fx" / trial_name("t-empty", "fx") / "result.json")
-    assert w[1].startswith(f"{corrupt}: unreadable result.json (not valid JSON (truncated or corrupt): ")
+    truncated = "truncated JSON: a string starting at line 1 column 28 never ends"
+    assert w[1] == f"{corrupt}: unreadable result.json ({truncated}); the trial counts as unfinished"
     assert w[2] == f"{empty}: unreadable result.json (empty file); the trial counts as unfinished"
     assert report["unreadable"] == [
-        {"path": corrupt, "error": report["unreadable"][0]["error"]},
+        {"path": corrupt, "error": truncated},
         {"path": empty, "error": "empty file"},
     ]
 

@@ -3,9 +3,9 @@
 
 Usage:
   tools/report.py compare [--timeouts-unscored] [--format md|json] [-o FILE] RUN...
-  tools/report.py render  [--timeouts-unscored] [--out-dir DIR] RUN...
-  tools/report.py html    [--timeouts-unscored] [-o FILE] RUN...
-  tools/report.py results [--timeouts-unscored] [--readme README.md] [--figures-dir DIR] RUN...
+  tools/report.py render  [--timeouts-unscored] [--out-dir DIR] [--dry-run] RUN...
+  tools/report.py html    [--timeouts-unscored] [-o FILE] [--dry-run] RUN...
+  tools/report.py results [--timeouts-unscored] [--readme README.md] [--figures-dir DIR] [--dry-run] RUN...
   tools/report.py check-submission [--format md|json] [RUN...]
 
 RUN is any of:
@@ -16,6 +16,12 @@ check-submission with no RUN acts on the last run used (state/last-run), like `m
 
 Every number comes from a tally, and every tally row names the trial dir whose result.json
 decided it; the JSON output keeps those paths, so any cell can be traced to its file.
+
+Every file is written atomically (a temp file beside it, then a rename): an interrupted or
+failed write leaves the old file as it was. `--dry-run` prints each file it would write
+(and whether the README's results section would change) and writes nothing.
+Files are read through tools/safe_read.py: a FIFO is never opened, a tally file over
+512 MiB or a result.json over 64 MiB is refused with its size.
 
 Exit codes: 0 success (check-submission: the run meets the rules); 1 a user error, with a
 message naming the problem and the fix (check-submission: the run does not meet the rules).
@@ -38,6 +44,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import click
+
+try:
+    from tools import safe_read as SR
+except ImportError:  # run as tools/report.py, or imported with tools/ on sys.path
+    import safe_read as SR
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,21 +110,38 @@ def mcnemar_exact_p(b: int, c: int) -> float | None:
 # --- loading tallies -----------------------------------------------------------------------
 
 
+COUNT_FIELDS = ("tasks", *OUTCOMES, "scored")
+REGENERATE = "Regenerate it with: tools/tally.py tally ... --json"
+
+
 def validate_tally(tally: Any, source: str) -> dict:
-    """Check the fields this tool reads; name the missing ones and the fix."""
+    """Check the fields this tool reads, and their types; name what is wrong and the fix."""
     if not isinstance(tally, dict):
         fail(f"{source}: not a tally (a JSON object was expected). "
              f"Make one with: tools/tally.py tally --jobs-dir D --job-name N --json")
     missing = [f for f in TALLY_FIELDS if f not in tally]
     if missing:
-        fail(f"{source}: tally JSON lacks {', '.join(missing)}. "
-             f"Regenerate it with: tools/tally.py tally ... --json")
+        fail(f"{source}: tally JSON lacks {', '.join(missing)}. {REGENERATE}")
+    for key in COUNT_FIELDS:
+        if isinstance(tally[key], bool) or not isinstance(tally[key], int) or tally[key] < 0:
+            fail(f"{source}: {key} is not a whole number ({SR.clip(repr(tally[key]), 60)}). {REGENERATE}")
+    if not isinstance(tally["run"], str) or not isinstance(tally["accounting"], str):
+        fail(f"{source}: run and accounting must be strings. {REGENERATE}")
+    rate = tally["pass_rate"]
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1):
+        fail(f"{source}: pass_rate is not null or a number in [0, 1] ({SR.clip(repr(rate), 60)}). {REGENERATE}")
+    if not isinstance(tally["per_task"], list):
+        fail(f"{source}: per_task is not a list of task rows. {REGENERATE}")
     for i, row in enumerate(tally["per_task"]):
+        if not isinstance(row, dict):
+            fail(f"{source}: per_task[{i}] is not an object. {REGENERATE}")
         lacking = [f for f in TASK_FIELDS if f not in row]
         if lacking:
             fail(f"{source}: per_task[{i}] lacks {', '.join(lacking)}")
+        if not isinstance(row["task"], str):
+            fail(f"{source}: per_task[{i}].task is not a string. {REGENERATE}")
         if row["outcome"] not in OUTCOMES:
-            fail(f"{source}: task {row['task']!r} has outcome {row['outcome']!r}, "
+            fail(f"{source}: task {SR.clip(repr(row['task']), 80)} has outcome {SR.clip(repr(row['outcome']), 40)}, "
                  f"not one of {', '.join(OUTCOMES)}")
     tally.setdefault("source", source)
     return tally
@@ -121,14 +149,16 @@ def validate_tally(tally: Any, source: str) -> dict:
 
 def load_tally_file(path: Path) -> dict:
     try:
-        text = path.read_text()
-    except OSError as e:
-        fail(f"no tally at {path}: {e.strerror}. "
+        raw = SR.read_regular(path, SR.TALLY_CAP, "a tally file")
+    except FileNotFoundError:
+        fail(f"no tally at {path}: the file does not exist. "
              f"Write one with: tools/tally.py tally --jobs-dir D --job-name N --json > {path}")
+    except SR.Unreadable as e:
+        fail(f"{path}: {e}")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        fail(f"{path}: not valid JSON ({e.msg}, line {e.lineno}). Regenerate the tally.")
+        data = SR.parse_json(raw)
+    except SR.Unreadable as e:
+        fail(f"{path}: not valid JSON ({e}). Regenerate the tally.")
     return validate_tally(data, str(path))
 
 
@@ -161,7 +191,7 @@ def run_tally(jobs_dir: Path, job_name: str, timeouts_unscored: bool, label: str
             "--job-name", job_name, "--json"]
     if timeouts_unscored:
         argv.append("--timeouts-unscored")
-    proc = subprocess.run(argv, capture_output=True, text=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", errors="backslashreplace")
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -173,7 +203,7 @@ def run_tally(jobs_dir: Path, job_name: str, timeouts_unscored: bool, label: str
 def load_run(arg: str, timeouts_unscored: bool = False) -> dict:
     """A tally from a tally JSON file, a job dir, or a run name (see the module doc)."""
     path = Path(arg)
-    if path.is_file():
+    if os.path.lexists(arg) and not path.is_dir():  # a file, or a FIFO/loop load_tally_file names
         tally = load_tally_file(path)
         if timeouts_unscored and tally["accounting"] != "timeouts-unscored":
             fail(f"{arg}: tally uses {tally['accounting']}, but --timeouts-unscored was "
@@ -201,7 +231,7 @@ def display_path(p: str | None) -> str | None:
         return p
     try:
         return os.path.relpath(p) if Path(p).resolve().is_relative_to(Path.cwd()) else p
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop
         return p
 
 
@@ -211,11 +241,13 @@ def agent_of(tally: dict) -> tuple[str | None, str | None]:
         return tally.get("agent"), tally.get("model")
     for job_dir in tally.get("job_dirs") or []:
         try:
-            cfg = json.loads((Path(job_dir) / "config.json").read_text())
+            cfg = SR.read_json_object(Path(job_dir) / "config.json", what="a config.json")
             agent = (cfg.get("agents") or [{}])[0]
-            return agent.get("name"), agent.get("model_name")
-        except (OSError, json.JSONDecodeError, AttributeError, IndexError):
+            name, model = agent.get("name"), agent.get("model_name")
+        except (OSError, SR.Unreadable, AttributeError, IndexError, KeyError, TypeError):
             continue
+        return (SR.clip(name, 100) if isinstance(name, str) else None,
+                SR.clip(model, 200) if isinstance(model, str) else None)
     return None, None
 
 
@@ -237,8 +269,10 @@ def run_summary(tally: dict) -> dict:
     attempts = [r.get("attempts") for r in tally["per_task"]]
     known = [a for a in attempts if isinstance(a, int)]
     interval = wilson_interval(tally["passed"], tally["scored"])
-    tokens = tally.get("tokens") or {}
+    tokens = tally.get("tokens") if isinstance(tally.get("tokens"), dict) else {}
     seconds = tally.get("agent_seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        seconds = None
     return {
         "run": tally["run"],
         "agent": agent,
@@ -253,7 +287,7 @@ def run_summary(tally: dict) -> dict:
         "tokens_out": tokens.get("output"),
         "agent_hours": None if seconds is None else seconds / 3600,
         "attempts_per_task": (sum(known) / len(known)) if known else None,
-        "exceptions": dict(sorted((tally.get("exceptions") or {}).items())),
+        "exceptions": dict(sorted(tally["exceptions"].items())) if isinstance(tally.get("exceptions"), dict) else {},
         "accounting": tally["accounting"],
         "policy": policy_text(tally.get("policy")),
         "job_dirs": [display_path(d) for d in tally.get("job_dirs") or []],
@@ -724,55 +758,77 @@ VERIFIER_OVERRIDES = ("override_timeout_sec", "max_timeout_sec")
 MIN_TRIALS = 5
 
 
-def config_problems(job_dir: Path) -> list[str]:
-    """Leaderboard rules read from the job's config.json (harbor's JobConfig)."""
+def _env_file(run: str | None) -> str:
+    return f"runs/{run or '<run>'}.env"
+
+
+def _not_ours(run: str | None) -> str:
+    # harbor flags this repository never passes: the job was started some other way.
+    return f"this repository never sets it; start the job with make bench RUN={run or '<run>'}"
+
+
+def _number_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def config_problems(job_dir: Path, run: str | None = None) -> list[str]:
+    """Leaderboard rules read from the job's config.json (harbor's JobConfig).
+
+    The advice names this repository's settings (runs/<run>.env), not harbor's flags.
+    """
     path = job_dir / "config.json"
     try:
-        cfg = json.loads(path.read_text())
-    except OSError:
+        cfg = SR.read_json_object(path, what="a config.json")
+    except FileNotFoundError:
         return [f"{path}: missing; the job's settings cannot be checked (it is written by harbor run)"]
-    except json.JSONDecodeError as e:
-        return [f"{path}: not valid JSON ({e.msg})"]
+    except SR.Unreadable as e:
+        return [f"{path}: unreadable ({e}); the job's settings cannot be checked"]
     problems = []
     for key in MULTIPLIERS:
         value = cfg.get(key)
-        if value is not None and float(value) != 1.0:
-            flag = "--" + key.replace("_", "-")
-            problems.append(f"{path}: {key} is {value:g}; the leaderboard requires 1.0 (drop {flag})")
-    env = cfg.get("environment") or {}
+        if value is None:
+            continue
+        number = _number_or_none(value)
+        if number is None:
+            problems.append(f"{path}: {key} is {SR.clip(repr(value), 60)}, not a number; the leaderboard requires 1.0")
+        elif number != 1.0:
+            fix = (f"set AGENT_TIMEOUT_MULTIPLIER=1 in {_env_file(run)}" if key == "agent_timeout_multiplier"
+                   else _not_ours(run))
+            problems.append(f"{path}: {key} is {number:g}; the leaderboard requires 1.0 ({fix})")
+    env = _mapping(cfg.get("environment"))
     for key in ENV_OVERRIDES:
         if env.get(key) is not None:
-            problems.append(f"{path}: environment.{key} is {env[key]}; resource overrides are not allowed "
-                            f"(drop --{key.replace('_', '-')})")
-    for i, agent in enumerate(cfg.get("agents") or []):
+            problems.append(f"{path}: environment.{key} is {SR.clip(str(env[key]), 60)}; resource overrides are "
+                            f"not allowed ({_not_ours(run)})")
+    agents = cfg.get("agents") if isinstance(cfg.get("agents"), list) else []
+    for i, agent in enumerate(agents):
+        agent = _mapping(agent)
         for key in AGENT_OVERRIDES:
             if agent.get(key) is not None:
-                problems.append(f"{path}: agents[{i}].{key} is {agent[key]}; agent timeout overrides "
-                                f"are not allowed")
-    verifier = cfg.get("verifier") or {}
+                problems.append(f"{path}: agents[{i}].{key} is {SR.clip(str(agent[key]), 60)}; agent timeout "
+                                f"overrides are not allowed")
+    verifier = _mapping(cfg.get("verifier"))
     for key in VERIFIER_OVERRIDES:
         if verifier.get(key) is not None:
-            problems.append(f"{path}: verifier.{key} is {verifier[key]}; verifier timeout overrides "
-                            f"are not allowed")
+            problems.append(f"{path}: verifier.{key} is {SR.clip(str(verifier[key]), 60)}; verifier timeout "
+                            f"overrides are not allowed")
     return problems
 
 
-def trial_dirs(job_dir: Path) -> list[Path]:
-    return sorted(p for p in job_dir.iterdir()
-                  if p.is_dir() and ((p / "config.json").exists() or (p / "result.json").exists()
-                                     or "__" in p.name))
+def _mapping(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def task_of_dir(trial: Path) -> str:
     """Task name of a trial dir without a usable result.json: its config, else its name."""
     try:
-        cfg = json.loads((trial / "config.json").read_text())
+        cfg = SR.read_json_object(trial / "config.json", what="a config.json")
         path = (cfg.get("task") or {}).get("path")
-        if path:
-            return Path(path).name
-    except (OSError, json.JSONDecodeError, AttributeError):
+        if isinstance(path, str) and path:
+            return SR.clip(Path(path).name)
+    except (OSError, SR.Unreadable, AttributeError):
         pass
-    return trial.name.rsplit("__", 1)[0]
+    return SR.shown(trial.name.rsplit("__", 1)[0])
 
 
 def validation_summary(error: Exception) -> str:
@@ -784,14 +840,30 @@ def validation_summary(error: Exception) -> str:
     first = errs[0]
     loc = ".".join(str(p) for p in first.get("loc", ()))
     text = first["msg"] + (f" at {loc}" if loc else "")
-    return text + (f", and {len(errs) - 1} more" if len(errs) > 1 else "")
+    return SR.clip(text, 300) + (f", and {len(errs) - 1} more" if len(errs) > 1 else "")
 
 
-def check_submission(job_dirs: list[Path], min_trials: int = MIN_TRIALS) -> dict:
-    """Does a run (its job dirs) meet the Terminal-Bench leaderboard rules? Pure over the files."""
+def read_trial_result(result: Path):
+    """A result.json as harbor's TrialResult, or Unreadable with the one-line reason.
+
+    FileNotFoundError passes through (an unfinished trial). The shape is checked first,
+    so `[]` or a truncated file reads as such, not as a pydantic error.
+    """
     from harbor.models.trial.result import TrialResult
     from pydantic import ValidationError
 
+    raw = SR.read_regular(result)
+    data = SR.parse_json_object(raw)
+    if not data.keys() & TrialResult.model_fields.keys():
+        raise SR.Unreadable("a JSON object with none of TrialResult's fields (task_name, finished_at, ...)")
+    try:
+        return TrialResult.model_validate_json(raw)
+    except ValidationError as e:
+        raise SR.Unreadable(validation_summary(e)) from None
+
+
+def check_submission(job_dirs: list[Path], min_trials: int = MIN_TRIALS, run: str | None = None) -> dict:
+    """Does a run (its job dirs) meet the Terminal-Bench leaderboard rules? Pure over the files."""
     problems: list[str] = []
     valid_per_task: Counter = Counter()
     seen_tasks: set[str] = set()
@@ -800,33 +872,41 @@ def check_submission(job_dirs: list[Path], min_trials: int = MIN_TRIALS) -> dict
         if not job_dir.is_dir():
             problems.append(f"{job_dir}: no such job dir")
             continue
-        problems += config_problems(job_dir)
-        for trial in trial_dirs(job_dir):
+        problems += config_problems(job_dir, run)
+        try:
+            trials, refused, _ = SR.trial_dir_entries(str(job_dir))
+        except SR.Unreadable as e:
+            problems.append(f"{job_dir}: {e}")
+            continue
+        problems += [f"{path}: {why}; remove it from the submission" for path, why in refused]
+        for trial in map(Path, trials):
             n_trials += 1
             result = trial / "result.json"
-            if not result.exists():
+            try:
+                res = read_trial_result(result)
+            except FileNotFoundError:
                 seen_tasks.add(task_of_dir(trial))
                 problems.append(f"{trial}: no result.json (an unfinished or crashed trial); "
                                 f"finish it or remove it from the submission")
                 continue
-            try:
-                res = TrialResult.model_validate_json(result.read_text())
-            except (ValidationError, OSError) as e:
+            except SR.Unreadable as e:
                 seen_tasks.add(task_of_dir(trial))
-                problems.append(f"{result}: not a valid TrialResult ({validation_summary(e)}); "
+                problems.append(f"{result}: not a valid TrialResult ({e}); "
                                 f"re-run the trial or remove it from the submission")
                 continue
-            seen_tasks.add(res.task_name)
-            valid_per_task[res.task_name] += 1
+            task = SR.clip(res.task_name)
+            seen_tasks.add(task)
+            valid_per_task[task] += 1
     short = sorted(t for t in seen_tasks if valid_per_task[t] < min_trials)
     if short:
         shown = ", ".join(f"{t} ({valid_per_task[t]})" for t in short[:10])
         more = f" (+{len(short) - 10} more)" if len(short) > 10 else ""
         problems.append(f"{len(short)} of {len(seen_tasks)} tasks have fewer than {min_trials} valid "
-                        f"trials: {shown}{more}; run with -k {min_trials} (harbor run --n-attempts {min_trials})")
+                        f"trials: {shown}{more}; run {min_trials} attempts per task (harbor's -k {min_trials}; "
+                        f"this repository gets an N_ATTEMPTS setting in a later issue)")
     if not n_trials and not any("no such job dir" in p for p in problems):
         problems.append("no trial dirs found: nothing to submit")
-    return {"ok": not problems, "job_dirs": [display_path(str(d)) for d in job_dirs],
+    return {"ok": not problems, "job_dirs": [SR.shown(display_path(str(d))) for d in job_dirs],
             "tasks": len(seen_tasks), "trials": n_trials,
             "min_valid_trials_per_task": min(valid_per_task[t] for t in seen_tasks) if seen_tasks else 0,
             "problems": [display_path_in(p) for p in problems]}
@@ -834,7 +914,7 @@ def check_submission(job_dirs: list[Path], min_trials: int = MIN_TRIALS) -> dict
 
 def display_path_in(message: str) -> str:
     cwd = str(Path.cwd()) + os.sep
-    return message.replace(cwd, "")
+    return SR.shown(message.replace(cwd, ""))
 
 
 def submission_markdown(label: str, verdict: dict) -> str:
@@ -859,13 +939,34 @@ def comparison_of(runs: Iterable[str], timeouts_unscored: bool) -> dict:
     return compare([load_run(r, timeouts_unscored) for r in runs])
 
 
+dry_run_option = click.option(
+    "--dry-run", is_flag=True,
+    help="Print each file that would be written, and write nothing (no dir is created either).")
+
+FIGURE_NAMES = ("outcomes.png", "outcomes.svg", "heatmap.png", "heatmap.svg")  # render_figures' keys
+
+
+def echo(text: str, nl: bool = True, err: bool = False) -> None:
+    """Print as UTF-8 bytes: a stray surrogate from a hostile file prints escaped, never crashes."""
+    click.echo(SR.shown(text).encode("utf-8", "backslashreplace"), nl=nl, err=err)
+
+
+def write_files(files: dict[Path, bytes | str]) -> None:
+    """Write each file atomically (its dir created first); a failure is one line, old file kept."""
+    for path, data in files.items():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            SR.write_atomic(path, data)
+        except OSError as e:
+            fail(SR.write_error(path, e))
+
+
 def write_or_echo(text: str, output: Path | None) -> None:
     if output is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
     else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text)
-        click.echo(f"report: wrote {output}", err=True)
+        write_files({output: text})
+        echo(f"report: wrote {output}", err=True)
 
 
 @click.group(help=__doc__.split("\n\n")[0])
@@ -890,14 +991,19 @@ def compare_cmd(runs, timeouts_unscored, fmt, output):
 @unscored_option
 @click.option("--out-dir", type=click.Path(path_type=Path), default=None,
               help="Default: reports/<run>_vs_<run>/")
-def render_cmd(runs, timeouts_unscored, out_dir):
+@dry_run_option
+def render_cmd(runs, timeouts_unscored, out_dir, dry_run):
     """Outcome bars and per-task heatmap of RUNS, as PNG and SVG."""
     cmp = comparison_of(runs, timeouts_unscored)
     out_dir = out_dir or REPO_ROOT / "reports" / slug(cmp)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, data in render_figures(cmp).items():
-        (out_dir / name).write_bytes(data)
-        click.echo(str(out_dir / name))
+    if dry_run:
+        for name in FIGURE_NAMES:
+            echo(f"would write {out_dir / name}")
+        return
+    figures = {out_dir / name: data for name, data in render_figures(cmp).items()}
+    write_files(figures)
+    for path in figures:
+        echo(str(path))
 
 
 @cli.command("html")
@@ -905,10 +1011,14 @@ def render_cmd(runs, timeouts_unscored, out_dir):
 @unscored_option
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Default: reports/<run>_vs_<run>/report.html")
-def html_cmd(runs, timeouts_unscored, output):
+@dry_run_option
+def html_cmd(runs, timeouts_unscored, output, dry_run):
     """One self-contained HTML page (no network needed) for one run or a comparison."""
     cmp = comparison_of(runs, timeouts_unscored)
     output = output or REPO_ROOT / "reports" / slug(cmp) / "report.html"
+    if dry_run:
+        echo(f"would write {output}")
+        return
     write_or_echo(html_report(cmp, render_figures(cmp)), output)
 
 
@@ -919,25 +1029,40 @@ def html_cmd(runs, timeouts_unscored, output):
               show_default=True)
 @click.option("--figures-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Also write the pictures here and link them from the section.")
-def results_cmd(runs, timeouts_unscored, readme, figures_dir):
+@dry_run_option
+def results_cmd(runs, timeouts_unscored, readme, figures_dir, dry_run):
     """Regenerate the README's results section (between the results markers) from the tallies."""
     cmp = comparison_of(runs, timeouts_unscored)
-    if not readme.exists():
-        fail(f"no README at {readme}; pass --readme PATH")
+    old = read_readme(readme)
     links = {}
     if figures_dir is not None:
-        figures_dir.mkdir(parents=True, exist_ok=True)
-        for name, data in render_figures(cmp).items():
-            (figures_dir / name).write_bytes(data)
         rel = Path(os.path.relpath(figures_dir, readme.resolve().parent))
         links = {"Outcome per run": (rel / "outcomes.png").as_posix(),
                  "Per-task outcomes": (rel / "heatmap.png").as_posix()}
-    old = readme.read_text()
+    # The README is checked (markers) before anything is written, so a bad one changes nothing.
     new = replace_results_section(old, results_markdown(cmp, links))
+    if dry_run:
+        for name in FIGURE_NAMES if figures_dir is not None else ():
+            echo(f"would write {figures_dir / name}")
+        echo(f"would update the results section of {readme}" if new != old
+             else f"would leave {readme} as it is: its results section is already up to date")
+        return
+    if figures_dir is not None:
+        write_files({figures_dir / name: data for name, data in render_figures(cmp).items()})
     if new != old:
-        readme.write_text(new)
-    click.echo(f"report: {readme} results section {'updated' if new != old else 'already up to date'}",
-               err=True)
+        write_files({readme: new})
+    echo(f"report: {readme} results section {'updated' if new != old else 'already up to date'}", err=True)
+
+
+def read_readme(readme: Path) -> str:
+    try:
+        return SR.read_regular(readme, SR.TALLY_CAP, "a README").decode("utf-8")
+    except FileNotFoundError:
+        fail(f"no README at {readme}; pass --readme PATH")
+    except SR.Unreadable as e:
+        fail(f"{readme}: {e}; pass --readme PATH")
+    except UnicodeDecodeError as e:
+        fail(f"{readme}: not UTF-8 text (byte at offset {e.start}); save it as UTF-8")
 
 
 @cli.command("check-submission")
@@ -948,27 +1073,31 @@ def check_submission_cmd(runs, fmt):
     verdicts = {}
     for arg in runs or ("",):
         path = Path(arg)
+        run = None  # the runs/<run>.env the advice can name, when known
         if arg and path.is_dir():
             label, dirs = arg, [path]
         else:
-            tally = load_run(arg) if arg else load_run_default()
+            if arg:
+                tally, run = load_run(arg), (arg if arg in known_runs() else None)
+            else:
+                run, tally = load_run_default()
             label, dirs = f"run {tally['run']}", [Path(d) for d in tally.get("job_dirs") or []]
             if not dirs:
                 fail(f"{label}: the tally names no job dirs; pass the job dir itself")
-        verdicts[label] = check_submission(dirs)
+        verdicts[SR.shown(label)] = check_submission(dirs, run=run)
     if fmt == "json":
-        click.echo(json.dumps(verdicts, indent=2))
+        echo(json.dumps(verdicts, indent=2))
     else:
         for label, verdict in verdicts.items():
-            click.echo(submission_markdown(label, verdict), nl=False)
+            echo(submission_markdown(label, verdict), nl=False)
     if not all(v["ok"] for v in verdicts.values()):
         sys.exit(1)
 
 
-def load_run_default() -> dict:
-    """No RUN given: the last run used, as `make` resolves it."""
+def load_run_default() -> tuple[str, dict]:
+    """No RUN given: the last run used, as `make` resolves it; (run name, its tally)."""
     run, jobs_dir, job_name = resolve_run_settings("")
-    return run_tally(jobs_dir, job_name, False, f"run {run}")
+    return run, run_tally(jobs_dir, job_name, False, f"run {run}")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,10 @@ unreadable [{path, error}], per_task [{task, outcome, rule, reason, reward,
 exception_type, exception_message, finished_at, trial_dir, job_dir, attempts,
 computed_outcome, verdict, trials: [{trial_dir, job_dir, finished_at, reward,
 exception_type, outcome, rule}]}] sorted by task. A trial's outcome may also be
-"unreadable" (result.json empty, truncated or not a TrialResult).
+"unreadable" (result.json empty, truncated, not a TrialResult, not a regular file, over
+the 64 MiB cap). exception_message is capped at 500 characters (classification reads the
+whole message first); undecodable bytes of a file name are shown as \\xNN. A symlinked
+trial dir is never followed: it is listed under unreadable, not counted.
 `retry-targets --json`: {run, policy, infra_types, tasks: [per_task entries whose
 outcome is errored (infra) or unfinished, manual verdicts excluded]}.
 """
@@ -57,10 +60,15 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import click
 import yaml
+
+try:
+    from tools import safe_read as SR
+except ImportError:  # run as tools/tally.py, or imported with tools/ on sys.path (mop-up)
+    import safe_read as SR
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POLICY = REPO_ROOT / "env" / "outcome-policy.yaml"
@@ -137,10 +145,19 @@ def run_job_dirs(jobs_dir: str | os.PathLike, job_name: str) -> list[Path]:
         with os.scandir(root) as entries:
             for entry in entries:
                 n = retry_number(job_name, entry.name)
-                if n is not None and entry.is_dir():
+                if n is not None and _dir_or_unresolvable(entry):
                     matches.append((n, Path(entry.path)))
         found.extend(path for _, path in sorted(matches))
     return found
+
+
+def _dir_or_unresolvable(entry: os.DirEntry) -> bool:
+    # A job dir that is a symlink loop is still the run's: the scan reports it as
+    # unreadable, and mop-up's numbering must not reuse its name.
+    try:
+        return entry.is_dir()
+    except OSError:
+        return True
 
 
 def next_retry_job_name(jobs_dir: str | os.PathLike, job_name: str) -> str:
@@ -187,11 +204,15 @@ def _first_match(patterns: Iterable[Pattern], message: str | None) -> Pattern | 
 
 def _read_yaml(path: Path, where: str, fix: str) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.safe_load(SR.read_regular(path, SR.RESULT_CAP, "a YAML file").decode("utf-8"))
     except FileNotFoundError:
         raise TallyError(f"{where}: file not found ({fix})")
+    except SR.Unreadable as e:
+        raise TallyError(f"{where}: {e} ({fix})")
+    except UnicodeDecodeError as e:
+        raise TallyError(f"{where}: not UTF-8 text (byte at offset {e.start}); save it as UTF-8")
     except (OSError, yaml.YAMLError) as e:
-        raise TallyError(f"{where}: cannot read it as YAML: {e}")
+        raise TallyError(f"{where}: cannot read it as YAML: {SR.clip(str(e), 300)}")
 
 
 _POLICY_KEYS = {"pass_threshold", "infra", "timeouts", "limits", "nonzero_exit"}
@@ -334,8 +355,14 @@ class Trial:
 class ScanNotes:
     warnings: list[str] = field(default_factory=list)
     unreadable: list[dict] = field(default_factory=list)
+    unreadable_warnings: list[str] = field(default_factory=list)  # one per unreadable, said last
     naive: list[str] = field(default_factory=list)
     missing_fields: dict[tuple[str, ...], list[str]] = field(default_factory=dict)
+
+    def refuse(self, path: str, error: str, consequence: str) -> None:
+        """Record a file or dir that could not be used, and what that means for the tally."""
+        self.unreadable.append({"path": SR.shown(path), "error": error})
+        self.unreadable_warnings.append(f"{SR.shown(path)}: {consequence}")
 
 
 def parse_timestamp(value: Any) -> tuple[datetime | None, bool]:
@@ -354,22 +381,25 @@ def parse_timestamp(value: Any) -> tuple[datetime | None, bool]:
 def _task_from_config(trial_dir: str) -> str | None:
     """The task name harbor would give, from the trial's config.json (written at start)."""
     try:
-        with open(os.path.join(trial_dir, "config.json"), "rb") as f:
-            task = json.loads(f.read()).get("task") or {}
-    except (OSError, ValueError, AttributeError):
+        task = SR.read_json_object(os.path.join(trial_dir, "config.json"), what="a config.json").get("task") or {}
+    except (OSError, SR.Unreadable):
         return None
     if isinstance(task, dict):
         if isinstance(task.get("name"), str):  # package task: "org/name"
-            return task["name"]
+            return SR.clip(task["name"])
         if isinstance(task.get("path"), str) and task["path"].rstrip("/"):
-            return os.path.basename(task["path"].rstrip("/"))
+            return SR.clip(os.path.basename(task["path"].rstrip("/")))
     return None
 
 
 def _task_from_dir_name(name: str) -> str:
     # `<task[:32]>__<7 chars>`: exact for names up to 32 chars; longer ones are matched
     # back to a full name seen in a result.json by `_resolve_truncated`.
-    return name.rsplit("__", 1)[0] if "__" in name else name
+    return SR.shown(name.rsplit("__", 1)[0] if "__" in name else name)
+
+
+def _task_of(trial_dir: str) -> str:
+    return _task_from_config(trial_dir) or _task_from_dir_name(os.path.basename(trial_dir))
 
 
 def _number(value: Any) -> float | None:
@@ -378,40 +408,50 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def _short_repr(value: Any) -> str:
+    # A hostile result.json can hold a 60 MB "timestamp": never echo it whole.
+    return SR.clip(repr(value), 200)
+
+
+def read_result_object(path: str) -> dict:
+    """A result.json as a JSON object with at least one TrialResult field, or Unreadable.
+
+    FileNotFoundError passes through: no result.json is an unfinished trial, not an error.
+    """
+    data = SR.read_json_object(path, SR.RESULT_CAP)
+    if not data.keys() & _RESULT_FIELD_SET:
+        raise SR.Unreadable(f"a JSON object with none of TrialResult's fields ({', '.join(RESULT_FIELDS[:2])}, ...)")
+    return data
+
+
 def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
-    """Read one trial dir's result.json; never raises on bad content, notes it instead."""
+    """Read one trial dir's result.json; never raises on bad content, notes it instead.
+
+    `trial_dir` and `job_dir` are the real paths; the Trial carries them as `shown()`.
+    """
     path = os.path.join(trial_dir, "result.json")
+    shown_dir, shown_job = SR.shown(trial_dir), SR.shown(job_dir)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        data = read_result_object(path)
     except FileNotFoundError:
-        task = _task_from_config(trial_dir) or _task_from_dir_name(os.path.basename(trial_dir))
-        return Trial(trial_dir, job_dir, task, "unfinished")
-    except OSError as e:
-        return _unreadable(trial_dir, job_dir, path, f"cannot read: {e.strerror or e}", notes)
-    if not raw.strip():
-        return _unreadable(trial_dir, job_dir, path, "empty file", notes)
-    try:
-        data = json.loads(raw)
-    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
-        return _unreadable(trial_dir, job_dir, path, f"not valid JSON (truncated or corrupt): {e}", notes)
-    if not isinstance(data, dict):
-        return _unreadable(trial_dir, job_dir, path, f"not a TrialResult object (a JSON {type(data).__name__})", notes)
+        return Trial(shown_dir, shown_job, _task_of(trial_dir), "unfinished")
+    except SR.Unreadable as e:
+        return _unreadable(trial_dir, job_dir, path, str(e), notes)
+    path = SR.shown(path)
 
     if not data.keys() >= _RESULT_FIELD_SET:
         missing = tuple(k for k in RESULT_FIELDS if k not in data)
         notes.missing_fields.setdefault(missing, []).append(path)
 
     task = data.get("task_name")
-    if not isinstance(task, str) or not task:
-        task = _task_from_config(trial_dir) or _task_from_dir_name(os.path.basename(trial_dir))
+    task = SR.clip(task) if isinstance(task, str) and task else _task_of(trial_dir)
 
     finished_at, naive = parse_timestamp(data.get("finished_at"))
     if naive:
         notes.naive.append(path)
     elif finished_at is None and "finished_at" in data:
         notes.warnings.append(
-            f"{path}: finished_at {data.get('finished_at')!r} is not an ISO-8601 time; "
+            f"{path}: finished_at {_short_repr(data.get('finished_at'))} is not an ISO-8601 time; "
             f"this trial ranks below every timestamped attempt of its task")
 
     reward = None
@@ -421,11 +461,12 @@ def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
         if "reward" in rewards:
             reward = _number(rewards["reward"])
             if reward is None or not math.isfinite(reward):
-                notes.warnings.append(f"{path}: verifier reward {rewards['reward']!r} is not a number; treated as no reward")
+                notes.warnings.append(f"{path}: verifier reward {_short_repr(rewards['reward'])} is not a number; "
+                                      f"treated as no reward")
                 reward = None
         elif rewards:
             notes.warnings.append(
-                f"{path}: verifier rewards {sorted(rewards)} have no 'reward' key; treated as no reward")
+                f"{path}: verifier rewards {_short_repr(sorted(rewards))} have no 'reward' key; treated as no reward")
     elif verifier is not None:
         notes.warnings.append(f"{path}: verifier_result is not an object; treated as no reward")
 
@@ -454,31 +495,41 @@ def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
         if start and end and end >= start:
             agent_seconds = (end - start).total_seconds()
 
-    return Trial(trial_dir, job_dir, task, "finished", finished_at, reward, exc_type, exc_msg, tokens, agent_seconds)
+    return Trial(shown_dir, shown_job, task, "finished", finished_at, reward, exc_type, exc_msg, tokens,
+                 agent_seconds)
 
 
 def _unreadable(trial_dir: str, job_dir: str, path: str, error: str, notes: ScanNotes) -> Trial:
-    notes.unreadable.append({"path": path, "error": error})
-    task = _task_from_config(trial_dir) or _task_from_dir_name(os.path.basename(trial_dir))
-    return Trial(trial_dir, job_dir, task, "unreadable", error=error)
+    notes.refuse(path, error, f"unreadable result.json ({error}); the trial counts as unfinished")
+    return Trial(SR.shown(trial_dir), SR.shown(job_dir), _task_of(trial_dir), "unreadable", error=error)
 
 
-def scan_job_dir(job_dir: str | os.PathLike, notes: ScanNotes) -> list[Trial]:
-    """Every trial dir directly under job_dir (one level: never walks into agent/ etc.)."""
+def scan_job_dir(job_dir: str | os.PathLike, notes: ScanNotes,
+                 settle: Callable[[Trial], None] | None = None) -> list[Trial]:
+    """Every trial dir directly under job_dir (one level: never walks into agent/ etc.).
+
+    `settle` is applied to each trial as soon as it is read (tally classifies it there and
+    caps its message, so a run of huge messages never sits in memory whole).
+    """
     job_dir = os.path.abspath(job_dir)
+    try:
+        dirs, refused, others = SR.trial_dir_entries(job_dir)
+    except SR.Unreadable as e:
+        notes.refuse(job_dir, str(e), f"{e}; no trial of this job dir is counted")
+        return []
+    for path, error in refused:
+        notes.refuse(path, error, f"{error}; not counted")
+    for path in others:
+        notes.warnings.append(f"{SR.shown(path)}: not a trial dir (no result.json or config.json); skipped")
     trials = []
-    with os.scandir(job_dir) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if not entry.is_dir():
-                continue  # config.json, lock.json, the job-level result.json, job.log
-            # harbor names trials `<task>__<id>`; a dir with neither that shape nor a
-            # config.json/result.json is someone else's (an archive, a notes dir).
-            if "__" not in entry.name and not (
-                os.path.exists(os.path.join(entry.path, "result.json"))
-                or os.path.exists(os.path.join(entry.path, "config.json"))):
-                notes.warnings.append(f"{entry.path}: not a trial dir (no result.json or config.json); skipped")
-                continue
-            trials.append(read_trial(entry.path, job_dir, notes))
+    for path in dirs:
+        if SR.shown(path) != path:
+            notes.warnings.append(f"{SR.shown(path)}: the name is not valid UTF-8, shown with \\x escapes "
+                                  f"(rename the dir for mop-up to act on it)")
+        trial = read_trial(path, job_dir, notes)
+        if settle:
+            settle(trial)
+        trials.append(trial)
     return trials
 
 
@@ -552,18 +603,22 @@ def tally(
         a = os.path.abspath(d)
         if os.path.realpath(a) not in {os.path.realpath(x) for x in dirs}:
             dirs.append(a)
-    trials: list[Trial] = []
-    for d in dirs:
-        trials.extend(scan_job_dir(d, notes))
-    _resolve_truncated(trials)
 
-    for t in trials:
+    def settle(t: Trial) -> None:
         if t.status == "finished":
             t.outcome, t.rule, t.reason = classify(t, policy, timeouts_unscored)
         else:
             t.outcome = t.status
             t.rule = t.status
             t.reason = "no result.json: the trial never finished" if t.status == "unfinished" else t.error
+        # Classified on the whole message; only a capped one is carried on.
+        t.exception_message = SR.clip(t.exception_message)
+        t.exception_type = SR.clip(t.exception_type, 200)
+
+    trials: list[Trial] = []
+    for d in dirs:
+        trials.extend(scan_job_dir(d, notes, settle))
+    _resolve_truncated(trials)
 
     by_task: dict[str, list[Trial]] = {}
     for t in trials:
@@ -617,8 +672,7 @@ def tally(
     for missing, paths in sorted(notes.missing_fields.items()):
         warnings.append(f"{len(paths)} result.json file(s) lack field(s) {', '.join(missing)} "
                         f"(not harbor 0.25's TrialResult?): " + ", ".join(paths))
-    for u in notes.unreadable:
-        warnings.append(f"{u['path']}: unreadable result.json ({u['error']}); the trial counts as unfinished")
+    warnings.extend(notes.unreadable_warnings)
     warnings.extend(_planned_vs_found(dirs, set(by_task)))
 
     counts = {o: sum(1 for e in per_task if e["outcome"] == o) for o in OUTCOMES}
@@ -626,12 +680,12 @@ def tally(
     latest = latest_trials
     finished_all = [t for t in trials if t.status == "finished"]
     return {
-        "run": run or (os.path.basename(dirs[0]) if dirs else None),
+        "run": SR.shown(run or os.path.basename(dirs[0])) if (run or dirs) else None,
         "accounting": ACCOUNTING_UNSCORED if timeouts_unscored else ACCOUNTING_SCORED,
-        "policy": policy.path,
-        "verdicts": verdicts_path,
+        "policy": SR.shown(policy.path),
+        "verdicts": verdicts_path and SR.shown(verdicts_path),
         "pass_threshold": policy.pass_threshold,
-        "job_dirs": dirs,
+        "job_dirs": [SR.shown(d) for d in dirs],
         "tasks": len(per_task),
         **counts,
         "scored": scored,
@@ -680,17 +734,16 @@ def _planned_vs_found(dirs: list[str], tasks: set[str]) -> list[str]:
     if not dirs:
         return []
     try:
-        with open(os.path.join(dirs[0], "result.json"), "rb") as f:
-            planned = json.loads(f.read()).get("n_total_trials")
-        with open(os.path.join(dirs[0], "config.json"), "rb") as f:
-            attempts = json.loads(f.read()).get("n_attempts", 1)
-    except (OSError, ValueError, AttributeError):
-        return []
+        planned = SR.read_json_object(os.path.join(dirs[0], "result.json")).get("n_total_trials")
+        attempts = SR.read_json_object(os.path.join(dirs[0], "config.json"), what="a config.json").get("n_attempts", 1)
+    except (OSError, SR.Unreadable):
+        return []  # a job being written, or a hostile one: the planned count is only a hint
     out = []
+    job = SR.shown(dirs[0])
     if isinstance(attempts, int) and attempts > 1:
-        out.append(f"{dirs[0]} ran n_attempts={attempts} per task; the tally counts one (the latest) per task")
+        out.append(f"{job} ran n_attempts={attempts} per task; the tally counts one (the latest) per task")
     if isinstance(planned, int) and isinstance(attempts, int) and attempts >= 1 and len(tasks) < planned // attempts:
-        out.append(f"{dirs[0]}/result.json plans {planned // attempts} task(s) but only {len(tasks)} have a trial "
+        out.append(f"{job}/result.json plans {planned // attempts} task(s) but only {len(tasks)} have a trial "
                    f"dir: {planned // attempts - len(tasks)} never started (resume the job)")
     return out
 
@@ -914,12 +967,20 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
         _fail(e)
     report = tally(dirs, policy, verdicts, timeouts_unscored, run=run_name or job_name, verdicts_path=verdicts_path)
     if markdown_path:
-        Path(markdown_path).write_text(render_markdown(report))
-        click.echo(f"tally: wrote {markdown_path}", err=True)
-    click.echo(json.dumps(report, indent=2) if as_json else render_text(report), nl=as_json)
+        try:
+            SR.write_atomic(markdown_path, render_markdown(report))
+        except OSError as e:
+            raise click.ClickException(SR.write_error(markdown_path, e))
+        _echo(f"tally: wrote {markdown_path}", err=True)
+    _echo(json.dumps(report, indent=2) if as_json else render_text(report), nl=as_json)
     if report["tasks"] == 0:
-        click.echo(f"tally: empty run: no trial dirs in {', '.join(report['job_dirs'])}", err=True)
+        _echo(f"tally: empty run: no trial dirs in {', '.join(report['job_dirs'])}", err=True)
         sys.exit(EXIT_EMPTY)
+
+
+def _echo(text: str, nl: bool = True, err: bool = False) -> None:
+    # As bytes: a stray undecodable name must print escaped, never stop the output midway.
+    click.echo(SR.shown(text).encode("utf-8", "backslashreplace"), nl=nl, err=err)
 
 
 @cli.command("retry-targets")
@@ -945,12 +1006,12 @@ def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, 
     report = tally(dirs, policy, verdicts, False, run=job_name, verdicts_path=verdicts_path)
     targets = retry_targets(report)
     if as_json:
-        click.echo(json.dumps({"run": report["run"], "policy": policy.path, "infra_types": list(policy.infra_types),
-                               "job_dirs": report["job_dirs"], "tasks": targets}, indent=2))
+        _echo(json.dumps({"run": report["run"], "policy": policy.path, "infra_types": list(policy.infra_types),
+                          "job_dirs": report["job_dirs"], "tasks": targets}, indent=2))
         return
     for e in targets:
-        click.echo("\t".join([e["task"], e["outcome"], e["exception_type"] or "-",
-                              ",".join(t["trial_dir"] for t in e["trials"])]))
+        _echo("\t".join([e["task"], e["outcome"], e["exception_type"] or "-",
+                         ",".join(t["trial_dir"] for t in e["trials"])]))
 
 
 @cli.command("job-dirs")
@@ -961,10 +1022,10 @@ def job_dirs_cmd(jobs_dir, job_name, next_retry):
     """The run's job dirs, one per line (flat layout first, then jobs/), in retry order."""
     try:
         if next_retry:
-            click.echo(next_retry_job_name(jobs_dir, job_name))
+            _echo(next_retry_job_name(jobs_dir, job_name))
             return
         for d in run_job_dirs(jobs_dir, job_name):
-            click.echo(str(d))
+            click.echo(os.fsencode(d))  # the exact bytes: scripts use these paths as they are
     except TallyError as e:
         _fail(e)
 

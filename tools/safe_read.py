@@ -1,0 +1,276 @@
+"""safe_read: read what a job dir holds, and write what the tools produce, without surprises.
+
+A job dir is written by harbor, by a killed harbor, by rsync, by a curious user: any entry
+can be a symlink loop, a FIFO, a device, a 200 MB file or a name that is not UTF-8. The
+tally, the reports and check-submission read it only through these helpers, which never
+block, never follow a trial dir out of its job, never read more than a cap, and turn
+every problem into one line (`Unreadable`) that the caller reports per file and goes on.
+
+Caps (documented in the README's tally section):
+    RESULT_CAP   64 MiB  one result.json or config.json. harbor writes a few KB; a bigger
+                         one (a runaway exception message) is refused with its size.
+    TALLY_CAP   512 MiB  one tally JSON file read by tools/report.py.
+    MESSAGE_CAP     500  characters of an exception message carried into JSON/Markdown
+                         (classification sees the whole message first).
+
+Names: Python hands undecodable bytes of a file name over as lone surrogates
+(surrogateescape). `shown()` turns them into `\\xNN` escapes for everything printed or
+put in JSON, so the output is always valid UTF-8; the real path is used for file access.
+
+Writes: `write_atomic()` writes a temp file beside the target and renames it over the
+target, so a reader sees the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import tempfile
+from typing import Any
+
+MiB = 1 << 20
+RESULT_CAP = 64 * MiB
+TALLY_CAP = 512 * MiB
+MESSAGE_CAP = 500
+
+
+class Unreadable(Exception):
+    """A file that exists but cannot be used; the message is the one-line reason."""
+
+
+# --------------------------------------------------------------------------- names
+
+
+def shown(text: str) -> str:
+    """`text` safe to print and to put in JSON: undecodable name bytes become `\\xNN`."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that came from JSON (\ud800), not from a name
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def clip(text: str | None, limit: int = MESSAGE_CAP) -> str | None:
+    """At most `limit` characters, with a marker saying how long the whole was."""
+    if text is None or len(text) <= limit:
+        return None if text is None else shown(text)
+    return shown(text[:limit]) + f"… (truncated, {len(text):,} chars)"
+
+
+# --------------------------------------------------------------------------- reading
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a file")
+
+
+def _cap_text(cap: int) -> str:
+    return f"{cap // MiB} MiB" if cap >= MiB else f"{cap:,} bytes"
+
+
+def read_regular(path: str | os.PathLike, cap: int = RESULT_CAP, what: str = "a result.json") -> bytes:
+    """The bytes of a regular file of at most `cap` bytes.
+
+    Raises FileNotFoundError when nothing is there (the caller's "missing" case), and
+    Unreadable for anything else: never opens a FIFO, socket or device (stat first, then
+    open non-blocking and check again, in case it was swapped in between).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise Unreadable(f"symlink to {shown(os.readlink(path))}, which does not exist") from None
+        raise
+    except OSError as e:
+        raise Unreadable(f"cannot read: {e.strerror or e}") from None
+    _check_regular(st, cap, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise Unreadable(f"cannot read: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        _check_regular(st, cap, what)
+        data = _read_fd(fd, st.st_size, cap)
+    except OSError as e:
+        raise Unreadable(f"cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if len(data) > cap:  # it grew past the cap after the stat
+        raise Unreadable(f"over the {_cap_text(cap)} cap for {what} (more than {cap:,} bytes); not read")
+    return data
+
+
+def _read_fd(fd: int, size: int, cap: int) -> bytes:
+    """Up to cap + 1 bytes: asks for the size the file has, never allocates the cap up front."""
+    parts, got, limit = [], 0, cap + 1
+    while got < limit:
+        chunk = os.read(fd, min(max(size + 1 - got, 1 << 16), limit - got))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _check_regular(st: os.stat_result, cap: int, what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise Unreadable(f"not a regular file ({_kind(st.st_mode)}); not opened")
+    if st.st_size > cap:
+        raise Unreadable(f"over the {_cap_text(cap)} cap for {what} ({st.st_size:,} bytes); not read")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "JSON null"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float)):
+        return "a JSON number"
+    return {list: "a JSON array", str: "a JSON string"}.get(type(value), "a JSON value")
+
+
+def describe_json_error(e: json.JSONDecodeError) -> str:
+    """`truncated JSON …` when the text ends early (harbor killed mid-write), else `invalid JSON …`."""
+    where = f"line {e.lineno} column {e.colno}"
+    if e.msg.startswith("Unterminated string"):
+        return f"truncated JSON: a string starting at {where} never ends"
+    if e.pos >= len(e.doc.rstrip()):
+        return f"truncated JSON at {where} ({e.msg})"
+    return f"invalid JSON at {where} ({e.msg})"
+
+
+def parse_json(raw: bytes) -> Any:
+    """Parse UTF-8 JSON; every failure is an Unreadable with a one-line reason."""
+    if not raw.strip():
+        raise Unreadable("empty file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Unreadable(f"not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Unreadable(describe_json_error(e)) from None
+    except RecursionError:
+        raise Unreadable("JSON nested too deeply") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise Unreadable(f"invalid JSON ({clip(str(e), 200)})") from None
+
+
+def parse_json_object(raw: bytes) -> dict:
+    data = parse_json(raw)
+    if not isinstance(data, dict):
+        raise Unreadable(f"not a JSON object ({_json_kind(data)})")
+    return data
+
+
+def read_json_object(path: str | os.PathLike, cap: int = RESULT_CAP, what: str = "a result.json") -> dict:
+    """read_regular + parse_json_object (FileNotFoundError passes through)."""
+    return parse_json_object(read_regular(path, cap, what))
+
+
+# --------------------------------------------------------------------------- a job dir's entries
+
+
+def _is_trial_shaped(path: str, name: str) -> bool:
+    # harbor names trials `<task>__<id>`; a dir with neither that shape nor a
+    # config.json/result.json is someone else's (an archive, a notes dir).
+    return "__" in name or os.path.lexists(os.path.join(path, "result.json")) or os.path.lexists(
+        os.path.join(path, "config.json"))
+
+
+def trial_dir_entries(job_dir: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+    """(trial dirs, refused [(path, reason)], other dirs) directly under job_dir, by name.
+
+    A symlink to a dir (or a looping or dangling one) is refused, never followed: it would
+    count a trial twice, or read the job's own result.json as a trial's. Files (the job's
+    config.json, lock.json, job.log) are skipped. Raises Unreadable when job_dir cannot be
+    listed.
+    """
+    try:
+        with os.scandir(job_dir) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as e:
+        raise Unreadable(f"cannot list the job dir: {e.strerror or e}") from None
+    trials, refused, others = [], [], []
+    for entry in entries:
+        try:
+            if entry.is_symlink():
+                if _link_needs_refusal(entry.path):
+                    refused.append((entry.path, f"symlink to {shown(os.readlink(entry.path))}, not followed"))
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+        except OSError as e:
+            refused.append((entry.path, f"cannot inspect: {e.strerror or e}"))
+            continue
+        (trials if _is_trial_shaped(entry.path, entry.name) else others).append(entry.path)
+    return trials, refused, others
+
+
+def _link_needs_refusal(path: str) -> bool:
+    """A symlink that a dir scan would have followed: to a dir, or that cannot be resolved."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError as e:
+        return e.errno in (errno.ELOOP, errno.ENOENT, errno.ENOTDIR, errno.EACCES)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _mode_for(path: str) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
+    """Replace `path` with `data` in one step: temp file in the same dir, fsync, os.replace.
+
+    On any failure the temp file is removed and the old file is left as it was. Text is
+    encoded as UTF-8; a stray lone surrogate becomes a visible escape, never a crash
+    halfway through a file.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8", "backslashreplace")
+    target = os.path.realpath(path)  # through a symlinked file, as a plain write would go
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(target))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_error(path: str | os.PathLike, e: OSError) -> str:
+    """The one-line message for a failed write, with the likely fix."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free some space, or pass another path"
+    else:
+        fix = "check that its directory exists and is writable, or pass another path"
+    return f"cannot write {shown(os.fspath(path))}: {e.strerror or e} ({fix})"
