@@ -1,14 +1,17 @@
-# The front door. Each target is one line calling scripts/ or tools/; `make` prints the menu.
+# The front door. Each target is one line calling scripts/; `make` prints the menu.
 # Settings are overridable on the command line: make bench RUN=qwen-t2 N_CONCURRENT=1.
-# Command-line variables reach the scripts through their environment.
+# Command-line variables reach the scripts through their environment, never through a
+# recipe: no recipe expands a variable a user gives, so no value is ever read as shell code.
 
 # Strict flags through SHELL itself, so they also hold on GNU Make 3.81 (no .SHELLFLAGS).
 SHELL := /bin/bash -euo pipefail
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-builtin-rules --no-print-directory
 
-# Runs make compare, report and results act on.
-RUNS ?= example-terminus2 example-mswea
+# The names given on make's command line. Only those override a run's files: a setting the
+# user's shell happens to export is ignored (scripts/lib.sh, load_settings).
+override CLI_SETTINGS := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
+export CLI_SETTINGS
 
 .PHONY: help
 help: ## this menu
@@ -90,19 +93,19 @@ tally: ## the real per-task outcome of RUN (default: the bundled example)
 
 .PHONY: compare
 compare: ## side-by-side table, flips and per-task matrix of RUNS (default: the two bundled examples)
-	@.venv/bin/python tools/report.py compare $(RUNS)
+	@scripts/report.sh compare
 
 .PHONY: report
 report: ## pictures (PNG, SVG) and a self-contained HTML report of RUNS, under reports/
-	@.venv/bin/python tools/report.py render $(RUNS) && .venv/bin/python tools/report.py html $(RUNS)
+	@scripts/report.sh report
 
 .PHONY: results
 results: ## regenerate README.md's results section from the tallies of RUNS
-	@.venv/bin/python tools/report.py results --figures-dir docs/results $(RUNS)
+	@scripts/report.sh results
 
 .PHONY: check-submission
 check-submission: ## does RUN meet the Terminal-Bench leaderboard rules? if not, says why
-	@.venv/bin/python tools/report.py check-submission $(RUN)
+	@scripts/report.sh check-submission
 
 # --- the project -------------------------------------------------------------------------
 

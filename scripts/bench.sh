@@ -46,6 +46,7 @@ main() {
   local smoke=0
   [[ "${1:-}" != --smoke ]] || smoke=1
   resolve_run
+  refuse_bundled_example "$( ((smoke)) && echo smoke || echo bench)"
   load_settings
   ((smoke == 0)) || apply_smoke_settings
   validate_settings

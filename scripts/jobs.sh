@@ -24,6 +24,9 @@ prices_json() {
 }
 
 main() {
+  # No run, so no settings files: but make's command line is still checked, and ALL typed.
+  [[ -z "${CLI_SETTINGS+x}" ]] || check_command_line
+  [[ "${ALL:-0}" == 0 || "${ALL:-0}" == 1 ]] || die "setting ALL must be 0 or 1, got '$ALL'"
   PROJECT_LABEL=${PROJECT_LABEL:-$(sed -n 's/^PROJECT_LABEL=\([^[:space:]#]*\).*/\1/p' "$ENV_DIR/defaults.env")}
   [[ -n "$PROJECT_LABEL" ]] || die "PROJECT_LABEL is empty: set it in env/defaults.env or on the command line"
   local argv=(jobs ps --json -l "project=$(sanitize_label "$PROJECT_LABEL")")

@@ -35,8 +35,11 @@ is_dry_run() { [[ "${DRY_RUN:-0}" != "0" && -n "${DRY_RUN:-}" ]]; }
 # --- settings -----------------------------------------------------------------------------
 #
 # A run's settings come from four layers, later wins:
-#   env/defaults.env  <  env/servers/<SERVER>.env  <  runs/<RUN>.env  <  the environment
-# The last layer is what `make bench RUN=x N_CONCURRENT=1` passes down. Every setting is
+#   env/defaults.env  <  env/servers/<SERVER>.env  <  runs/<RUN>.env  <  the command line
+# The last layer is what `make bench RUN=x N_CONCURRENT=1` passes down. Under make, the
+# Makefile names those variables in CLI_SETTINGS, and a setting the user's shell merely
+# exports is ignored (DRY_RUN excepted); a script run directly, as the tests and the verbs'
+# children are, takes its whole environment as its command line. Every setting is
 # a plain string; list-valued ones (SERVER_ARGS, TASKS, …) are shell-quoted words, split by
 # split_words without ever being evaluated. The names of all settings are the ones
 # env/defaults.env assigns: that file is the catalogue.
@@ -53,7 +56,9 @@ list_runs() {
 }
 
 # The run to act on: RUN from the command line, else the last one used (state/last-run).
+# A mistyped RUN (RNU=x) is caught here, before "no RUN given" could hide it.
 resolve_run() {
+  [[ -z "${CLI_SETTINGS+x}" ]] || check_command_line
   if [[ -z "${RUN:-}" && -f "$STATE_ROOT/last-run" ]]; then
     RUN=$(<"$STATE_ROOT/last-run")
     say "RUN not given; using the last run, $RUN (state/last-run)"
@@ -70,14 +75,21 @@ remember_run() {
 }
 
 # Load RUN's settings into this shell. Command-line values are captured first and put back
-# last, so they win over every file.
+# last, so they win over every file; other settings in the environment are noted and dropped.
 load_settings() {
-  local name overrides=()
+  local name overrides=() from_shell=()
+  [[ -z "${CLI_SETTINGS+x}" ]] || check_command_line
   while read -r name; do
-    if [[ -n "${!name+x}" ]]; then
+    [[ -n "${!name+x}" ]] || continue
+    if from_command_line "$name"; then
       overrides+=("$name=${!name}")
+    else
+      from_shell+=("$name=${!name}")
     fi
   done < <(setting_names)
+  # The children a verb starts (probe.sh, tally.sh, stop.sh) get their settings as VAR=value
+  # prefixes: to them, as to a script run directly, the environment is the command line.
+  unset CLI_SETTINGS
 
   # shellcheck source=../env/defaults.env
   source "$ENV_DIR/defaults.env"
@@ -98,6 +110,7 @@ load_settings() {
     printf -v "${pair%%=*}" '%s' "${pair#*=}"
   done
   JOB_NAME=${JOB_NAME:-$RUN}
+  note_ignored "${from_shell[@]}"
 }
 
 # require NAME...: each setting must be non-empty; says which file sets it.
@@ -124,6 +137,141 @@ require_integer() {
     [[ "${!name}" =~ ^[1-9][0-9]*$ ]] ||
       die "setting $name must be a positive whole number, got '${!name}' (run '$RUN')"
   done
+}
+
+# from_command_line NAME: does the setting NAME, present in the environment, count as given
+# on the command line? Under make only the names in CLI_SETTINGS do, and DRY_RUN (a dry run
+# never harms); run directly, every one does.
+from_command_line() {
+  [[ -z "${CLI_SETTINGS+x}" || "$1" == DRY_RUN || " $CLI_SETTINGS " == *" $1 "* ]]
+}
+
+# note_ignored NAME=VALUE...: one note for each setting the shell exported that differs
+# from what the files resolved (an equal one changes nothing, so it is no news).
+note_ignored() {
+  local pair name
+  for pair in "$@"; do
+    name=${pair%%=*}
+    [[ "${pair#*=}" == "${!name}" ]] ||
+      say "ignoring $name=$(quote_word "${pair#*=}") from your shell's environment: only settings on make's command line count (make $SCRIPT_NAME $name=…)"
+  done
+}
+
+# require_port NAME...: a TCP port, 1 to 65535.
+require_port() {
+  local name value
+  for name in "$@"; do
+    require_integer "$name"
+    value=${!name}
+    ((${#value} <= 5 && value <= 65535)) ||
+      die "setting $name must be a port number, 1 to 65535, got '${!name}' (run '$RUN')"
+  done
+}
+
+# require_flag NAME...: 0 or 1, nothing else: a typo such as AUTO_STOP=yes must not guess.
+require_flag() {
+  local name
+  for name in "$@"; do
+    [[ "${!name}" == 0 || "${!name}" == 1 ]] ||
+      die "setting $name must be 0 or 1, got '${!name}' (run '$RUN')"
+  done
+}
+
+# require_duration NAME...: an hf jobs --timeout, <number>[s|m|h|d], more than zero. hf jobs
+# --dry-run accepts any --timeout; a real launch rejects '90min' after the fact.
+require_duration() {
+  local name
+  for name in "$@"; do
+    [[ "${!name}" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
+      die "setting $name must be a number with an optional unit s, m, h or d (e.g. 4h), got '${!name}' (run '$RUN')"
+    [[ ! "${!name}" =~ ^0+([.]0+)?[smhd]?$ ]] ||
+      die "setting $name must be more than zero (e.g. 4h), got '${!name}' (run '$RUN')"
+  done
+}
+
+# validate_api_base: API_BASE, when set, is a server's base URL as harbor and the probe use
+# it: http(s), ending in /v1, and no placeholder copied from the docs (<job_id>, {…}, ...).
+validate_api_base() {
+  [[ -n "${API_BASE:-}" ]] || return 0
+  local base=${API_BASE%/} url='^https?://[^/]+(/.*)?/v1$' placeholder='[<>{}[:space:]]'
+  [[ "$base" =~ $url && ! "$base" =~ $placeholder && "$base" != *...* ]] ||
+    die "API_BASE must be the server's http(s) URL ending in /v1, with no placeholder left in it (e.g. https://abc123--30000.hf.jobs/v1), got '$API_BASE'"
+}
+
+# validate_values: every setting that has a type holds a value of it. Offline and cheap, for
+# every verb that acts on a run (validate_settings starts with it); make stop and make jobs
+# skip it, so a bad value never keeps a server billing.
+validate_values() {
+  require_integer READY_TIMEOUT READY_POLL PROBE_TIMEOUT IDLE_WARN_AFTER LOG_TAIL PROBE_MAX_TOKENS
+  [[ -z "$PORT" ]] || require_port PORT
+  require_duration SERVER_TIMEOUT BENCH_TIMEOUT
+  require_flag AUTO_STOP KEEP_SERVER PROBE FOLLOW ALL DRY_RUN
+  [[ "$WHERE" == local || "$WHERE" == hf ]] ||
+    die "setting WHERE must be local or hf, got '$WHERE' (run '$RUN')"
+  validate_api_base
+}
+
+# Variables make's command line may carry that are not settings: what a verb acts on (RUN,
+# RUNS, TASK), how it reports (JSON, TIMEOUTS, OUT), where things are (JOB_DIR, STATE_ROOT)
+# and the Python make setup builds .venv with (PYTHON). Any other name must be a setting.
+readonly NON_SETTINGS="RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK"
+
+# closest_name NAME CANDIDATE...: the candidate nearest NAME (case-insensitive edit distance,
+# a swap of two letters counting one), when it is near enough to be a typo of it.
+closest_name() {
+  local name=$1
+  shift
+  printf '%s\n' "$@" | awk -v name="$name" '
+    function min(x, y) { return x < y ? x : y }
+    function distance(a, b,   d, i, j) {
+      for (i = 0; i <= length(a); i++) d[i, 0] = i
+      for (j = 0; j <= length(b); j++) d[0, j] = j
+      for (i = 1; i <= length(a); i++)
+        for (j = 1; j <= length(b); j++) {
+          d[i, j] = min(min(d[i - 1, j], d[i, j - 1]) + 1, d[i - 1, j - 1] + (substr(a, i, 1) != substr(b, j, 1)))
+          if (i > 1 && j > 1 && substr(a, i, 1) == substr(b, j - 1, 1) && substr(a, i - 1, 1) == substr(b, j, 1))
+            d[i, j] = min(d[i, j], d[i - 2, j - 2] + 1)
+        }
+      return d[length(a), length(b)]
+    }
+    NF {
+      # Ties go to the candidate of the same length (RUSN: RUNS, not RUN).
+      k = distance(toupper(name), toupper($0)) * 100 + (length($0) > length(name) ? length($0) - length(name) : length(name) - length($0))
+      if (best == "" || k < best_k) { best = $0; best_k = k }
+    }
+    END { if (best != "" && int(best_k / 100) <= 1 + int(length(name) / 5)) print best }'
+}
+
+# check_command_line: every KEY=value on make's command line (the names in CLI_SETTINGS) is a
+# setting or one of NON_SETTINGS, and none holds a secret. A typo such as N_CONCURENT=1 would
+# otherwise be dropped without a word, and a token in make's argv is readable by anyone (ps).
+check_command_line() {
+  local names name settings suggestion
+  read -ra names <<<"${CLI_SETTINGS:-}"
+  mapfile -t settings < <(setting_names)
+  for name in "${names[@]}"; do
+    case "${name^^}" in
+      *TOKEN | *KEY | *SECRET* | *PASSWORD*)
+        die "$name on make's command line sits in make's argv, which every local user can read (ps): export it in your shell instead (export $name=…), or for the HF token run 'hf auth login'"
+        ;;
+    esac
+    [[ " ${settings[*]} $NON_SETTINGS " != *" $name "* ]] || continue
+    # shellcheck disable=SC2086  # NON_SETTINGS is a list of plain names
+    suggestion=$(closest_name "$name" "${settings[@]}" $NON_SETTINGS)
+    if [[ -n "$suggestion" ]]; then
+      die "unknown setting $name: did you mean $suggestion? (settings: env/defaults.env)"
+    fi
+    die "unknown setting $name: neither a setting nor one of $NON_SETTINGS (settings: env/defaults.env)"
+  done
+}
+
+# refuse_bundled_example VERB: the runs named example-* ship their job dirs under examples/;
+# serving or benching one would write into them. Called by serve, bench, smoke and mop-up.
+refuse_bundled_example() {
+  [[ "$RUN" == example-* ]] || return 0
+  local real
+  real=$(list_runs | awk '!/^example-/' | tr '\n' ' ')
+  die "run '$RUN' is a bundled example: its job dirs are shipped under examples/ for make tally, compare and report; it is never served or benched. Pick a real run: make $1 RUN=<one of: ${real% }>"
 }
 
 # split_words VAR STRING: shell-quoted words of STRING into array VAR, with quotes
@@ -160,15 +308,6 @@ hf_token() {
   [[ -n "$token" ]] || token=$(hf auth token 2>/dev/null) || token=""
   [[ -n "$token" ]] || die "no HF token: set HF_TOKEN or run 'hf auth login' ($1)"
   printf '%s' "$token"
-}
-
-# launch_job ARGV...: run an `hf jobs run --detach -q …` line; print the job id it printed.
-launch_job() {
-  local job_id
-  job_id=$("$@") || die "hf jobs run failed (see above); nothing was launched"
-  job_id=$(printf '%s' "$job_id" | tail -n1 | tr -d '[:space:]')
-  [[ "$job_id" =~ ^[A-Za-z0-9_-]+$ ]] || die "hf jobs run printed no job id ('$job_id'): check 'make jobs' for a stray job"
-  printf '%s' "$job_id"
 }
 
 # --- printing and running argv --------------------------------------------------------------
@@ -259,7 +398,7 @@ stop_server_if_done() {
     left=""
   if [[ "$left" == 0 ]]; then
     say "AUTO_STOP=1: nothing left to retry; stopping the server"
-    "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
+    RUN=$RUN "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
   elif [[ -n "$left" ]]; then
     say "AUTO_STOP=1: $left task(s) left to mop up, so the server is kept: make mopup RUN=$RUN (it stops the server once nothing is left), or make stop RUN=$RUN"
   else

@@ -10,6 +10,7 @@ source "$(dirname "$0")/lib-server.sh"
 main() {
   resolve_run
   load_settings
+  validate_values
   LOG_TAIL=${LOG_TAIL:-100}
   require_integer LOG_TAIL
   load_server

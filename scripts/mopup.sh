@@ -83,6 +83,7 @@ main() {
     *) die "unknown verb '$verb' (mopup, archive, restore)" ;;
   esac
 
+  refuse_bundled_example mopup
   validate_settings
   case "${MOPUP_MODE:=auto}" in auto | resume | retry-job) ;; *)
     die "MOPUP_MODE must be auto, resume or retry-job, got '$MOPUP_MODE'" ;;

@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
-# Usage: make print RUN=<run> [setting=value ...]
+# Usage: make print RUN=<run> [WHERE=hf BUCKET=ns/name] [setting=value ...]
 # Print, shell-quoted and with no secret in them, the exact commands serve, smoke and bench
 # would run: the copy-paste reproduction of a run. Works offline, before any server exists
-# (the endpoint is then a placeholder).
+# (the endpoint is then a placeholder). WHERE=hf prints the hf jobs run lines that run
+# harbor itself as an HF Job, as make smoke and make bench would launch them.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
 source "$(dirname "$0")/argv.sh"
+# The commands are built in a command substitution (see main): keep set -e inside it.
+shopt -s inherit_errexit
 
-main() {
-  resolve_run
-  load_settings
-  validate_settings
-  local argv env_display base
-  base=$(display_endpoint)
-  mapfile -t env_display < <(bench_env_display "$base")
+# The layers a value can come from, stated once at the top.
+print_header() {
+  printf "# settings: env/defaults.env < env/servers/%s.env < runs/%s.env < make's command line (your shell's exported settings are ignored, except DRY_RUN)\n\n" \
+    "$SERVER" "$RUN"
+}
 
+print_serve() {
+  local argv
   printf '# %s: serve (%s on %s)\n' "$RUN" "$MODEL" "$SERVER_FLAVOR"
   serve_argv argv launch
   show_cmd_wrapped -- "${argv[@]}"
+}
+
+# Smoke and bench with harbor on this machine.
+print_local_bench() {
+  local base=$1 argv env_display
+  mapfile -t env_display < <(bench_env_display "$base")
   printf '\n# %s: smoke test (one task, job %s-smoke)\n' "$RUN" "$JOB_NAME"
   (
     apply_smoke_settings
@@ -28,9 +37,59 @@ main() {
   printf '\n# %s: bench\n' "$RUN"
   bench_argv argv
   show_cmd_wrapped "${env_display[@]}" -- "${argv[@]}"
+}
+
+# Smoke and bench with harbor as an HF Job on BUCKET (WHERE=hf), each in a subshell:
+# remote_bench_argv points JOBS_DIR at the bucket.
+print_remote_bench() {
+  local base=$1 argv
+  [[ -n "$BUCKET" ]] ||
+    die "WHERE=hf: harbor runs as an HF Job writing into a bucket; name it with BUCKET=<namespace>/<name> (make print RUN=$RUN WHERE=hf BUCKET=…)"
+  printf '\n# %s: smoke test as an HF Job (one task, job %s-smoke, writing into %s)\n' "$RUN" "$JOB_NAME" "$BUCKET"
+  (
+    apply_smoke_settings
+    remote_bench_argv argv launch "$base" 1
+    show_cmd_wrapped -- "${argv[@]}"
+  )
+  printf '\n# %s: bench as an HF Job (harbor writing into %s)\n' "$RUN" "$BUCKET"
+  (
+    remote_bench_argv argv launch "$base"
+    show_cmd_wrapped -- "${argv[@]}"
+  )
+}
+
+print_commands() {
+  local base
+  base=$(display_endpoint)
+  print_header
+  print_serve
+  if [[ "$WHERE" == hf ]]; then
+    print_remote_bench "$base"
+  else
+    print_local_bench "$base"
+  fi
   if [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
     printf '\n# note: the dataset is not pinned (DATASET_REF); every resume re-resolves its HEAD.\n'
   fi
+}
+
+# emit TEXT: TEXT on stdout. A reader that stops early (make print | head -n 3) is no error:
+# with SIGPIPE ignored the write fails with EPIPE instead of killing us, and that ends quietly.
+emit() {
+  trap '' PIPE
+  printf '%s\n' "$1" 2>/dev/null && return 0
+  [[ -p /dev/stdout ]] && exit 0
+  die "cannot write the commands to standard output"
+}
+
+main() {
+  resolve_run
+  load_settings
+  validate_settings
+  local text
+  # Every command is built before the first line goes out: an error prints nothing half-way.
+  text=$(print_commands)
+  emit "$text"
 }
 
 main "$@"

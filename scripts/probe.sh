@@ -51,6 +51,7 @@ request_body() {
 main() {
   resolve_run
   load_settings
+  validate_values
   PROBE_MAX_TOKENS=${PROBE_MAX_TOKENS:-512} PROBE_TIMEOUT=${PROBE_TIMEOUT:-180}
   require MODEL
   require_integer PROBE_MAX_TOKENS PROBE_TIMEOUT

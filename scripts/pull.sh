@@ -11,6 +11,7 @@ source "$(dirname "$0")/lib-run.sh"
 main() {
   resolve_run
   load_settings
+  validate_values
   require BUCKET JOBS_DIR JOB_NAME
   [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
     die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"

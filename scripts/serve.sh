@@ -31,6 +31,7 @@ refuse_if_serving() {
 
 main() {
   resolve_run
+  refuse_bundled_example serve
   load_settings
   validate_settings
   local argv

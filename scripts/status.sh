@@ -39,6 +39,7 @@ bench_activity() {
 main() {
   resolve_run
   load_settings
+  validate_values
   IDLE_WARN_AFTER=${IDLE_WARN_AFTER:-1800}
   require_integer IDLE_WARN_AFTER
   load_server

@@ -70,6 +70,23 @@ show_last_logs() {
   fi
 }
 
+# adopt_exposed_endpoint: serve records the endpoint it builds by hand (https://<id>--<port>
+# .hf.jobs/v1); HF reports the authoritative one in the job's status.expose_urls. When it does
+# and they differ, server.json takes HF's. An endpoint recorded any other way is left alone.
+adopt_exposed_endpoint() {
+  local exposed guessed
+  exposed=$(jq -r '.status.expose_urls[0] // empty' <<<"$JOB_INFO" 2>/dev/null) || exposed=""
+  exposed=${exposed%/}
+  [[ "$exposed" =~ ^https?://[^[:space:]\"]+$ ]] || return 1
+  guessed="https://$JOB_ID--$(jq -r '.port // empty' "$SERVER_JSON").hf.jobs/v1"
+  [[ "$ENDPOINT" == "$guessed" && "$exposed/v1" != "$ENDPOINT" ]] || return 1
+  jq --arg endpoint "$exposed/v1" '.endpoint = $endpoint | .endpoint_source = "expose_urls"' \
+    "$SERVER_JSON" >"$SERVER_JSON.tmp" && mv -f "$SERVER_JSON.tmp" "$SERVER_JSON"
+  ENDPOINT="$exposed/v1"
+  end_progress
+  say "HF reports the job's endpoint as $ENDPOINT; recorded it in $(rel "$SERVER_JSON")"
+}
+
 health_url() {
   local base=${ENDPOINT%/}
   printf '%s/health' "${base%/v1}"
@@ -78,6 +95,7 @@ health_url() {
 main() {
   resolve_run
   load_settings
+  validate_values
   READY_TIMEOUT=${READY_TIMEOUT:-2700} READY_POLL=${READY_POLL:-15} LOG_TAIL=${LOG_TAIL:-100}
   require_integer READY_TIMEOUT READY_POLL LOG_TAIL
   load_server
@@ -117,7 +135,10 @@ main() {
       die "the server did not start. Fix the cause above (model, flags, flavor), then make serve RUN=$RUN"
     fi
     http="-"
-    [[ "$stage" == RUNNING ]] && http=$(http_status "$url")
+    if [[ "$stage" == RUNNING ]]; then
+      adopt_exposed_endpoint && url=$(health_url)
+      http=$(http_status "$url")
+    fi
     progress "$(duration "$SECONDS") elapsed, stage $stage, /health $http"
     if [[ "$stage" == RUNNING && "$http" == 200 ]]; then
       end_progress

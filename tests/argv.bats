@@ -11,9 +11,8 @@ setup() {
 }
 
 check_goldens() {
-  local verb=$1 run_file run diffs=""
-  for run_file in "$REPO"/runs/*.env; do
-    run=$(basename "$run_file" .env)
+  local verb=$1 run diffs=""
+  for run in $(benchable_runs); do
     capture_argv "$run" "$verb" >"$BATS_TEST_TMPDIR/got" || diffs+="$run: $verb failed"$'\n'
     diff -u "$(golden_file "$run" "$verb")" "$BATS_TEST_TMPDIR/got" >"$BATS_TEST_TMPDIR/diff" ||
       diffs+="$(cat "$BATS_TEST_TMPDIR/diff")"$'\n'
@@ -37,10 +36,9 @@ check_goldens() {
   check_goldens remote-bench
 }
 
-@test "every run file has all three goldens, and no golden outlives its run" {
-  local run_file run verb golden
-  for run_file in "$REPO"/runs/*.env; do
-    run=$(basename "$run_file" .env)
+@test "every benchable run has all its goldens, and no golden outlives its run or names an example" {
+  local run verb golden
+  for run in $(benchable_runs); do
     for verb in $GOLDEN_VERBS; do
       assert [ -s "$(golden_file "$run" "$verb")" ]
     done
@@ -48,6 +46,7 @@ check_goldens() {
   for golden in "$REPO"/tests/golden/argv/*; do
     run=$(basename "$golden")
     assert [ -f "$REPO/runs/${run%.*}.env" ]
+    [[ "$run" != example-* ]] || fail "$golden: the bundled examples are never served or benched"
   done
 }
 
@@ -116,7 +115,7 @@ check_goldens() {
   assert_success
   assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
   local manifest="$STATE_ROOT/qwen-t2/manifest.jsonl"
-  run jq -c '[.event, .role, .job_id // .job_name, .endpoint]' "$manifest"
+  run jq -c 'select(.event != "launch-intent") | [.event, .role, .job_id // .job_name, .endpoint]' "$manifest"
   # The stop is recorded too: the endpoint's time range is in the manifest.
   assert_output "$(printf '%s\n%s\n%s' \
     '["serve","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]' \
@@ -143,11 +142,12 @@ printed_argv() {
 }
 
 @test "print: what make print shows, pasted into bash, is word for word what serve and bench run" {
-  local run_file run verb want
-  for run_file in "$REPO"/runs/*.env; do
-    run=$(basename "$run_file" .env)
+  local run verb want
+  for run in $(benchable_runs); do
     for verb in serve bench smoke; do
-      want=$(sed '1s/^== //' "$(golden_file "$run" "$verb")" | grep -v '^-- env ')
+      # The launch label is unique to each launch: make print cannot know it.
+      want=$(sed '1s/^== //' "$(golden_file "$run" "$verb")" | grep -v '^-- env ' |
+        sed '/^--label$/{N;/\nlaunch=/d;}')
       run printed_argv "$run" "$verb"
       assert_success
       assert_output "$want"
@@ -156,15 +156,17 @@ printed_argv() {
 }
 
 @test "AUTO_STOP keeps the server while tasks are left to mop up, and never stops it after a smoke test" {
-  RUN=example-terminus2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"
+  # qwen-t2 on a copy of the bundled example's job dirs: 3 infra-errored tasks, 1 unfinished.
+  cp -r "$REPO/examples/jobs" "$BATS_TEST_TMPDIR/jobs"
+  export JOBS_DIR="$BATS_TEST_TMPDIR/jobs" JOB_NAME=example-terminus2-tb21
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"
   : >"$STUB_LOG"
-  RUN=example-terminus2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh" --smoke
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh" --smoke
   assert_success
   refute_output --partial "AUTO_STOP"
-  RUN=example-terminus2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_success
-  # The bundled example has 3 infra-errored tasks and 1 unfinished one.
-  assert_output --partial "bench: AUTO_STOP=1: 4 task(s) left to mop up, so the server is kept: make mopup RUN=example-terminus2"
+  assert_output --partial "bench: AUTO_STOP=1: 4 task(s) left to mop up, so the server is kept: make mopup RUN=qwen-t2"
   run grep -c -x cancel "$STUB_LOG"
   assert_output 0
 }

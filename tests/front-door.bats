@@ -37,7 +37,8 @@ assert_nothing_changed() {
 @test "print shows the reference's commands with a placeholder endpoint and no secret" {
   HF_TOKEN=$TEST_TOKEN RUN=qwen-t2 run "$REPO/scripts/print.sh"
   assert_success
-  assert_line --index 0 "# qwen-t2: serve (Qwen/Qwen3.8-27B-FP8 on h200)"
+  assert_line --index 0 --partial "# settings: env/defaults.env < "
+  assert_line --index 1 "# qwen-t2: serve (Qwen/Qwen3.8-27B-FP8 on h200)"
   assert_line "OPENAI_API_KEY=\"\$(hf auth token)\" OPENAI_BASE_URL='https://<job_id>--30000.hf.jobs/v1' harbor run \\"
   assert_line "    lmsysorg/sglang:latest \\"
   assert_line "    -- sglang serve \\"

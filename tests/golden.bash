@@ -18,6 +18,14 @@ capture_argv() {
     sed -E 's/^launch=[0-9a-f]{16}$/launch=<unique per launch>/'
 }
 
+# The runs a golden exists for: every run file but the bundled examples (never served or benched).
+benchable_runs() {
+  local run_file
+  for run_file in "$REPO"/runs/*.env; do
+    [[ "$(basename "$run_file")" == example-* ]] || basename "$run_file" .env
+  done
+}
+
 golden_file() { printf '%s/tests/golden/argv/%s.%s' "$REPO" "$1" "$2"; }
 
 # The verbs every run file has a golden for.

@@ -14,8 +14,7 @@ source "$REPO/tests/test_helper.bash"
 source "$REPO/tests/golden.bash"
 common_setup
 use_stubs
-for run_file in "$REPO"/runs/*.env; do
-  run=$(basename "$run_file" .env)
+for run in $(benchable_runs); do
   for verb in $GOLDEN_VERBS; do
     capture_argv "$run" "$verb" >"$(golden_file "$run" "$verb")"
   done

@@ -1,0 +1,42 @@
+#!/usr/bin/env bats
+# DRY_RUN=1 writes nothing, on every verb of the menu, through make itself; a dry run that
+# printed its plan exits 0, even before any server or token exists.
+
+setup() {
+  load test_helper
+  common_setup
+  unset HF_TOKEN
+  export HF_ENDPOINT=http://127.0.0.1:1 # nothing may reach a network, not even by accident
+}
+
+# The repository's own files and the state root, as a comparable snapshot.
+snapshot() {
+  git -C "$REPO" status --porcelain --untracked-files=all -- . ':!tests' | LC_ALL=C sort
+  find "$REPO/README.md" "$REPO/docs" -type f -newer "$BATS_TEST_TMPDIR/start" 2>/dev/null
+  [[ ! -e "$STATE_ROOT" ]] || find "$STATE_ROOT"
+  [[ ! -e "$REPO/reports" ]] || echo "reports/ exists"
+}
+
+@test "every verb under DRY_RUN=1 writes nothing; those with a plan to print exit 0" {
+  touch "$BATS_TEST_TMPDIR/start"
+  local before target failures=""
+  before=$(snapshot)
+  # Each verb with what it needs on the command line; none has a server, a token or a job.
+  local verbs=(
+    "setup" "print RUN=qwen-t2" "serve RUN=qwen-t2" "probe RUN=qwen-t2" "smoke RUN=qwen-t2"
+    "bench RUN=qwen-t2" "bench RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "status RUN=qwen-t2"
+    "logs RUN=qwen-t2" "stop RUN=qwen-t2" "jobs" "pull RUN=gptoss-t2 BUCKET=alice/tb"
+    "mopup RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "mopup-archive RUN=qwen-t2"
+    "mopup-restore RUN=qwen-t2 TRIALS=all" "tally" "compare" "report" "results"
+    "check-submission RUN=example-terminus2" "test"
+  )
+  for target in "${verbs[@]}"; do
+    # shellcheck disable=SC2086  # the target's words
+    run make -C "$REPO" --no-print-directory $target DRY_RUN=1 STATE_ROOT="$STATE_ROOT"
+    # check-submission's verdict is its exit code (the example does not meet the rules).
+    [[ "$target" == check-submission* ]] || ((status == 0)) || failures+="make $target DRY_RUN=1 exited $status: $output"$'\n'
+    [[ "$output" != *"$TEST_TOKEN"* ]] || failures+="make $target printed the token"$'\n'
+  done
+  [[ -z "$failures" ]] || fail "$failures"
+  assert_equal "$(snapshot)" "$before"
+}

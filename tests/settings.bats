@@ -1,0 +1,363 @@
+#!/usr/bin/env bats
+# Settings that can't surprise: only make's command line overrides the files, an unknown or
+# secret KEY=value is refused, every value is checked before anything runs, and nothing a
+# user types on make's command line reaches a shell unquoted.
+
+setup() {
+  load test_helper
+  common_setup
+}
+
+# mk ARGS...: make in the repository, as a user types it.
+mk() {
+  make -C "$REPO" --no-print-directory "$@"
+}
+
+# Checksums of what make results and make report write, to prove a dry run wrote nothing.
+written_files() {
+  (cd "$REPO" && find README.md docs reports -type f 2>/dev/null | LC_ALL=C sort | xargs md5sum)
+}
+
+# in_lib CODE: run CODE in bash with lib.sh and argv.sh sourced, from the repository.
+in_lib() {
+  (cd "$REPO" && bash -c "source scripts/lib.sh; source scripts/argv.sh; $1")
+}
+
+# --- 1. only make's command line counts -----------------------------------------------------
+
+@test "under make, a setting your shell exports is ignored, with one note naming it" {
+  PORT=1234 JOB_NAME=mine run mk print RUN=qwen-t2
+  assert_success
+  assert_line "print: ignoring PORT=1234 from your shell's environment: only settings on make's command line count (make print PORT=…)"
+  assert_line "print: ignoring JOB_NAME=mine from your shell's environment: only settings on make's command line count (make print JOB_NAME=…)"
+  run grep -c "ignoring" <<<"$output"
+  assert_output 2
+  PORT=1234 JOB_NAME=mine run mk print RUN=qwen-t2
+  assert_line "    --expose 30000 \\"
+  assert_line "    --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 \\"
+}
+
+@test "make print's header states which layers count" {
+  run mk print RUN=qwen-t2
+  assert_success
+  assert_line --index 0 "# settings: env/defaults.env < env/servers/qwen3.8-27b-fp8-sglang-h200.env < runs/qwen-t2.env < make's command line (your shell's exported settings are ignored, except DRY_RUN)"
+}
+
+@test "under make, the command line wins over the shell, and a shell value equal to the files' is no news" {
+  PORT=1234 run mk print RUN=qwen-t2 PORT=2345
+  assert_success
+  assert_line "    --expose 2345 \\"
+  refute_output --partial "ignoring"
+  PORT=30000 run mk print RUN=qwen-t2
+  assert_success
+  refute_output --partial "ignoring"
+}
+
+@test "under make, DRY_RUN exported by the shell still counts: a dry run never harms" {
+  use_stubs
+  DRY_RUN=1 HF_TOKEN=$TEST_TOKEN run mk serve RUN=qwen-t2
+  assert_success
+  assert_output --partial "hf jobs run --detach -q --flavor h200"
+  run grep -c -x run "$STUB_LOG"
+  assert_output 0
+  assert [ ! -e "$STATE_ROOT" ]
+}
+
+@test "run directly, a script takes its environment as its command line" {
+  PORT=4242 RUN=qwen-t2 run "$REPO/scripts/print.sh"
+  assert_success
+  assert_line "    --expose 4242 \\"
+  refute_output --partial "ignoring"
+}
+
+@test "a child a verb starts under make gets exactly the values its parent passes it" {
+  # load_settings under make, then a child with a VAR=value prefix, as bench starts probe.sh.
+  run in_lib 'export CLI_SETTINGS="RUN"; RUN=qwen-t2; load_settings
+    printf "CLI_SETTINGS in the environment: %s\n" "$(env | grep -c "^CLI_SETTINGS=")"
+    PORT=4242 RUN=qwen-t2 scripts/print.sh'
+  assert_success
+  assert_line "CLI_SETTINGS in the environment: 0"
+  assert_line "    --expose 4242 \\"
+  refute_output --partial "ignoring"
+}
+
+# --- 2. unknown and secret names on make's command line -------------------------------------
+
+@test "an unknown KEY=value on make's command line names the closest setting" {
+  run mk print RUN=qwen-t2 N_CONCURENT=1
+  assert_failure
+  assert_line --index 0 "print: unknown setting N_CONCURENT: did you mean N_CONCURRENT? (settings: env/defaults.env)"
+  refute_output --partial "# qwen-t2"
+  run mk print RUN=qwen-t2 n_concurrent=1
+  assert_failure
+  assert_line --index 0 "print: unknown setting n_concurrent: did you mean N_CONCURRENT? (settings: env/defaults.env)"
+  run mk print RNU=qwen-t2
+  assert_failure
+  assert_line --index 0 "print: unknown setting RNU: did you mean RUN? (settings: env/defaults.env)"
+  run mk print RUN=qwen-t2 COLOUR=red
+  assert_failure
+  assert_line --index 0 "print: unknown setting COLOUR: neither a setting nor one of RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK (settings: env/defaults.env)"
+}
+
+@test "every verb that loads settings checks the command line, report's verbs too" {
+  run mk tally RUN=example-terminus2 TIMEOUT=unscored
+  assert_failure
+  assert_line --index 0 "tally: unknown setting TIMEOUT: did you mean TIMEOUTS? (settings: env/defaults.env)"
+  run mk compare RUSN="example-terminus2 example-mswea"
+  assert_failure
+  assert_line --index 0 "report: unknown setting RUSN: did you mean RUNS? (settings: env/defaults.env)"
+}
+
+@test "a token or key on make's command line is refused: make's argv is visible in ps" {
+  run mk print RUN=qwen-t2 HF_TOKEN="$TEST_TOKEN"
+  assert_failure
+  assert_line --index 0 "print: HF_TOKEN on make's command line sits in make's argv, which every local user can read (ps): export it in your shell instead (export HF_TOKEN=…), or for the HF token run 'hf auth login'"
+  refute_output --partial "$TEST_TOKEN"
+  run mk print RUN=qwen-t2 OPENAI_API_KEY=sk-not-a-key
+  assert_failure
+  assert_output --partial "print: OPENAI_API_KEY on make's command line sits in make's argv"
+}
+
+@test "the documented non-setting variables pass the command-line check" {
+  run mk print RUN=qwen-t2 RUNS=a JSON=0 TIMEOUTS=scored JOB_DIR=x PYTHON=python3 \
+    STATE_ROOT="$STATE_ROOT" OUT=o TASK=t
+  assert_success
+}
+
+# --- 3. values -------------------------------------------------------------------------------
+
+@test "a port outside 1-65535 is refused" {
+  RUN=qwen-t2 PORT=70000 run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output "print: setting PORT must be a port number, 1 to 65535, got '70000' (run 'qwen-t2')"
+}
+
+@test "every timeout and seconds setting must be more than zero" {
+  local name
+  for name in READY_TIMEOUT READY_POLL PROBE_TIMEOUT IDLE_WARN_AFTER LOG_TAIL PROBE_MAX_TOKENS; do
+    run env RUN=qwen-t2 "$name=0" "$REPO/scripts/print.sh"
+    assert_failure
+    assert_output "print: setting $name must be a positive whole number, got '0' (run 'qwen-t2')"
+  done
+  for name in SERVER_TIMEOUT BENCH_TIMEOUT; do
+    run env RUN=qwen-t2 "$name=0h" "$REPO/scripts/print.sh"
+    assert_failure
+    assert_output "print: setting $name must be more than zero (e.g. 4h), got '0h' (run 'qwen-t2')"
+  done
+}
+
+@test "flags are 0 or 1, and WHERE is local or hf" {
+  local name
+  for name in AUTO_STOP KEEP_SERVER PROBE FOLLOW ALL DRY_RUN; do
+    run env RUN=qwen-t2 "$name=yes" "$REPO/scripts/print.sh"
+    assert_failure
+    assert_output "print: setting $name must be 0 or 1, got 'yes' (run 'qwen-t2')"
+  done
+  RUN=qwen-t2 WHERE=mars run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output "print: setting WHERE must be local or hf, got 'mars' (run 'qwen-t2')"
+}
+
+@test "ENV_TYPE must be an environment the pinned harbor knows, or a module:Class path" {
+  RUN=qwen-t2 ENV_TYPE=dokcer run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output --partial "print: setting ENV_TYPE must be an environment harbor 0.25.0 knows or a module:Class import path, got 'dokcer': did you mean docker? (known: docker "
+  RUN=qwen-t2 ENV_TYPE=tests.harbor_env.scripted_env:ScriptedEnv run "$REPO/scripts/print.sh"
+  assert_success
+  assert_line "    --env tests.harbor_env.scripted_env:ScriptedEnv \\"
+}
+
+@test "the ENV_TYPE list is harbor's own EnvironmentType enum (a harbor upgrade that changes it fails here)" {
+  local ours harbors
+  ours=$(in_lib 'printf "%s\n" $HARBOR_ENV_TYPES' | LC_ALL=C sort)
+  harbors=$("$REPO/.venv/bin/python" -c '
+from harbor.models.environment_type import EnvironmentType
+print("\n".join(e.value for e in EnvironmentType))' | LC_ALL=C sort)
+  assert [ -n "$ours" ]
+  assert_equal "$ours" "$harbors"
+}
+
+@test "REASONING_EFFORT must be one the agent accepts" {
+  RUN=qwen-t2 REASONING_EFFORT=hgih run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output "print: setting REASONING_EFFORT must be one of none minimal low medium high xhigh max default (what terminus-2 accepts), got 'hgih' (run 'qwen-t2')"
+  RUN=qwen-mswea REASONING_EFFORT=hgih run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output --partial "(what mini-swe-agent accepts), got 'hgih'"
+  RUN=qwen-t2 AGENT=oracle run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output "print: setting REASONING_EFFORT must be empty for AGENT=oracle: it calls no model, and harbor refuses the kwarg, got 'low' (run 'qwen-t2')"
+  RUN=qwen-mswea REASONING_EFFORT=high run "$REPO/scripts/print.sh"
+  assert_success
+  assert_output --partial "--ak reasoning_effort=high"
+}
+
+@test "the REASONING_EFFORT list is what the pinned harbor's agents accept" {
+  local ours theirs
+  ours=$(in_lib 'printf "%s" "$REASONING_EFFORTS"')
+  theirs=$("$REPO/.venv/bin/python" -c '
+import typing, inspect, litellm
+from harbor.agents.terminus_2.terminus_2 import Terminus2Options
+from harbor.agents.installed.mini_swe_agent import MiniSweAgentOptions
+from harbor.agents.oracle import OracleAgent
+
+def literal(annotation):
+    (lit,) = [a for a in typing.get_args(annotation) if typing.get_origin(a) is typing.Literal]
+    return list(typing.get_args(lit))
+
+t2 = literal(Terminus2Options.model_fields["reasoning_effort"].annotation)
+# mini-swe-agent types it str and hands it to LiteLLM completion(reasoning_effort=...).
+assert MiniSweAgentOptions.model_fields["reasoning_effort"].annotation == (str | None)
+llm = literal(inspect.signature(litellm.completion).parameters["reasoning_effort"].annotation)
+assert llm == t2, (llm, t2)
+assert not OracleAgent.capabilities.reasoning_effort
+print(" ".join(t2))')
+  assert_equal "$ours" "$theirs"
+}
+
+@test "API_BASE must be an http(s) URL ending in /v1 with no placeholder, for every verb that takes it" {
+  local bad
+  for bad in 'https://<job_id>--30000.hf.jobs/v1' 'https://x--30000.hf.jobs' 'ftp://x--30000.hf.jobs/v1' \
+    'https://x--30000.hf.jobs/.../v1' 'https://{job}--30000.hf.jobs/v1' 'https://x y/v1'; do
+    RUN=qwen-t2 API_BASE=$bad run "$REPO/scripts/print.sh"
+    assert_failure
+    assert_output "print: API_BASE must be the server's http(s) URL ending in /v1, with no placeholder left in it (e.g. https://abc123--30000.hf.jobs/v1), got '$bad'"
+  done
+  run in_lib "RUN=qwen-t2 API_BASE='https://<job_id>--30000.hf.jobs/v1' validate_api_base"
+  assert_failure
+  run in_lib "unset API_BASE; validate_api_base && API_BASE=$TEST_ENDPOINT/ validate_api_base && echo ok"
+  assert_success
+  assert_output ok
+}
+
+# --- 4. mini-swe-agent on local Docker -------------------------------------------------------
+
+@test "mini-swe-agent with ENV_TYPE=docker is refused: its key would sit in docker's argv" {
+  RUN=qwen-mswea ENV_TYPE=docker run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output "print: run 'qwen-mswea': mini-swe-agent on ENV_TYPE=docker is refused: harbor's docker environment runs 'docker compose … exec -e OPENAI_API_KEY=<token>', so the key sits in a process's argv, readable by every local user (ps). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
+  RUN=qwen-tb3-smoke run "$REPO/scripts/print.sh"
+  assert_success
+}
+
+# --- 5. make print WHERE=hf, and a pipe that closes early ------------------------------------
+
+# printed_block RUN VERB ENV...: the `make print` block of VERB, evaluated by bash with the
+# command replaced by printf: the words bash reads back.
+printed_block() {
+  local run=$1 verb=$2 block
+  shift 2
+  block=$(env "$@" RUN="$run" "$REPO/scripts/print.sh" | awk -v v="$verb" '
+    /^# / { take = ($0 ~ (": " v)) ; next } take && NF { print } take && !NF { exit }')
+  [[ -n "$block" ]] || return 1
+  block=$(sed -E '1s/(^|[[:space:]])(hf jobs run|harbor run)/\1printf "%s\\n" \2/' <<<"$block")
+  bash -c "hf() { :; }; $block"
+}
+
+@test "print WHERE=hf shows the hf jobs run line bench launches, word for word" {
+  local run_file run
+  for run_file in "$REPO"/runs/*.env; do
+    run=$(basename "$run_file" .env)
+    # The bundled examples are never benched (refuse_bundled_example): no golden need hold them.
+    [[ "$run" != example-* ]] || continue
+    run printed_block "$run" bench WHERE=hf BUCKET=alice/tb-results API_BASE="$TEST_ENDPOINT"
+    assert_success
+    # The golden's launch label is unique to each launch: launch_job adds it, print cannot.
+    assert_output "$(sed -e '1s/^== //' -e '/^--label$/{N;/\nlaunch=<unique per launch>$/d}' \
+      "$REPO/tests/golden/argv/$run.remote-bench")"
+  done
+  RUN=qwen-t2 WHERE=hf BUCKET=alice/tb-results run "$REPO/scripts/print.sh"
+  assert_line "# qwen-t2: smoke test as an HF Job (one task, job qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke, writing into alice/tb-results)"
+  assert_line "# qwen-t2: bench as an HF Job (harbor writing into alice/tb-results)"
+}
+
+@test "print WHERE=hf without a bucket names BUCKET" {
+  RUN=qwen-t2 WHERE=hf run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output "print: WHERE=hf: harbor runs as an HF Job writing into a bucket; name it with BUCKET=<namespace>/<name> (make print RUN=qwen-t2 WHERE=hf BUCKET=…)"
+}
+
+@test "make print into a pipe that closes early ends quietly" {
+  cd "$REPO"
+  run bash -c 'set -o pipefail; make --no-print-directory print RUN=qwen-t2 | head -n 3 >"$0"' "$BATS_TEST_TMPDIR/head"
+  assert_success
+  assert_output ""
+  run wc -l <"$BATS_TEST_TMPDIR/head"
+  assert_output 3
+  # The reader is gone before the first write: SIGPIPE as inherited, then ignored.
+  run bash -c 'set -o pipefail; (sleep 1; exec make --no-print-directory print RUN=qwen-t2) | true'
+  assert_success
+  assert_output ""
+  run bash -c "set -o pipefail; (trap '' PIPE; sleep 1; exec make --no-print-directory print RUN=qwen-t2) | true"
+  assert_success
+  assert_output ""
+}
+
+# --- 6. nothing from make's command line reaches a shell unquoted ----------------------------
+
+@test "RUNS and RUN reach tools/report.py as words, never as shell code" {
+  local pwned="$BATS_TEST_TMPDIR/pwned" verb
+  for verb in compare report results; do
+    run mk "$verb" "RUNS=example-terminus2 \`touch $pwned\`"
+    assert_failure
+    assert [ ! -e "$pwned" ]
+  done
+  run mk check-submission "RUN=example-terminus2 \`touch $pwned\`"
+  assert_failure
+  assert [ ! -e "$pwned" ]
+}
+
+@test "no recipe pastes a make variable of user input" {
+  run grep -nE '\$\((RUN|RUNS|JSON|TIMEOUTS|JOB_DIR|PYTHON|STATE_ROOT|OUT|TASK|TRIALS|PULL)\)' "$REPO/Makefile"
+  assert_failure
+}
+
+@test "compare and check-submission still work on the default runs" {
+  run mk compare
+  assert_success
+  assert_line "## Comparison: example-terminus2-tb21 vs example-mswea-tb21"
+  run mk check-submission RUN=example-terminus2
+  assert_failure
+  assert_line "run example-terminus2-tb21: does NOT meet the Terminal-Bench leaderboard rules (5 problems):"
+}
+
+# --- 7. DRY_RUN writes nothing ---------------------------------------------------------------
+
+@test "make results and make report DRY_RUN=1 print the commands and write nothing" {
+  local before
+  before=$(written_files)
+  run mk results DRY_RUN=1
+  assert_success
+  assert_line "report: would run: .venv/bin/python tools/report.py results --figures-dir docs/results example-terminus2 example-mswea"
+  run mk report DRY_RUN=1
+  assert_success
+  assert_line "report: would run: .venv/bin/python tools/report.py render example-terminus2 example-mswea"
+  assert_line "report: would run: .venv/bin/python tools/report.py html example-terminus2 example-mswea"
+  assert_equal "$(written_files)" "$before"
+}
+
+@test "make compare DRY_RUN=1 only reads, so it runs" {
+  run mk compare DRY_RUN=1
+  assert_success
+  assert_line "## Comparison: example-terminus2-tb21 vs example-mswea-tb21"
+}
+
+@test "make test DRY_RUN=1 lists the suites and runs none" {
+  run mk test DRY_RUN=1
+  assert_success
+  assert_equal "${#lines[@]}" 3
+  assert_line --index 0 --regexp '^test: would run: \.venv/bin/shellcheck -x .*scripts/argv\.sh scripts/bench\.sh .*tests/test_helper\.bash'
+  assert_line --index 1 "test: would run: .venv/bin/bats tests/"
+  assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q tests/"
+}
+
+# --- 8. the bundled examples are never served or benched -------------------------------------
+
+@test "refuse_bundled_example stops serve, bench, smoke and mop-up of an example run" {
+  run in_lib 'RUN=example-terminus2 refuse_bundled_example serve'
+  assert_failure
+  assert_output "bash: run 'example-terminus2' is a bundled example: its job dirs are shipped under examples/ for make tally, compare and report; it is never served or benched. Pick a real run: make serve RUN=<one of: gptoss-t2 qwen-mswea qwen-t2 qwen-tb3-smoke>"
+  run in_lib 'RUN=qwen-t2 refuse_bundled_example bench && echo ok'
+  assert_success
+  assert_output ok
+}
