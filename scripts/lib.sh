@@ -424,10 +424,15 @@ import importlib.metadata as m, json
 print(json.dumps({p: m.version(p) for p in ("harbor", "huggingface_hub")}))
 PY
   )
+  local manifest
+  manifest="$(run_state_dir)/manifest.jsonl"
   mkdir -p "$(run_state_dir)"
+  # A write cut short by a kill leaves a line without its newline: start a fresh line, so this
+  # record is never glued to the broken one (readers skip that one).
+  [[ ! -s "$manifest" || -z "$(tail -c1 "$manifest")" ]] || printf '\n' >>"$manifest"
   jq -cn --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" --arg run "$RUN" \
     --arg commit "$commit" --argjson tools "$tools" --argjson settings "$settings" \
     --argjson extra "$extra" \
     '{at: $at, event: $event, run: $run, commit: $commit, tools: $tools} + $extra + {settings: $settings}' \
-    >>"$(run_state_dir)/manifest.jsonl"
+    >>"$manifest"
 }

@@ -97,10 +97,19 @@ main() {
   cd "$REPO_ROOT"
   # One writer: a second mop-up (or a bench) on this run would resume or archive the same trials.
   hold_run_lock "make mopup"
+  # Scratch files (the current config, the plan) live in the run's state, emptied at the start
+  # under the run's lock, so a killed mop-up leaves nothing behind in /tmp. A dry run writes
+  # nothing there: it uses a temp dir it removes.
   local work
-  work=$(mktemp -d)
-  # shellcheck disable=SC2064  # expand now: $work is local
-  trap "rm -rf -- '$work'" EXIT
+  if is_dry_run; then
+    work=$(mktemp -d)
+    # shellcheck disable=SC2064  # expand now: $work is local
+    trap "rm -rf -- '$work'" EXIT
+  else
+    work="$state/.mopup-work"
+    rm -rf -- "$work"
+    mkdir -p "$work"
+  fi
 
   # What `harbor run` would resolve now for the run's job: the yardstick for resuming.
   local argv
@@ -170,7 +179,8 @@ main() {
   [[ -n "$DATASET_PATH" ]] || RUN=$RUN ENV_TYPE=$ENV_TYPE "$REPO_ROOT/scripts/doctor.sh" bench
   remember_run
   mkdir -p "$state/mopup-plans"
-  cp "$work/plan.json" "$state/mopup-plans/$batch.json"
+  cp "$work/plan.json" "$state/mopup-plans/$batch.json.tmp"
+  mv -f "$state/mopup-plans/$batch.json.tmp" "$state/mopup-plans/$batch.json"
   "$PY" "$MOPUP" prepare --plan "$work/plan.json" --state-dir "$state"
   append_manifest mopup "$(jq -c --arg endpoint "$base" --args '{role: "mopup", mode, batch, job_name,
     retry_job_name, tasks: [.tasks[].task], endpoint: $endpoint, argv: $ARGS.positional}' \
@@ -191,7 +201,7 @@ main() {
   stop_server_if_done
   # Harbor also exits non-zero when a trial ended in CancelledError, after writing every
   # result: the report above is the truth; a rerun of mop-up picks up what is left.
-  ((rc == 0)) || die "harbor exited $rc; the tally above is what is on disk. Run 'make mopup RUN=$RUN' again to retry what is left"
+  ((rc == 0)) || die "harbor exited $rc; the tally above is what is on disk. This mop-up has finished: run 'make mopup RUN=$RUN' again to retry what is left"
 }
 
 main "$@"

@@ -599,7 +599,7 @@ def test_job_result_left_empty_by_a_kill_is_archived_not_fatal(tmp_path, server,
     assert sorted(r["task"] for r in tree.executed("mopup")) == sorted(INFRA)
     assert wasted_work(tree.executed("mopup"), SCORED, report_line) == 0
     assert_mopup_kept_everything(tree, before_dirs, hashes)
-    kept = [r for r in tree.manifest() if r.get("event") == "archive-job-file"]
+    kept = [r for r in tree.manifest() if r.get("event") == "archive-job-file" and r.get("state") == "moved"]
     assert len(kept) == 1 and Path(kept[0]["dest"]).read_text() == ""
     assert json.loads((tree.job_dir / "result.json").read_text())["n_total_trials"] == 9
     final = tree.tally()

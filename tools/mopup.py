@@ -9,13 +9,20 @@ scripts/mopup.sh drives it (settings, endpoint, harbor's argv); this file holds 
   prepare  carry out a plan's file moves: archive trial dirs, patch n_concurrent_trials.
            Idempotent: a move already done is skipped, so an interrupted mop-up reruns.
   report   after harbor: which planned trials ran ("re-ran X of Y"), and anything unplanned.
-  archive  list what mop-up took out of jobs (the manifest, checked against the disk).
+  archive  list what mop-up took out of jobs (the manifest and the archive on disk).
   restore  move archived trial dirs back into their job.
 
 Nothing here deletes. A trial dir leaves a job only by a rename into
 state/<run>/archive/<batch>/<job-name>/<trial>, recorded in state/<run>/manifest.jsonl
 (append-only) before and after the rename. Why the archive is outside the job: on resume
-harbor rmtree's every dir of a job that has no result.json (harbor-notes §5).
+harbor rmtree's every dir of a job that has no result.json (harbor-notes §5). How the moves
+and writes survive a kill, a full disk and a live harbor: tools/mopup_archive.py.
+
+Harbor's files are read as untrusted: a config.json, lock.json or result.json may be missing,
+empty, truncated, not UTF-8, not a JSON object, a directory or a FIFO. A special file is never
+opened (it could hang us); each problem gives one line naming the file. Where a retry job
+can still run safely (it leaves the job as it is), the plan uses one and says why; where not
+(make tally itself would hang), mop-up stops with exit 1.
 
 Exit codes: 0 done, 1 a user-facing error (message says what and how to fix), 2 usage.
 """
@@ -23,12 +30,11 @@ Exit codes: 0 done, 1 a user-facing error (message says what and how to fix), 2 
 from __future__ import annotations
 
 import asyncio
-import errno
 import importlib.metadata
 import json
 import os
 import re
-import shutil
+import stat
 import subprocess
 import sys
 from collections import Counter
@@ -39,6 +45,12 @@ import click
 
 TOOLS_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS_DIR))
+
+# read_manifest and patch_concurrency are here for tests/test_mopup.py, which calls them as mopup.*.
+from mopup_archive import (  # noqa: E402  (tools/ is on sys.path)
+    AGAIN, WriteFailed, append_manifest, archive_inventory, archive_trials, describe_archived,
+    file_kind, manifest_path, move_dir, patch_concurrency, read_manifest, read_manifest_lines,
+    refuse_live_writers, remove_stale_temps, restore_one, shown, special_file, what_moved, write_atomically)
 
 # Passed to `harbor job resume -f`: exception types are Python class names, which cannot
 # contain '-', so this matches no trial. Without an explicit -f, harbor's default
@@ -82,6 +94,71 @@ def run_tally(args: list[str]) -> dict:
     return json.loads(proc.stdout)
 
 
+# --- harbor's files, read as untrusted ---------------------------------------------------------
+
+# Said after every file problem a standalone retry job works around: it never touches the job.
+SAFE_FALLBACK = "a retry job is safe (it leaves this job as it is)"
+
+
+def read_json_object(path: Path) -> tuple[dict | None, str | None]:
+    """(the JSON object in path, None), or (None, what is wrong, worded to follow the file's name).
+
+    The file type is checked first: a FIFO or a device is never opened, so it cannot hang us.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None, "is missing"
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(mode):
+        return None, f"is {file_kind(mode)}, not a file"
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+    if not raw.strip():
+        return None, "is empty (truncated?)"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "is not UTF-8 text (corrupt?)"
+    except ValueError:
+        return None, "is not valid JSON (truncated?)"
+    if not isinstance(data, dict):
+        kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        return None, f"is not a JSON object (it holds {kinds.get(type(data), 'a number')})"
+    return data, None
+
+
+def first_error(exc) -> str:
+    """A pydantic ValidationError in a few words: where, and what."""
+    error = exc.errors()[0]
+    return f"{'.'.join(str(x) for x in error.get('loc', ())) or 'top level'}: {error.get('msg')}"
+
+
+def refuse_special_files(job_dirs: list[Path]) -> None:
+    """Stop when make tally would open a FIFO or a device where harbor writes its JSON.
+
+    The tally reads every job's config.json and result.json, every trial's result.json and,
+    when that names no task, the trial's config.json. A FIFO would hang it: no plan can work
+    around that, so this is exit 1. (A FIFO the tally never opens is the plan's business.)
+    """
+    for job_dir in job_dirs:
+        paths = [job_dir / "config.json", job_dir / "result.json"]
+        for trial_dir in trial_dirs_of(job_dir):
+            paths.append(trial_dir / "result.json")
+            result, _ = read_json_object(trial_dir / "result.json")
+            if not (result and isinstance(result.get("task_name"), str) and result["task_name"]):
+                paths.append(trial_dir / "config.json")
+        for path in paths:
+            kind = special_file(path)
+            if kind:
+                raise click.ClickException(
+                    f"{shown(path)} is {kind}, not a file: make tally would hang reading it (mop-up never opens it). "
+                    "Move it out of the job (harbor never writes one), then run make mopup again")
+
+
 # --- harbor's own view of the job -------------------------------------------------------------
 
 
@@ -89,14 +166,41 @@ def harbor_version() -> str:
     return importlib.metadata.version("harbor")
 
 
-def load_job_config(job_dir: Path):
+def read_job_config(job_dir: Path) -> tuple[object | None, dict | None, str | None]:
+    """(harbor's JobConfig, its raw dict, None), or (None, None, why the job cannot be resumed)."""
     from harbor.models.job.config import JobConfig
+    from pydantic import ValidationError
 
-    config = JobConfig.model_validate_json((job_dir / "config.json").read_text())
-    # What `harbor job resume -p` does (0.25): the directory given is the job's location.
-    config.jobs_dir = job_dir.parent
-    config.job_name = job_dir.name
-    return config
+    path = job_dir / "config.json"
+    raw, problem = read_json_object(path)
+    if raw is not None:
+        try:
+            config = JobConfig.model_validate_json(json.dumps(raw))
+        except ValidationError as exc:
+            problem = f"is not a harbor job config ({first_error(exc)})"
+        else:
+            # What `harbor job resume -p` does (0.25): the directory given is the job's location.
+            config.jobs_dir = job_dir.parent
+            config.job_name = job_dir.name
+            return config, raw, None
+    return None, None, f"{shown(path)} {problem}: mop-up cannot resume this job; {SAFE_FALLBACK}"
+
+
+def lock_blockers(job_dir: Path) -> list[str]:
+    """Why the job's lock.json rules out a resume: unreadable, missing, or another harbor's."""
+    path = job_dir / "lock.json"
+    lock, problem = read_json_object(path)
+    if problem == "is missing":
+        return [f"{shown(path)} is missing: mop-up cannot check the job's tasks and harbor version against it, "
+                f"so it does not resume; {SAFE_FALLBACK}"]
+    if problem:
+        why = ("harbor would hang reading it" if special_file(path)
+               else "harbor refuses to resume a job whose lock.json it cannot read")
+        return [f"{shown(path)} {problem}: {why}; {SAFE_FALLBACK}"]
+    locked = lock.get("harbor").get("version") if isinstance(lock.get("harbor"), dict) else None
+    if locked and locked != harbor_version():
+        return [f"the job was created by harbor {locked}, this is harbor {harbor_version()}"]
+    return []
 
 
 def planned_trial_configs(config) -> tuple[list, list]:
@@ -189,20 +293,29 @@ def simulate_resume(job_dir: Path, planned: list, leaving: set[Path]) -> tuple[C
     Returns (tasks that would run, the error harbor would raise or None).
     """
     from harbor.models.trial.config import TrialConfig
-    from harbor.models.trial.result import TrialResult
+    from pydantic import ValidationError
 
     existing = []
-    for trial_dir in sorted(p for p in job_dir.iterdir() if p.is_dir()):
+    for trial_dir in trial_dirs_of(job_dir):
         if trial_dir in leaving:
             continue
         result = trial_dir / "result.json"
         if not result.exists():
             return Counter(), f"{trial_dir.name} has no result.json and would be deleted by harbor"
-        try:
-            TrialResult.model_validate_json(result.read_text())
-        except Exception:  # harbor skips (and keeps) unparseable results: so do we
+        if not trial_result_loads(result):  # harbor skips (and keeps) a result.json it cannot load: so do we
             continue
-        trial_config = TrialConfig.model_validate_json((trial_dir / "config.json").read_text())
+        # Harbor reads this one unguarded: any problem stops its resume before it runs anything.
+        path = trial_dir / "config.json"
+        raw, problem = read_json_object(path)
+        if raw is not None:
+            try:
+                trial_config = TrialConfig.model_validate_json(json.dumps(raw))
+            except ValidationError as exc:
+                problem = f"is not a harbor trial config ({first_error(exc)})"
+        if problem:
+            why = "harbor's resume would hang reading it" if special_file(path) else \
+                "harbor's resume would stop on this finished trial"
+            return Counter(), f"{shown(path)} {problem}: {why}; {SAFE_FALLBACK}"
         trial_config.trials_dir = job_dir
         existing.append(trial_config)
 
@@ -220,6 +333,19 @@ def simulate_resume(job_dir: Path, planned: list, leaving: set[Path]) -> tuple[C
     return remaining, None
 
 
+def trial_result_loads(path: Path) -> bool:
+    """Whether harbor's resume would load this trial result.json (a special file: never opened)."""
+    from harbor.models.trial.result import TrialResult
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        TrialResult.model_validate_json(path.read_bytes().decode("utf-8"))
+        return True
+    except (OSError, ValueError):  # pydantic's ValidationError and UnicodeDecodeError are ValueErrors
+        return False
+
+
 # --- the plan ---------------------------------------------------------------------------------
 
 
@@ -234,12 +360,14 @@ def job_result_readable(job_dir: Path) -> bool:
     from harbor.models.job.result import JobResult
 
     path = job_dir / "result.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         return True
     try:
-        JobResult.model_validate_json(path.read_text())
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False  # a dir where harbor writes a file: it goes to the archive, unopened
+        JobResult.model_validate_json(path.read_bytes().decode("utf-8"))
         return True
-    except Exception:
+    except (OSError, ValueError):
         return False
 
 
@@ -248,23 +376,28 @@ def trial_dirs_of(job_dir: Path) -> list[Path]:
 
 
 def trial_task(trial_dir: Path) -> str | None:
-    """The task a trial dir belongs to: its result.json, else its config.json, else None."""
-    for name in ("result.json", "config.json"):
-        try:
-            data = json.loads((trial_dir / name).read_text())
-        except (OSError, ValueError):
-            continue
-        if name == "result.json" and data.get("task_name"):
-            return data["task_name"]
-        path = (data.get("task") or {}).get("path")
-        if path:
-            return Path(path).name
+    """The task a trial dir belongs to: its result.json, else its config.json (as the tally reads them)."""
+    result, _ = read_json_object(trial_dir / "result.json")
+    if result and isinstance(result.get("task_name"), str) and result["task_name"]:
+        return result["task_name"]
+    config, _ = read_json_object(trial_dir / "config.json")
+    task = (config or {}).get("task")
+    if isinstance(task, dict):
+        if isinstance(task.get("name"), str) and task["name"]:  # a package task: "org/name"
+            return task["name"]
+        if isinstance(task.get("path"), str) and task["path"].rstrip("/"):
+            return Path(task["path"].rstrip("/")).name
     return None
 
 
 def main_job_dir(jobs_dir: Path, job_name: str) -> Path:
-    for candidate in (jobs_dir / job_name, jobs_dir / "jobs" / job_name):
-        if (candidate / "config.json").exists():
+    """The run's job dir, flat or nested; one without config.json too (the plan then says why it cannot resume)."""
+    candidates = (jobs_dir / job_name, jobs_dir / "jobs" / job_name)
+    for candidate in candidates:
+        if os.path.lexists(candidate / "config.json"):
+            return candidate
+    for candidate in candidates:
+        if candidate.is_dir():
             return candidate
     raise click.ClickException(
         f"no job '{job_name}' under {jobs_dir} (looked for {job_name}/config.json and jobs/{job_name}/config.json). "
@@ -295,11 +428,7 @@ def resume_blockers(job_dir: Path, frozen_raw: dict, current: dict, config, task
                     leaving: list[Path], selected: set[str], n_concurrent: int) -> list[str]:
     """Every reason `harbor job resume` would not run exactly `selected`; [] when it would."""
     blockers = [f"setting changed since the job was created: {d}" for d in config_differences(frozen_raw, current)]
-    lock_path = job_dir / "lock.json"
-    if lock_path.exists():
-        locked = json.loads(lock_path.read_text()).get("harbor", {}).get("version")
-        if locked and locked != harbor_version():
-            blockers.append(f"the job was created by harbor {locked}, this is harbor {harbor_version()}")
+    blockers += lock_blockers(job_dir)
     blockers += [f"a secret was frozen redacted ({s}); a resume would send the redacted string"
                  for s in redacted_secrets(frozen_raw)]
     if blockers or not planned:
@@ -320,32 +449,40 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
                verdicts: Path | None = None) -> dict:
     naming = tally_naming()
     job_dir = main_job_dir(jobs_dir, job_name)
+    refuse_special_files(naming.run_job_dirs(jobs_dir, job_name))
     selection = ["--jobs-dir", str(jobs_dir), "--job-name", job_name]
     if verdicts:
         selection += ["--verdicts", str(verdicts)]
     targets = run_tally(["retry-targets", *selection])
     known = {row["task"] for row in run_tally(["tally", *selection]).get("per_task", [])}
 
-    frozen_raw = json.loads((job_dir / "config.json").read_text())
-    config = load_job_config(job_dir)
+    config, frozen_raw, config_blocker = read_job_config(job_dir)
     warnings: list[str] = []
     task_configs: list = []
     planned: list = []
-    dataset_blocker: list[str] = []
-    try:
-        task_configs, planned = planned_trial_configs(config)
-    except Exception as exc:  # a --repo dataset needs the network; harbor's resume would fail the same way
-        dataset_blocker.append(f"harbor cannot resolve the job's dataset now ({type(exc).__name__}: {exc})")
-        warnings.append("tasks that never started cannot be listed without the dataset; they are not in this plan")
+    blockers: list[str] = []
+    if config is None:
+        blockers.append(config_blocker)
+        warnings.append("tasks that never started cannot be listed without the job's config.json; "
+                        "they are not in this plan")
+    else:
+        try:
+            task_configs, planned = planned_trial_configs(config)
+        except Exception as exc:  # a --repo dataset needs the network; harbor's resume would fail the same way
+            blockers.append(f"harbor cannot resolve the job's dataset now ({type(exc).__name__}: {exc})")
+            warnings.append("tasks that never started cannot be listed without the dataset; they are not in this plan")
 
     tasks = select_tasks(targets, known, planned)
     selected = sorted(tasks)
     # In place, every dir of a selected task leaves the job (so harbor re-runs it), and so does
-    # every dir without result.json (harbor would rmtree it).
-    leaving = [d for d in trial_dirs_of(job_dir)
-               if trial_task(d) in tasks or not (d / "result.json").exists()]
-    blockers = dataset_blocker + resume_blockers(job_dir, frozen_raw, current, config, task_configs, planned,
-                                                 leaving, set(selected), n_concurrent)
+    # every dir without result.json (harbor would rmtree it). A dir's task is the tally's when
+    # the tally names the dir (it also reads a task from the dir's name), else its files'.
+    tally_task = {d: t["task"] for t in tasks.values() for d in t["trial_dirs"] if d}
+    task_of_dir = {d: tally_task.get(str(d)) or trial_task(d) for d in trial_dirs_of(job_dir)}
+    leaving = [d for d, task in task_of_dir.items() if task in tasks or not (d / "result.json").exists()]
+    if config is not None:
+        blockers += resume_blockers(job_dir, frozen_raw, current, config, task_configs, planned,
+                                    leaving, set(selected), n_concurrent)
 
     if not selected:
         chosen = "none"
@@ -358,8 +495,6 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
     else:
         chosen = mode
 
-    frozen_n = config.n_concurrent_trials
-    lock_path = job_dir / "lock.json"
     batch = now_utc().strftime("%Y%m%dT%H%M%S%fZ")
     plan = {
         "run": run,
@@ -380,12 +515,13 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
         "trial_dirs_before": sorted(str(d) for jd in naming.run_job_dirs(jobs_dir, job_name) for d in trial_dirs_of(Path(jd))),
     }
     if chosen == "resume":
-        plan["archive"] = [{"src": str(d), "job": job_dir.name, "task": trial_task(d),
+        plan["archive"] = [{"src": str(d), "job": job_dir.name, "task": task_of_dir[d],
                             "finished": (d / "result.json").exists()} for d in leaving]
         if not job_result_readable(job_dir):
             plan["unreadable_job_result"] = str(job_dir / "result.json")
         # Both files, each on its own: an interrupted patch may have left one behind.
-        locked_n = json.loads(lock_path.read_text()).get("n_concurrent_trials") if lock_path.exists() else None
+        frozen_n = config.n_concurrent_trials
+        locked_n = (read_json_object(job_dir / "lock.json")[0] or {}).get("n_concurrent_trials")
         if frozen_n != n_concurrent or locked_n not in (None, n_concurrent):
             plan["concurrency"] = {"from": frozen_n, "lock_from": locked_n, "to": n_concurrent}
         plan["resume_argv"] = ["harbor", "job", "resume", "-p", str(job_dir), "--filter-error-type", NO_MATCH_FILTER]
@@ -432,107 +568,6 @@ def describe_plan(plan: dict, state_dir: Path) -> str:
     return "\n".join(lines)
 
 
-# --- archive, manifest, concurrency ------------------------------------------------------------
-
-
-def append_manifest(state_dir: Path, record: dict) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    record = {"at": now_utc().isoformat(), **record}
-    with (state_dir / "manifest.jsonl").open("a") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def read_manifest(state_dir: Path) -> list[dict]:
-    path = state_dir / "manifest.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def ensure_free(dest: Path) -> None:
-    if dest.exists():
-        raise click.ClickException(f"{dest} already exists; not overwriting it (move it away by hand)")
-
-
-def move_dir(src: Path, dest: Path) -> None:
-    """A rename, never copy-and-delete: the dir (or file) is either here or there."""
-    ensure_free(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(src, dest)
-    except OSError as exc:
-        if exc.errno == errno.EXDEV:
-            raise click.ClickException(
-                f"cannot move {src} to {dest}: different filesystems. Put state/ on the jobs dir's filesystem "
-                "(STATE_ROOT=<dir next to the jobs dir>); mop-up never copies-then-deletes.")
-        raise
-
-
-def archive_trials(plan: dict, state_dir: Path) -> int:
-    moved = 0
-    for item in plan["archive"]:
-        src = Path(item["src"])
-        dest = state_dir / "archive" / plan["batch"] / item["job"] / src.name
-        if not src.exists() and dest.exists():
-            continue  # done by an earlier, interrupted attempt at this plan
-        if not src.exists():
-            raise click.ClickException(f"{src} is gone and not in the archive; re-plan: run mop-up again")
-        ensure_free(dest)
-        append_manifest(state_dir, {"event": "archive", "state": "moving", "src": str(src), "dest": str(dest),
-                                    "task": item["task"], "finished": item["finished"], "batch": plan["batch"]})
-        move_dir(src, dest)
-        append_manifest(state_dir, {"event": "archive", "state": "moved", "src": str(src), "dest": str(dest),
-                                    "task": item["task"], "batch": plan["batch"]})
-        moved += 1
-    return moved
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".mopup-tmp")
-    tmp.write_text(text)
-    with tmp.open("rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def patch_concurrency(job_dir: Path, n: int, backup_dir: Path, state_dir: Path) -> list[str]:
-    """Set n_concurrent_trials to n in config.json and lock.json, both or neither.
-
-    Harbor locks the value in both files (harbor-notes §5). Both new texts are built and
-    validated before either file is replaced, and the originals are copied to the archive
-    first. Each file is replaced atomically; should the process die between the two
-    replacements, the next mop-up finds one file still at the old value and patches it.
-    """
-    from harbor.models.job.config import JobConfig
-
-    changed = []
-    texts = {}
-    for name in ("config.json", "lock.json"):
-        path = job_dir / name
-        if not path.exists():
-            continue
-        data = json.loads(path.read_text())
-        if data.get("n_concurrent_trials") == n:
-            continue
-        data["n_concurrent_trials"] = n
-        if name == "config.json":
-            JobConfig.model_validate(data)
-        texts[name] = json.dumps(data, indent=4)
-    if not texts:
-        return changed
-    backup_dir.mkdir(parents=True, exist_ok=True)
-    for name in texts:
-        shutil.copy2(job_dir / name, backup_dir / name)
-    for name, text in texts.items():
-        write_atomically(job_dir / name, text)
-        changed.append(name)
-    append_manifest(state_dir, {"event": "concurrency", "job_dir": str(job_dir), "to": n, "files": changed,
-                                "backups": str(backup_dir)})
-    return changed
-
-
 # --- click commands ---------------------------------------------------------------------------
 
 
@@ -557,7 +592,10 @@ def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config,
     """Decide what to retry and how; write the plan JSON to --out and print it."""
     the_plan = build_plan(jobs_dir.resolve(), job_name, mode, n_concurrent,
                           json.loads(current_config.read_text()), run, verdicts)
-    out.write_text(json.dumps(the_plan, indent=2))
+    try:
+        write_atomically(out, json.dumps(the_plan, indent=2))
+    except WriteFailed as exc:
+        raise click.ClickException(exc.message("nothing was moved"))
     click.echo(describe_plan(the_plan, state_dir), err=True)
 
 
@@ -565,28 +603,44 @@ def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config,
 @click.option("--plan", "plan_path", type=click.Path(exists=True, path_type=Path), required=True)
 @click.option("--state-dir", type=click.Path(path_type=Path), required=True)
 def prepare(plan_path, state_dir):
-    """Archive the plan's trial dirs and patch the concurrency; safe to run twice."""
+    """Archive the plan's trial dirs and patch the concurrency; a rerun after a kill at any point finishes it."""
     p = json.loads(plan_path.read_text())
-    if p["mode"] != "resume":
-        return
-    moved = archive_trials(p, state_dir)
+    state_dir = Path(os.path.abspath(state_dir))
     job_dir = Path(p["job_dir"])
-    job_files = state_dir / "archive" / p["batch"] / (job_dir.name + ".job-files")
-    if p.get("unreadable_job_result"):
-        src, dest = Path(p["unreadable_job_result"]), job_files / "result.json"
-        if src.exists():
-            ensure_free(dest)
-            move_dir(src, dest)  # a rename, like the trial dirs
-            append_manifest(state_dir, {"event": "archive-job-file", "state": "moved", "src": str(src),
-                                        "dest": str(dest), "batch": p["batch"],
-                                        "why": "unreadable (harbor killed while writing it); harbor writes a new one"})
-    if p["concurrency"]:
-        patch_concurrency(job_dir, p["concurrency"]["to"], job_files, state_dir)
+    moved: list[str] = []
+    try:
+        if p["mode"] == "resume":  # before anything changes: refuse while someone still writes the job
+            refuse_live_writers([Path(a["src"]) for a in p["archive"]], job_dir)
+        for tmp in remove_stale_temps(job_dir, state_dir):
+            click.echo(f"removed {shown(tmp)}, a temp file of an interrupted mop-up", err=True)
+        if p["mode"] != "resume":
+            return
+        archive_trials(p, state_dir, moved)
+        job_files = state_dir / "archive" / p["batch"] / (job_dir.name + ".job-files")
+        if p.get("unreadable_job_result"):
+            archive_job_result(Path(p["unreadable_job_result"]), job_files / "result.json", p["batch"], state_dir)
+        if p["concurrency"]:
+            patch_concurrency(job_dir, p["concurrency"]["to"], job_files, state_dir)
+    except WriteFailed as exc:
+        raise click.ClickException(exc.message(what_moved(moved, manifest_path(state_dir))))
     # Last line of defence before harbor runs: it deletes every dir without result.json.
     doomed = [d.name for d in trial_dirs_of(job_dir) if not (d / "result.json").exists()]
     if doomed:
-        raise click.ClickException(f"not resuming: harbor would delete {', '.join(doomed)} (no result.json). Run mop-up again to archive them.")
-    click.echo(f"archived {moved} trial dir(s) to {state_dir / 'archive' / p['batch']}", err=True)
+        raise click.ClickException(
+            f"not resuming: harbor would delete {', '.join(doomed)} (no result.json; they appeared after the plan). "
+            f"{AGAIN.capitalize()}: it archives them first")
+    click.echo(f"archived {len(moved)} trial dir(s) to {shown(state_dir / 'archive' / p['batch'])}", err=True)
+
+
+def archive_job_result(src: Path, dest: Path, batch: str, state_dir: Path) -> None:
+    """Move the job's unreadable result.json to the archive (a rename, like the trial dirs); once."""
+    if not os.path.lexists(src) or os.path.lexists(dest):
+        return  # moved already (maybe by an attempt killed before its record), or harbor has written a new one
+    record = {"event": "archive-job-file", "src": str(src), "dest": str(dest), "batch": batch,
+              "why": "unreadable (harbor killed while writing it); harbor writes a new one"}
+    append_manifest(state_dir, {**record, "state": "moving"})
+    move_dir(src, dest)
+    append_manifest(state_dir, {**record, "state": "moved"})
 
 
 @cli.command()
@@ -611,7 +665,7 @@ def report(plan_path):
     not_run = sorted(planned - set(ran))
     click.echo(f"re-ran {sum(ran.values())} of {len(planned)} planned trials")
     if not_run:
-        click.echo(f"not re-run (yet): {', '.join(not_run)} — run mop-up again", err=True)
+        click.echo(f"not re-run (yet): {', '.join(not_run)}: {AGAIN}", err=True)
     if unplanned:
         raise click.ClickException(f"harbor ran {len(unplanned)} trial(s) mop-up did not plan: {', '.join(unplanned)}")
 
@@ -619,16 +673,18 @@ def report(plan_path):
 @cli.command("archive")
 @click.option("--state-dir", type=click.Path(path_type=Path), required=True)
 def archive_list(state_dir):
-    """List archived trial dirs: batch, job, trial, task, and whether it is still in the archive."""
-    moved = [r for r in read_manifest(state_dir) if r.get("event") == "archive" and r.get("state") == "moved"]
-    restored = {r["src"] for r in read_manifest(state_dir) if r.get("event") == "restore"}
-    if not moved:
-        click.echo(f"nothing archived for this run ({state_dir / 'manifest.jsonl'} has no archive records)")
+    """List archived trial dirs: batch, job, trial, task, and whether each is still in the archive."""
+    state_dir = Path(os.path.abspath(state_dir))
+    entries = archive_inventory(state_dir)
+    if not entries:
+        click.echo(f"the archive of run {state_dir.name} is empty: mop-up has moved nothing out of its jobs")
         return
-    for r in moved:
-        dest = Path(r["dest"])
-        status = "archived" if dest.exists() else ("restored" if r["dest"] in restored else "MISSING")
-        click.echo(f"{status:<9} {r['batch']}  {Path(r['src']).parent.name}/{dest.name}  task={r['task']}  from {r['src']}")
+    for entry in entries:
+        click.echo(describe_archived(entry))
+    broken = read_manifest_lines(state_dir)[1]
+    if broken:
+        click.echo(f"note: {broken} line(s) of {shown(manifest_path(state_dir))} were cut short by a killed mop-up; "
+                   "the list above also reads the archive on disk", err=True)
 
 
 @cli.command()
@@ -636,20 +692,42 @@ def archive_list(state_dir):
 @click.argument("trials", nargs=-1, required=True)
 def restore(state_dir, trials):
     """Move archived trial dirs (by trial dir name, or 'all') back into their jobs."""
-    moved = [r for r in read_manifest(state_dir) if r.get("event") == "archive" and r.get("state") == "moved"]
-    wanted = [r for r in moved if "all" in trials or Path(r["dest"]).name in trials]
-    unknown = set(trials) - {"all"} - {Path(r["dest"]).name for r in moved}
+    state_dir = Path(os.path.abspath(state_dir))
+    run = state_dir.name
+    entries = archive_inventory(state_dir)
+    if not entries:
+        click.echo(f"the archive of run {run} is empty: nothing to restore")
+        return
+    unknown = set(trials) - {"all"} - {e.trial for e in entries}
     if unknown:
-        raise click.ClickException(f"not in the archive: {', '.join(sorted(unknown))} (list it with `make mopup-archive`)")
-    for r in wanted:
-        src, dest = Path(r["dest"]), Path(r["src"])
-        if not src.exists():
-            continue  # restored already
-        ensure_free(dest)
-        append_manifest(state_dir, {"event": "restore", "state": "moving", "src": r["dest"], "dest": r["src"]})
-        move_dir(src, dest)
-        append_manifest(state_dir, {"event": "restore", "state": "moved", "src": r["dest"], "dest": r["src"]})
-        click.echo(f"restored {dest}")
+        raise click.ClickException(f"not in the archive of run {run}: {', '.join(sorted(unknown))} "
+                                   "(list it with `make mopup-archive`)")
+    wanted = [e for e in entries if "all" in trials or e.trial in trials]
+    restored: list[str] = []
+    problems: list[str] = []
+    try:
+        for entry in wanted:
+            status = entry.status()
+            if status == "MISSING":
+                problems.append(f"{entry.trial} is neither in the archive ({shown(entry.dest)}) nor back in its job")
+            elif status == "archived" and entry.src is None:
+                problems.append(f"no record says which job {shown(entry.dest)} came from: "
+                                "move it back into its job dir by hand")
+            elif status == "archived":
+                restore_one(state_dir, entry)
+                restored.append(str(entry.src))
+                click.echo(f"restored {entry.src}")
+    except WriteFailed as exc:
+        done = (f"{len(restored)} trial dir(s) were moved back before that, each recorded in "
+                f"{shown(manifest_path(state_dir))}" if restored else "nothing was moved")
+        raise click.ClickException(exc.message(done, verb="make mopup-restore"))
+    if problems and ("all" not in trials or any(p.startswith("no record") for p in problems)):
+        raise click.ClickException("; ".join(problems))
+    for problem in problems:
+        click.echo(f"warning: {problem}", err=True)
+    if not restored and not problems:
+        click.echo("nothing to restore: " + ("every archived trial dir is" if "all" in trials else "those trial dirs are")
+                   + " back in its job already")
 
 
 if __name__ == "__main__":
