@@ -381,7 +381,8 @@ endpoint() {
   local server_json
   server_json="$(run_state_dir)/server.json"
   [[ -f "$server_json" ]] || return 1
-  jq -er '.endpoint' "$server_json"
+  jq -er '.endpoint | strings' "$server_json" 2>/dev/null ||
+    die "state/$RUN/server.json is not the JSON make serve writes (no endpoint in it): check the server with make jobs, then remove the file and run make serve RUN=$RUN (or give API_BASE=<url ending in /v1>)"
 }
 
 # --- the server's end ------------------------------------------------------------------------

@@ -235,3 +235,16 @@ assert_nothing_changed() {
   assert_success
   assert_output --regexp "setup: would build .venv with python3(\.[0-9]+)? and install env/requirements.txt"
 }
+
+@test "a corrupt server.json is one clear line for bench, smoke, mopup, serve and stop, not a jq error" {
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  printf '{"job_id": "abc", trunc' >"$STATE_ROOT/qwen-t2/server.json"
+  local verb
+  for verb in bench.sh "bench.sh --smoke" serve.sh stop.sh; do
+    # shellcheck disable=SC2086  # the verb's words
+    RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO"/scripts/$verb
+    assert_failure 1
+    assert_output --regexp "state/qwen-t2/server.json (is not the JSON make serve writes|names no valid job)"
+    refute_output --partial "parse error"
+  done
+}

@@ -166,24 +166,31 @@ def harbor_version() -> str:
     return importlib.metadata.version("harbor")
 
 
+def read_model(path: Path, model, what: str) -> tuple[object | None, dict | None, str | None]:
+    """(path read as harbor's pydantic MODEL, its raw dict, None), or (None, None, the problem)."""
+    from pydantic import ValidationError
+
+    raw, problem = read_json_object(path)
+    if raw is None:
+        return None, None, problem
+    try:
+        return model.model_validate_json(json.dumps(raw)), raw, None
+    except ValidationError as exc:
+        return None, None, f"is not a harbor {what} ({first_error(exc)})"
+
+
 def read_job_config(job_dir: Path) -> tuple[object | None, dict | None, str | None]:
     """(harbor's JobConfig, its raw dict, None), or (None, None, why the job cannot be resumed)."""
     from harbor.models.job.config import JobConfig
-    from pydantic import ValidationError
 
     path = job_dir / "config.json"
-    raw, problem = read_json_object(path)
-    if raw is not None:
-        try:
-            config = JobConfig.model_validate_json(json.dumps(raw))
-        except ValidationError as exc:
-            problem = f"is not a harbor job config ({first_error(exc)})"
-        else:
-            # What `harbor job resume -p` does (0.25): the directory given is the job's location.
-            config.jobs_dir = job_dir.parent
-            config.job_name = job_dir.name
-            return config, raw, None
-    return None, None, f"{shown(path)} {problem}: mop-up cannot resume this job; {SAFE_FALLBACK}"
+    config, raw, problem = read_model(path, JobConfig, "job config")
+    if config is None:
+        return None, None, f"{shown(path)} {problem}: mop-up cannot resume this job; {SAFE_FALLBACK}"
+    # What `harbor job resume -p` does (0.25): the directory given is the job's location.
+    config.jobs_dir = job_dir.parent
+    config.job_name = job_dir.name
+    return config, raw, None
 
 
 def lock_blockers(job_dir: Path) -> list[str]:
@@ -293,7 +300,6 @@ def simulate_resume(job_dir: Path, planned: list, leaving: set[Path]) -> tuple[C
     Returns (tasks that would run, the error harbor would raise or None).
     """
     from harbor.models.trial.config import TrialConfig
-    from pydantic import ValidationError
 
     existing = []
     for trial_dir in trial_dirs_of(job_dir):
@@ -306,12 +312,7 @@ def simulate_resume(job_dir: Path, planned: list, leaving: set[Path]) -> tuple[C
             continue
         # Harbor reads this one unguarded: any problem stops its resume before it runs anything.
         path = trial_dir / "config.json"
-        raw, problem = read_json_object(path)
-        if raw is not None:
-            try:
-                trial_config = TrialConfig.model_validate_json(json.dumps(raw))
-            except ValidationError as exc:
-                problem = f"is not a harbor trial config ({first_error(exc)})"
+        trial_config, _, problem = read_model(path, TrialConfig, "trial config")
         if problem:
             why = "harbor's resume would hang reading it" if special_file(path) else \
                 "harbor's resume would stop on this finished trial"

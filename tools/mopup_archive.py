@@ -141,14 +141,19 @@ def temp_of(path: Path) -> Path:
     return path.with_name(path.name + TEMP_SUFFIX)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of data to fd (os.write may write less), then fsync."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
+
+
 def _write_file(path: Path, data: bytes) -> None:
     """Create or truncate path, write data, fsync. The one place mop-up writes file contents."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        _write_all(fd, data)
     finally:
         os.close(fd)
 
@@ -223,10 +228,7 @@ def _append_line(path: Path, line: str) -> None:
         # A kill mid-append leaves a line without its newline: start on a fresh line.
         if os.fstat(fd).st_size and not _ends_with_newline(path):
             line = "\n" + line
-        view = memoryview(line.encode())
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        _write_all(fd, line.encode())
     finally:
         os.close(fd)
 
