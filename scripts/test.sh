@@ -20,6 +20,10 @@ suite() {
 
 main() {
   cd "$REPO_ROOT"
+  # The suites run the scripts directly, with their settings in the environment, as a user's
+  # shell would pass them to a script. make's list of its own command-line names must not
+  # reach them: under it, every such setting would be ignored (scripts/lib.sh load_settings).
+  unset CLI_SETTINGS
   is_dry_run || [[ -x .venv/bin/bats && -x .venv/bin/pytest && -f tests/node_modules/bats-assert/load.bash ]] ||
     die "test tools missing: run make setup first"
   local shell_files
