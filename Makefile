@@ -51,6 +51,10 @@ smoke: ## one task with RUN's full wiring, job <job-name>-smoke
 bench: ## harbor run against RUN's server, then the tally (WHERE=hf: as an HF Job on BUCKET)
 	@scripts/bench.sh
 
+.PHONY: reproduce
+reproduce: ## RUN from nothing to its tally, unattended: serve, probe, smoke, bench, mop-up, tally, stop (resumable; DRY_RUN=1: the plan)
+	@scripts/reproduce.sh
+
 # --- watch the server --------------------------------------------------------------------
 
 .PHONY: status

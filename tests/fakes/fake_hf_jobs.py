@@ -15,7 +15,7 @@ exits by itself after --max-lifetime seconds. It serves the paths of hf-jobs-not
 
     GET  /api/whoami-v2                          the scenario's namespace as a user
     GET  /api/agent-harnesses                    an empty registry
-    POST /api/jobs/{ns}                          run: creates the scenario's "new_job"
+    POST /api/jobs/{ns}                          run: creates the next of "new_jobs", else "new_job"
     GET  /api/jobs/{ns}                          list, filtered by ?stage= and ?label=k=v
     GET  /api/jobs/{ns}/{id}                     inspect: advances the job's stage sequence
     GET  /api/jobs/{ns}/{id}/logs[?tail=N]       SSE, the job's log lines
@@ -37,16 +37,21 @@ Scenario (JSON; every key optional):
           "flavor": "h200",
           "labels": {"project": "terminal-bench-harness", "run": "qwen-t2"},
           "created_at": "2025-07-22T16:06:25.079Z",   # default: when the fake started
-          "port": 30000
+          "port": 30000,
+          "expose_url": "http://127.0.0.1:8123",  # status.exposeUrls[0]; default https://<id>--<port>.hf.jobs
+          "error_if_exists": "/tmp/x/dead"         # once this file exists the job is ERROR: it died
         }
       },
+      "new_jobs": [{"id": "srv1", ...}, {"id": "srv2", ...}],  # one per POST, in order (a
+                                                 # relaunch gets a new job); when spent, "new_job"
       "new_job": {"id": "job9", ...same keys...}, # what POST /api/jobs/{ns} creates
       "run_delay": 0                             # seconds a run waits, after creating the job,
     }                                            # before it answers (an interrupt lands there)
 
 Every request is appended to the --record file as one JSON line:
     {"method": "POST", "path": "/api/jobs/alice/job1/cancel", "query": {}, "body": null,
-     "auth": true}
+     "auth": true, "at": 1767225600.25}
+"at" is when it came (time.time()): a test reads a job's billed time off its run and cancel.
 "auth" says whether an Authorization header came; secret values in a run's body are
 replaced by "***", so the record never holds a token.
 """
@@ -56,6 +61,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import threading
 import time
@@ -86,6 +92,8 @@ class Job:
         self.labels = dict(spec.get("labels") or {})
         self.created_at = spec.get("created_at", started)
         self.port = spec.get("port")
+        self.expose_url = spec.get("expose_url")
+        self.error_if_exists = spec.get("error_if_exists")
         self.image = spec.get("docker_image", "lmsysorg/sglang:latest")
         self.command = list(spec.get("command") or [])
         self.inspections = 0
@@ -95,6 +103,8 @@ class Job:
     def stage(self) -> str:
         if self.canceled:
             return "CANCELED"
+        if self.error_if_exists and os.path.exists(self.error_if_exists):
+            return "ERROR"
         return self.stages[min(self.inspections, len(self.stages) - 1)]
 
     def inspect(self) -> dict:
@@ -109,7 +119,9 @@ class Job:
 
     def info(self) -> dict:
         status: dict = {"stage": self.stage, "message": self.message if self.stage in TERMINAL else None}
-        if self.port:
+        if self.expose_url:
+            status["exposeUrls"] = [self.expose_url]
+        elif self.port:
             status["exposeUrls"] = [f"https://{self.id}--{self.port}.hf.jobs"]
         info = {
             "id": self.id,
@@ -134,6 +146,7 @@ class FakeJobsAPI:
         started = _now_iso()
         self.jobs = {jid: Job(jid, spec, self.namespace, started) for jid, spec in (scenario.get("jobs") or {}).items()}
         self.new_job = scenario.get("new_job") or {"id": "job-new"}
+        self.new_jobs = list(scenario.get("new_jobs") or [])
         self.run_delay = float(scenario.get("run_delay") or 0)
         self.started = started
         self.record_path = record_path
@@ -144,7 +157,8 @@ class FakeJobsAPI:
             return
         if isinstance(body, dict) and isinstance(body.get("secrets"), dict):
             body = {**body, "secrets": {k: "***" for k in body["secrets"]}}
-        line = json.dumps({"method": method, "path": path, "query": query, "body": body, "auth": auth})
+        line = json.dumps({"method": method, "path": path, "query": query, "body": body, "auth": auth,
+                           "at": time.time()})
         with self.lock, open(self.record_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
@@ -228,7 +242,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _run(self, body: dict):
         api = self.api
-        spec = dict(api.new_job)
+        with api.lock:
+            spec = dict(api.new_jobs.pop(0) if api.new_jobs else api.new_job)
         spec.setdefault("flavor", body.get("flavor", "cpu-basic"))
         spec.setdefault("labels", body.get("labels") or {})
         spec.setdefault("docker_image", body.get("dockerImage"))

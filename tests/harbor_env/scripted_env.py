@@ -27,6 +27,14 @@ Behaviours, each raised where the real failure surfaces, so harbor records it as
   hang                start() sleeps for an hour: the test kills harbor mid-trial
   slow-pass           start() sleeps SCRIPTED_ENV_SLOW seconds (6), then the trial passes:
                       harbor is mid-trial for a while, and a test acts meanwhile
+  server-dies         the model server dies under the run: start() SIGKILLs the pid in the
+                      file SCRIPTED_ENV_SERVER_PID_FILE (the fake model server, so its endpoint
+                      stops answering), creates SCRIPTED_ENV_SERVER_DEAD_FILE (the fake Jobs
+                      API's "error_if_exists": its job turns ERROR), then raises
+                      httpx.ConnectError (no reward), as a trial whose model vanished would
+
+Each log line also carries "at" (time.time() when the trial started), so a test can place a
+trial inside a step's time window.
 
 The agent must be `oracle` (it runs solution/solve.sh through exec(), which is where the
 agent-phase behaviours happen); `nop` never calls the environment during its run.
@@ -37,6 +45,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 from harbor.environments.base import BaseEnvironment, ExecResult
@@ -51,7 +61,7 @@ APT_MIRROR_OUTPUT = (
     "expired (invalid since 412d 3h 1min 2s). Updates for this repository will not be applied."
 )
 
-START_BEHAVIOURS = {"ReadTimeout", "SandboxError", "CancelledError", "ConnectError", "hang"}
+START_BEHAVIOURS = {"ReadTimeout", "SandboxError", "CancelledError", "ConnectError", "hang", "server-dies"}
 AGENT_BEHAVIOURS = {"apt-mirror", "AgentTimeoutError", "ContextWindowExceededError"}
 KNOWN = {"pass", "fail", "slow-pass"} | START_BEHAVIOURS | AGENT_BEHAVIOURS
 
@@ -76,6 +86,15 @@ def _attempt_and_behaviour(task: str) -> tuple[int, str]:
     return earlier + 1, behaviour
 
 
+def _kill_the_server() -> None:
+    pid = int(_required_path("SCRIPTED_ENV_SERVER_PID_FILE").read_text().strip())
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # already dead: the same end
+    _required_path("SCRIPTED_ENV_SERVER_DEAD_FILE").touch()
+
+
 class ScriptedEnv(BaseEnvironment):
     @staticmethod
     def type() -> str:
@@ -98,6 +117,7 @@ class ScriptedEnv(BaseEnvironment):
             "trial": self.trial_paths.trial_dir.name,
             "job": self.trial_paths.trial_dir.parent.name,
             "phase": os.environ.get("SCRIPTED_ENV_PHASE", ""),
+            "at": time.time(),
         }
         # One short line with O_APPEND: harbor runs trials as asyncio tasks in one process,
         # and separate harbor processes never overlap in the tests.
@@ -105,6 +125,11 @@ class ScriptedEnv(BaseEnvironment):
             log.write(json.dumps(entry) + "\n")
 
         b = self._behaviour
+        if b == "server-dies":
+            _kill_the_server()
+            import httpx
+
+            raise httpx.ConnectError("scripted: [Errno 111] Connection refused (the model server died)")
         if b == "ReadTimeout":
             import httpx
 

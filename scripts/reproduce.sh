@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Usage: make reproduce RUN=<run> [DRY_RUN=1] [WHERE=hf BUCKET=ns/name] [setting=value ...]
+# One unattended command from nothing to the final tally:
+#   serve → probe → smoke → bench → mop-up passes → tally → stop → summary
+# run by tools/reproduce.py under the run's lock, each step the project's own verb. Progress is
+# in state/<run>/reproduce.json: run it again after a crash, Ctrl-C or reboot and it resumes
+# where it stopped, reusing a healthy server. A server that dies is relaunched (MAX_RELAUNCHES)
+# and mop-up carries on against it; whatever happens, the server is stopped once no step needs
+# it. DRY_RUN=1 prints the plan, every command, and writes nothing. WHERE=hf runs the whole
+# supervisor as a CPU HF Job on BUCKET, so the laptop can close.
+# Settings: MOPUP_PASSES, MAX_RELAUNCHES, IDLE_STOP_AFTER, HEALTH_POLL (and every verb's own).
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=argv.sh
+source "$(dirname "${BASH_SOURCE[0]}")/argv.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib-run.sh"
+
+# The supervisor's own settings, with their defaults until env/defaults.env catalogues them.
+supervisor_settings() {
+  MOPUP_PASSES=${MOPUP_PASSES:-3}
+  MAX_RELAUNCHES=${MAX_RELAUNCHES:-2}
+  IDLE_STOP_AFTER=${IDLE_STOP_AFTER:-600}
+  HEALTH_POLL=${HEALTH_POLL:-30}
+  local name
+  for name in MOPUP_PASSES MAX_RELAUNCHES; do
+    [[ "${!name}" =~ ^[0-9]+$ ]] ||
+      die "setting $name must be a whole number (0 or more), got '${!name}' (run '$RUN')"
+  done
+  require_integer IDLE_STOP_AFTER HEALTH_POLL
+}
+
+# The run's jobs dir as an absolute path (settings give it relative to the repository).
+abs_jobs_dir() {
+  if [[ "$JOBS_DIR" == /* ]]; then printf '%s' "$JOBS_DIR"; else printf '%s/%s' "$REPO_ROOT" "$JOBS_DIR"; fi
+}
+
+retry_targets_argv() {
+  local -n _rt=$1
+  _rt=(.venv/bin/python tools/reproduce.py targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME")
+  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _rt+=(--verdicts "runs/$RUN.verdicts.yaml")
+}
+
+# plan_line STEP TEXT: one step of the plan, on one line.
+plan_line() { printf '%-8s %s\n' "$1" "$2"; }
+
+# print_plan: every step with the command it runs, from the verbs' own argv builders.
+print_plan() {
+  local base argv env_display rt
+  base=$(display_endpoint)
+  endpoint >/dev/null 2>&1 ||
+    say "note: no server yet: the commands show its endpoint as a placeholder, $base (make serve, the first step, records the real one)"
+  mapfile -t env_display < <(bench_env_display "$base")
+  say "plan for run '$RUN' (progress in state/$RUN/reproduce.json; a rerun resumes and never redoes a finished step):"
+  if [[ -n "${API_BASE:-}" ]]; then
+    plan_line serve "skipped: API_BASE=$(quote_word "$API_BASE") is a server started elsewhere (never stopped by this)"
+  else
+    serve_argv argv launch
+    plan_line serve "$(show_cmd -- "${argv[@]}")   (skipped while the recorded server is healthy; then waits for /health 200)"
+  fi
+  plan_line probe "$(show_cmd "RUN=$RUN" -- scripts/probe.sh)"
+  local smoke_argv
+  mapfile -d '' -t smoke_argv < <(
+    apply_smoke_settings
+    local s=()
+    bench_argv s
+    printf '%s\0' "${s[@]}"
+  )
+  plan_line smoke "$(show_cmd "${env_display[@]}" -- "${smoke_argv[@]}")   (scripts/bench.sh --smoke, PROBE=0 AUTO_STOP=0)"
+  bench_argv argv
+  plan_line bench "$(show_cmd "${env_display[@]}" -- "${argv[@]}")   (scripts/bench.sh, PROBE=0 AUTO_STOP=0; the server is checked every ${HEALTH_POLL}s)"
+  retry_targets_argv rt
+  plan_line mopup "$(show_cmd "RUN=$RUN" AUTO_STOP=0 PROBE=1 -- scripts/mopup.sh)   (at most $MOPUP_PASSES pass(es), while mop-up's selection, $(show_cmd -- "${rt[@]}"), lists tasks; a dead server is relaunched at most $MAX_RELAUNCHES time(s))"
+  plan_line tally "$(show_cmd "RUN=$RUN" -- scripts/tally.sh)"
+  if [[ -n "${API_BASE:-}" ]]; then
+    plan_line stop "skipped: the API_BASE server is not this run's to stop"
+  else
+    plan_line stop "$(show_cmd "RUN=$RUN" -- scripts/stop.sh)   (hf jobs cancel of the run's server; also on any failure or Ctrl-C; retried for ${IDLE_STOP_AFTER}s)"
+  fi
+  plan_line summary "the tally, the trials re-run per mop-up pass, the server's uptime and idle time"
+}
+
+# --- WHERE=hf: the supervisor itself as a CPU HF Job ------------------------------------------
+
+# supervisor_argv VAR MODE STAGE: hf jobs run for `make reproduce` inside a CPU job, from a copy
+# of this checkout's tracked files (STAGE, mounted at /repo), on the bucket (/data), as
+# remote_mopup_argv does. Values reach the job as -e data; its script only names them.
+supervisor_argv() {
+  # shellcheck disable=SC2178  # a nameref to the caller's array
+  local -n _argv=$1
+  local mode=$2 stage=$3 script
+  validate_remote_settings
+  script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
+  # shellcheck disable=SC2016  # expanded inside the job
+  script+='; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$API_BASE" "N_CONCURRENT=$N_CONCURRENT" "MOPUP_PASSES=$MOPUP_PASSES" "MAX_RELAUNCHES=$MAX_RELAUNCHES" "IDLE_STOP_AFTER=$IDLE_STOP_AFTER" "HEALTH_POLL=$HEALTH_POLL"'
+  _argv=(hf jobs run)
+  case "$mode" in
+    launch) _argv+=(--detach -q) ;;
+    dry-run) _argv+=(--dry-run) ;;
+  esac
+  # The supervisor outlives every server it starts, so it gets the server's time budget.
+  _argv+=(--flavor "$BENCH_FLAVOR" --secrets HF_TOKEN --timeout "$SERVER_TIMEOUT")
+  _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")" --label "run=$(sanitize_label "$RUN")" --label "role=supervisor")
+  _argv+=(-v "hf://buckets/$BUCKET:/data" -v "$stage:/repo")
+  _argv+=(-e "RUN=$RUN" -e "API_BASE=${API_BASE:-}" -e "N_CONCURRENT=$N_CONCURRENT" -e "MOPUP_PASSES=$MOPUP_PASSES"
+    -e "MAX_RELAUNCHES=$MAX_RELAUNCHES" -e "IDLE_STOP_AFTER=$IDLE_STOP_AFTER" -e "HEALTH_POLL=$HEALTH_POLL")
+  [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
+  _argv+=("$BENCH_IMAGE" -- bash -c "$script")
+}
+
+# reproduce_remotely: launch the supervisor job and record it in state/<run>/supervisor.json
+# (make status and make stop find it there).
+reproduce_remotely() {
+  local argv stage namespace=$HF_NAMESPACE
+  if is_dry_run; then
+    supervisor_argv argv launch "<a copy of this checkout's tracked files>"
+    show_cmd -- "${argv[@]}"
+    say "dry run: inside that job, make reproduce runs the plan of WHERE=local (make reproduce RUN=$RUN DRY_RUN=1 shows it)"
+    return 0
+  fi
+  hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
+  if [[ -z "$namespace" ]]; then
+    namespace=$(hf auth whoami -q 2>/dev/null | head -n1) ||
+      die "cannot find your HF namespace (hf auth whoami failed): check the network and your token, or set HF_NAMESPACE"
+  fi
+  git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
+    die "WHERE=hf uploads this checkout's tracked files, and $REPO_ROOT is not a git checkout"
+  LAUNCH_NAMESPACE=$namespace
+  hold_run_lock "make reproduce WHERE=hf"
+  reconcile_launches
+  stage=$(mktemp -d)
+  # shellcheck disable=SC2064  # expand now: $stage is local
+  trap "rm -rf -- '$stage'" EXIT
+  git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$stage"
+  supervisor_argv argv launch "$stage"
+  say "launching the supervisor as an HF Job: $(show_cmd -- "${argv[@]}")"
+  launch_job supervisor "${argv[@]}"
+  local dir
+  dir=$(run_state_dir)
+  jq -n --arg run "$RUN" --arg job_id "$LAUNCHED_JOB_ID" --arg namespace "$namespace" --arg bucket "$BUCKET" \
+    --arg flavor "$BENCH_FLAVOR" --arg timeout "$SERVER_TIMEOUT" --arg launch_id "$LAUNCH_ID" \
+    --arg launched_at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    '{run: $run, role: "supervisor", job_id: $job_id, namespace: $namespace, bucket: $bucket,
+      state: ("hf://buckets/" + $bucket + "/state/" + $run), flavor: $flavor, timeout: $timeout,
+      launched_at: $launched_at, launch_id: $launch_id}' >"$dir/supervisor.json.tmp"
+  mv "$dir/supervisor.json.tmp" "$dir/supervisor.json"
+  append_manifest reproduce "$(jq -c '{role: "supervisor", job_id, namespace, bucket, launch_id}' "$dir/supervisor.json")"
+  launch_recorded
+  remember_run
+  say "supervisor job $namespace/$LAUNCHED_JOB_ID launched on $BUCKET (state/$RUN/supervisor.json). Follow it with: hf jobs logs -f $namespace/$LAUNCHED_JOB_ID; then make pull RUN=$RUN"
+}
+
+main() {
+  resolve_run
+  load_settings
+  validate_settings
+  refuse_bundled_example reproduce
+  supervisor_settings
+  case "$WHERE" in
+    local) ;;
+    hf) reproduce_remotely; return ;;
+  esac
+  if is_dry_run; then
+    print_plan
+    return 0
+  fi
+  hold_run_lock "make reproduce"
+  remember_run
+  local verdicts=()
+  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
+  cd "$REPO_ROOT"
+  # The supervisor inherits the lock on fd 9 and passes it to every step it runs.
+  exec "$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/reproduce.py" run --run "$RUN" --repo "$REPO_ROOT" \
+    --state-dir "$(run_state_dir)" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --api-base "${API_BASE:-}" \
+    "${verdicts[@]}" --mopup-passes "$MOPUP_PASSES" --max-relaunches "$MAX_RELAUNCHES" \
+    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL"
+}
+
+# Sourced (tests build the WHERE=hf argv with supervisor_argv), it defines and runs nothing.
+[[ "${BASH_SOURCE[0]}" != "$0" ]] || main "$@"

@@ -1,0 +1,563 @@
+"""`make reproduce` end to end: the supervisor, the real verbs, the real harbor and the real hf CLI.
+
+Every scenario runs scripts/reproduce.sh in a scratch checkout (the real scripts/, tools/, env/
+by symlink, like tests/test_mopup.py's Tree) against:
+  - the loopback fake HF Jobs API (tests/fakes/fake_hf_jobs.py, through HF_ENDPOINT): every
+    `hf jobs run` creates the next of the scenario's "new_jobs", whose exposeUrls point at
+  - loopback fake model servers (tests/fakes/fake_openai.py), one per server job, and
+  - the real harbor on tests/datasets/mopup with tests/harbor_env/scripted_env.py playing the
+    sandbox, which logs every trial it starts: which tasks a step ran is read from that log.
+
+Each end-to-end scenario prints its figures: scored trials re-run (0), GPU seconds billed
+after the last step that needed the server (from the fake's record: ≤ IDLE_STOP_AFTER), trial
+dirs lost (0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+import reproduce  # noqa: E402
+
+MODEL = "fake-org/fake-model"
+RUN = "repro-test"
+JOB = "repro-e2e"
+TOKEN = "hf_fake-token-that-must-never-be-printed"
+IDLE_STOP_AFTER = 600
+
+PLAN = {
+    "t-pass": ["pass"],
+    "t-fail": ["fail"],
+    "t-timeout": ["AgentTimeoutError"],
+    "t-context": ["ContextWindowExceededError"],
+    "t-readtimeout": ["ReadTimeout", "pass"],
+    "t-sandbox": ["SandboxError", "pass"],
+    "t-cancel": ["CancelledError", "pass"],
+    "t-apt": ["apt-mirror", "pass"],
+    "t-hang": ["pass"],
+}
+SCORED = {"t-pass", "t-fail", "t-timeout", "t-context", "t-hang"}
+INFRA = {"t-readtimeout", "t-sandbox", "t-cancel", "t-apt"}
+ALL_TASKS = SCORED | INFRA
+
+# With a server (no API_BASE): serve and stop go through the fake Jobs API.
+RUN_FILE = f"""\
+# Written by tests/test_reproduce.py: the supervisor's test run.
+SERVER=qwen3.8-27b-fp8-sglang-h200
+MODEL={MODEL}
+JOB_NAME={JOB}
+AGENT=oracle
+DATASET_PATH=dataset
+ENV_TYPE=scripted_env:ScriptedEnv
+AGENT_TIMEOUT_MULTIPLIER=1
+N_CONCURRENT=3
+SMOKE_TASK=t-pass
+HF_NAMESPACE=alice
+READY_POLL=1
+LINGER_GRACE=5
+"""
+
+
+def wait_for(predicate, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def read_port(port_file: Path, proc: subprocess.Popen) -> int:
+    wait_for(lambda: port_file.exists() and port_file.read_text().strip() or proc.poll() is not None, 20, port_file)
+    assert proc.poll() is None, f"{port_file}: the fake exited"
+    return int(port_file.read_text().strip())
+
+
+class ModelServer:
+    """tests/fakes/fake_openai.py on a free loopback port: one server job's endpoint."""
+
+    def __init__(self, tmp: Path, name: str):
+        self.port_file, self.record = tmp / f"{name}.port", tmp / f"{name}.requests.jsonl"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "tests/fakes/fake_openai.py"), "--port-file", str(self.port_file),
+             "--record", str(self.record), "--model", MODEL, "--max-lifetime", "600"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{read_port(self.port_file, self.proc)}"
+        self.pid_file = tmp / f"{name}.pid"
+        self.pid_file.write_text(f"{self.proc.pid}\n")
+
+    def requests(self) -> list[dict]:
+        return [json.loads(line) for line in self.record.read_text().splitlines()] if self.record.exists() else []
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+class JobsAPI:
+    """tests/fakes/fake_hf_jobs.py with a scenario; its record has every request with its time."""
+
+    def __init__(self, tmp: Path, scenario: dict):
+        (tmp / "scenario.json").write_text(json.dumps({"namespace": "alice", **scenario}))
+        self.record = tmp / "hf-requests.jsonl"
+        port_file = tmp / "hf.port"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "tests/fakes/fake_hf_jobs.py"), "--scenario", str(tmp / "scenario.json"),
+             "--record", str(self.record), "--port-file", str(port_file), "--max-lifetime", "600"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{read_port(port_file, self.proc)}"
+        self.ids = [j["id"] for j in scenario.get("new_jobs", [])]
+
+    def requests(self) -> list[dict]:
+        return [json.loads(line) for line in self.record.read_text().splitlines()] if self.record.exists() else []
+
+    def launches(self) -> list[dict]:
+        return [r for r in self.requests() if r["method"] == "POST" and r["path"] == "/api/jobs/alice"]
+
+    def cancels(self, job: str) -> list[dict]:
+        return [r for r in self.requests() if r["method"] == "POST" and r["path"] == f"/api/jobs/alice/{job}/cancel"]
+
+    def stages(self) -> dict[str, str]:
+        import urllib.request
+        req = urllib.request.Request(f"{self.url}/api/jobs/alice", headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return {j["id"]: j["status"]["stage"] for j in json.loads(r.read())}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+class Tree:
+    """A scratch checkout: the real code by symlink; its own runs/, state/, jobs/, dataset/."""
+
+    def __init__(self, tmp: Path, plan: dict, api: JobsAPI, servers: list[ModelServer]):
+        self.tmp, self.api, self.servers = tmp, api, servers
+        self.root = tmp / "repo"
+        self.root.mkdir()
+        for name in ("tools", "env", "tests", ".venv"):
+            (self.root / name).symlink_to(REPO / name)
+        (self.root / "scripts").mkdir()
+        for script in (REPO / "scripts").iterdir():
+            (self.root / "scripts" / script.name).symlink_to(script)
+        shutil.copytree(REPO / "tests" / "datasets" / "mopup", self.root / "dataset")
+        (self.root / "runs").mkdir()
+        (self.root / "runs" / f"{RUN}.env").write_text(RUN_FILE)
+        # bench's preflight wants git-lfs installed and initialised; this machine may lack it.
+        bin_dir = tmp / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "git-lfs").write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / "git-lfs").chmod(0o755)
+        self.bin = bin_dir
+        hf_home = tmp / "hf-home"
+        hf_home.mkdir()
+        (hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+        self.hf_home = hf_home
+        self.plan_file = tmp / "plan.json"
+        self.plan_file.write_text(json.dumps(plan))
+        self.log = tmp / "executed.jsonl"
+        self.dead_file = tmp / "srv1.dead"
+        self.state = self.root / "state" / RUN
+        self.jobs = self.root / "jobs"
+
+    def env(self, **settings: str) -> dict:
+        drop = ("RUN", "JOB_NAME", "DRY_RUN", "API_BASE", "STATE_ROOT", "CLI_SETTINGS", "HF_NAMESPACE", "WHERE",
+                "AI_AGENT", "AGENT", "CLAUDECODE", "HF_HUB_OFFLINE", "RUN_LOCK_HELD")
+        env = {k: v for k, v in os.environ.items() if k not in drop}
+        env.update(
+            RUN=RUN, PATH=f"{self.bin}:{REPO / '.venv/bin'}:{os.environ['PATH']}",
+            HF_ENDPOINT=self.api.url, HF_TOKEN=TOKEN, HF_HOME=str(self.hf_home), HF_HUB_DISABLE_UPDATE_CHECK="1",
+            GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="filter.lfs.process", GIT_CONFIG_VALUE_0="git-lfs filter-process",
+            HARBOR_TELEMETRY="0", LITELLM_LOCAL_MODEL_COST_MAP="True",
+            PYTHONPATH=str(REPO / "tests" / "harbor_env"),
+            SCRIPTED_ENV_PLAN=str(self.plan_file), SCRIPTED_ENV_LOG=str(self.log),
+            SCRIPTED_ENV_SERVER_PID_FILE=str(self.servers[0].pid_file), SCRIPTED_ENV_SERVER_DEAD_FILE=str(self.dead_file),
+            SCRIPTED_ENV_SLOW="4", HEALTH_POLL="1")
+        env.update(settings)
+        return env
+
+    def argv(self) -> list[str]:
+        return [str(self.root / "scripts" / "reproduce.sh")]
+
+    def reproduce(self, **settings) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(), cwd=self.root, env=self.env(**settings), capture_output=True,
+                              text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+    def start(self, **settings) -> subprocess.Popen:
+        out = open(self.tmp / f"run-{time.monotonic_ns()}.log", "w")
+        return subprocess.Popen(self.argv(), cwd=self.root, env=self.env(**settings), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def executed(self) -> list[dict]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line] if self.log.exists() else []
+
+    def progress(self) -> dict:
+        return json.loads((self.state / "reproduce.json").read_text())
+
+    def tally(self) -> dict:
+        proc = subprocess.run([str(REPO / ".venv/bin/python"), str(REPO / "tools/tally.py"), "tally",
+                               "--jobs-dir", str(self.jobs), "--job-name", JOB, "--json"],
+                              capture_output=True, text=True, check=True)
+        return json.loads(proc.stdout)
+
+    def all_trial_dirs(self) -> set[str]:
+        """Trial dir names in the jobs and in mop-up's archive: where a trial dir may legally be."""
+        found = set()
+        for base in (self.jobs, self.state / "archive"):
+            if base.exists():
+                found |= {p.name for p in base.rglob("*__*") if p.is_dir() and (p / "config.json").exists()}
+        return found
+
+    def server_json(self) -> dict:
+        return json.loads((self.state / "server.json").read_text())
+
+
+def session_pids(sid: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL every process of the supervisor's session, as a crash or reboot would; again until
+    none is left (a process may fork while the first sweep runs)."""
+    for _ in range(100):
+        pids = session_pids(proc.pid)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    proc.wait(timeout=30)
+    assert session_pids(proc.pid) == [], "processes of the killed session survived"
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def report_line(request, capsys):
+    def write(text: str) -> None:
+        with capsys.disabled():
+            print(f"\n  [{request.node.name}] {text}", end="")
+    return write
+
+
+def scored_rerun(tree: Tree) -> int:
+    """Trials a mop-up pass started for a task it had not planned (every unplanned task was scored)."""
+    wasted, passes = 0, tree.progress()["mopup_passes"]
+    for i, p in enumerate(passes):
+        # A pass cut short by a kill has no end: the next pass's start bounds it.
+        later = passes[i + 1]["started_epoch"] if i + 1 < len(passes) else time.time()
+        start, end = p["started_epoch"], p.get("ended_epoch") or later
+        ran = [r for r in tree.executed() if start <= r["at"] <= end]
+        wasted += sum(1 for r in ran if r["task"] not in p["planned"])
+    return wasted
+
+
+def idle_seconds(tree: Tree, job: str) -> float:
+    """GPU time billed after the last step that needed the server: its end to the job's cancel."""
+    last_need = reproduce.epoch_of(tree.progress()["last_server_step_ended_at"])
+    cancels = tree.api.cancels(job)
+    assert cancels, f"job {job} was never cancelled"
+    return cancels[0]["at"] - last_need
+
+
+def figures(tree: Tree, report_line, job: str, before: set[str]) -> tuple[int, float, int]:
+    wasted, idle = scored_rerun(tree), idle_seconds(tree, job)
+    lost = len(before - tree.all_trial_dirs())
+    report_line(f"scored trials re-run: {wasted}; GPU seconds billed after the last step that needed the "
+                f"server: {idle:.1f} (limit {IDLE_STOP_AFTER}); trial dirs lost: {lost}")
+    return wasted, idle, lost
+
+
+def step_lines(stderr: str) -> list[str]:
+    """The supervisor's '[n/8] step: …' lines, reduced to 'step status'."""
+    out = []
+    for line in stderr.splitlines():
+        if line.startswith("reproduce: [") and "]" in line:
+            step, rest = line.split("] ", 1)[1].split(": ", 1)
+            out.append(f"{step} {rest.split()[0]}")
+    return out
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def world(tmp_path):
+    """Two model servers (srv1, srv2) and the Jobs API whose launches point at them in turn."""
+    made = []
+
+    def make(plan=PLAN, new_jobs=None):
+        servers = [ModelServer(tmp_path, "srv1"), ModelServer(tmp_path, "srv2")]
+        dead = tmp_path / "srv1.dead"
+        if new_jobs is None:
+            new_jobs = [{"id": "srv1", "expose_url": servers[0].url, "error_if_exists": str(dead)},
+                        {"id": "srv2", "expose_url": servers[1].url}]
+        api = JobsAPI(tmp_path, {"new_jobs": new_jobs})
+        made.extend([*servers, api])
+        return Tree(tmp_path, plan, api, servers)
+
+    yield make
+    for thing in made:
+        thing.stop()
+
+
+# --- end to end -----------------------------------------------------------------------------------
+
+
+def test_happy_path_serve_to_stop(world, report_line):
+    tree = world()
+    proc = tree.reproduce()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert step_lines(proc.stderr) == [
+        "serve started", "serve done", "probe started", "probe done", "smoke started", "smoke done",
+        "bench started", "bench done", "mopup started", "mopup done", "tally started", "tally done",
+        "stop started", "stop done", "summary started", "summary done"]
+    progress = tree.progress()
+    assert [progress["steps"][s]["status"] for s in reproduce.STEPS] == ["done"] * 8
+    assert [s["job"] for s in progress["servers"]] == ["alice/srv1"]
+    assert progress["servers"][0]["status"] == "stopped" and progress["relaunches"] == 0
+    # One mop-up pass, exactly the infra-errored tasks; then nothing was left.
+    assert [(p["pass"], p["status"], sorted(p["planned"]), p["trials_rerun"]) for p in progress["mopup_passes"]] == [
+        (1, "done", sorted(INFRA), 4)]
+    first = progress["mopup_passes"][0]
+    ran = [r["task"] for r in tree.executed() if first["started_epoch"] <= r["at"] <= first["ended_epoch"]]
+    assert sorted(ran) == sorted(INFRA)
+    assert [r["task"] for r in tree.executed() if r["job"] == f"{JOB}-smoke"] == ["t-pass"]
+    final = tree.tally()
+    assert (final["passed"], final["failed"], final["errored"], final["unfinished"]) == (6, 3, 0, 0)
+    # The server: launched once, answered at the exposed URL, cancelled at the end.
+    assert len(tree.api.launches()) == 1 and len(tree.api.cancels("srv1")) == 1
+    assert tree.api.stages() == {"srv1": "CANCELED"}
+    assert tree.server_json()["endpoint"] == f"{tree.servers[0].url}/v1"
+    assert "mop-up pass 1: done, 4 task(s) planned, 4 trial(s) re-run" in proc.stdout
+    assert "Passed" in proc.stdout or "passed" in proc.stdout
+    assert TOKEN not in out
+    wasted, idle, lost = figures(tree, report_line, "srv1", tree.all_trial_dirs())
+    assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
+    # Run again: every step is done, nothing is launched or run again.
+    n_exec = len(tree.executed())
+    again = tree.reproduce()
+    assert again.returncode == 0, again.stderr
+    assert len(tree.api.launches()) == 1 and len(tree.executed()) == n_exec
+    assert "serve: skipped (no step left needs the server)" in again.stderr
+
+
+def test_server_dies_mid_bench_is_relaunched_and_mopup_continues(world, report_line):
+    plan = dict(PLAN, **{"t-readtimeout": ["server-dies", "pass"]})
+    tree = world(plan)
+    proc = tree.reproduce()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "the server died under bench.sh (job alice/srv1 stage ERROR" in proc.stderr
+    assert "letting it finish (its trials fail as infra errors, which mop-up retries)" in proc.stderr
+    assert "relaunching the server (1 of at most 2)" in proc.stderr
+    progress = tree.progress()
+    assert [(s["job"], s["status"]) for s in progress["servers"]] == [("alice/srv1", "died"), ("alice/srv2", "stopped")]
+    assert progress["relaunches"] == 1 and progress["steps"]["bench"]["server_died"] is True
+    assert len(tree.api.launches()) == 2
+    assert tree.api.stages() == {"srv1": "ERROR", "srv2": "CANCELED"}
+    # Mop-up ran against the new endpoint: it probed srv2; srv1 was dead.
+    assert tree.server_json()["job_id"] == "srv2"
+    assert tree.server_json()["endpoint"] == f"{tree.servers[1].url}/v1"
+    assert any(r["path"] == "/v1/models" for r in tree.servers[1].requests())
+    relaunch = [json.loads(line) for line in (tree.state / "manifest.jsonl").read_text().splitlines()
+                if '"reproduce-relaunch"' in line]
+    assert [(r["job_id"], r["endpoint"], r["relaunch"]) for r in relaunch] == [("srv2", f"{tree.servers[1].url}/v1", 1)]
+    final = tree.tally()
+    assert (final["passed"], final["failed"], final["errored"], final["unfinished"]) == (6, 3, 0, 0)
+    wasted, idle, lost = figures(tree, report_line, "srv2", tree.all_trial_dirs())
+    assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
+
+
+def test_sigkilled_twice_resumes_without_a_second_server(world, report_line):
+    # t-hang takes 4 s each attempt: the supervisor is killed while harbor runs it, in bench and
+    # then in the first mop-up pass (a crashed trial is unfinished, so mop-up retries it).
+    plan = dict(PLAN, **{"t-hang": ["slow-pass"]})
+    tree = world(plan)
+    seen: set[str] = set()
+
+    def hang_attempts():
+        return [r for r in tree.executed() if r["task"] == "t-hang"]
+
+    first = tree.start()
+    wait_for(lambda: len(hang_attempts()) >= 1 or first.poll() is not None, 300, "bench to reach t-hang")
+    assert first.poll() is None, "the supervisor ended before bench reached t-hang"
+    assert tree.progress()["current_step"] == "bench"
+    kill_session(first)
+    seen |= tree.all_trial_dirs()
+
+    second = tree.start()
+    wait_for(lambda: len(hang_attempts()) >= 2 or second.poll() is not None, 300, "mop-up to reach t-hang")
+    assert second.poll() is None, "the supervisor ended before mop-up reached t-hang"
+    assert tree.progress()["current_step"] == "mopup"
+    kill_session(second)
+    seen |= tree.all_trial_dirs()
+    assert len(tree.api.launches()) == 1
+
+    third = tree.reproduce()
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "serve: skipped (server job alice/srv1 is healthy" in third.stderr
+    assert "bench: skipped (done before)" in third.stderr or "bench: skipped (its job dir exists" in third.stderr
+    # Never a second server: one launch in all three lives, cancelled once at the end.
+    assert len(tree.api.launches()) == 1 and tree.api.stages() == {"srv1": "CANCELED"}
+    progress = tree.progress()
+    assert [s["status"] for s in progress["mopup_passes"]][0] == "interrupted"
+    assert len(progress["invocations"]) == 3
+    final = tree.tally()
+    # Every task, also those the killed bench never started (only mop-up's selection knows them).
+    assert (final["tasks"], final["passed"], final["failed"], final["errored"], final["unfinished"]) == (9, 6, 3, 0, 0)
+    # The smoke test ran once: it was done before the first kill.
+    assert [r["task"] for r in tree.executed() if r["job"] == f"{JOB}-smoke"] == ["t-pass"]
+    wasted, idle, lost = figures(tree, report_line, "srv1", seen)
+    assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
+
+
+def test_crash_loop_stops_with_a_clear_message_and_nothing_billing(world, report_line):
+    bad = [{"id": "bad1", "stages": ["ERROR"], "message": "CUDA out of memory", "logs": ["OOM"]},
+           {"id": "bad2", "stages": ["ERROR"], "message": "CUDA out of memory", "logs": ["OOM"]},
+           {"id": "bad3", "stages": ["ERROR"]}]
+    tree = world(new_jobs=bad)
+    proc = tree.reproduce(MAX_RELAUNCHES="1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ("reproduce: the server failed to start or died 2 time(s) in a row (MAX_RELAUNCHES=1): stopping here "
+            "so a crash loop bills no GPU") in proc.stderr
+    assert len(tree.api.launches()) == 2
+    # Every created job is terminal: none bills.
+    assert tree.api.stages() == {"bad1": "ERROR", "bad2": "ERROR"}
+    assert tree.executed() == []
+    progress = tree.progress()
+    assert progress["steps"]["serve"]["status"] == "failed"
+    assert [s["status"] for s in progress["servers"]] == ["failed", "stopped"]
+    assert progress["invocations"][-1]["outcome"].startswith("failed: the server failed to start")
+    assert "Traceback" not in proc.stderr
+
+
+def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "API_BASE", "CLI_SETTINGS", "HF_TOKEN")}
+    env.update(RUN="qwen-t2", DRY_RUN="1", STATE_ROOT=str(tmp_path / "state"))
+    proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == list(reproduce.STEPS)
+    serve, probe, smoke, bench, mopup, tally, stop, _ = lines
+    assert serve.startswith("serve    hf jobs run --detach -q --flavor h200 --expose 30000 --secrets HF_TOKEN --timeout 4d")
+    assert "lmsysorg/sglang:latest -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8" in serve
+    assert probe == "probe    RUN=qwen-t2 scripts/probe.sh"
+    assert "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke --n-concurrent 1 -y" in smoke and "--n-tasks 1" in smoke
+    assert "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 --n-concurrent 3 -y" in bench
+    assert 'OPENAI_API_KEY="$(hf auth token)"' in bench and "--ak reasoning_effort=low" in bench
+    assert mopup.startswith("mopup    RUN=qwen-t2 AUTO_STOP=0 PROBE=1 scripts/mopup.sh   (at most 3 pass(es)")
+    assert "tools/reproduce.py targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2, lists tasks" in mopup
+    assert "relaunched at most 2 time(s)" in mopup
+    assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
+    assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh")
+    assert "placeholder, https://<job_id>--30000.hf.jobs/v1" in proc.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_where_hf_is_accepted_by_the_real_hf_dry_run(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "API_BASE", "CLI_SETTINGS", "DRY_RUN")}
+    env.update(RUN="qwen-t2", WHERE="hf", BUCKET="alice/tb-results", HF_TOKEN=TOKEN, HF_HOME=str(tmp_path),
+               HF_HUB_DISABLE_UPDATE_CHECK="1", STATE_ROOT=str(tmp_path / "state"))
+    (tmp_path / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+    script = ('source scripts/reproduce.sh; resolve_run; load_settings; validate_settings; supervisor_settings; '
+              'supervisor_argv argv dry-run "$1"; printf "%s\\0" "${argv[@]}" >"$2"; "${argv[@]}"')
+    proc = subprocess.run(["bash", "-c", script, "reproduce", str(tmp_path), str(tmp_path / "argv")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "  volumes  hf://buckets/alice/tb-results:/data" in out
+    assert f"           {tmp_path}:/repo" in out
+    assert "  secrets  HF_TOKEN=***" in out
+    assert any(line.strip() == "role=supervisor" for line in out.splitlines())
+    assert "  env      RUN=qwen-t2" in out and "MOPUP_PASSES=3" in out and "MAX_RELAUNCHES=2" in out
+    assert ('make setup; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state '
+            '"API_BASE=$API_BASE"') in out
+    argv = (tmp_path / "argv").read_text().split("\0")[:-1]
+    assert TOKEN not in out + proc.stderr and not any(TOKEN in word for word in argv)
+    assert "(dry run) Job not submitted." in out
+    # The job's script runs the same supervisor: make reproduce, which execs tools/reproduce.py.
+    assert "make reproduce" in argv[-1] and argv[-3:-1] == ["bash", "-c"]
+
+
+def test_bundled_example_and_bad_settings_are_refused(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "API_BASE", "CLI_SETTINGS")}
+    env.update(STATE_ROOT=str(tmp_path / "state"))
+    ex = subprocess.run([str(REPO / "scripts/reproduce.sh")], env={**env, "RUN": "example-terminus2"},
+                        capture_output=True, text=True, timeout=60)
+    assert ex.returncode == 1 and "run 'example-terminus2' is a bundled example" in ex.stderr
+    assert "make reproduce RUN=<one of:" in ex.stderr
+    bad = subprocess.run([str(REPO / "scripts/reproduce.sh")], env={**env, "RUN": "qwen-t2", "MOPUP_PASSES": "two"},
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == "reproduce: setting MOPUP_PASSES must be a whole number (0 or more), got 'two' (run 'qwen-t2')"
+    assert not (tmp_path / "state").exists()
+
+
+def test_the_supervisor_refuses_to_run_without_the_lock(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "tools/reproduce.py"), "run", "--run", "r", "--repo", str(REPO),
+                           "--state-dir", str(tmp_path / "s"), "--jobs-dir", str(tmp_path / "j"), "--job-name", "j"],
+                          env={k: v for k, v in os.environ.items() if k != "RUN_LOCK_HELD"}, capture_output=True,
+                          text=True, pass_fds=())
+    assert proc.returncode == 1
+    assert "run this through make reproduce RUN=r: it holds the run's lock" in proc.stderr
+    assert not (tmp_path / "s").exists()
+
+
+# --- pure functions ---------------------------------------------------------------------------------
+
+
+def test_relaunch_is_due_only_after_a_death_or_failure():
+    assert reproduce.relaunch_is_due({"servers": []}) is False
+    assert reproduce.relaunch_is_due({"servers": [{"status": "died"}]}) is True
+    assert reproduce.relaunch_is_due({"servers": [{"status": "failed"}]}) is True
+    assert reproduce.relaunch_is_due({"servers": [{"status": "stopped"}]}) is False
+
+
+def test_health_url_and_duration():
+    assert reproduce.health_url("https://abc--30000.hf.jobs/v1") == "https://abc--30000.hf.jobs/health"
+    assert reproduce.health_url("http://127.0.0.1:9/v1/") == "http://127.0.0.1:9/health"
+    assert [reproduce.duration(s) for s in (5, 125, 7322)] == ["5s", "2m05s", "2h02m"]
+
+
+def test_state_is_replaced_atomically_and_checked(tmp_path):
+    path = tmp_path / "reproduce.json"
+    state = reproduce.new_state("r")
+    reproduce.save_state(path, state)
+    assert reproduce.load_state(path, "r")["run"] == "r" and list(tmp_path.iterdir()) == [path]
+    path.write_text("{")
+    with pytest.raises(reproduce.Failure, match="is not readable JSON"):
+        reproduce.load_state(path, "r")
+    reproduce.save_state(path, reproduce.new_state("other"))
+    with pytest.raises(reproduce.Failure, match="not this run's supervisor state"):
+        reproduce.load_state(path, "r")
+
+
+def test_trial_dirs_cover_the_job_and_its_retry_jobs_only(tmp_path):
+    for d in ("j/t-a__1", "j-retry-1/t-b__2", "jobs/j/t-c__3", "j-smoke/t-d__4", "jx/t-e__5"):
+        (tmp_path / d).mkdir(parents=True)
+    assert {Path(p).name for p in reproduce.trial_dirs(tmp_path, "j")} == {"t-a__1", "t-b__2", "t-c__3"}
