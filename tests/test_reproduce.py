@@ -36,20 +36,8 @@ JOB = "repro-e2e"
 TOKEN = "hf_fake-token-that-must-never-be-printed"
 IDLE_STOP_AFTER = 600
 
-PLAN = {
-    "t-pass": ["pass"],
-    "t-fail": ["fail"],
-    "t-timeout": ["AgentTimeoutError"],
-    "t-context": ["ContextWindowExceededError"],
-    "t-readtimeout": ["ReadTimeout", "pass"],
-    "t-sandbox": ["SandboxError", "pass"],
-    "t-cancel": ["CancelledError", "pass"],
-    "t-apt": ["apt-mirror", "pass"],
-    "t-hang": ["pass"],
-}
-SCORED = {"t-pass", "t-fail", "t-timeout", "t-context", "t-hang"}
-INFRA = {"t-readtimeout", "t-sandbox", "t-cancel", "t-apt"}
-ALL_TASKS = SCORED | INFRA
+# The tasks and their fates are mop-up's end-to-end test's: the same dataset, the same plan.
+from test_mopup import ALL_TASKS, DEFAULT_PLAN as PLAN, INFRA, SCORED  # noqa: E402,F401
 
 # With a server (no API_BASE): serve and stop go through the fake Jobs API.
 RUN_FILE = f"""\
