@@ -186,7 +186,8 @@ display_endpoint() {
 
 # --- remote bench: harbor itself as a CPU HF Job, as Runs 2 and 3 did -----------------------
 
-# remote_job_argv VAR MODE ROLE BASE SCRIPT [OPTION...]: hf jobs run for a CPU job of this
+# remote_job_argv VAR MODE ROLE BASE SCRIPT [OPTION...]: hf jobs run (timeout BENCH_TIMEOUT, BASE
+# as OPENAI_BASE_URL unless empty) for a CPU job of this
 # project that works on BUCKET mounted at /data and runs SCRIPT under bash. The endpoint is not
 # secret and goes in with -e; the key is the job's own HF_TOKEN secret.
 remote_job_argv() {
@@ -201,7 +202,8 @@ remote_job_argv() {
   esac
   _argv+=(--flavor "$BENCH_FLAVOR" --secrets HF_TOKEN --timeout "$BENCH_TIMEOUT")
   _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")" --label "run=$(sanitize_label "$RUN")" --label "role=$role")
-  _argv+=(-v "hf://buckets/$BUCKET:/data" "$@" -e "OPENAI_BASE_URL=$base")
+  _argv+=(-v "hf://buckets/$BUCKET:/data" "$@")
+  [[ -z "$base" ]] || _argv+=(-e "OPENAI_BASE_URL=$base")
   [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
   _argv+=("$BENCH_IMAGE" -- bash -c "$script")
 }

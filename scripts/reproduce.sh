@@ -86,26 +86,17 @@ print_plan() {
 # of this checkout's tracked files (STAGE, mounted at /repo), on the bucket (/data), as
 # remote_mopup_argv does. Values reach the job as -e data; its script only names them.
 supervisor_argv() {
-  # shellcheck disable=SC2178  # a nameref to the caller's array
-  local -n _argv=$1
-  local mode=$2 stage=$3 script
+  local name=$1 mode=$2 stage=$3 script
   validate_remote_settings
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
   # shellcheck disable=SC2016  # expanded inside the job
   script+='; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$API_BASE" "N_CONCURRENT=$N_CONCURRENT" "MOPUP_PASSES=$MOPUP_PASSES" "MAX_RELAUNCHES=$MAX_RELAUNCHES" "IDLE_STOP_AFTER=$IDLE_STOP_AFTER" "HEALTH_POLL=$HEALTH_POLL"'
-  _argv=(hf jobs run)
-  case "$mode" in
-    launch) _argv+=(--detach -q) ;;
-    dry-run) _argv+=(--dry-run) ;;
-  esac
   # The supervisor outlives every server it starts, so it gets the server's time budget.
-  _argv+=(--flavor "$BENCH_FLAVOR" --secrets HF_TOKEN --timeout "$SERVER_TIMEOUT")
-  _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")" --label "run=$(sanitize_label "$RUN")" --label "role=supervisor")
-  _argv+=(-v "hf://buckets/$BUCKET:/data" -v "$stage:/repo")
-  _argv+=(-e "RUN=$RUN" -e "API_BASE=${API_BASE:-}" -e "N_CONCURRENT=$N_CONCURRENT" -e "MOPUP_PASSES=$MOPUP_PASSES"
-    -e "MAX_RELAUNCHES=$MAX_RELAUNCHES" -e "IDLE_STOP_AFTER=$IDLE_STOP_AFTER" -e "HEALTH_POLL=$HEALTH_POLL")
-  [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
-  _argv+=("$BENCH_IMAGE" -- bash -c "$script")
+  local BENCH_TIMEOUT=$SERVER_TIMEOUT
+  # No endpoint yet (the supervisor serves one): API_BASE, when given, goes in as data.
+  remote_job_argv "$name" "$mode" supervisor "" "$script" -v "$stage:/repo" \
+    -e "RUN=$RUN" -e "API_BASE=${API_BASE:-}" -e "N_CONCURRENT=$N_CONCURRENT" -e "MOPUP_PASSES=$MOPUP_PASSES" \
+    -e "MAX_RELAUNCHES=$MAX_RELAUNCHES" -e "IDLE_STOP_AFTER=$IDLE_STOP_AFTER" -e "HEALTH_POLL=$HEALTH_POLL"
 }
 
 # reproduce_remotely: launch the supervisor job and record it in state/<run>/supervisor.json
