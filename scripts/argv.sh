@@ -111,6 +111,9 @@ serve_argv() {
   _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")")
   _argv+=(--label "model=$(sanitize_label "${MODEL_LABEL:-${MODEL##*/}}")")
   _argv+=(--label "run=$(sanitize_label "$RUN")")
+  # role=server: how make stop finds the servers a remote supervisor launched (their
+  # server.json is in the bucket, not here).
+  _argv+=(--label role=server)
   split_words labels "$SERVER_LABELS"
   for word in "${labels[@]}"; do
     [[ "$word" == ?*=* ]] || die "SERVER_LABELS entry '$word' is not key=value (run '$RUN')"
@@ -216,36 +219,55 @@ validate_remote_settings() {
     die "setting BENCH_TIMEOUT must be a number with an optional unit s, m, h or d, got '$BENCH_TIMEOUT'"
 }
 
+# What a dry run shows where a remote job mounts its copy of this checkout (stage_checkout).
+# shellcheck disable=SC2034  # read by the verbs that source this file
+readonly STAGE_PLACEHOLDER="<a copy of this checkout's tracked files>"
+
 # What every remote job installs first: git-lfs, initialised (task fixtures), and jq.
 # shellcheck disable=SC2016
 readonly REMOTE_PREAMBLE='apt-get update -qq && apt-get install -y -qq git-lfs jq make >/dev/null && git lfs install'
 
-# remote_bench_argv VAR MODE BASE [SMOKE]: harbor itself as an HF Job, writing flat job dirs
-# into the bucket (--jobs-dir .), as Runs 2 and 3 did. Values from state reach the job as
-# data (-e), never as script text: the script only names the variables.
+# forward_command_line EXTRA SCRIPT OWN: hand this command line's settings on to a job's verb.
+# Each NAME=value given here (but those in OWN, which the job sets itself) is appended to
+# array EXTRA as `-e NAME=value` (data in the job's environment) and to the string SCRIPT as
+# "NAME=$NAME" (the make command line inside names it, never pastes its value).
+forward_command_line() {
+  local -n _extra=$1 _script=$2
+  local own=$3 pair name
+  for pair in "${COMMAND_LINE_PAIRS[@]}"; do
+    name=${pair%%=*}
+    [[ " $own " != *" $name "* ]] || continue
+    _extra+=(-e "$pair")
+    _script+=" \"$name=\$$name\""
+  done
+}
+
+# remote_bench_argv VAR MODE BASE STAGE [SMOKE]: make bench (or make smoke) itself as an HF
+# Job, from a copy of this checkout's tracked files (STAGE, mounted at /repo), writing flat job
+# dirs into the bucket (JOBS_DIR=/data), as Runs 2 and 3 did. Inside, it is the local verb:
+# the pinned tools from make setup, harbor under the linger watchdog, the tally, and AUTO_STOP
+# deciding as it does here (the server is stopped only when nothing is left to retry; a smoke
+# test never stops it). The settings given on this command line go in as data (-e) and the
+# script only names them; so does the server job (SERVER_JOB), read from state/<run>/server.json.
 remote_bench_argv() {
-  local _name=$1 mode=$2 base=$3 smoke=${4:-0} harbor_argv script server_json server_job="" extra=()
+  local _name=$1 mode=$2 base=$3 stage=$4 smoke=${5:-0} script server_json server_job extra=() verb=bench
   validate_remote_settings
-  JOBS_DIR=.
-  bench_argv harbor_argv
-  script='set -euo pipefail'
+  ((smoke == 0)) || verb=smoke
+  script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
+  # shellcheck disable=SC2016  # expanded inside the job
+  script+="; make $verb"' "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" PROBE=0'
+  extra=(-e "RUN=$RUN")
+  forward_command_line extra script "WHERE JOBS_DIR API_BASE DRY_RUN PROBE"
   server_json="$(run_state_dir)/server.json"
-  # AUTO_STOP=1: when a full bench ends, however it ends, the job cancels the server job. A
-  # smoke test never does: the full run needs the server next.
-  if ((smoke == 0)) && [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$server_json" ]]; then
+  if [[ -z "${API_BASE:-}" && -f "$server_json" ]]; then
     server_job=$(jq -r '.namespace + "/" + .job_id' "$server_json" 2>/dev/null) || server_job=""
     [[ "$server_job" =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9_-]+$ ]] ||
       die "state/$RUN/server.json names no valid job ('$server_job'): check make status RUN=$RUN, or remove the file"
-    extra=(-e "SERVER_JOB=$server_job")
+    extra+=(-e "SERVER_JOB=$server_job")
     # shellcheck disable=SC2016  # expanded inside the job
-    script+='; trap '\''hf jobs cancel "$SERVER_JOB" || true'\'' EXIT'
+    script+=' "SERVER_JOB=$SERVER_JOB"'
   fi
-  # The pinned harbor from the one requirements file: the version the local tests verified.
-  script+="; $REMOTE_PREAMBLE; pip install -q '$(requirement harbor)'"
-  # shellcheck disable=SC2016  # expanded inside the job, not here
-  script+='; cd /data && export OPENAI_API_KEY="$HF_TOKEN"; '
-  script+=$(show_cmd -- "${harbor_argv[@]}")
-  remote_job_argv "$_name" "$mode" bench "$base" "$script" "${extra[@]}"
+  remote_job_argv "$_name" "$mode" bench "$base" "$script" -v "$stage:/repo" "${extra[@]}"
 }
 
 # remote_mopup_argv VAR MODE BASE STAGE: make mopup itself as an HF Job, from a copy of this

@@ -13,17 +13,21 @@ source "$(dirname "$0")/argv.sh"
 # shellcheck source=lib-run.sh
 source "$(dirname "$0")/lib-run.sh"
 
-# Launch harbor as an HF Job and record it; the job runs on after this returns.
+# Launch make bench (or smoke) as an HF Job on BUCKET, from a copy of this checkout, and record
+# it; the job runs on after this returns (scripts/argv.sh, remote_bench_argv).
 bench_remotely() {
-  local base=$1 smoke=$2 argv
-  remote_bench_argv argv launch "$base" "$smoke"
+  local base=$1 smoke=$2 argv stage
   if is_dry_run; then
+    remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER" "$smoke"
     show_cmd -- "${argv[@]}"
     return 0
   fi
+  validate_remote_settings
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
   hold_run_lock "make $( ((smoke)) && echo smoke || echo bench) WHERE=hf"
   probe_first "$base"
+  stage_checkout stage
+  remote_bench_argv argv launch "$base" "$stage" "$smoke"
   say "launching harbor as an HF Job: $(show_cmd -- "${argv[@]}")"
   launch_job remote-bench "${argv[@]}"
   append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_id "$LAUNCHED_JOB_ID" \

@@ -208,3 +208,17 @@ watch_harbor() {
   "$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/harbor_watch.py" run --job-dir "$job_dir" \
     --grace "$LINGER_GRACE" --event-file "$(run_state_dir)/manifest.jsonl" -- "$@"
 }
+
+# stage_checkout VAR: a temporary copy of this checkout's tracked files, for a job to mount at
+# /repo (remote bench, mop-up and supervisor run the project's own verbs from it); its path
+# goes in VAR, and it is removed when the script exits. Untracked files (state/, jobs/,
+# .venv/, a stray token file) never leave the machine.
+stage_checkout() {
+  local -n _stage=$1
+  git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
+    die "WHERE=hf uploads this checkout's tracked files, and $REPO_ROOT is not a git checkout"
+  _stage=$(mktemp -d)
+  # shellcheck disable=SC2064  # expand now: the path is this call's
+  trap "rm -rf -- '$_stage'" EXIT
+  git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$_stage"
+}

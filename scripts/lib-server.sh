@@ -81,6 +81,27 @@ load_server() {
   JOB="$JOB_NS/$JOB_ID"
 }
 
+# load_supervisor: SUP_JOB (ns/id), SUP_BUCKET and SUP_STATE from state/<run>/supervisor.json,
+# the record make reproduce WHERE=hf writes; returns 1 when the run has none.
+SUP_JOB="" SUP_BUCKET="" SUP_STATE=""
+load_supervisor() {
+  local file fields id ns
+  file="$(run_state_dir)/supervisor.json"
+  [[ -f "$file" ]] || return 1
+  fields=$(jq -er '[.job_id, .namespace, (.bucket // ""), (.state // "")] | @tsv' "$file" 2>/dev/null) ||
+    die "$(rel "$file") is not the JSON make reproduce WHERE=hf writes (job_id, namespace): check make jobs, then remove it"
+  IFS=$'\t' read -r id ns SUP_BUCKET SUP_STATE <<<"$fields"
+  [[ "$id" =~ ^[A-Za-z0-9_-]+$ && "$ns" =~ ^[A-Za-z0-9._-]+$ ]] ||
+    die "$(rel "$file") names no valid job (job_id '$id', namespace '$ns'): check make jobs, then remove it"
+  SUP_JOB="$ns/$id"
+}
+
+# run_servers_argv VAR NS: hf jobs ps for the run's live server jobs in NS, by their labels.
+run_servers_argv() {
+  local -n _ps=$1
+  _ps=(jobs ps -q --namespace "$2" -l "project=$(sanitize_label "$PROJECT_LABEL")" -l "run=$(sanitize_label "$RUN")" -l role=server)
+}
+
 stale_state() {
   die "job $JOB recorded in $(rel "$SERVER_JSON") is unknown to HF Jobs (404): the state is stale (a deleted job, or another account or namespace). See your jobs with make jobs, then clear it: rm $(rel "$SERVER_JSON")"
 }

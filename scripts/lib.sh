@@ -79,6 +79,9 @@ remember_run() {
 load_settings() {
   local name overrides=() from_shell=()
   [[ -z "${CLI_SETTINGS+x}" ]] || check_command_line
+  # Kept for a verb that hands the same command line on to a job (argv.sh, forward_command_line).
+  # shellcheck disable=SC2034  # read by argv.sh
+  COMMAND_LINE_PAIRS=()
   while read -r name; do
     [[ -n "${!name+x}" ]] || continue
     if from_command_line "$name"; then
@@ -109,6 +112,8 @@ load_settings() {
   for pair in "${overrides[@]}"; do
     printf -v "${pair%%=*}" '%s' "${pair#*=}"
   done
+  # shellcheck disable=SC2034  # read by argv.sh
+  COMMAND_LINE_PAIRS=("${overrides[@]}")
   JOB_NAME=${JOB_NAME:-$RUN}
   note_ignored "${from_shell[@]}"
 }
@@ -213,8 +218,9 @@ validate_values() {
 
 # Variables make's command line may carry that are not settings: what a verb acts on (RUN,
 # RUNS, TASK), how it reports (JSON, TIMEOUTS, OUT), where things are (JOB_DIR, STATE_ROOT)
-# and the Python make setup builds .venv with (PYTHON). Any other name must be a setting.
-readonly NON_SETTINGS="RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK"
+# the Python make setup builds .venv with (PYTHON), and the server job a remote bench job is
+# told about (SERVER_JOB, set by make bench WHERE=hf). Any other name must be a setting.
+readonly NON_SETTINGS="RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK SERVER_JOB"
 
 # closest_name NAME CANDIDATE...: the candidate nearest NAME (case-insensitive edit distance,
 # a swap of two letters counting one), when it is near enough to be a typo of it.
@@ -389,9 +395,18 @@ endpoint() {
 
 # AUTO_STOP=1: once a bench or mop-up leaves nothing for the run's server to do (no task to
 # retry, by the same tally mop-up reads), stop it; while tasks are left, keep it for
-# make mopup and say so. A server started elsewhere (API_BASE) is never touched.
+# make mopup and say so: the decision to stop belongs to whoever runs the next step. A server
+# started elsewhere (API_BASE) is never touched, except the run's own server named by
+# SERVER_JOB, which is how a remote bench job (make bench WHERE=hf) knows it.
 stop_server_if_done() {
-  [[ "$AUTO_STOP" == 1 && -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ]] || return 0
+  [[ "$AUTO_STOP" == 1 ]] || return 0
+  local server_job=${SERVER_JOB:-}
+  if [[ -n "$server_job" ]]; then
+    [[ "$server_job" =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9_-]+$ ]] ||
+      die "SERVER_JOB must be NAMESPACE/JOB_ID, got '$server_job'"
+  else
+    [[ -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ]] || return 0
+  fi
   local left verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   left=$(cd "$REPO_ROOT" && "$REPO_ROOT/.venv/bin/python" tools/tally.py retry-targets \
@@ -399,7 +414,11 @@ stop_server_if_done() {
     left=""
   if [[ "$left" == 0 ]]; then
     say "AUTO_STOP=1: nothing left to retry; stopping the server"
-    RUN=$RUN "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
+    if [[ -n "$server_job" ]]; then
+      hf jobs cancel -q "$server_job" >/dev/null || warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
+    else
+      RUN=$RUN "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
+    fi
   elif [[ -n "$left" ]]; then
     say "AUTO_STOP=1: $left task(s) left to mop up, so the server is kept: make mopup RUN=$RUN (it stops the server once nothing is left), or make stop RUN=$RUN"
   else
@@ -415,7 +434,7 @@ stop_server_if_done() {
 
 # append_manifest EVENT JSON_OBJECT: JSON_OBJECT's fields are added to the line.
 append_manifest() {
-  local event=$1 extra=${2:-'{}'} name settings commit tools
+  local event=$1 extra=${2:-'{}'} name settings commit tools lock_sha256
   settings=$(while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names) |
     jq -Rs 'split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add')
   commit=$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
@@ -425,6 +444,8 @@ import importlib.metadata as m, json
 print(json.dumps({p: m.version(p) for p in ("harbor", "huggingface_hub")}))
 PY
   )
+  # The sha256 of env/requirements.lock, what make setup installs into .venv; null without it.
+  lock_sha256=$(sha256sum "$ENV_DIR/requirements.lock" 2>/dev/null | cut -d' ' -f1) || lock_sha256=""
   local manifest
   manifest="$(run_state_dir)/manifest.jsonl"
   mkdir -p "$(run_state_dir)"
@@ -433,7 +454,8 @@ PY
   [[ ! -s "$manifest" || -z "$(tail -c1 "$manifest")" ]] || printf '\n' >>"$manifest"
   jq -cn --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" --arg run "$RUN" \
     --arg commit "$commit" --argjson tools "$tools" --argjson settings "$settings" \
-    --argjson extra "$extra" \
-    '{at: $at, event: $event, run: $run, commit: $commit, tools: $tools} + $extra + {settings: $settings}' \
+    --argjson extra "$extra" --arg lock_sha256 "$lock_sha256" \
+    '{at: $at, event: $event, run: $run, commit: $commit, lock_sha256: ($lock_sha256 | select(. != "") // null),
+      tools: $tools} + $extra + {settings: $settings}' \
     >>"$manifest"
 }

@@ -37,18 +37,13 @@ mopup_remotely() {
     say "note: no server yet (make serve RUN=$RUN starts one); its endpoint is shown as a placeholder"
   fi
   if is_dry_run; then
-    remote_mopup_argv argv launch "$base" "<a copy of this checkout's tracked files>"
+    remote_mopup_argv argv launch "$base" "$STAGE_PLACEHOLDER"
     show_cmd -- "${argv[@]}"
     return 0
   fi
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
   hold_run_lock "make mopup WHERE=hf"
-  stage=$(mktemp -d)
-  # shellcheck disable=SC2064  # expand now: $stage is local
-  trap "rm -rf -- '$stage'" EXIT
-  git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
-    die "WHERE=hf uploads this checkout's tracked files, and $REPO_ROOT is not a git checkout"
-  git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$stage"
+  stage_checkout stage
   remote_mopup_argv argv launch "$base" "$stage"
   say "launching mop-up as an HF Job: $(show_cmd -- "${argv[@]}")"
   launch_job remote-mopup "${argv[@]}"

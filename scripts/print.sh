@@ -39,23 +39,18 @@ print_local_bench() {
   show_cmd_wrapped "${env_display[@]}" -- "${argv[@]}"
 }
 
-# Smoke and bench with harbor as an HF Job on BUCKET (WHERE=hf), each in a subshell:
-# remote_bench_argv points JOBS_DIR at the bucket.
+# Smoke and bench as HF Jobs on BUCKET (WHERE=hf): each job runs make smoke or make bench
+# from a copy of this checkout (scripts/argv.sh, remote_bench_argv).
 print_remote_bench() {
   local base=$1 argv
   [[ -n "$BUCKET" ]] ||
     die "WHERE=hf: harbor runs as an HF Job writing into a bucket; name it with BUCKET=<namespace>/<name> (make print RUN=$RUN WHERE=hf BUCKET=…)"
   printf '\n# %s: smoke test as an HF Job (one task, job %s-smoke, writing into %s)\n' "$RUN" "$JOB_NAME" "$BUCKET"
-  (
-    apply_smoke_settings
-    remote_bench_argv argv launch "$base" 1
-    show_cmd_wrapped -- "${argv[@]}"
-  )
+  remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER" 1
+  show_cmd_wrapped -- "${argv[@]}"
   printf '\n# %s: bench as an HF Job (harbor writing into %s)\n' "$RUN" "$BUCKET"
-  (
-    remote_bench_argv argv launch "$base"
-    show_cmd_wrapped -- "${argv[@]}"
-  )
+  remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER"
+  show_cmd_wrapped -- "${argv[@]}"
 }
 
 print_commands() {

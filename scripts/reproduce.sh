@@ -84,19 +84,19 @@ print_plan() {
 
 # supervisor_argv VAR MODE STAGE: hf jobs run for `make reproduce` inside a CPU job, from a copy
 # of this checkout's tracked files (STAGE, mounted at /repo), on the bucket (/data), as
-# remote_mopup_argv does. Values reach the job as -e data; its script only names them.
+# remote_mopup_argv does. The settings given on this command line go in as -e data; the job's
+# script only names them (forward_command_line), and the run file inside gives the rest.
 supervisor_argv() {
-  local name=$1 mode=$2 stage=$3 script
+  local name=$1 mode=$2 stage=$3 script extra=(-e "RUN=$RUN")
   validate_remote_settings
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
   # shellcheck disable=SC2016  # expanded inside the job
-  script+='; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$API_BASE" "N_CONCURRENT=$N_CONCURRENT" "MOPUP_PASSES=$MOPUP_PASSES" "MAX_RELAUNCHES=$MAX_RELAUNCHES" "IDLE_STOP_AFTER=$IDLE_STOP_AFTER" "HEALTH_POLL=$HEALTH_POLL"'
+  script+='; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state'
+  forward_command_line extra script "WHERE JOBS_DIR DRY_RUN"
   # The supervisor outlives every server it starts, so it gets the server's time budget.
   local BENCH_TIMEOUT=$SERVER_TIMEOUT
-  # No endpoint yet (the supervisor serves one): API_BASE, when given, goes in as data.
-  remote_job_argv "$name" "$mode" supervisor "" "$script" -v "$stage:/repo" \
-    -e "RUN=$RUN" -e "API_BASE=${API_BASE:-}" -e "N_CONCURRENT=$N_CONCURRENT" -e "MOPUP_PASSES=$MOPUP_PASSES" \
-    -e "MAX_RELAUNCHES=$MAX_RELAUNCHES" -e "IDLE_STOP_AFTER=$IDLE_STOP_AFTER" -e "HEALTH_POLL=$HEALTH_POLL"
+  # No endpoint yet (the supervisor serves one): API_BASE, when given, is forwarded as data.
+  remote_job_argv "$name" "$mode" supervisor "" "$script" -v "$stage:/repo" "${extra[@]}"
 }
 
 # reproduce_remotely: launch the supervisor job and record it in state/<run>/supervisor.json
@@ -104,7 +104,7 @@ supervisor_argv() {
 reproduce_remotely() {
   local argv stage namespace=$HF_NAMESPACE
   if is_dry_run; then
-    supervisor_argv argv launch "<a copy of this checkout's tracked files>"
+    supervisor_argv argv launch "$STAGE_PLACEHOLDER"
     show_cmd -- "${argv[@]}"
     say "dry run: inside that job, make reproduce runs the plan of WHERE=local (make reproduce RUN=$RUN DRY_RUN=1 shows it)"
     return 0
@@ -114,15 +114,10 @@ reproduce_remotely() {
     namespace=$(hf auth whoami -q 2>/dev/null | head -n1) ||
       die "cannot find your HF namespace (hf auth whoami failed): check the network and your token, or set HF_NAMESPACE"
   fi
-  git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
-    die "WHERE=hf uploads this checkout's tracked files, and $REPO_ROOT is not a git checkout"
   LAUNCH_NAMESPACE=$namespace
   hold_run_lock "make reproduce WHERE=hf"
   reconcile_launches
-  stage=$(mktemp -d)
-  # shellcheck disable=SC2064  # expand now: $stage is local
-  trap "rm -rf -- '$stage'" EXIT
-  git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$stage"
+  stage_checkout stage
   supervisor_argv argv launch "$stage"
   say "launching the supervisor as an HF Job: $(show_cmd -- "${argv[@]}")"
   launch_job supervisor "${argv[@]}"

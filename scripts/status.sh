@@ -4,7 +4,9 @@
 # env/flavor-prices.tsv), time up and its cost so far. Warns when the server is up but idle
 # (nothing written under the run's job dirs and no other job of the run running for
 # IDLE_WARN_AFTER seconds), and when it has outlived its own --timeout (HF enforces it late:
-# the reference's 24h server billed ~91h). DRY_RUN=1 prints the calls.
+# the reference's 24h server billed ~91h). A run launched with make reproduce WHERE=hf shows its
+# supervisor job first (stage, where its progress is) and the live servers it launched, found
+# by their labels. DRY_RUN=1 prints the calls.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
@@ -36,12 +38,41 @@ bench_activity() {
   fi
 }
 
+# supervisor_status: the remote supervisor of state/<run>/supervisor.json and the run's live
+# servers; returns 1 when the run has none.
+supervisor_status() {
+  load_supervisor || return 1
+  local ns=${SUP_JOB%%/*} ps_argv listing
+  run_servers_argv ps_argv "$ns"
+  if is_dry_run; then
+    show_cmd -- hf jobs inspect --json "$SUP_JOB"
+    show_cmd -- hf "${ps_argv[@]}"
+    return 0
+  fi
+  load_token
+  JOB=$SUP_JOB
+  inspect_or_die
+  row supervisor "$SUP_JOB  $(jq -r '.url // empty' <<<"$JOB_INFO")"
+  row stage "$STAGE${STAGE_MESSAGE:+ ($STAGE_MESSAGE)}"
+  row progress "$SUP_STATE/reproduce.json (make pull RUN=$RUN brings the job dirs home; hf jobs logs -f $SUP_JOB follows it)"
+  if hf_run listing "${ps_argv[@]}"; then
+    row servers "$(if [[ -n "$listing" ]]; then tr '\n' ' ' <<<"$listing"; else printf 'none running'; fi)"
+  else
+    row servers "unknown ($HF_ERROR)"
+  fi
+  is_terminal "$STAGE" || say "make stop RUN=$RUN stops the supervisor, then its servers"
+}
+
 main() {
   resolve_run
   load_settings
   validate_values
   IDLE_WARN_AFTER=${IDLE_WARN_AFTER:-1800}
   require_integer IDLE_WARN_AFTER
+  if supervisor_status; then
+    [[ -f "$(run_state_dir)/server.json" ]] || return 0
+    printf '\n'
+  fi
   load_server
   if is_dry_run; then
     show_cmd -- hf jobs inspect --json "$JOB"

@@ -2,13 +2,53 @@
 # Usage: scripts/stop.sh                  (RUN=<name>; make stop)
 # Cancel the run's server job so it stops billing. Idempotent: a job already stopped (or no
 # server recorded) is said so and left alone. state/<run>/server.json is kept as the record of
-# that launch; the next make serve archives it. DRY_RUN=1 prints the call.
+# that launch; the next make serve archives it. A run launched with make reproduce WHERE=hf
+# has its supervisor cancelled first (so it cannot launch another server), then every live
+# server of the run, found by its labels (their records are in the bucket). DRY_RUN=1 prints
+# the calls.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
 source "$(dirname "$0")/lib-server.sh"
 # shellcheck source=lib-run.sh
 source "$(dirname "$0")/lib-run.sh"
+
+# stop_supervisor: the remote supervisor of state/<run>/supervisor.json, if any, then the
+# servers it launched. Returns 1 when the run has no supervisor.
+stop_supervisor() {
+  load_supervisor || return 1
+  local ns=${SUP_JOB%%/*} ps_argv listing id
+  run_servers_argv ps_argv "$ns"
+  if is_dry_run; then
+    show_cmd -- hf jobs cancel -q "$SUP_JOB"
+    show_cmd -- hf "${ps_argv[@]}"
+    say "dry run: each server job that lists is cancelled (hf jobs cancel -q $ns/<id>)"
+    return 0
+  fi
+  load_token
+  JOB=$SUP_JOB
+  inspect_or_die
+  if is_terminal "$STAGE"; then
+    say "supervisor job $SUP_JOB is already stopped (stage $STAGE)"
+  else
+    local was=$STAGE
+    hf_run - jobs cancel -q "$SUP_JOB" >/dev/null || die "could not cancel the supervisor job $SUP_JOB, which may relaunch servers: $HF_ERROR"
+    append_manifest supervisor-stop "$(jq -cn --arg job "$SUP_JOB" '{role: "supervisor", job: $job}')"
+    say "stopped the supervisor job $SUP_JOB (was $was)"
+  fi
+  hf_run listing "${ps_argv[@]}" ||
+    die "cannot list the run's server jobs ($HF_ERROR): they may be billing. Retry make stop RUN=$RUN, or see make jobs"
+  for id in $listing; do
+    [[ "$id" =~ ^[A-Za-z0-9_-]+$ ]] || continue
+    if hf_run - jobs cancel -q "$ns/$id" >/dev/null; then
+      append_manifest server-stop "$(jq -cn --arg job_id "$id" --arg namespace "$ns" '{role: "server", job_id: $job_id, namespace: $namespace}')"
+      say "stopped the run's server job $ns/$id (launched by the supervisor)"
+    else
+      warn "could not cancel server job $ns/$id, which may still be billing: $HF_ERROR. Retry: hf jobs cancel $ns/$id"
+    fi
+  done
+  [[ -n "$listing" ]] || say "no live server job labelled run=$RUN in $ns"
+}
 
 main() {
   resolve_run
@@ -18,7 +58,10 @@ main() {
     # A launch interrupted by a SIGKILL left no server.json: its job is found by its label.
     reconcile_launches
   fi
+  local supervised=0
+  stop_supervisor && supervised=1
   if [[ ! -f "$(run_state_dir)/server.json" ]]; then
+    ((supervised == 0)) || return 0
     say "no server recorded for run '$RUN' ($(rel "$(run_state_dir)")/server.json is absent): nothing to stop. make jobs lists every job of this project"
     return 0
   fi

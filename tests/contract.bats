@@ -45,6 +45,7 @@ print(shlex.join(words[words.index("--") + 1:]))')
     assert_line "  secrets  HF_TOKEN=***"
     assert_line "  labels   project=terminal-bench-harness"
     assert_line --regexp "^ +run=$run_name\$"
+    assert_line --regexp "^ +role=server\$"
     assert_line "(dry run) Job not submitted."
     refute_output --partial "$TEST_TOKEN"
     # Every server binds all interfaces on the exposed port: the proxy cannot reach 127.0.0.1.

@@ -9,13 +9,16 @@ capture_argv() {
     serve) RUN=$run HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh" ;;
     bench) RUN=$run HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT "$REPO/scripts/bench.sh" ;;
     smoke) RUN=$run HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT "$REPO/scripts/bench.sh" --smoke ;;
-    remote-bench) RUN=$run WHERE=hf BUCKET=alice/tb-results HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT "$REPO/scripts/bench.sh" ;;
+    # The job gets the settings given on the command line: only these, not the stubs' READY_POLL.
+    remote-bench) env -u READY_POLL RUN="$run" WHERE=hf BUCKET=alice/tb-results HF_TOKEN="$TEST_TOKEN" API_BASE="$TEST_ENDPOINT" "$REPO/scripts/bench.sh" ;;
   esac >/dev/null 2>&1 || return 1
   # Only the commands that launch work: whoami and the tally are incidental.
   awk '/^== /{keep = ($0 == "== harbor" || $0 == "== hf") } keep' "$STUB_LOG" |
     awk 'BEGIN{RS="== "; ORS=""} NR>1 && ($0 ~ /^harbor\n/ || $0 ~ /^hf\njobs\nrun\n/) {print "== " $0}' |
     # Each launch carries a label unique to it (scripts/lib-run.sh): its value is not the command's.
-    sed -E 's/^launch=[0-9a-f]{16}$/launch=<unique per launch>/'
+    sed -E 's/^launch=[0-9a-f]{16}$/launch=<unique per launch>/' |
+    # A remote job mounts a temporary copy of the checkout: its path is not the command's either.
+    sed -E "s|^/[^:]+:/repo\$|<a copy of this checkout's tracked files>:/repo|"
 }
 
 # The runs a golden exists for: every run file but the bundled examples (never served or benched).

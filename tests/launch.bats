@@ -35,7 +35,7 @@ wait_for_run_request() {
     [[ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -ge 1 ]] && return 0
     sleep 0.1
   done
-  fail "hf jobs run never reached the fake"
+  fail "hf jobs run never reached the fake: $(cat "$BATS_TEST_TMPDIR"/*.log 2>/dev/null | tail -n 5)"
 }
 
 manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' ' '; }
@@ -103,8 +103,28 @@ manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' 
   [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job-new/cancel)" -eq 1 ]
 }
 
+# hf_without_local_volumes: an `hf` first on PATH that is the real one, less a `-v <dir>:/repo`
+# volume. A remote job mounts a copy of the checkout, which the real client uploads to the
+# Hub's bucket API before it creates the job; the fake serves the Jobs API only.
+hf_without_local_volumes() {
+  mkdir -p "$BATS_TEST_TMPDIR/bin"
+  cat >"$BATS_TEST_TMPDIR/bin/hf" <<EOF
+#!/usr/bin/env bash
+args=()
+while ((\$# > 0)); do
+  if [[ "\$1" == -v && "\${2:-}" == /*:/repo ]]; then shift 2; continue; fi
+  args+=("\$1")
+  shift
+done
+exec "$REPO/.venv/bin/hf" "\${args[@]}"
+EOF
+  chmod +x "$BATS_TEST_TMPDIR/bin/hf"
+  export PATH="$BATS_TEST_TMPDIR/bin:$REPO/.venv/bin:$PATH"
+}
+
 @test "an interrupted remote bench launch is cancelled the same way" {
   serve_slowly
+  hf_without_local_volumes
   in_own_group "$BATS_TEST_TMPDIR/bench.log" env RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb \
     API_BASE=https://x--8000.hf.jobs/v1 "$REPO/scripts/bench.sh"
   wait_for_run_request

@@ -9,13 +9,15 @@ setup() {
 
 remote_argv() {
   local -n _out=$1
+  mkdir -p "$BATS_TEST_TMPDIR/stage"
   mapfile -d '' _out < <(
     RUN=$2 BUCKET=alice/tb-results bash -c '
       source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
-      load_settings; remote_bench_argv argv dry-run "$1"; printf "%s\0" "${argv[@]}"' "$REPO" "$TEST_ENDPOINT")
+      load_settings; remote_bench_argv argv dry-run "$1" "$2"; printf "%s\0" "${argv[@]}"' "$REPO" "$TEST_ENDPOINT" \
+      "$BATS_TEST_TMPDIR/stage")
 }
 
-@test "remote bench: the real hf jobs run --dry-run accepts the harbor job for every benchable run" {
+@test "remote bench: the real hf jobs run --dry-run accepts make bench as a job for every benchable run" {
   use_real_clis
   local run_name argv
   for run_name in qwen-t2 gptoss-t2 qwen-mswea; do
@@ -25,26 +27,53 @@ remote_argv() {
     assert_line "  image    python:3.12"
     assert_line "  flavor   cpu-upgrade"
     assert_line "  timeout  24h"
-    assert_line "  env      OPENAI_BASE_URL=$TEST_ENDPOINT"
+    assert_line "  env      RUN=$run_name"
+    assert_line "           OPENAI_BASE_URL=$TEST_ENDPOINT"
     assert_line "  secrets  HF_TOKEN=***"
     assert_line "  volumes  hf://buckets/alice/tb-results:/data"
+    assert_line "           $BATS_TEST_TMPDIR/stage:/repo"
     assert_line --regexp "^ +role=bench$"
-    # The harbor line inside is the local bench line with the flat bucket layout.
-    assert_output --partial "pip install -q '\"'\"'harbor[hf-sandbox]==0.25.0'\"'\"'"
-    assert_output --partial "cd /data && export OPENAI_API_KEY=\"\$HF_TOKEN\"; harbor run --agent"
-    assert_output --partial "--jobs-dir . --job-name $(RUN=$run_name "$REPO/tests/bin/argv-of" settings | sed -n 's/^JOB_NAME=//p') "
+    # The project's own verb from the pinned setup: the watchdog, the tally and AUTO_STOP run
+    # inside the job as they do here.
+    assert_output --partial 'cp -r /repo /tmp/repo && cd /tmp/repo && make setup; make bench "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" PROBE=0'
+    refute_output --partial "pip install"
     refute_output --partial "$TEST_TOKEN"
   done
 }
 
-@test "remote bench: the harbor command inside the job is the local one, but for --jobs-dir" {
-  local argv local_argv inner
-  remote_argv argv qwen-mswea
-  inner=${argv[-1]}
-  mapfile -d '' local_argv < <(RUN=qwen-mswea "$REPO/tests/bin/argv-of" bench)
-  local expected
-  expected=$(RUN=qwen-mswea bash -c 'source "$0/scripts/lib.sh"; show_cmd -- "$@"' "$REPO" "${local_argv[@]}")
-  assert_equal "${inner##*; }" "${expected/--jobs-dir jobs/--jobs-dir .}"
+# job_env_and_command ARGV...: from a remote job's argv, its -e pairs (one a line) and, last,
+# the make command its script ends with.
+job_env_and_command() {
+  local i
+  for ((i = 1; i <= $#; i++)); do
+    [[ "${!i}" != -e ]] || { i=$((i + 1)); printf '%s\n' "${!i}"; }
+  done
+  local last=${!#}
+  printf '%s\n' "${last##*make setup; }"
+}
+
+@test "remote bench: the job's make bench, run here as a dry run in the job's environment, is the local bench on /data" {
+  use_stubs
+  local argv lines inner pairs local_argv expected
+  mkdir -p "$BATS_TEST_TMPDIR/stage"
+  # Settings given on the command line reach the job as data, quotes and all.
+  mapfile -d '' argv < <(RUN=qwen-mswea BUCKET=alice/tb-results TASKS="fix-git 'a b'" N_CONCURRENT=2 bash -c '
+    source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
+    load_settings; remote_bench_argv argv dry-run "$1" "$2"; printf "%s\0" "${argv[@]}"' \
+    "$REPO" "$TEST_ENDPOINT" "$BATS_TEST_TMPDIR/stage")
+  mapfile -t lines < <(job_env_and_command "${argv[@]}")
+  inner=${lines[-1]}
+  pairs=("${lines[@]:0:${#lines[@]}-1}")
+  assert_equal "$inner" 'make bench "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" PROBE=0 "READY_POLL=$READY_POLL" "TASKS=$TASKS" "N_CONCURRENT=$N_CONCURRENT" "BUCKET=$BUCKET"'
+  # What that make prints, run here in a clean environment holding only the job's -e pairs.
+  run env -i PATH="$PATH" HOME="$HOME" STATE_ROOT="$BATS_TEST_TMPDIR/job-state" DRY_RUN=1 "${pairs[@]}" \
+    bash -c "cd '$REPO' && $inner" 2>/dev/null
+  assert_success
+  mapfile -d '' local_argv < <(RUN=qwen-mswea TASKS="fix-git 'a b'" N_CONCURRENT=2 JOBS_DIR=/data "$REPO/tests/bin/argv-of" bench)
+  expected=$(bash -c 'source "$0/scripts/lib.sh"; show_cmd -- "$@"' "$REPO" "${local_argv[@]}")
+  assert_output --partial "$expected"
+  assert_output --partial "OPENAI_BASE_URL=$TEST_ENDPOINT "
+  assert [ ! -e "$BATS_TEST_TMPDIR/job-state" ]
 }
 
 @test "remote bench launches through hf, records the job, and needs a bucket" {
@@ -57,6 +86,9 @@ remote_argv() {
   RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_success
   assert_output --partial "harbor job stubjob0123456789 launched, writing alice/tb/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
+  # The job runs this checkout's tracked files, exactly those.
+  run diff <(git -C "$REPO" ls-files | LC_ALL=C sort) "$STUB_LOG.staged"
+  assert_success
   run jq -c 'select(.event != "launch-intent") | [.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
   assert_output '["bench","remote-bench","stubjob0123456789","alice/tb"]'
   run grep -A2 -x -- '--detach' "$STUB_LOG"
@@ -67,27 +99,71 @@ remote_argv() {
 remote_script() {
   RUN=$1 BUCKET=alice/tb-results bash -c '
     source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
-    load_settings; remote_bench_argv argv dry-run "$1" "$2"; printf "%s\n" "${argv[-1]}"' "$REPO" "$TEST_ENDPOINT" "$2"
+    load_settings; remote_bench_argv argv dry-run "$1" /tmp/stage "$2"; printf "%s\n" "${argv[-1]}"' "$REPO" "$TEST_ENDPOINT" "$2"
 }
 
-@test "remote smoke never cancels the server; a remote full bench does, naming the job as data" {
+@test "a remote bench or smoke job never cancels the server on exit: it is told the server job, as data" {
   mkdir -p "$STATE_ROOT/gptoss-t2"
   jq -n '{job_id: "job1", namespace: "alice", endpoint: "https://job1--8000.hf.jobs/v1"}' >"$STATE_ROOT/gptoss-t2/server.json"
   run remote_script gptoss-t2 1
   assert_success
-  refute_output --partial "hf jobs cancel"
+  refute_output --partial "cancel"
+  assert_output --partial 'make smoke "RUN=$RUN" WHERE=local'
   run remote_script gptoss-t2 0
-  assert_output --partial "set -euo pipefail; trap 'hf jobs cancel \"\$SERVER_JOB\" || true' EXIT; "
+  assert_success
+  refute_output --partial "cancel"
+  refute_output --partial "trap"
+  assert_output --partial ' "SERVER_JOB=$SERVER_JOB"'
   refute_output --partial "alice/job1"
   # Through the real CLI: the job is the job's environment.
   use_real_clis
   local argv
   mapfile -d '' argv < <(RUN=gptoss-t2 BUCKET=alice/tb bash -c '
     source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
-    load_settings; remote_bench_argv argv dry-run "$1" 0; printf "%s\0" "${argv[@]}"' "$REPO" "$TEST_ENDPOINT")
+    load_settings; remote_bench_argv argv dry-run "$1" "$2" 0; printf "%s\0" "${argv[@]}"' "$REPO" "$TEST_ENDPOINT" "$BATS_TEST_TMPDIR")
   run "${argv[@]}"
   assert_success
-  assert_line "  env      SERVER_JOB=alice/job1"
+  assert_line "           SERVER_JOB=alice/job1"
+}
+
+@test "inside a remote bench job, AUTO_STOP cancels the named server only when nothing is left to retry" {
+  use_stubs
+  # The bundled example's job dirs: 3 infra-errored tasks and 1 unfinished, so mop-up needs the server.
+  cp -r "$REPO/examples/jobs" "$BATS_TEST_TMPDIR/jobs"
+  export JOBS_DIR="$BATS_TEST_TMPDIR/jobs" JOB_NAME=example-terminus2-tb21
+  RUN=qwen-t2 API_BASE=$TEST_ENDPOINT SERVER_JOB=alice/job1 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  assert_output --partial "bench: AUTO_STOP=1: 4 task(s) left to mop up, so the server is kept"
+  run grep -c -x cancel "$STUB_LOG"
+  assert_output 0
+  # A smoke test never stops it.
+  RUN=qwen-t2 API_BASE=$TEST_ENDPOINT SERVER_JOB=alice/job1 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh" --smoke
+  assert_success
+  run grep -c -x cancel "$STUB_LOG"
+  assert_output 0
+  # Nothing left to retry: the job cancels the server it was told about, and only that one.
+  mkdir -p "$BATS_TEST_TMPDIR/done/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
+  : >"$STUB_LOG"
+  RUN=qwen-t2 JOBS_DIR="$BATS_TEST_TMPDIR/done" JOB_NAME=qwen3_8-27b-fp8-terminus2-tb21-full-v2 API_BASE=$TEST_ENDPOINT SERVER_JOB=alice/job1 HF_TOKEN=$TEST_TOKEN \
+    run "$REPO/scripts/bench.sh"
+  assert_success
+  assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
+  run grep -A3 -x cancel "$STUB_LOG"
+  assert_output $'cancel\n-q\nalice/job1'
+  # AUTO_STOP=0, or no SERVER_JOB with an API_BASE: never touched.
+  : >"$STUB_LOG"
+  RUN=qwen-t2 JOBS_DIR="$BATS_TEST_TMPDIR/done" JOB_NAME=qwen3_8-27b-fp8-terminus2-tb21-full-v2 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  RUN=qwen-t2 JOBS_DIR="$BATS_TEST_TMPDIR/done" JOB_NAME=qwen3_8-27b-fp8-terminus2-tb21-full-v2 AUTO_STOP=0 API_BASE=$TEST_ENDPOINT SERVER_JOB=alice/job1 HF_TOKEN=$TEST_TOKEN \
+    run "$REPO/scripts/bench.sh"
+  assert_success
+  run grep -c -x cancel "$STUB_LOG"
+  assert_output 0
+  # A crafted SERVER_JOB is refused, never run.
+  RUN=qwen-t2 JOBS_DIR="$BATS_TEST_TMPDIR/done" JOB_NAME=qwen3_8-27b-fp8-terminus2-tb21-full-v2 API_BASE=$TEST_ENDPOINT SERVER_JOB='x; touch /tmp/pwned-by-server-job' \
+    HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "SERVER_JOB must be NAMESPACE/JOB_ID, got 'x; touch /tmp/pwned-by-server-job'"
 }
 
 @test "a crafted namespace in server.json is refused, never run" {

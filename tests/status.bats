@@ -123,3 +123,22 @@ jobs_api() {
   assert_output --partial "no HF token"
   [ "$(wc -l <"$FAKE_HF_RECORD")" -eq "$calls_before" ]
 }
+
+@test "status: a remote supervisor shows its stage, where its progress is, and the run's live servers" {
+  local labels='"project": "terminal-bench-harness", "run": "qwen-t2"'
+  start_fake_hf_jobs "{\"jobs\": {
+    \"sup1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"cpu-upgrade\", \"labels\": {$labels, \"role\": \"supervisor\"}},
+    \"srv1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {$labels, \"role\": \"server\"}},
+    \"other\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"gptoss-t2\", \"role\": \"server\"}}}}"
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  jq -n '{run: "qwen-t2", role: "supervisor", job_id: "sup1", namespace: "alice", bucket: "alice/tb",
+    state: "hf://buckets/alice/tb/state/qwen-t2"}' >"$STATE_ROOT/qwen-t2/supervisor.json"
+  RUN=qwen-t2 run "$REPO/scripts/status.sh"
+  assert_success
+  assert_line --regexp '^supervisor alice/sup1( |$)'
+  assert_line "stage     RUNNING"
+  assert_line "progress  hf://buckets/alice/tb/state/qwen-t2/reproduce.json (make pull RUN=qwen-t2 brings the job dirs home; hf jobs logs -f alice/sup1 follows it)"
+  assert_line "servers   srv1 "
+  assert_line "status: make stop RUN=qwen-t2 stops the supervisor, then its servers"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/sup1/cancel)" -eq 0 ]
+}

@@ -75,3 +75,53 @@ cancels() { count_requests "$FAKE_HF_RECORD" POST "/api/jobs/alice/$1/cancel"; }
   assert_output "hf jobs cancel -q alice/job1"
   [ ! -s "$FAKE_HF_RECORD" ]
 }
+
+# A run launched with make reproduce WHERE=hf: its supervisor job, two of its server jobs (one
+# already gone), and jobs stop must not touch (another run's server, this run's remote bench).
+supervised_run() {
+  local labels='"project": "terminal-bench-harness", "run": "qwen-t2"'
+  start_fake_hf_jobs "{\"jobs\": {
+    \"sup1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"cpu-upgrade\", \"labels\": {$labels, \"role\": \"supervisor\"}},
+    \"srv1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {$labels, \"role\": \"server\"}},
+    \"srv0\": {\"stages\": [\"ERROR\"], \"flavor\": \"h200\", \"labels\": {$labels, \"role\": \"server\"}},
+    \"bench1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"cpu-upgrade\", \"labels\": {$labels, \"role\": \"bench\"}},
+    \"other\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"gptoss-t2\", \"role\": \"server\"}}}}"
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  jq -n '{run: "qwen-t2", role: "supervisor", job_id: "sup1", namespace: "alice", bucket: "alice/tb",
+    state: "hf://buckets/alice/tb/state/qwen-t2"}' >"$STATE_ROOT/qwen-t2/supervisor.json"
+}
+
+@test "stop: a remote supervisor is cancelled first, then the run's live servers it launched, nothing else" {
+  supervised_run
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+  assert_success
+  assert_line --index 0 "stop: stopped the supervisor job alice/sup1 (was RUNNING)"
+  assert_line --index 1 "stop: stopped the run's server job alice/srv1 (launched by the supervisor)"
+  [ "${#lines[@]}" -eq 2 ]
+  [ "$(cancels sup1)" -eq 1 ]
+  [ "$(cancels srv1)" -eq 1 ]
+  [ "$(cancels srv0)" -eq 0 ]
+  [ "$(cancels bench1)" -eq 0 ]
+  [ "$(cancels other)" -eq 0 ]
+  # The supervisor went first: it cannot launch a server after its servers were stopped.
+  run jq -r 'select(.method == "POST") | .path' "$FAKE_HF_RECORD"
+  assert_output $'/api/jobs/alice/sup1/cancel\n/api/jobs/alice/srv1/cancel'
+  run jq -c '[.event, .role, .job // .job_id]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output $'["supervisor-stop","supervisor","alice/sup1"]\n["server-stop","server","srv1"]'
+  # Again: nothing left to cancel, and it says so.
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+  assert_success
+  assert_output $'stop: supervisor job alice/sup1 is already stopped (stage CANCELED)\nstop: no live server job labelled run=qwen-t2 in alice'
+  [ "$(cancels sup1)" -eq 1 ]
+  [ "$(cancels srv1)" -eq 1 ]
+}
+
+@test "stop: a remote supervisor under DRY_RUN shows the calls and makes none" {
+  supervised_run
+  DRY_RUN=1 RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+  assert_success
+  assert_line --index 0 "hf jobs cancel -q alice/sup1"
+  assert_line --index 1 "hf jobs ps -q --namespace alice -l project=terminal-bench-harness -l run=qwen-t2 -l role=server"
+  [ ! -s "$FAKE_HF_RECORD" ]
+  [ ! -e "$STATE_ROOT/qwen-t2/manifest.jsonl" ]
+}

@@ -353,6 +353,47 @@ def test_happy_path_serve_to_stop(world, report_line):
     assert "serve: skipped (no step left needs the server)" in again.stderr
 
 
+def test_a_harbor_that_lingers_after_its_result_is_ended_and_the_pipeline_goes_on(world, report_line):
+    """Run 2: harbor printed its summary, then stayed alive (an unclosed aiohttp session) until
+    its job timeout. Here the real harbor's bench run is followed by a hang; the watchdog gives it
+    LINGER_GRACE (5 s in the run file), ends it, records it, and the supervisor carries on.
+    No trial is cancelled here: harbor 0.25.0 leaves a job with a CancelledError trial unfinished
+    (finished_at null), and only a finished job's harbor is a lingering one."""
+    tree = world(dict(PLAN, **{"t-cancel": ["SandboxError", "pass"]}))
+    wrapper = tree.bin / "harbor"
+    wrapper.write_text(f"""#!/usr/bin/env bash
+# The real harbor, then, for the full bench only, a hang as Run 2's orchestrator did.
+"{REPO / '.venv/bin/harbor'}" "$@"
+rc=$?
+if [[ "$1" == run && " $* " == *" --job-name {JOB} "* && " $* " != *" --print-config "* ]]; then
+  echo "$$" >"{tree.tmp / 'lingered.pid'}"
+  exec sleep 600  # the same process, as harbor's own lingering is
+fi
+exit $rc
+""")
+    wrapper.chmod(0o755)
+    # The checkout's own .venv/bin after the wrapper: scripts/lib.sh puts it first only when absent.
+    proc = tree.reproduce(PATH=f"{tree.bin}:{tree.root / '.venv/bin'}:{os.environ['PATH']}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    progress = tree.progress()
+    assert [progress["steps"][s]["status"] for s in reproduce.STEPS] == ["done"] * 8
+    # The hang happened, and the watchdog ended it: one event, for the bench's job dir, after the grace.
+    assert (tree.tmp / "lingered.pid").exists()
+    events = [json.loads(line) for line in (tree.state / "manifest.jsonl").read_text().splitlines()
+              if '"harbor-lingered"' in line]
+    assert [(Path(e["job_dir"]).name, e["grace_s"]) for e in events] == [(JOB, 5)], events
+    lingered = int((tree.tmp / "lingered.pid").read_text())
+    assert not Path(f"/proc/{lingered}").exists() or "Z" in Path(f"/proc/{lingered}/stat").read_text().split()[2]
+    # The pipeline went on as in the happy path: mop-up ran the infra errors, the server was stopped.
+    assert [(p["status"], sorted(p["planned"])) for p in progress["mopup_passes"]] == [("done", sorted(INFRA))]
+    final = tree.tally()
+    assert (final["passed"], final["failed"], final["errored"], final["unfinished"]) == (6, 3, 0, 0)
+    assert len(tree.api.cancels("srv1")) == 1
+    wasted, idle, lost = figures(tree, report_line, "srv1", tree.all_trial_dirs())
+    assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
+
+
 def test_server_dies_mid_bench_is_relaunched_and_mopup_continues(world, report_line):
     plan = dict(PLAN, **{"t-readtimeout": ["server-dies", "pass"]})
     tree = world(plan)
@@ -470,7 +511,8 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
 def test_where_hf_is_accepted_by_the_real_hf_dry_run(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RUN", "API_BASE", "CLI_SETTINGS", "DRY_RUN")}
     env.update(RUN="qwen-t2", WHERE="hf", BUCKET="alice/tb-results", HF_TOKEN=TOKEN, HF_HOME=str(tmp_path),
-               HF_HUB_DISABLE_UPDATE_CHECK="1", STATE_ROOT=str(tmp_path / "state"))
+               HF_HUB_DISABLE_UPDATE_CHECK="1", STATE_ROOT=str(tmp_path / "state"), MOPUP_PASSES="5",
+               TASKS="fix-git 'a b'")
     (tmp_path / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
     script = ('source scripts/reproduce.sh; resolve_run; load_settings; validate_settings; supervisor_settings; '
               'supervisor_argv argv dry-run "$1"; printf "%s\\0" "${argv[@]}" >"$2"; "${argv[@]}"')
@@ -482,14 +524,23 @@ def test_where_hf_is_accepted_by_the_real_hf_dry_run(tmp_path):
     assert f"           {tmp_path}:/repo" in out
     assert "  secrets  HF_TOKEN=***" in out
     assert any(line.strip() == "role=supervisor" for line in out.splitlines())
-    assert "  env      RUN=qwen-t2" in out and "MOPUP_PASSES=3" in out and "MAX_RELAUNCHES=2" in out
-    assert ('make setup; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state '
-            '"API_BASE=$API_BASE"') in out
+    # The settings given on the command line go in as data, and the job's script only names them.
+    assert "  env      RUN=qwen-t2" in out and "           MOPUP_PASSES=5" in out
+    assert "           TASKS=fix-git 'a b'" in out and "MAX_RELAUNCHES" not in out
+    script = argv_script(tmp_path)
+    assert script.endswith('make setup; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state '
+                           '"TASKS=$TASKS" "MOPUP_PASSES=$MOPUP_PASSES" "BUCKET=$BUCKET"'), script
+    assert "fix-git" not in script
     argv = (tmp_path / "argv").read_text().split("\0")[:-1]
     assert TOKEN not in out + proc.stderr and not any(TOKEN in word for word in argv)
     assert "(dry run) Job not submitted." in out
     # The job's script runs the same supervisor: make reproduce, which execs tools/reproduce.py.
     assert "make reproduce" in argv[-1] and argv[-3:-1] == ["bash", "-c"]
+
+
+def argv_script(tmp_path) -> str:
+    """The job's script: the last word of the argv the test saved."""
+    return (tmp_path / "argv").read_text().split("\0")[:-1][-1]
 
 
 def test_bundled_example_and_bad_settings_are_refused(tmp_path):
