@@ -61,7 +61,7 @@ def first_job() -> list[TrialSpec]:
     return [
         S("fix-git", 1.0, finished=62, tokens=(310_000, 240_000, 12_500), agent_files=trajectory("fix-git", 3)),
         S("regex-log", 0.0, finished=75, tokens=(420_000, 300_000, 21_000), agent_files=trajectory("regex-log", 4)),
-        # AgentTimeoutError: the verifier still ran (harbor-notes §2), so these are scored.
+        # AgentTimeoutError: the verifier still ran (docs/harbor.md §2), so these are scored.
         S("build-pov-ray", 0.0, "AgentTimeoutError", "Agent execution timed out after 3600.0 seconds",
           finished=124, agent_minutes=60, tokens=(2_900_000, 2_400_000, 160_000), agent_files=trajectory("build-pov-ray", 6)),
         S("cobol-modernization", 1.0, "AgentTimeoutError", "Agent execution timed out after 3600.0 seconds",

@@ -21,7 +21,7 @@ common_setup() {
   export GIT_CONFIG_NOSYSTEM=1
   export HF_HOME="$BATS_TEST_TMPDIR/hf-home"
   mkdir -p "$HF_HOME"
-  # Without this the hf CLI fetches the agent-harness registry at start (hf-jobs-notes §1).
+  # Without this the hf CLI fetches the agent-harness registry at start (docs/hf-jobs.md §1).
   printf '{"standardEnvVars": [], "harnesses": {}}' >"$HF_HOME/.agent_harnesses.json"
   export HF_HUB_DISABLE_UPDATE_CHECK=1
   unset RUN API_BASE DRY_RUN HF_NAMESPACE OPENAI_API_KEY OPENAI_BASE_URL

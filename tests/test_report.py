@@ -55,7 +55,7 @@ def golden(name: str, actual: str) -> None:
     assert actual == path.read_text(), f"differs from {path} (read the diff; REPORT_REGEN=1 rewrites)"
 
 
-# --- a fixture writer with harbor's own models (harbor-notes §8) ------------------------------
+# --- a fixture writer with harbor's own models (docs/harbor.md §8) ---------------------------
 
 
 def write_job(jobs_dir: Path, job_name: str, agent: str, trials: dict, *, multiplier=4.0,

@@ -1,7 +1,7 @@
 """tools/tally.py: discovery, selection, classification, both accountings, JSON, CLI, bad input.
 
 Every job dir here is written with harbor 0.25's own pydantic models
-(tests/fixtures/harbor_jobs.py, harbor-notes §8). Expected numbers are worked out by hand
+(tests/fixtures/harbor_jobs.py, docs/harbor.md §8). Expected numbers are worked out by hand
 in the comments beside each fixture, not read back from the tool.
 """
 

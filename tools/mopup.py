@@ -15,7 +15,7 @@ scripts/mopup.sh drives it (settings, endpoint, harbor's argv); this file holds 
 Nothing here deletes. A trial dir leaves a job only by a rename into
 state/<run>/archive/<batch>/<job-name>/<trial>, recorded in state/<run>/manifest.jsonl
 (append-only) before and after the rename. Why the archive is outside the job: on resume
-harbor rmtree's every dir of a job that has no result.json (harbor-notes §5). How the moves
+harbor rmtree's every dir of a job that has no result.json (docs/harbor.md §5). How the moves
 and writes survive a kill, a full disk and a live harbor: tools/mopup_archive.py.
 
 Harbor's files are read as untrusted: a config.json, lock.json or result.json may be missing,

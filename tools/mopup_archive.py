@@ -336,7 +336,7 @@ def archive_trials(plan: dict, state_dir: Path, moved: list[str] | None = None) 
 def patch_concurrency(job_dir: Path, n: int, backup_dir: Path, state_dir: Path) -> list[str]:
     """Set n_concurrent_trials to n in config.json and lock.json, both or neither.
 
-    Harbor locks the value in both files (harbor-notes §5). Both new texts are built and
+    Harbor locks the value in both files (docs/harbor.md §5). Both new texts are built and
     validated before either file is replaced, and the originals are copied to the archive
     first. Each file is replaced atomically; should the process die between the two
     replacements, the next mop-up finds one file still at the old value and patches it.

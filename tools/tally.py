@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tally: the real per-task outcome of a harbor benchmark run, across every job dir and attempt.
 
-Harbor's end-of-run table is not the answer (reference/benchmark-runs.md): a run spans
+Harbor's end-of-run table is not the answer (docs/reference-runs.md §3, §7): a run spans
 the first job, its resume passes, standalone retry jobs after a server relaunch, and jobs
 that landed under an unexpected `jobs/<job-name>/`. For each task the trial with the
 latest `finished_at` counts, and env/outcome-policy.yaml (the file mop-up reads too)

@@ -11,7 +11,7 @@ and pre-seed $HF_HOME/.agent_harnesses.json with {"standardEnvVars": [], "harnes
 (tests/fakes/fakes.bash does all of this).
 
 It binds 127.0.0.1 on a free port, writes the port to PORT_FILE once it is listening, and
-exits by itself after --max-lifetime seconds. It serves the paths of hf-jobs-notes.md §4:
+exits by itself after --max-lifetime seconds. It serves the paths of docs/hf-jobs.md §4:
 
     GET  /api/whoami-v2                          the scenario's namespace as a user
     GET  /api/agent-harnesses                    an empty registry

@@ -8,7 +8,7 @@ Usage:
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
     --refuse-for S   the socket is bound but not listening for S seconds, so connections are
-                     refused: vLLM and sglang while they load weights (hf-jobs-notes §5, §6)
+                     refused: vLLM and sglang while they load weights (docs/hf-jobs.md §5, §6)
     --health-503 N   the first N GET /health answer 503: sglang during warm-up
     GET  /health                 200, empty body (after the above)
     GET  /v1/models              {"object": "list", "data": [{"id": MODEL, ...}]}, even while

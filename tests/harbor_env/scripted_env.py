@@ -1,7 +1,7 @@
 """A harbor environment for tests: plays the sandbox, with a scripted fate per task.
 
 Used as `harbor run --env scripted_env:ScriptedEnv` with this directory on PYTHONPATH
-(harbor-notes §9), so the REAL harbor runs whole jobs, resumes and retries offline.
+(docs/harbor.md §9), so the REAL harbor runs whole jobs, resumes and retries offline.
 
 Two files, named by environment variables, drive it:
 
