@@ -22,8 +22,12 @@ help: ## this menu
 # --- set up ------------------------------------------------------------------------------
 
 .PHONY: setup
-setup: ## build .venv (Python >= 3.12) with the pinned tools; idempotent
+setup: ## build .venv (Python >= 3.12) from env/requirements.lock, hash-checked; idempotent
 	@scripts/setup.sh
+
+.PHONY: lock
+lock: ## resolve env/requirements.txt into env/requirements.lock (every package, with hashes), with uv
+	@scripts/lock.sh
 
 .PHONY: doctor
 doctor: ## preflight checks, each with its fix

@@ -27,7 +27,7 @@ main() {
   is_dry_run || [[ -x .venv/bin/bats && -x .venv/bin/pytest && -f tests/node_modules/bats-assert/load.bash ]] ||
     die "test tools missing: run make setup first"
   local shell_files
-  mapfile -t shell_files < <(ls scripts/*.sh .ci/run tests/*.bash tests/fakes/*.bash tests/stubs/record-argv tests/*.sh tests/bin/* 2>/dev/null)
+  mapfile -t shell_files < <(ls scripts/*.sh benchmarks/*.sh .ci/run tests/*.bash tests/fakes/*.bash tests/stubs/record-argv tests/*.sh tests/bin/* 2>/dev/null)
   suite "shellcheck: ${#shell_files[@]} files" .venv/bin/shellcheck -x "${shell_files[@]}"
   suite "bats: tests/*.bats" .venv/bin/bats tests/
   suite "pytest: tests/" .venv/bin/python -m pytest -q tests/

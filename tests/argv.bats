@@ -123,6 +123,9 @@ check_goldens() {
     '["server-stop","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]')"
   run jq -r '[.settings.N_CONCURRENT, .settings.MODEL, .tools.harbor, (.commit | length > 0)] | @tsv' "$manifest"
   assert_line --index 0 $'3\tQwen/Qwen3.8-27B-FP8\t0.25.0\ttrue'
+  # Every line names the lock .venv is built from.
+  run bash -c 'jq -r .lock_sha256 "$1" | sort -u' _ "$manifest"
+  assert_output "$(sha256sum "$REPO/env/requirements.lock" | cut -d' ' -f1)"
   run jq -r 'select(.event == "bench") | .argv | index("--job-name")' "$manifest"
   refute_output null
   run grep -cF "$TEST_TOKEN" "$manifest"

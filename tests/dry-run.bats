@@ -23,7 +23,7 @@ snapshot() {
   before=$(snapshot)
   # Each verb with what it needs on the command line; none has a server, a token or a job.
   local verbs=(
-    "setup" "print RUN=qwen-t2" "serve RUN=qwen-t2" "probe RUN=qwen-t2" "smoke RUN=qwen-t2"
+    "setup" "lock" "print RUN=qwen-t2" "serve RUN=qwen-t2" "probe RUN=qwen-t2" "smoke RUN=qwen-t2"
     "bench RUN=qwen-t2" "bench RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "reproduce RUN=qwen-t2" "status RUN=qwen-t2"
     "logs RUN=qwen-t2" "stop RUN=qwen-t2" "jobs" "pull RUN=gptoss-t2 BUCKET=alice/tb"
     "mopup RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "mopup-archive RUN=qwen-t2"

@@ -229,11 +229,22 @@ assert_nothing_changed() {
 @test "setup is idempotent, and DRY_RUN=1 only says what it would do" {
   run "$REPO/scripts/setup.sh"
   assert_success
-  assert_output --partial "setup: .venv is up to date with env/requirements.txt"
+  assert_output --partial "setup: .venv is up to date with env/requirements.lock"
   refute_output --partial "installing"
   DRY_RUN=1 run "$REPO/scripts/setup.sh"
   assert_success
-  assert_output --regexp "setup: would build .venv with python3(\.[0-9]+)? and install env/requirements.txt"
+  assert_output --regexp "setup: would build .venv with python3(\.[0-9]+)? and install env/requirements.lock into it, hash-checked"
+  INSTALLER=conda run "$REPO/scripts/setup.sh"
+  assert_failure 1
+  assert_output "setup: INSTALLER must be uv or pip (unset: uv when it can, else pip), not 'conda'"
+}
+
+@test "the test tools come from one place: bats is .venv's, npm added no second one" {
+  assert [ -x "$REPO/.venv/bin/bats" ]
+  assert [ -f "$REPO/tests/node_modules/bats-assert/load.bash" ]
+  assert [ ! -e "$REPO/tests/node_modules/bats" ]
+  run grep -c '"node_modules/bats"' "$REPO/tests/package-lock.json"
+  assert_output 0
 }
 
 @test "a corrupt server.json is one clear line for bench, smoke, mopup, serve and stop, not a jq error" {
