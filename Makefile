@@ -111,6 +111,10 @@ report: ## pictures (PNG, SVG) and a self-contained HTML report of RUNS, under r
 results: ## regenerate README.md's results section from the tallies of RUNS
 	@scripts/report.sh results
 
+.PHONY: pin
+pin: ## write the dataset commit RUN's jobs ran into runs/RUN.env (DATASET_REF), diff first; DRY_RUN=1: the diff only
+	@scripts/pin.sh
+
 .PHONY: check-submission
 check-submission: ## does RUN meet the Terminal-Bench leaderboard rules? if not, says why
 	@scripts/report.sh check-submission

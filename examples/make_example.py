@@ -31,6 +31,10 @@ sys.path.insert(0, str(HERE.parent))
 from tests.fixtures.harbor_jobs import TrialSpec, write_job  # noqa: E402
 
 JOB = "example-terminus2-tb21"
+# The dataset the run file names, and the commit the example's lock.json records for it: a
+# stand-in, as the tasks are (make pin RUN=example-terminus2 DRY_RUN=1 shows it as the pin).
+DATASET_REPO = "https://huggingface.co/datasets/harborframework/terminal-bench-2.1"
+DATASET_COMMIT = "5d1f0c2a9e8b7d6c5b4a39281706f5e4d3c2b1a0"
 
 # A NonZeroAgentExitCodeError message the way harbor's _classify_exec_error writes it.
 APT_MIRROR = (
@@ -104,6 +108,31 @@ def retry_job() -> list[TrialSpec]:
     ]
 
 
+def write_lock(job_dir: Path) -> None:
+    """The job's lock.json as harbor 0.25.0 writes it when a job starts (its own JobLock model):
+    each trial's task resolved to DATASET_REPO at DATASET_COMMIT, harbor's version, a fixed time."""
+    from datetime import datetime, timezone
+    from hashlib import sha256
+
+    from harbor.models.job.config import JobConfig
+    from harbor.models.job.lock import HarborLockInfo, JobLock, TaskLock, TrialLock, VerifierLock
+    from harbor.models.trial.config import TrialConfig
+
+    cfg = JobConfig.model_validate_json((job_dir / "config.json").read_text())
+    trials = []
+    for trial_dir in sorted(p for p in job_dir.iterdir() if (p / "config.json").is_file()):
+        tc = TrialConfig.model_validate_json((trial_dir / "config.json").read_text())
+        name = tc.task.get_task_id().get_name()
+        task = TaskLock(name=name, type="git", digest="sha256:" + sha256(name.encode()).hexdigest(),
+                        git_url=DATASET_REPO, git_commit_id=DATASET_COMMIT)
+        trials.append(TrialLock(task=task, agent=tc.agent, environment=tc.environment,
+                                verifier=VerifierLock(**tc.verifier.model_dump()),
+                                agent_timeout_multiplier=tc.agent_timeout_multiplier))
+    lock = JobLock(created_at=datetime(2026, 9, 3, 4, 3, tzinfo=timezone.utc), harbor=HarborLockInfo(version="0.25.0"),
+                   n_concurrent_trials=cfg.n_concurrent_trials, retry=cfg.retry, trials=trials)
+    (job_dir / "lock.json").write_text(lock.model_dump_json(indent=4, exclude_defaults=True) + "\n")
+
+
 def main(out: Path = HERE) -> None:
     out.mkdir(parents=True, exist_ok=True)
     os.chdir(out)  # relative paths in every config.json: the bytes do not depend on the checkout
@@ -114,6 +143,8 @@ def main(out: Path = HERE) -> None:
     try:
         write_job(jobs, JOB, first_job(), dataset=dataset, uri_root="file:///data")
         write_job(jobs, f"{JOB}-retry-1", retry_job(), dataset=dataset, scoped=True, uri_root="file:///data")
+        for name in (JOB, f"{JOB}-retry-1"):
+            write_lock(jobs / name)
     finally:
         # The stand-in task dirs only let harbor's JobPlan build the trial configs; the
         # configs keep naming `dataset/<task>` (as harbor records a local -p dataset).

@@ -46,6 +46,16 @@ probe_first() {
     die "the probe failed (above): fix the server before a benchmark burns hours on it (PROBE=0 skips it)"
 }
 
+# record_resolved: what the job really ran, from its lock.json (the dataset commit harbor
+# resolved, harbor's version), as a manifest line; make pin writes the commit into the run file.
+record_resolved() {
+  local resolved
+  resolved=$(cd "$REPO_ROOT" && "$REPO_ROOT/.venv/bin/python" tools/pin.py resolved --jobs-dir "$JOBS_DIR" \
+    --job-name "$JOB_NAME" 2>/dev/null) || return 0
+  append_manifest resolved "$(jq -c --arg job_name "$JOB_NAME" '{role: "bench", job_name: $job_name,
+    dataset: .dataset, dataset_commits: .dataset_commits, harbor_versions: .harbor_versions}' <<<"$resolved")"
+}
+
 main() {
   local smoke=0
   [[ "${1:-}" != --smoke ]] || smoke=1
@@ -101,6 +111,7 @@ main() {
   # Only a bench that ran becomes the remembered run: a failed one must not point a bare
   # make tally at a run with nothing to tally.
   ((rc != 0)) || remember_run
+  record_resolved
   say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
   RUN=$RUN "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
   ((smoke)) || stop_server_if_done

@@ -63,9 +63,25 @@ print_commands() {
   else
     print_local_bench "$base"
   fi
-  if [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
-    printf '\n# note: the dataset is not pinned (DATASET_REF); every resume re-resolves its HEAD.\n'
+  print_unpinned
+}
+
+# print_unpinned: every input of these commands that can change under the same settings, with
+# how to pin it. Python packages are always pinned: make setup installs env/requirements.lock.
+print_unpinned() {
+  local lines=()
+  [[ "$SERVER_IMAGE" == *@sha256:* ]] ||
+    lines+=("SERVER_IMAGE=$SERVER_IMAGE is a tag, which can move: pin a digest, SERVER_IMAGE=<repository>@sha256:<digest>")
+  [[ -n "$DATASET_PATH" || -n "$DATASET_REF" ]] ||
+    lines+=("the dataset $DATASET_REPO has no DATASET_REF, so every resume re-resolves its HEAD: after a run, make pin RUN=$RUN writes the commit it ran")
+  [[ "$WHERE" != hf || "$BENCH_IMAGE" == *@sha256:* ]] ||
+    lines+=("BENCH_IMAGE=$BENCH_IMAGE (the remote job's image) is a tag: pin a digest, BENCH_IMAGE=<repository>@sha256:<digest>")
+  if ((${#lines[@]} == 0)); then
+    printf '\n# pinned: every input (the Python packages by env/requirements.lock)\n'
+    return 0
   fi
+  printf '\n# unpinned inputs (the Python packages are pinned by env/requirements.lock):\n'
+  printf '#   - %s\n' "${lines[@]}"
 }
 
 # emit TEXT: TEXT on stdout. A reader that stops early (make print | head -n 3) is no error:

@@ -186,3 +186,14 @@ printed_argv() {
   run grep -c -x cancel "$STUB_LOG"
   assert_output 0
 }
+
+@test "bench records what its job really ran (the dataset commit and harbor version of its lock.json) in the manifest" {
+  export JOBS_DIR="$BATS_TEST_TMPDIR/jobs"
+  mkdir -p "$JOBS_DIR"
+  # The bundled example's job: its lock.json resolves the dataset to one commit, as harbor records it.
+  cp -r "$REPO/examples/jobs/example-terminus2-tb21" "$JOBS_DIR/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_success
+  run jq -c 'select(.event == "resolved") | [.job_name, .dataset.commit, .harbor_versions]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output '["qwen3_8-27b-fp8-terminus2-tb21-full-v2","5d1f0c2a9e8b7d6c5b4a39281706f5e4d3c2b1a0",["0.25.0"]]'
+}

@@ -28,7 +28,7 @@ snapshot() {
     "logs RUN=qwen-t2" "stop RUN=qwen-t2" "jobs" "pull RUN=gptoss-t2 BUCKET=alice/tb"
     "mopup RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "mopup-archive RUN=qwen-t2"
     "mopup-restore RUN=qwen-t2 TRIALS=all" "tally" "compare" "report" "results"
-    "check-submission RUN=example-terminus2" "test"
+    "check-submission RUN=example-terminus2" "pin RUN=example-terminus2" "test"
   )
   for target in "${verbs[@]}"; do
     # shellcheck disable=SC2086  # the target's words

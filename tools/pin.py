@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""make pin: what a run really ran, read off its job dirs and written back into its run file.
+
+    pin.py resolved --jobs-dir D --job-name N
+        JSON: the dataset commit and harbor version the run's jobs recorded (their lock.json).
+    pin.py plan --jobs-dir D --job-name N --run-file F [--manifest M] [--write]
+        The run file's pins that would make the next run reproduce this one, as a unified diff;
+        with --write, the run file is replaced by the pinned one (atomically).
+
+Harbor resolves a `--repo` dataset to a commit when a job starts and records it in the job's
+lock.json: every task's `TaskLock` carries `git_url` and `git_commit_id` (harbor 0.25.0,
+harbor/models/job/lock.py; tests/test_pin.py checks the names on harbor's own model), and
+`JobLock.harbor.version` is the harbor that wrote it. Only that recorded commit is written
+back, as DATASET_REF: a run whose jobs recorded two commits (a resume after the dataset's HEAD
+moved) is refused with both named, since no one commit reproduces it.
+
+Server images: HF's job inspect output (huggingface_hub 2.4.0 JobInfo) has `docker_image` as
+launched and no resolved digest, so an image given by tag cannot be pinned after the fact. The
+plan says so and how to pin one by hand (SERVER_IMAGE=<repo>@sha256:…); an image the manifest
+recorded with a digest is already pinned.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import sys
+from pathlib import Path
+
+import click
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from safe_read import read_json_object, write_atomic  # noqa: E402
+from tally import run_job_dirs  # noqa: E402
+
+SHA = re.compile(r"^[0-9a-f]{40}$")
+LOCK_CAP = 64 << 20
+
+
+class PinError(Exception):
+    """One line for the user: what is wrong and what to do."""
+
+
+def read_lock(job_dir: Path) -> dict | None:
+    """The job's lock.json through harbor's own JobLock model; None when the job has none."""
+    from harbor.models.job.lock import JobLock  # noqa: PLC0415  (heavy; only when there is a lock)
+
+    path = job_dir / "lock.json"
+    if not path.exists():
+        return None
+    try:
+        raw = read_json_object(path, cap=LOCK_CAP, what="a lock.json")
+        lock = JobLock.model_validate(raw)
+    except Exception as e:  # noqa: BLE001  (any unreadable lock is one line)
+        raise PinError(f"{path} is not a lock.json harbor 0.25.0 can read ({str(e).splitlines()[0]}): "
+                       "pin by hand with DATASET_REF=<40-hex sha> in the run file") from e
+    commits = sorted({(t.task.git_url or "", t.task.git_commit_id) for t in lock.trials
+                      if t.task.type == "git" and t.task.git_commit_id})
+    return {"job": job_dir.name, "harbor_version": lock.harbor.version, "commits": commits,
+            "tasks": len(lock.trials), "local_tasks": sum(1 for t in lock.trials if t.task.type == "local")}
+
+
+def resolved(jobs_dir: Path, job_name: str) -> dict:
+    """What the run's jobs recorded: one dataset commit (or none), harbor versions, per job."""
+    jobs = [lk for lk in (read_lock(d) for d in run_job_dirs(jobs_dir, job_name)) if lk is not None]
+    if not jobs:
+        raise PinError(f"no lock.json in the jobs of {job_name} under {jobs_dir}: harbor writes one when a job "
+                       "starts; run the bench first (make bench), or make pull a remote run's job dirs")
+    commits = sorted({c for job in jobs for c in job["commits"]})
+    versions = sorted({job["harbor_version"] for job in jobs if job["harbor_version"]})
+    dataset = None
+    if len(commits) == 1:
+        dataset = {"git_url": commits[0][0], "commit": commits[0][1]}
+    return {"dataset": dataset, "dataset_commits": [{"git_url": u, "commit": c} for u, c in commits],
+            "harbor_versions": versions, "jobs": jobs}
+
+
+def set_line(text: str, name: str, value: str) -> str:
+    """The run file with NAME=value: its assignment replaced in place, else appended."""
+    pattern = re.compile(rf"^{re.escape(name)}=.*$", re.M)
+    line = f"{name}={value}"
+    if pattern.search(text):
+        return pattern.sub(line, text, count=1)
+    return text + ("" if text.endswith("\n") or not text else "\n") + line + "\n"
+
+
+def current_value(text: str, name: str) -> str | None:
+    m = re.search(rf"^{re.escape(name)}=(\S*)", text, re.M)
+    return m.group(1) if m else None
+
+
+def last_server_image(manifest: Path | None) -> str | None:
+    """SERVER_IMAGE as the run's last launch of a server recorded it (state/<run>/manifest.jsonl)."""
+    if manifest is None or not manifest.exists():
+        return None
+    image = None
+    for line in manifest.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line torn by a kill
+        if isinstance(event, dict) and event.get("event") in ("serve", "reproduce-relaunch"):
+            image = (event.get("settings") or {}).get("SERVER_IMAGE") or image
+    return image
+
+
+def plan(jobs_dir: Path, job_name: str, run_file: Path, manifest: Path | None) -> tuple[str, str, list[str]]:
+    """(old run file, new run file, notes): the pins this run's records allow, as data."""
+    found = resolved(jobs_dir, job_name)
+    old = run_file.read_text()
+    new, notes = old, []
+    commits = found["dataset_commits"]
+    if len(commits) > 1:
+        listed = ", ".join(f"{c['commit']} ({c['git_url']})" for c in commits)
+        raise PinError(f"the jobs of {job_name} ran tasks from {len(commits)} dataset commits: {listed}. No one "
+                       "commit reproduces this run: pin the one you want by hand, DATASET_REF=<sha> in "
+                       f"{run_file.name}")
+    if not commits:
+        notes.append("dataset: a local path (nothing to pin)")
+    else:
+        commit = commits[0]["commit"]
+        if not SHA.match(commit):
+            raise PinError(f"the recorded dataset commit '{commit}' is not a 40-hex sha: pin by hand")
+        pinned = current_value(old, "DATASET_REF")
+        if pinned and pinned != commit:
+            raise PinError(f"{run_file.name} pins DATASET_REF={pinned}, but the jobs of {job_name} ran {commit}: "
+                           "one of them is not what you think. Check the run's job dirs, then remove the line "
+                           "and run make pin again")
+        new = set_line(new, "DATASET_REF", commit)
+        notes.append(f"dataset: {commits[0]['git_url']} at {commit}"
+                     + (" (already pinned)" if pinned == commit else ""))
+    image = last_server_image(manifest)
+    if image and "@sha256:" in image:
+        notes.append(f"server image: {image} (pinned by digest)")
+    elif image:
+        notes.append(f"server image: {image} is a tag, and HF's job record has no resolved digest: pin it by "
+                     "hand with SERVER_IMAGE=<repository>@sha256:<digest> (the digest your registry shows for it)")
+    versions = found["harbor_versions"]
+    if versions:
+        notes.append(f"harbor: {', '.join(versions)} wrote these jobs (env/requirements.lock pins what runs next)")
+    return old, new, notes
+
+
+def unified(old: str, new: str, name: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{name}", f"b/{name}"))
+
+
+@click.group()
+def cli():
+    """make pin: pins a run's dataset to what its jobs ran (scripts/pin.sh runs it)."""
+
+
+@cli.command("resolved")
+@click.option("--jobs-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--job-name", required=True)
+def resolved_cmd(jobs_dir, job_name):
+    """The dataset commit and harbor version the run's jobs recorded, as JSON."""
+    try:
+        click.echo(json.dumps(resolved(jobs_dir, job_name)))
+    except PinError as e:
+        raise click.ClickException(str(e)) from e
+
+
+@cli.command("plan")
+@click.option("--jobs-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--job-name", required=True)
+@click.option("--run-file", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--manifest", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--write", is_flag=True, help="Replace the run file with the pinned one.")
+def plan_cmd(jobs_dir, job_name, run_file, manifest, write):
+    """The diff that pins the run file to what ran; --write applies it."""
+    try:
+        old, new, notes = plan(jobs_dir, job_name, run_file, manifest)
+    except PinError as e:
+        raise click.ClickException(str(e)) from e
+    for note in notes:
+        click.echo(f"pin: {note}", err=True)
+    if old == new:
+        click.echo(f"pin: {run_file.name} already pins everything its jobs recorded; nothing to change", err=True)
+        return
+    sys.stdout.write(unified(old, new, f"runs/{run_file.name}"))
+    if write:
+        try:
+            write_atomic(run_file, new)
+        except OSError as e:
+            raise click.ClickException(f"cannot write {run_file}: {e.strerror or e}; it is unchanged") from e
+        click.echo(f"pin: wrote runs/{run_file.name}; the next run reproduces this one's dataset", err=True)
+
+
+if __name__ == "__main__":
+    cli()
