@@ -8,7 +8,10 @@ that version, and every package the lock names is pinned with `==` and has a sha
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,27 @@ def test_pins_are_read_as_pip_reads_them(tmp_path, text, wanted):
     requirements = tmp_path / "requirements.txt"
     requirements.write_text(text)
     assert top_level_pins(requirements) == wanted
+
+
+def locked_versions() -> dict[str, str]:
+    return {normalize(m["name"]): m["version"] for m in (PIN.match(line) for line in logical_lines(LOCK)) if m}
+
+
+def test_make_setup_on_a_fresh_copy_installs_exactly_the_locked_versions(tmp_path):
+    """A fresh clone's `make setup` (scripts/setup.sh on a copy of the tracked files, a new .venv):
+    hash-checked, from this machine's registries, and nothing but the lock in the venv."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    clone = tmp_path / "clone"
+    subprocess.run(["tar", "--null", "-T", "-", "-cf", str(tmp_path / "t.tar")], cwd=REPO, input=tracked, check=True)
+    clone.mkdir()
+    subprocess.run(["tar", "-xf", str(tmp_path / "t.tar"), "-C", str(clone)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "CLI_SETTINGS", "INSTALLER")}
+    proc = subprocess.run(["bash", str(clone / "scripts/setup.sh")], cwd=clone, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert "hash-checked" in proc.stderr
+    listed = subprocess.run([str(clone / ".venv/bin/python"), "-m", "pip", "list", "--format", "json",
+                             "--disable-pip-version-check"], capture_output=True, text=True, check=True).stdout
+    installed = {normalize(p["name"]): p["version"] for p in json.loads(listed)}
+    installed.pop("pip", None)  # the venv's own installer, not a requirement
+    assert installed == locked_versions()
