@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Usage: scripts/jobs.sh                  (make jobs [ALL=1])
 # Every running or scheduling HF Job of this project (label project=PROJECT_LABEL), whatever
-# its run: servers, remote benches, strays. Shows each one's hourly price (env/flavor-prices.tsv)
-# and which run's state records it, and the total per hour of those running. ALL=1 includes
+# its run: servers, remote benches, strays. Shows each one's hourly price (hf jobs hardware,
+# cached in state/prices.json; env/flavor-prices.tsv offline; the total says which), its time up
+# (HF's durations.running_secs) and which run's state records it, and the total per hour of those running. ALL=1 includes
 # finished jobs (the latest 200). Namespace: HF_NAMESPACE, else your own. DRY_RUN=1 prints the call.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -17,10 +18,10 @@ known_servers() {
   done | jq -sc 'add // {}'
 }
 
+# prices_json: {"<flavor>": "5.00"} from load_prices' list.
 prices_json() {
-  [[ -f "$PRICES_FILE" ]] || { printf '{}'; return; }
-  awk -F'\t' '!/^#/ && NF == 2 { printf "%s\t%s\n", $1, $2 }' "$PRICES_FILE" |
-    jq -Rsc 'split("\n") | map(select(. != "") | split("\t") | {(.[0]): .[1]}) | add // {}'
+  jq -c '(.prices // {}) | map_values(.usd_per_hour | (. * 100 | round) as $c
+    | "\($c / 100 | floor).\($c % 100 | tostring | if length < 2 then "0" + . else . end)")' <<<"$PRICES"
 }
 
 main() {
@@ -39,20 +40,23 @@ main() {
   load_token
   local listing
   hf_or_die listing "${argv[@]}"
+  PRICES_MAX_AGE=${PRICES_MAX_AGE:-$(sed -n 's/^PRICES_MAX_AGE=\([0-9]*\).*/\1/p' "$ENV_DIR/defaults.env")}
+  load_prices
   jq -r --argjson prices "$(prices_json)" --argjson servers "$(known_servers)" --argjson now "$(date +%s)" '
     def epoch: sub("\\.[0-9]+"; "") | sub("(\\+00:00|Z)$"; "Z") | fromdateiso8601;
     def dur: if . < 3600 then "\(. / 60 | floor)m" else "\(. / 3600 | floor)h\(. % 3600 / 60 | floor | tostring | if length < 2 then "0" + . else . end)m" end;
     (["JOB", "STAGE", "FLAVOR", "$/H", "UP", "RUN", "NAME", "STATE"] | @tsv),
     (.[] | [ "\(.owner.name)/\(.id)", .status, .flavor // "?",
              ($prices[.flavor // ""] // "?"),
-             (if .status == "RUNNING" and .created_at then ($now - (.created_at | epoch)) | dur else "-" end),
+             (if .status != "RUNNING" then "-" elif .durations.running_secs then .durations.running_secs | dur
+              elif .created_at then ($now - (.created_at | epoch)) | dur else "-" end),
              (.labels.run // "-"), (.labels.name // "-"),
              (if $servers[.id] then "state/\($servers[.id])/server.json" else "-" end) ] | @tsv)
   ' <<<"$listing" | column -t -s $'\t'
   local count total
   count=$(jq '[.[] | select(.status == "RUNNING")] | length' <<<"$listing")
   total=$(jq --argjson prices "$(prices_json)" '[.[] | select(.status == "RUNNING") | $prices[.flavor // ""] // "0" | tonumber] | add // 0 | . * 100 | round / 100' <<<"$listing")
-  say "$count running job(s) labelled project=$PROJECT_LABEL, together \$$(printf '%.2f' "$total")/h (env/flavor-prices.tsv; unknown flavors count 0). Stop a run's server: make stop RUN=<run>; any job: hf jobs cancel <job>"
+  say "$count running job(s) labelled project=$PROJECT_LABEL, together \$$(printf '%.2f' "$total")/h (prices: $PRICES_LABEL; unknown flavors count 0). Stop a run's server: make stop RUN=<run>; any job: hf jobs cancel <job>"
 }
 
 main "$@"

@@ -9,7 +9,6 @@ JOB="" JOB_ID="" JOB_NS="" ENDPOINT="" SERVER_JSON="" JOB_INFO="" STAGE="" STAGE
 HF_BEARER="" HF_FAIL="" HF_ERROR=""
 
 readonly TERMINAL_STAGES=" COMPLETED CANCELED ERROR DELETED "
-readonly PRICES_FILE="$ENV_DIR/flavor-prices.tsv"
 # Every hf call is bounded; --foreground keeps hf in the terminal's process group, so Ctrl-C
 # reaches it at once. Without coreutils' timeout (stock macOS) hf's own HTTP timeouts apply.
 readonly HF_CALL_TIMEOUT=${HF_CALL_TIMEOUT:-60}
@@ -201,8 +200,20 @@ duration() {
   fi
 }
 
-# price_per_hour FLAVOR: USD per hour from env/flavor-prices.tsv, or nothing when unknown.
+# load_prices: PRICES, the price list of tools/cost.py prices (JSON), and PRICES_LABEL, where it
+# came from: `hf jobs hardware --json`, cached in state/prices.json for PRICES_MAX_AGE seconds;
+# without the Hub, the last cache, else env/flavor-prices.tsv (an offline copy). Every figure
+# shown says which.
+PRICES="{}" PRICES_LABEL=""
+load_prices() {
+  PRICES=$("$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/cost.py" prices --json --cache "$STATE_ROOT/prices.json" \
+    --max-age "${PRICES_MAX_AGE:-86400}" --call-timeout "$HF_CALL_TIMEOUT" 2>/dev/null) || PRICES="{}"
+  PRICES_LABEL=$(jq -r '.label // "no price list (tools/cost.py prices failed)"' <<<"$PRICES")
+}
+
+# price_per_hour FLAVOR: USD per hour, two decimals, from load_prices' list; nothing when
+# unknown. FLAVOR exposed-ports: the flat price of an exposed port (only the TSV has it).
 price_per_hour() {
-  [[ -f "$PRICES_FILE" ]] || return 0
-  awk -F'\t' -v f="$1" '$1 == f { print $2; exit }' "$PRICES_FILE"
+  jq -r --arg f "$1" '(if $f == "exposed-ports" then .exposed_port_usd_per_hour else .prices[$f].usd_per_hour end)
+    // empty | (. * 100 | round) as $c | "\($c / 100 | floor).\($c % 100 | tostring | if length < 2 then "0" + . else . end)"' <<<"$PRICES"
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Usage: scripts/status.sh                (RUN=<name>; make status)
-# The run's server job: stage, endpoint and its /health, flavor and hourly price (from
-# env/flavor-prices.tsv), time up and its cost so far. Warns when the server is up but idle
+# The run's server job: stage, endpoint and its /health (HF's status.expose_urls when the
+# recorded endpoint is the hand-built one), flavor and hourly price (hf jobs hardware, cached in
+# state/prices.json; env/flavor-prices.tsv offline; the line says which), time up (HF's
+# durations.running_secs; the local clock only when HF reports none) and its cost so far. Warns when the server is up but idle
 # (nothing written under the run's job dirs and no other job of the run running for
 # IDLE_WARN_AFTER seconds), and when it has outlived its own --timeout (HF enforces it late:
 # the reference's 24h server billed ~91h). A run launched with make reproduce WHERE=hf shows its
@@ -81,12 +83,26 @@ main() {
   load_token
   inspect_or_die
 
-  local flavor created now up="" price health="" timeout timeout_s
+  local flavor created now up="" up_source="" price health="" timeout timeout_s exposed guessed
   flavor=$(jq -r '.flavor // empty' <<<"$JOB_INFO")
   flavor=${flavor:-$(jq -r '.flavor // "?"' "$SERVER_JSON")}
-  created=$(epoch_of "$(jq -r '.created_at // empty' <<<"$JOB_INFO")")
-  now=$(date +%s)
-  [[ -n "$created" ]] && up=$((now - created))
+  # Time up: HF's own count (durations.running_secs, recomputed on every request while the job
+  # runs); the local clock against created_at only when HF reports none.
+  up=$(jq -r '.durations.running_secs // empty | floor' <<<"$JOB_INFO")
+  if [[ -n "$up" ]]; then
+    up_source="HF's durations.running_secs"
+  else
+    created=$(epoch_of "$(jq -r '.created_at // empty' <<<"$JOB_INFO")")
+    now=$(date +%s)
+    [[ -n "$created" ]] && up=$((now - created)) up_source="the local clock since created_at"
+  fi
+  # The endpoint HF reports (status.expose_urls) wins over the one serve built by hand.
+  exposed=$(jq -r '.status.expose_urls[0] // empty' <<<"$JOB_INFO")
+  guessed="https://$JOB_ID--$(jq -r '.port // empty' "$SERVER_JSON").hf.jobs/v1"
+  if [[ "$exposed" =~ ^https?://[^[:space:]\"]+$ && "$ENDPOINT" == "$guessed" && "${exposed%/}/v1" != "$ENDPOINT" ]]; then
+    ENDPOINT="${exposed%/}/v1"
+  fi
+  load_prices
   price=$(price_per_hour "$flavor")
   timeout=$(jq -r '.timeout // empty' "$SERVER_JSON")
   timeout_s=$(seconds_of "$timeout")
@@ -101,9 +117,9 @@ main() {
     row endpoint "$ENDPOINT"
   fi
   if [[ -n "$price" ]]; then
-    row flavor "$flavor  \$$price/h + \$$(price_per_hour exposed-ports)/h exposed port (env/flavor-prices.tsv; live prices: hf jobs hardware)"
+    row flavor "$flavor  \$$price/h + \$$(price_per_hour exposed-ports)/h exposed port (prices: $PRICES_LABEL)"
   else
-    row flavor "$flavor  (price unknown: not in env/flavor-prices.tsv; see hf jobs hardware)"
+    row flavor "$flavor  (price unknown: not in the price list, $PRICES_LABEL)"
   fi
   if is_terminal "$STAGE"; then
     row billing "stopped"
@@ -112,7 +128,7 @@ main() {
   if [[ -n "$up" ]]; then
     local cost=""
     [[ -n "$price" ]] && cost=$(awk -v s="$up" -v p="$price" -v e="$(price_per_hour exposed-ports)" 'BEGIN { printf ", about $%.2f so far", s / 3600 * (p + e) }')
-    row up "$(duration "$up") since $(jq -r '.created_at' <<<"$JOB_INFO")$cost${timeout:+ (timeout $timeout)}"
+    row up "$(duration "$up") running ($up_source), created $(jq -r '.created_at' <<<"$JOB_INFO")$cost${timeout:+ (timeout $timeout)}"
   fi
   if [[ -n "$timeout_s" && -n "$up" ]] && ((up > timeout_s)); then
     warn "job $JOB has outlived its timeout ($timeout): HF enforces job timeouts late, so it keeps billing. make stop RUN=$RUN"

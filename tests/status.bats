@@ -34,8 +34,8 @@ jobs_api() {
   assert_line "job       alice/job1  $HF_ENDPOINT/jobs/alice/job1"
   assert_line "stage     RUNNING"
   assert_line "endpoint  $FAKE_OPENAI_BASE  (/health 200, ready)"
-  assert_line "flavor    h200  \$5.00/h + \$0.01/h exposed port (env/flavor-prices.tsv; live prices: hf jobs hardware)"
-  assert_line --regexp '^up        10m0[0-9]s since .*, about \$0\.8[0-9] so far$'
+  assert_line --regexp "^flavor    h200  \\\$5\\.00/h \\+ \\\$0\\.01/h exposed port \\(prices: hf jobs hardware, read [0-9T:-]+Z\\)$"
+  assert_line --regexp '^up        10m0[0-9]s running \(HF'"'"'s durations.running_secs\), created .*, about \$0\.8[0-9] so far$'
   refute_output --partial warning
   refute_output --partial "$FAKE_TOKEN"
 }
@@ -88,7 +88,7 @@ jobs_api() {
 
   assert_success
   assert_output --partial "warning: job alice/job1 has outlived its timeout (1h): HF enforces job timeouts late, so it keeps billing. make stop RUN=qwen-t2"
-  assert_line --regexp '^up        2h00m since .*\(timeout 1h\)$'
+  assert_line --regexp '^up        2h00m running .*\(timeout 1h\)$'
 }
 
 @test "status: a stopped server says it no longer bills, and its endpoint is not called" {
@@ -141,4 +141,20 @@ jobs_api() {
   assert_line "servers   srv1 "
   assert_line "status: make stop RUN=qwen-t2 stops the supervisor, then its servers"
   [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/sup1/cancel)" -eq 0 ]
+}
+
+@test "status: time up is HF's durations.running_secs, not the local clock; the endpoint is HF's expose_urls" {
+  start_fake_openai
+  # Created 5 h ago, yet HF says it has run 10 minutes (it waited for a GPU); HF reports its
+  # endpoint (status.expose_urls), while serve recorded the hand-built one.
+  start_fake_hf_jobs "$(jq -n --arg created "$(ago 18000)" --arg url "${FAKE_OPENAI_BASE%/v1}" '{jobs: {job1: {
+    stages: ["RUNNING"], flavor: "h200", port: 30000, created_at: $created, running_secs: 600, expose_url: $url,
+    labels: {project: "terminal-bench-harness", run: "qwen-t2"}}}}')"
+  write_server_state qwen-t2 job1 "https://job1--30000.hf.jobs/v1"
+
+  RUN=qwen-t2 run "$REPO/scripts/status.sh"
+
+  assert_success
+  assert_line --regexp "^up        10m00s running \\(HF's durations.running_secs\\), created .*, about \\\$0\\.8[34] so far$"
+  assert_line "endpoint  $FAKE_OPENAI_BASE  (/health 200, ready)"
 }

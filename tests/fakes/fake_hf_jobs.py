@@ -14,6 +14,7 @@ It binds 127.0.0.1 on a free port, writes the port to PORT_FILE once it is liste
 exits by itself after --max-lifetime seconds. It serves the paths of docs/hf-jobs.md §4:
 
     GET  /api/whoami-v2                          the scenario's namespace as a user
+    GET  /api/jobs/hardware                      the flavors with prices (scenario "hardware")
     GET  /api/agent-harnesses                    an empty registry
     POST /api/jobs/{ns}                          run: creates the next of "new_jobs", else "new_job"
     GET  /api/jobs/{ns}                          list, filtered by ?stage= and ?label=k=v
@@ -39,9 +40,15 @@ Scenario (JSON; every key optional):
           "created_at": "2025-07-22T16:06:25.079Z",   # default: when the fake started
           "port": 30000,
           "expose_url": "http://127.0.0.1:8123",  # status.exposeUrls[0]; default https://<id>--<port>.hf.jobs
-          "error_if_exists": "/tmp/x/dead"         # once this file exists the job is ERROR: it died
+          "error_if_exists": "/tmp/x/dead",        # once this file exists the job is ERROR: it died
+          "scheduling_secs": 30,                   # durations: SCHEDULING this long after created_at
+          "running_secs": 3600                     # durations.runningSecs, fixed (a finished job);
+                                                   # default: seconds since it started, until canceled
         }
       },
+      "hardware": [{"name": "h200", "usd_per_hour": 5.0, "gpu": "H200"}, ...],
+                                                 # GET /api/jobs/hardware; default: DEFAULT_HARDWARE;
+                                                 # "unavailable": 503 (the fallback path)
       "new_jobs": [{"id": "srv1", ...}, {"id": "srv2", ...}],  # one per POST, in order (a
                                                  # relaunch gets a new job); when spent, "new_job"
       "new_job": {"id": "job9", ...same keys...}, # what POST /api/jobs/{ns} creates
@@ -71,12 +78,40 @@ from urllib.parse import parse_qs, urlsplit
 from loopback import serve_for, write_port_file  # beside this file
 
 TERMINAL = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
+HARDWARE_PATH = "/api/jobs/hardware"
+# The default price list: the same figures as env/flavor-prices.tsv, so a test that does not
+# care where prices come from sees the same dollars either way.
+DEFAULT_HARDWARE = [
+    {"name": "cpu-basic", "usd_per_hour": 0.01}, {"name": "cpu-upgrade", "usd_per_hour": 0.03},
+    {"name": "l40sx1", "usd_per_hour": 1.80, "gpu": "L40S"}, {"name": "h200", "usd_per_hour": 5.00, "gpu": "H200"},
+]
 JOB_PATH = re.compile(r"^/api/jobs/(?P<ns>[^/]+)/(?P<id>[^/]+)(?:/(?P<action>[a-z]+))?$")
 LIST_PATH = re.compile(r"^/api/jobs/(?P<ns>[^/]+)$")
 
 
 def _now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _parse_iso(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def hardware_info(spec: dict) -> dict:
+    """One JobHardwareInfo as the Hub sends it (huggingface_hub 2.4.0 _jobs_api.JobHardwareInfo):
+    the price per minute, in micro-dollars and in dollars."""
+    per_minute = spec["usd_per_hour"] / 60
+    gpu = spec.get("gpu")
+    return {
+        "name": spec["name"], "prettyName": spec["name"].upper(), "cpu": "8 vCPU", "ram": "32 GB",
+        "ephemeralStorage": "50 GB",
+        "accelerator": {"type": "gpu", "model": gpu, "quantity": "1", "vram": "80 GB", "manufacturer": "Nvidia"} if gpu else None,
+        "unitCostMicroUSD": round(per_minute * 1e6), "unitCostUSD": per_minute, "unitLabel": "minute",
+    }
 
 
 class Job:
@@ -96,8 +131,11 @@ class Job:
         self.error_if_exists = spec.get("error_if_exists")
         self.image = spec.get("docker_image", "lmsysorg/sglang:latest")
         self.command = list(spec.get("command") or [])
+        self.scheduling_secs = spec.get("scheduling_secs")
+        self.running_secs = spec.get("running_secs")
         self.inspections = 0
         self.canceled = False
+        self.canceled_at: dt.datetime | None = None
 
     @property
     def stage(self) -> str:
@@ -116,6 +154,22 @@ class Job:
     def cancel(self) -> None:
         if self.stage not in TERMINAL:
             self.canceled = True
+            self.canceled_at = dt.datetime.now(dt.timezone.utc)
+
+    def durations(self) -> dict:
+        """durations as the Hub computes them (camelCase, JobDurations): a fixed running_secs
+        when the scenario gives one, else seconds since it started, frozen when canceled."""
+        created = _parse_iso(self.created_at)
+        sched = self.scheduling_secs or 0
+        started = created + dt.timedelta(seconds=sched)
+        if self.running_secs is not None:
+            running = self.running_secs
+        else:
+            until = self.canceled_at or dt.datetime.now(dt.timezone.utc)
+            running = max(0, int((until - started).total_seconds()))
+        if self.stage == "SCHEDULING":
+            return {"schedulingSecs": None, "runningSecs": None, "totalSecs": sched}
+        return {"schedulingSecs": sched, "runningSecs": running, "totalSecs": sched + running}
 
     def info(self) -> dict:
         status: dict = {"stage": self.stage, "message": self.message if self.stage in TERMINAL else None}
@@ -123,11 +177,14 @@ class Job:
             status["exposeUrls"] = [self.expose_url]
         elif self.port:
             status["exposeUrls"] = [f"https://{self.id}--{self.port}.hf.jobs"]
+        durations = self.durations()
+        started = _parse_iso(self.created_at) + dt.timedelta(seconds=durations["schedulingSecs"] or 0)
         info = {
             "id": self.id,
             "owner": {"id": "u1", "name": self.namespace, "type": "user"},
             "status": status,
             "createdAt": self.created_at,
+            "durations": durations,
             "dockerImage": self.image,
             "command": self.command,
             "arguments": [],
@@ -136,6 +193,10 @@ class Job:
         }
         if self.port:
             info["expose"] = {"ports": [self.port], "portsPublic": []}
+        if durations["runningSecs"] is not None:
+            info["startedAt"] = _iso(started)
+        if self.stage in TERMINAL and durations["runningSecs"] is not None:
+            info["finishedAt"] = _iso(started + dt.timedelta(seconds=durations["runningSecs"]))
         return info
 
 
@@ -148,6 +209,7 @@ class FakeJobsAPI:
         self.new_job = scenario.get("new_job") or {"id": "job-new"}
         self.new_jobs = list(scenario.get("new_jobs") or [])
         self.run_delay = float(scenario.get("run_delay") or 0)
+        self.hardware = scenario.get("hardware", DEFAULT_HARDWARE)
         self.started = started
         self.record_path = record_path
         self.lock = threading.Lock()
@@ -205,6 +267,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(401, {"error": "Invalid credentials in Authorization header"})
         if url.path == "/api/whoami-v2":
             return self._reply(200, {"name": api.namespace, "type": "user", "id": "u1", "orgs": []})
+
+        if url.path == HARDWARE_PATH and method == "GET":
+            if api.hardware == "unavailable":
+                return self._reply(503, {"error": "Service Unavailable"})
+            return self._reply(200, [hardware_info(h) for h in api.hardware])
 
         if m := LIST_PATH.match(url.path):
             if method == "POST":

@@ -1,0 +1,816 @@
+#!/usr/bin/env python3
+"""cost: what a run cost, the sandbox behind each infra error, and the HF Jobs price list.
+
+  prices     the price per hour of every flavor, and where it came from: `hf jobs hardware
+             --json`, cached in <state-root>/prices.json for --max-age seconds; when the Hub
+             cannot be asked, the last cache (however old), else env/flavor-prices.tsv.
+             make status and make jobs read it (--json).
+  cost       every job a run launched (from state/<run>/manifest.jsonl, and by its run=<run>
+             label) and every sandbox its trials used (label hf-sandbox=1, created while one of
+             the run's trials was running), each with flavor, running time, price and cost;
+             totals per role, GPU hours, wall-clock, dollars per scored attempt and per passed
+             task, and idle GPU time (a server running while no trial of the run ran).
+  sandboxes  for a task (or every infra-errored task of the tally), the sandbox job(s) its
+             trials ran in, their stage and the last lines of their logs; a sandbox that shut
+             itself down for idleness (`sbx-server: idle for 601917ms, shutting down`) is named,
+             with the fix (SANDBOX_IDLE_TIMEOUT).
+
+Every fact about a job comes from the real `hf` CLI (huggingface_hub 2.4.0) with a pinned
+output format (`--json`; logs are raw lines), HF_HUB_DISABLE_UPDATE_CHECK=1, and each call
+bounded by --call-timeout seconds. The facts relied on (docs/hf-jobs.md §2):
+  - `hf jobs hardware --json`: a list of {"name", "accelerator" ("" for CPU), "cost/hour"
+    ("$5.00", or "free")}, from GET /api/jobs/hardware;
+  - `hf jobs inspect --json NS/ID`: a one-element list; `hf jobs ps -a --json`: a list. Both
+    hold `durations` {scheduling_secs, running_secs, total_secs} (computed by HF, also while a
+    job runs), `created_at`, `started_at`, `finished_at`, `flavor`, `labels`, `expose` (ports);
+    inspect's `status` is {stage, …}, ps's a plain string;
+  - a sandbox of harbor's hf-sandbox environment is huggingface_hub's `Sandbox.create`, a job
+    labelled hf-sandbox=1, hf-sandbox-mode=dedicated (no run or task label), exposing port 49983.
+
+A bundled example run (RUN=example-*) never calls HF: its job facts were recorded once as the
+exact output of each call (examples/state/<run>/hf-recorded.json) and are read from there by
+the same code.
+
+Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix), 2 usage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+
+TOOLS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TOOLS_DIR.parent
+sys.path.insert(0, str(TOOLS_DIR))
+
+import safe_read as SR  # noqa: E402  (tools/ is on sys.path)
+import tally as T  # noqa: E402
+
+TSV_PRICES = REPO_ROOT / "env" / "flavor-prices.tsv"
+SANDBOX_LABEL = "hf-sandbox=1"  # huggingface_hub 2.4.0 _sandbox.py: SANDBOX_LABEL = "hf-sandbox", value "1"
+IDLE_SHUTDOWN = re.compile(r"sbx-server: idle for (\d+)ms, shutting down")
+# A sandbox is created while its trial sets up its environment; the job's created_at and the
+# trial's clock (another machine's) may disagree by a little.
+SLACK_SECS = 30
+ROLE_OF_LABEL = {"server": "server", "bench": "remote-bench", "mopup": "remote-mopup", "supervisor": "supervisor"}
+ROLES = ("server", "remote-bench", "remote-mopup", "supervisor", "sandbox")
+
+
+class CostError(click.ClickException):
+    """A user-facing error: one line saying what and how to fix."""
+
+
+# --------------------------------------------------------------------------- time
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def iso(t: datetime | None) -> str | None:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+
+
+def hms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def usd(x: float | None) -> str:
+    return "?" if x is None else f"${x:,.2f}"
+
+
+# --------------------------------------------------------------------------- the hf CLI
+
+
+class HfFailed(Exception):
+    """One hf call failed; the message is one line."""
+
+
+@dataclass
+class LiveHf:
+    """Runs the real `hf` CLI, bounded in time. dry_run: prints each call and runs none."""
+
+    timeout: float = 60.0
+    dry_run: bool = False
+    printed: list[str] = field(default_factory=list)
+
+    def __call__(self, *args: str) -> str:
+        line = shlex.join(["hf", *args])
+        if self.dry_run:
+            self.printed.append(line)
+            click.echo(line)
+            raise HfFailed("dry run")
+        env = {**os.environ, "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
+        try:
+            p = subprocess.run(["hf", *args], capture_output=True, text=True, timeout=self.timeout, env=env)
+        except subprocess.TimeoutExpired:
+            raise HfFailed(f"{line}: no answer within {self.timeout:g}s") from None
+        except FileNotFoundError:
+            raise HfFailed("the hf CLI is not installed (make setup)") from None
+        if p.returncode != 0:
+            text = re.sub(r"\x1b\[[0-9;]*m", "", p.stderr)
+            last = [ln for ln in text.splitlines() if ln.strip()]
+            why = next((ln for ln in reversed(last) if re.match(r"^(Error|[A-Za-z_.0-9]+(Error|Exception))", ln)),
+                       last[-1] if last else f"exit {p.returncode}")
+            raise HfFailed(f"{line}: {why.strip()[:300]}")
+        return p.stdout
+
+    @property
+    def where(self) -> str:
+        return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+
+@dataclass
+class RecordedHf:
+    """Answers the same calls from a recording: {"recorded_at", "calls": {"<argv>": output}}."""
+
+    path: Path
+    calls: dict
+    recorded_at: str | None
+
+    @classmethod
+    def load(cls, path: Path) -> "RecordedHf":
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CostError(f"{path}: cannot read the recorded hf answers ({e})") from None
+        return cls(path, doc.get("calls") or {}, doc.get("recorded_at"))
+
+    def __call__(self, *args: str) -> str:
+        tail = None
+        if args[:2] == ("jobs", "logs") and "-n" in args:  # logs are recorded whole; -n N tails them
+            i = args.index("-n")
+            tail, args = int(args[i + 1]), args[:i] + args[i + 2:]
+        key = shlex.join(args)
+        if tail is not None and key in self.calls:
+            return "".join(line + "\n" for line in str(self.calls[key]).splitlines()[-tail:])
+        if key not in self.calls:
+            raise HfFailed(f"hf {key}: not in the recording {self.path.name}")
+        out = self.calls[key]
+        return out if isinstance(out, str) else json.dumps(out)
+
+    @property
+    def where(self) -> str:
+        return f"recorded {self.recorded_at}: {rel(self.path)}"
+
+
+def rel(path: str | os.PathLike) -> str:
+    p = os.path.abspath(path)
+    root = str(REPO_ROOT) + os.sep
+    return p[len(root):] if p.startswith(root) else p
+
+
+def hf_json(hf, *args: str) -> Any:
+    out = hf(*args)
+    try:
+        return json.loads(out)
+    except ValueError:
+        raise HfFailed(f"hf {shlex.join(args)}: not JSON (an hf version other than the pinned 2.4.0?)") from None
+
+
+# --------------------------------------------------------------------------- prices
+
+
+@dataclass
+class Prices:
+    per_hour: dict[str, float]  # flavor -> USD per hour
+    gpu: dict[str, bool]  # flavor -> has an accelerator
+    source: str  # hub | cache | recorded | tsv
+    label: str  # said beside every figure
+    read_at: str | None
+    exposed_port: float  # USD per hour per job with an exposed port (only in the TSV)
+
+    def price(self, flavor: str | None) -> float | None:
+        return self.per_hour.get(flavor or "")
+
+    def is_gpu(self, flavor: str | None) -> bool:
+        if flavor in self.gpu:
+            return self.gpu[flavor]
+        return bool(flavor) and not str(flavor).startswith("cpu")
+
+    def as_json(self) -> dict:
+        return {"source": self.source, "label": self.label, "read_at": self.read_at,
+                "exposed_port_usd_per_hour": self.exposed_port,
+                "prices": {k: {"usd_per_hour": v, "gpu": self.is_gpu(k)} for k, v in sorted(self.per_hour.items())}}
+
+
+def parse_hardware(rows: Any) -> tuple[dict[str, float], dict[str, bool]]:
+    """`hf jobs hardware --json` rows -> ({flavor: USD/h}, {flavor: gpu?}). "free" is 0."""
+    if not isinstance(rows, list):
+        raise HfFailed("hf jobs hardware --json: not a JSON list")
+    per_hour, gpu = {}, {}
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+            continue
+        cost = str(row.get("cost/hour", "")).strip()
+        if cost == "free":
+            per_hour[row["name"]] = 0.0
+        elif m := re.fullmatch(r"\$([0-9]+(?:\.[0-9]+)?)", cost.replace(",", "")):
+            per_hour[row["name"]] = float(m.group(1))
+        else:
+            continue
+        gpu[row["name"]] = bool(row.get("accelerator"))
+    if not per_hour:
+        raise HfFailed("hf jobs hardware --json: no flavor with a price (fields name, cost/hour)")
+    return per_hour, gpu
+
+
+def tsv_prices(path: Path = TSV_PRICES) -> dict[str, float]:
+    out = {}
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            parts = line.split("\t")
+            if line.startswith("#") or len(parts) != 2:
+                continue
+            try:
+                out[parts[0]] = float(parts[1])
+            except ValueError:
+                continue
+    except OSError:
+        pass
+    return out
+
+
+def load_prices(hf, cache: Path | None, max_age: float, now: float | None = None) -> Prices:
+    """The price list: fresh cache, else the Hub (cached), else a stale cache, else the TSV."""
+    now = time.time() if now is None else now
+    tsv = tsv_prices()
+    exposed = tsv.get("exposed-ports", 0.0)
+    where = getattr(hf, "where", "")
+    if isinstance(hf, RecordedHf):
+        per_hour, gpu = parse_hardware(hf_json(hf, "jobs", "hardware", "--json"))
+        return Prices(per_hour, gpu, "recorded", f"hf jobs hardware, {where}", hf.recorded_at, exposed)
+    cached = None
+    if cache is not None and cache.is_file():
+        try:
+            cached = json.loads(cache.read_text(encoding="utf-8"))
+            if not isinstance(cached.get("prices"), dict) or cached.get("endpoint") != where:
+                cached = None
+        except (OSError, ValueError, AttributeError):
+            cached = None
+    if cached and now - float(cached.get("read_epoch", 0)) <= max_age:
+        return Prices({k: float(v) for k, v in cached["prices"].items()}, cached.get("gpu") or {}, "cache",
+                      f"hf jobs hardware, read {cached['read_at']} (cached in {rel(cache)})", cached["read_at"], exposed)
+    try:
+        per_hour, gpu = parse_hardware(hf_json(hf, "jobs", "hardware", "--json"))
+    except HfFailed as e:
+        why = str(e)
+        if cached:
+            return Prices({k: float(v) for k, v in cached["prices"].items()}, cached.get("gpu") or {}, "cache",
+                          f"hf jobs hardware, read {cached['read_at']} (stale cache: {why})", cached["read_at"], exposed)
+        prices = {k: v for k, v in tsv.items() if k != "exposed-ports"}
+        return Prices(prices, {}, "tsv", f"env/flavor-prices.tsv, an offline copy (hf jobs hardware unavailable: {why})",
+                      None, exposed)
+    read_at = iso(datetime.fromtimestamp(now, timezone.utc))
+    if cache is not None and not getattr(hf, "dry_run", False):
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            SR.write_atomic(cache, json.dumps({"read_at": read_at, "read_epoch": now, "endpoint": where,
+                                               "source": "hf jobs hardware --json", "prices": per_hour,
+                                               "gpu": gpu}, indent=1, sort_keys=True) + "\n")
+        except OSError:
+            pass  # a cache we cannot write costs one more call next time, nothing else
+    return Prices(per_hour, gpu, "hub", f"hf jobs hardware, read {read_at}", read_at, exposed)
+
+
+# --------------------------------------------------------------------------- the run's records
+
+
+@dataclass
+class Launched:
+    job_id: str
+    namespace: str | None
+    role: str
+    found: str  # how it was found
+
+
+def manifest_jobs(path: Path) -> list[Launched]:
+    """Every job the manifest says the run launched, once each, in launch order."""
+    out: dict[str, Launched] = {}
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a kill
+        if not isinstance(rec, dict):
+            continue
+        event, role = rec.get("event"), rec.get("role")
+        ids = []
+        if isinstance(rec.get("job_id"), str) and rec["job_id"]:
+            ids = [rec["job_id"]]
+        elif event == "launch-cancelled" and isinstance(rec.get("job_ids"), list):
+            ids = [i for i in rec["job_ids"] if isinstance(i, str)]
+        elif event == "supervisor-stop" and isinstance(rec.get("job"), str) and "/" in rec["job"]:
+            ids = [rec["job"]]
+        for jid in ids:
+            ns = rec.get("namespace") if isinstance(rec.get("namespace"), str) else None
+            if "/" in jid:
+                ns, jid = jid.split("/", 1)
+            if role == "bench":
+                role = "remote-bench"
+            if jid not in out and role in ROLES:
+                out[jid] = Launched(jid, ns, role, f"manifest ({event})")
+            elif jid in out and out[jid].namespace is None and ns:
+                out[jid].namespace = ns
+    return list(out.values())
+
+
+@dataclass
+class TrialSpan:
+    task: str
+    trial: str  # <job dir name>/<trial dir name>
+    started: datetime
+    finished: datetime | None
+    setup: tuple[datetime, datetime | None] | None  # environment_setup: when its sandbox was created
+    exception_type: str | None
+
+
+def trial_spans(report: dict) -> list[TrialSpan]:
+    """Every attempt's time range, from its result.json (started_at, finished_at, environment_setup)."""
+    spans = []
+    for entry in report.get("per_task", []):
+        for t in entry.get("trials", []):
+            path = os.path.join(t["trial_dir"], "result.json")
+            try:
+                r = SR.read_json_object(path)
+            except (OSError, SR.Unreadable, ValueError):
+                continue
+            start = parse_time(r.get("started_at"))
+            if start is None:
+                continue
+            env = r.get("environment_setup") if isinstance(r.get("environment_setup"), dict) else {}
+            setup_start = parse_time(env.get("started_at"))
+            spans.append(TrialSpan(
+                entry["task"], f"{os.path.basename(t['job_dir'])}/{os.path.basename(t['trial_dir'])}", start,
+                parse_time(r.get("finished_at")),
+                (setup_start, parse_time(env.get("finished_at"))) if setup_start else None,
+                t.get("exception_type")))
+    return sorted(spans, key=lambda s: (s.started, s.trial))
+
+
+def run_tally(jobs_dir: str, job_name: str, run: str, verdicts: str | None) -> dict:
+    policy = T.load_policy()
+    v = T.load_verdicts(verdicts) if verdicts else {}
+    try:
+        dirs = T.run_job_dirs(jobs_dir, job_name)
+    except T.TallyError:
+        dirs = []
+    return T.tally(dirs, policy, v, run=run, verdicts_path=verdicts)
+
+
+# --------------------------------------------------------------------------- jobs and their cost
+
+
+def normalise_job(raw: dict) -> dict:
+    """inspect's and ps's rows in one shape."""
+    status = raw.get("status")
+    stage = status.get("stage") if isinstance(status, dict) else status
+    owner = raw.get("owner") if isinstance(raw.get("owner"), dict) else {}
+    return {"id": raw.get("id"), "namespace": owner.get("name"), "stage": stage or "UNKNOWN",
+            "flavor": raw.get("flavor"), "labels": raw.get("labels") or {},
+            "created_at": parse_time(raw.get("created_at")), "started_at": parse_time(raw.get("started_at")),
+            "finished_at": parse_time(raw.get("finished_at")),
+            "durations": raw.get("durations") if isinstance(raw.get("durations"), dict) else None,
+            "exposed": bool(raw.get("expose")), "image": raw.get("docker_image")}
+
+
+def running_time(job: dict, now: datetime) -> tuple[float | None, str]:
+    """(seconds the job ran, where that figure comes from)."""
+    d = job["durations"]
+    if d and isinstance(d.get("running_secs"), (int, float)):
+        return float(d["running_secs"]), "durations.running_secs"
+    if d and "running_secs" in d and d["running_secs"] is None and job["stage"] in ("SCHEDULING", "CANCELED", "ERROR"):
+        return 0.0, "durations (never ran)"
+    if job["started_at"] and job["finished_at"]:
+        return (job["finished_at"] - job["started_at"]).total_seconds(), "started_at..finished_at"
+    if job["started_at"]:
+        return max(0.0, (now - job["started_at"]).total_seconds()), "started_at..now (local clock)"
+    return None, "unknown (no durations, no started_at)"
+
+
+def run_interval(job: dict, secs: float | None) -> tuple[datetime, datetime] | None:
+    start = job["started_at"]
+    if start is None and job["created_at"] and job["durations"] and job["durations"].get("scheduling_secs") is not None:
+        start = job["created_at"] + timedelta(seconds=job["durations"]["scheduling_secs"])
+    if start is None or secs is None:
+        return None
+    return start, start + timedelta(seconds=secs)
+
+
+def job_row(job: dict, role: str, found: str, prices: Prices, now: datetime) -> dict:
+    secs, secs_source = running_time(job, now)
+    price = prices.price(job["flavor"])
+    port = prices.exposed_port if job["exposed"] else 0.0
+    cost = None if price is None or secs is None else secs / 3600 * (price + port)
+    return {"job": f"{job['namespace']}/{job['id']}" if job["namespace"] else job["id"], "role": role,
+            "stage": job["stage"], "flavor": job["flavor"], "gpu": prices.is_gpu(job["flavor"]),
+            "created_at": iso(job["created_at"]), "running_secs": secs, "running_source": secs_source,
+            "usd_per_hour": price, "exposed_port_usd_per_hour": port if job["exposed"] else None,
+            "cost_usd": None if cost is None else round(cost, 6), "found_by": found,
+            "_interval": run_interval(job, secs)}
+
+
+def subtract(interval: tuple[datetime, datetime], busy: list[tuple[datetime, datetime]]) -> float:
+    """Seconds of `interval` covered by none of `busy`."""
+    a, b = interval
+    covered = 0.0
+    cur = a
+    for s, e in sorted(busy):
+        s, e = max(s, cur), min(e, b)
+        if e > s:
+            covered += (e - s).total_seconds()
+            cur = e
+        if cur >= b:
+            break
+    return max(0.0, (b - a).total_seconds() - covered)
+
+
+def summarise(rows: list[dict], spans: list[TrialSpan], report: dict, now: datetime) -> dict:
+    per_role: dict[str, dict] = {}
+    for r in rows:
+        g = per_role.setdefault(r["role"], {"jobs": 0, "running_secs": 0.0, "cost_usd": 0.0, "unpriced": 0})
+        g["jobs"] += 1
+        g["running_secs"] += r["running_secs"] or 0
+        if r["cost_usd"] is None:
+            g["unpriced"] += 1
+        else:
+            g["cost_usd"] += r["cost_usd"]
+    total = sum(g["cost_usd"] for g in per_role.values())
+    gpu_secs = sum(r["running_secs"] or 0 for r in rows if r["gpu"])
+    busy = [(s.started, s.finished or now) for s in spans]
+    idle_secs = idle_usd = 0.0
+    for r in rows:
+        if r["role"] == "server" and r["gpu"] and r["_interval"]:
+            idle = subtract(r["_interval"], busy)
+            idle_secs += idle
+            if r["usd_per_hour"] is not None:
+                idle_usd += idle / 3600 * (r["usd_per_hour"] + (r["exposed_port_usd_per_hour"] or 0))
+    starts = [parse_time(r["created_at"]) for r in rows if r["created_at"]] + [s.started for s in spans]
+    ends = [r["_interval"][1] for r in rows if r["_interval"]] + [s.finished or now for s in spans]
+    wall = (max(ends) - min(starts)).total_seconds() if starts and ends else None
+    scored, passed = report.get("scored", 0), report.get("passed", 0)
+    return {
+        "per_role": {k: {**v, "cost_usd": round(v["cost_usd"], 6)} for k, v in sorted(per_role.items(), key=lambda kv: ROLES.index(kv[0]))},
+        "total_usd": round(total, 6), "unpriced_jobs": sum(g["unpriced"] for g in per_role.values()),
+        "gpu_hours": round(gpu_secs / 3600, 6), "wall_clock_secs": wall,
+        "first_start": iso(min(starts)) if starts else None, "last_end": iso(max(ends)) if ends else None,
+        "scored": scored, "passed": passed, "trials": len(spans),
+        "usd_per_scored_attempt": round(total / scored, 6) if scored else None,
+        "usd_per_passed_task": round(total / passed, 6) if passed else None,
+        "idle_gpu_minutes": round(idle_secs / 60, 3), "idle_gpu_usd": round(idle_usd, 6),
+    }
+
+
+def find_sandboxes(hf, namespace: str | None, spans: list[TrialSpan]) -> tuple[list[tuple[dict, str]], str | None]:
+    """Sandbox jobs (label hf-sandbox=1) created while one of the run's trials ran."""
+    args = ["jobs", "ps", "-a", "--json", "--limit", "0", "-l", SANDBOX_LABEL]
+    if namespace:
+        args += ["--namespace", namespace]
+    try:
+        listing = hf_json(hf, *args)
+    except HfFailed as e:
+        return [], str(e)
+    slack = timedelta(seconds=SLACK_SECS)
+    out = []
+    for raw in listing if isinstance(listing, list) else []:
+        if not isinstance(raw, dict) or not raw.get("id"):
+            continue
+        job = normalise_job(raw)
+        c = job["created_at"]
+        if c is None:
+            continue
+        now = datetime.now(timezone.utc)
+        during = [s for s in spans if s.started - slack <= c <= (s.finished or now) + slack]
+        # The trial that was setting up its environment then, else the one that started last before.
+        hit = min(during, key=lambda s: abs(((s.setup[0] if s.setup else s.started) - c).total_seconds()), default=None)
+        if hit:
+            out.append((job, f"label {SANDBOX_LABEL}, created during trial {hit.trial}"))
+    return out, None
+
+
+def collect(hf, *, run: str, project_label: str, namespace: str | None, manifest: Path,
+            spans: list[TrialSpan]) -> tuple[list[tuple[dict, str, str]], list[str]]:
+    """[(job, role, found_by)], problems. The manifest's jobs (inspected), the run's labelled jobs
+    (listed), the sandboxes (listed)."""
+    problems: list[str] = []
+    launched = manifest_jobs(manifest)
+    ns = namespace or next((j.namespace for j in launched if j.namespace), None)
+    found: dict[str, tuple[dict, str, str]] = {}
+    for j in launched:
+        target = f"{j.namespace or ns}/{j.job_id}" if (j.namespace or ns) else j.job_id
+        try:
+            rows = hf_json(hf, "jobs", "inspect", "--json", target)
+            found[j.job_id] = (normalise_job(rows[0]), j.role, j.found)
+        except (HfFailed, IndexError, KeyError, TypeError) as e:
+            problems.append(f"{target} ({j.role}, {j.found}): {e}")
+    args = ["jobs", "ps", "-a", "--json", "--limit", "0", "-l", f"project={project_label}", "-l", f"run={run}"]
+    if ns:
+        args += ["--namespace", ns]
+    try:
+        listing = hf_json(hf, *args)
+        for raw in listing if isinstance(listing, list) else []:
+            if isinstance(raw, dict) and raw.get("id") and raw["id"] not in found:
+                job = normalise_job(raw)
+                role = ROLE_OF_LABEL.get(job["labels"].get("role", ""), "server")
+                found[raw["id"]] = (job, role, f"label run={run}")
+    except HfFailed as e:
+        problems.append(str(e))
+    sandboxes, problem = find_sandboxes(hf, ns, spans)
+    if problem:
+        problems.append(problem)
+    for job, why in sandboxes:
+        found.setdefault(job["id"], (job, "sandbox", why))
+    return list(found.values()), problems
+
+
+def cost_report(hf, prices: Prices, *, run: str, project_label: str, namespace: str | None, manifest: Path,
+                report: dict, now: datetime | None = None) -> dict:
+    now = now or datetime.now(timezone.utc)
+    spans = trial_spans(report)
+    jobs, problems = collect(hf, run=run, project_label=project_label, namespace=namespace, manifest=manifest, spans=spans)
+    rows = [job_row(j, role, found, prices, now) for j, role, found in jobs]
+    rows.sort(key=lambda r: (ROLES.index(r["role"]), r["created_at"] or "", r["job"]))
+    summary = summarise(rows, spans, report, now)
+    for r in rows:
+        r.pop("_interval")
+    return {"run": run, "prices": {"source": prices.source, "label": prices.label, "read_at": prices.read_at},
+            "manifest": rel(manifest), "jobs": rows, **summary, "problems": problems}
+
+
+def render_cost(doc: dict) -> str:
+    out = [f"Run {doc['run']}: what it cost. Prices: {doc['prices']['label']}.", ""]
+    head = ("ROLE", "JOB", "STAGE", "FLAVOR", "RUNNING", "$/H", "COST", "FOUND BY")
+    rows = [head]
+    for r in doc["jobs"]:
+        per_h = "?" if r["usd_per_hour"] is None else f"{r['usd_per_hour'] + (r['exposed_port_usd_per_hour'] or 0):.2f}"
+        rows.append((r["role"], r["job"], r["stage"], r["flavor"] or "?", hms(r["running_secs"]), per_h,
+                     usd(r["cost_usd"]), r["found_by"]))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(head) - 1)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) + "  " + str(row[-1]) for row in rows]
+    out.append("")
+    if not doc["jobs"]:
+        out += ["No job found: the manifest records no launch, and no job carries the run's label.", ""]
+    for role, g in doc["per_role"].items():
+        extra = f", {g['unpriced']} without a price" if g["unpriced"] else ""
+        out.append(f"{role + ':':<14} {usd(g['cost_usd']):>10}  {g['jobs']} job(s), {hms(g['running_secs'])} running{extra}")
+    out.append(f"{'total:':<14} {usd(doc['total_usd']):>10}  GPU hours {doc['gpu_hours']:.2f}, wall-clock {hms(doc['wall_clock_secs'])}"
+               + (f" ({doc['first_start']} to {doc['last_end']})" if doc["first_start"] else ""))
+    out.append(f"per scored attempt: {usd(doc['usd_per_scored_attempt'])} ({doc['scored']} scored); "
+               f"per passed task: {usd(doc['usd_per_passed_task'])} ({doc['passed']} passed)")
+    out.append(f"idle GPU: {doc['idle_gpu_minutes']:.0f} min, {usd(doc['idle_gpu_usd'])} "
+               f"(a server running while none of the run's {doc['trials']} trial(s) ran)")
+    out.append("Running time: HF's durations.running_secs of each job (time billed); cost = running hours × (flavor price "
+               "+ exposed port). Sandboxes carry no run label: they are matched by the time they were created.")
+    if doc["unpriced_jobs"]:
+        out.append(f"warning: {doc['unpriced_jobs']} job(s) have a flavor without a price: not in the total.")
+    for p in doc["problems"]:
+        out.append(f"warning: {p}")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- sandboxes
+
+
+def idle_shutdown(lines: list[str]) -> int | None:
+    """The idle time (ms) of an `sbx-server: idle for <ms>ms, shutting down` line, if any."""
+    for line in reversed(lines):
+        if m := IDLE_SHUTDOWN.search(line):
+            return int(m.group(1))
+    return None
+
+
+def sandboxes_report(hf, *, run: str, namespace: str | None, manifest: Path, report: dict, task: str | None,
+                     tail: int, idle_timeout: str) -> dict:
+    spans = trial_spans(report)
+    if task:
+        tasks = [task]
+        if not any(e["task"] == task for e in report.get("per_task", [])):
+            raise CostError(f"task '{task}' is not in run '{run}' (make tally RUN={run} lists its tasks)")
+    else:
+        tasks = [e["task"] for e in report.get("per_task", []) if e["outcome"] == "errored" and not e.get("verdict")]
+    launched = manifest_jobs(manifest)
+    ns = namespace or next((j.namespace for j in launched if j.namespace), None)
+    wanted = [s for s in spans if s.task in tasks]
+    listing, problem = find_sandboxes(hf, ns, wanted)
+    slack = timedelta(seconds=SLACK_SECS)
+    outcome = {e["task"]: e for e in report.get("per_task", [])}
+    out_tasks = []
+    for name in tasks:
+        e = outcome.get(name, {})
+        trials = []
+        for s in (s for s in wanted if s.task == name):
+            lo, hi = (s.setup[0], s.setup[1] or s.finished) if s.setup else (s.started, s.finished)
+            hi = hi or datetime.now(timezone.utc)
+            matches = sorted((j for j, _ in listing if j["created_at"] and lo - slack <= j["created_at"] <= hi + slack),
+                             key=lambda j: abs((j["created_at"] - lo).total_seconds()))
+            boxes = []
+            for j in matches:
+                target = f"{j['namespace']}/{j['id']}" if j["namespace"] else j["id"]
+                try:
+                    lines = hf("jobs", "logs", "-n", str(tail), target).splitlines()
+                    log_error = None
+                except HfFailed as err:
+                    lines, log_error = [], str(err)
+                lines = [ln for ln in lines if not ln.startswith("===== Job started")][-tail:]
+                ms = idle_shutdown(lines)
+                boxes.append({"job": target, "stage": j["stage"], "flavor": j["flavor"], "created_at": iso(j["created_at"]),
+                              "finished_at": iso(j["finished_at"]), "found_by": f"label {SANDBOX_LABEL}, created while "
+                              f"the trial set up its environment ({iso(lo)} to {iso(hi)})",
+                              "log_tail": lines, "log_error": log_error, "idle_shutdown_ms": ms})
+            trials.append({"trial": s.trial, "started_at": iso(s.started), "finished_at": iso(s.finished),
+                           "exception_type": s.exception_type, "sandboxes": boxes,
+                           "ambiguous": len(boxes) > 1})
+        out_tasks.append({"task": name, "outcome": e.get("outcome"), "exception_type": e.get("exception_type"),
+                          "trials": trials})
+    return {"run": run, "task": task, "idle_timeout": idle_timeout, "tasks": out_tasks,
+            "problems": [problem] if problem else []}
+
+
+def seconds_of(value: str) -> float | None:
+    """An hf-style duration (90, 90s, 10m, 2h, 1d) in seconds; None when unset or not one."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([smhd]?)", (value or "").strip())
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)] if m else None
+
+
+def idle_advice(ms: int, idle_timeout: str, run: str) -> list[str]:
+    """Plain words for a sandbox that shut itself down for idleness, and the fix."""
+    idle = hms(ms / 1000)
+    lines = [f"=> IDLE SHUTDOWN: the sandbox stopped itself after {idle} with no command running (sbx-server's idle "
+             f"timeout), so harbor lost it mid-trial. An infrastructure error, not the model's."]
+    setting = seconds_of(idle_timeout)
+    if setting and setting > ms / 1000 + 60:
+        lines.append(f"   SANDBOX_IDLE_TIMEOUT is {idle_timeout}, longer than that: this sandbox did not get it (a run "
+                     f"before the setting, or a job started by hand). Check the bench command passes --ek "
+                     f"job_timeout={idle_timeout} (make print RUN={run}), then make mopup RUN={run}.")
+    else:
+        now = f"now {idle_timeout}" if idle_timeout else "unset: harbor's default, 10 minutes"
+        lines.append(f"   Fix: SANDBOX_IDLE_TIMEOUT ({now}; harbor's --ek job_timeout, see env/defaults.env) longer than "
+                     f"a trial's longest silence (a long LLM call, a slow verifier), e.g. SANDBOX_IDLE_TIMEOUT=2h in "
+                     f"runs/{run}.env; then make mopup RUN={run} retries the task.")
+    return lines
+
+
+def render_sandboxes(doc: dict) -> str:
+    run = doc["run"]
+    out = []
+    if not doc["tasks"]:
+        out.append(f"run '{run}' has no infra-errored task: nothing to look up (TASK=<task> looks at any task).")
+    for t in doc["tasks"]:
+        out.append(f"{t['task']} ({t['outcome']}{': ' + t['exception_type'] if t['exception_type'] else ''})")
+        if not t["trials"]:
+            out.append("  no finished trial: no time to match a sandbox by")
+        for tr in t["trials"]:
+            out.append(f"  trial {tr['trial']}  {tr['started_at']} to {tr['finished_at']}  {tr['exception_type'] or 'no exception'}")
+            if not tr["sandboxes"]:
+                out.append(f"    no sandbox job found (label {SANDBOX_LABEL}, created while the trial set up its environment)")
+            if tr["ambiguous"]:
+                out.append(f"    {len(tr['sandboxes'])} sandboxes were created in that window (concurrent trials): each is shown")
+            for b in tr["sandboxes"]:
+                out.append(f"    sandbox {b['job']}  {b['stage']}  {b['flavor']}  created {b['created_at']}  ({b['found_by']})")
+                if b["log_error"]:
+                    out.append(f"      logs unavailable: {b['log_error']}")
+                elif b["log_tail"]:
+                    out.append(f"      last {len(b['log_tail'])} log line(s) (hf jobs logs -n N {b['job']}):")
+                    out += [f"      | {ln}" for ln in b["log_tail"]]
+                if b["idle_shutdown_ms"] is not None:
+                    out += ["      " + line for line in idle_advice(b["idle_shutdown_ms"], doc["idle_timeout"], run)]
+        out.append("")
+    for p in doc["problems"]:
+        out.append(f"warning: {p}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def make_hf(recorded: str | None, dry_run: bool, call_timeout: float):
+    if recorded:
+        return RecordedHf.load(Path(recorded))
+    return LiveHf(timeout=call_timeout, dry_run=dry_run)
+
+
+common = [
+    click.option("--recorded", type=click.Path(dir_okay=False), help="Answer hf calls from this recording (bundled examples)."),
+    click.option("--dry-run", is_flag=True, help="Print the hf calls; run none, write nothing."),
+    click.option("--call-timeout", type=float, default=60.0, show_default=True, help="Seconds each hf call may take."),
+    click.option("--json", "as_json", is_flag=True, help="Print JSON (fields in the README)."),
+]
+
+
+def with_common(f):
+    for opt in reversed(common):
+        f = opt(f)
+    return f
+
+
+run_options = [
+    click.option("--run", required=True), click.option("--state-dir", required=True, type=click.Path(file_okay=False)),
+    click.option("--jobs-dir", required=True), click.option("--job-name", required=True),
+    click.option("--verdicts", type=click.Path(dir_okay=False)), click.option("--namespace", default=""),
+]
+
+
+def with_run(f):
+    for opt in reversed(run_options):
+        f = opt(f)
+    return f
+
+
+@click.group(epilog="Exit codes: 0 done, 1 a user-facing error, 2 usage.")
+def cli() -> None:
+    """cost: what a run cost, the sandbox behind an infra error, and the HF Jobs price list."""
+
+
+@cli.command()
+@with_common
+@click.option("--cache", type=click.Path(dir_okay=False), help="The price cache (state/prices.json).")
+@click.option("--max-age", type=float, default=86400, show_default=True, help="Seconds a cached price list is reused.")
+def prices(recorded, dry_run, call_timeout, as_json, cache, max_age):
+    """The price per hour of every flavor, and where it came from."""
+    hf = make_hf(recorded, dry_run, call_timeout)
+    p = load_prices(hf, Path(cache) if cache else None, max_age)
+    if dry_run:
+        return
+    if as_json:
+        click.echo(json.dumps(p.as_json(), indent=1))
+    else:
+        click.echo(f"Prices: {p.label}")
+        for k, v in sorted(p.per_hour.items()):
+            click.echo(f"  {k:<18} ${v:.2f}/h")
+
+
+def _prices_for(hf, dry_run: bool, cache: str | None, max_age: float) -> Prices:
+    return load_prices(hf, Path(cache) if cache and not dry_run else None, max_age)
+
+
+@cli.command()
+@with_common
+@with_run
+@click.option("--project-label", default="terminal-bench-harness", show_default=True)
+@click.option("--cache", type=click.Path(dir_okay=False))
+@click.option("--max-age", type=float, default=86400, show_default=True)
+def cost(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job_name, verdicts, namespace,
+         project_label, cache, max_age):
+    """Every job the run launched and every sandbox its trials used, with what each cost."""
+    hf = make_hf(recorded, dry_run, call_timeout)
+    try:
+        report = run_tally(jobs_dir, job_name, run, verdicts)
+    except T.TallyError as e:
+        raise CostError(str(e)) from None
+    prices_ = _prices_for(hf, dry_run, cache, max_age)
+    doc = cost_report(hf, prices_, run=run, project_label=project_label, namespace=namespace or None,
+                      manifest=Path(state_dir) / "manifest.jsonl", report=report)
+    if dry_run:
+        return
+    click.echo(json.dumps(doc, indent=1) if as_json else render_cost(doc), nl=as_json)
+
+
+@cli.command()
+@with_common
+@with_run
+@click.option("--task", default="")
+@click.option("--tail", type=click.IntRange(1, 10000), default=20, show_default=True)
+@click.option("--idle-timeout", default="", help="The run's SANDBOX_IDLE_TIMEOUT, for the advice.")
+def sandboxes(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job_name, verdicts, namespace,
+              task, tail, idle_timeout):
+    """The sandbox job(s) behind a task's trials (default: every infra-errored task)."""
+    hf = make_hf(recorded, dry_run, call_timeout)
+    try:
+        report = run_tally(jobs_dir, job_name, run, verdicts)
+    except T.TallyError as e:
+        raise CostError(str(e)) from None
+    doc = sandboxes_report(hf, run=run, namespace=namespace or None, manifest=Path(state_dir) / "manifest.jsonl",
+                           report=report, task=task or None, tail=tail, idle_timeout=idle_timeout)
+    if dry_run:
+        return
+    click.echo(json.dumps(doc, indent=1) if as_json else render_sandboxes(doc), nl=as_json)
+
+
+if __name__ == "__main__":
+    cli()
