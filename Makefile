@@ -77,6 +77,10 @@ stop: ## cancel RUN's server job so it stops billing (safe to repeat)
 jobs: ## every live HF Job of this project with its price; ALL=1 includes finished ones
 	@scripts/jobs.sh
 
+.PHONY: sandboxes
+sandboxes: ## the sandbox job(s) behind RUN's infra-errored tasks (or TASK=<task>): stage, last log lines, idle shutdowns
+	@scripts/sandboxes.sh
+
 # --- results -----------------------------------------------------------------------------
 
 .PHONY: pull
@@ -99,6 +103,10 @@ mopup-restore: ## move archived trial dirs back into their job: TRIALS='<trial-d
 tally: ## the real per-task outcome of RUN (default: the bundled example)
 	@scripts/tally.sh
 
+.PHONY: cost
+cost: ## what RUN cost: every job and sandbox, price, running time, totals per role, $ per passed task (JSON=1)
+	@scripts/cost.sh
+
 .PHONY: compare
 compare: ## side-by-side table, flips and per-task matrix of RUNS (default: the two bundled examples)
 	@scripts/report.sh compare
@@ -118,6 +126,14 @@ pin: ## write the dataset commit RUN's jobs ran into runs/RUN.env (DATASET_REF),
 .PHONY: check-submission
 check-submission: ## does RUN meet the Terminal-Bench leaderboard rules? if not, says why
 	@scripts/report.sh check-submission
+
+.PHONY: submission
+submission: ## RUN as a leaderboard submission under OUT (default .): metadata.yaml + a copy of its job dirs, then check-submission
+	@scripts/submission.sh
+
+.PHONY: publish
+publish: ## RUN's result as a pull request to the model repo's .eval_results/, its README and job dirs to BUCKET
+	@scripts/publish.sh
 
 # --- the project -------------------------------------------------------------------------
 

@@ -164,6 +164,8 @@ bench_argv() {
     [[ -z "$SANDBOX_IDLE_TIMEOUT" ]] || _argv+=(--ek "job_timeout=$SANDBOX_IDLE_TIMEOUT")
   fi
   _argv+=(--agent-timeout-multiplier "$AGENT_TIMEOUT_MULTIPLIER")
+  # Only when it is not harbor's default, so a single-attempt run's command stays as it was.
+  [[ "$N_ATTEMPTS" == 1 ]] || _argv+=(-k "$N_ATTEMPTS")
   _argv+=(--jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --n-concurrent "$N_CONCURRENT" -y)
 }
 
@@ -173,6 +175,7 @@ apply_smoke_settings() {
   [[ -z "$SMOKE_TASK" ]] || TASKS=$SMOKE_TASK
   N_TASKS=1
   N_CONCURRENT=1
+  N_ATTEMPTS=1
 }
 
 # How harbor's environment is printed: references the user can paste, never the values.

@@ -207,7 +207,7 @@ validate_api_base() {
 # every verb that acts on a run (validate_settings starts with it); make stop and make jobs
 # skip it, so a bad value never keeps a server billing.
 validate_values() {
-  require_integer READY_TIMEOUT READY_POLL PROBE_TIMEOUT IDLE_WARN_AFTER LOG_TAIL PROBE_MAX_TOKENS
+  require_integer READY_TIMEOUT READY_POLL PROBE_TIMEOUT IDLE_WARN_AFTER LOG_TAIL PROBE_MAX_TOKENS N_ATTEMPTS
   [[ -z "$PORT" ]] || require_port PORT
   require_duration SERVER_TIMEOUT BENCH_TIMEOUT
   require_flag AUTO_STOP KEEP_SERVER PROBE FOLLOW ALL DRY_RUN
@@ -269,6 +269,14 @@ check_command_line() {
     fi
     die "unknown setting $name: neither a setting nor one of $NON_SETTINGS (settings: env/defaults.env)"
   done
+}
+
+# refuse_multi_attempt VERB: mop-up cannot fill the attempt slots of a run with N_ATTEMPTS > 1
+# yet: a retry job built from the run's settings would run N_ATTEMPTS new attempts of every
+# retried task, re-rolling the settled ones. Refused before anything runs or is launched.
+refuse_multi_attempt() {
+  [[ "${N_ATTEMPTS:-1}" == 1 ]] && return 0
+  die "make $1 of a run with N_ATTEMPTS=$N_ATTEMPTS is not built yet: mop-up would re-run every attempt of each retried task, re-rolling the settled ones. Nothing was changed. Bench it (make bench RUN=$RUN) and tally it (make tally RUN=$RUN); its infra-errored attempts stay counted as errored"
 }
 
 # refuse_bundled_example VERB: the runs named example-* ship their job dirs under examples/;
@@ -412,8 +420,15 @@ stop_server_if_done() {
   left=$(cd "$REPO_ROOT" && "$REPO_ROOT/.venv/bin/python" tools/tally.py retry-targets \
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${verdicts[@]}" --json 2>/dev/null | jq -e '.tasks | length') ||
     left=""
+  local stop_why=""
   if [[ "$left" == 0 ]]; then
-    say "AUTO_STOP=1: nothing left to retry; stopping the server"
+    stop_why="nothing left to retry"
+  elif [[ "${N_ATTEMPTS:-1}" != 1 ]]; then
+    # Mop-up cannot fill a k-attempt run's slots yet (refuse_multi_attempt): nothing after this needs it.
+    stop_why="mop-up of an N_ATTEMPTS=$N_ATTEMPTS run is not built yet, so no step after this needs the server"
+  fi
+  if [[ -n "$stop_why" ]]; then
+    say "AUTO_STOP=1: $stop_why; stopping the server"
     if [[ -n "$server_job" ]]; then
       hf jobs cancel -q "$server_job" >/dev/null || warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
     else

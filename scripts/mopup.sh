@@ -80,6 +80,7 @@ main() {
 
   refuse_bundled_example mopup
   validate_settings
+  refuse_multi_attempt mopup
   case "${MOPUP_MODE:=auto}" in auto | resume | retry-job) ;; *)
     die "MOPUP_MODE must be auto, resume or retry-job, got '$MOPUP_MODE'" ;;
   esac

@@ -141,6 +141,7 @@ main() {
   load_settings
   validate_settings
   refuse_bundled_example reproduce
+  refuse_multi_attempt reproduce
   supervisor_settings
   case "$WHERE" in
     local) ;;

@@ -85,11 +85,13 @@ print_config() {
       if [[ "$mode" == bench ]]; then
         assert_equal "$(jq -r '.job_name' <<<"$config")" "$(setting "$run_name" JOB_NAME)"
         assert_equal "$(jq -r '.n_concurrent_trials' <<<"$config")" "$(setting "$run_name" N_CONCURRENT)"
+        assert_equal "$(jq -r '.n_attempts // 1' <<<"$config")" "$(setting "$run_name" N_ATTEMPTS)"
         want_n_tasks=$(setting "$run_name" N_TASKS)
         want_tasks=$(setting "$run_name" TASKS)
       else
         assert_equal "$(jq -r '.job_name' <<<"$config")" "$(setting "$run_name" JOB_NAME)-smoke"
         assert_equal "$(jq -r '.n_concurrent_trials' <<<"$config")" 1
+        assert_equal "$(jq -r '.n_attempts // 1' <<<"$config")" 1
         want_n_tasks=1
         want_tasks=$(setting "$run_name" SMOKE_TASK)
         [[ -n "$want_tasks" ]] || want_tasks=$(setting "$run_name" TASKS)
@@ -98,6 +100,23 @@ print_config() {
       assert_equal "$(jq -r '.datasets[0].task_names // [] | join(" ")' <<<"$config")" "$want_tasks"
     done
   done
+}
+
+@test "bench: N_ATTEMPTS reaches harbor as -k, lands in the JobConfig as n_attempts, and 1 adds no flag" {
+  local argv config
+  argv_of qwen-t2-leaderboard bench argv
+  [[ " ${argv[*]} " == *" -k 5 "* ]] || fail "no -k 5 in: ${argv[*]}"
+  config=$("${argv[@]}" --print-config) || fail "harbor rejected -k 5"
+  assert_equal "$(jq -r '.n_attempts' <<<"$config")" 5
+  assert_equal "$(jq -r '.agent_timeout_multiplier // 1' <<<"$config")" 1
+  # A command-line N_ATTEMPTS wins over the run file, as every setting does.
+  mapfile -d '' argv < <(RUN=qwen-t2 N_ATTEMPTS=3 "$REPO/tests/bin/argv-of" bench)
+  assert_equal "$("${argv[@]}" --print-config | jq -r '.n_attempts')" 3
+  argv_of qwen-t2 bench argv
+  [[ " ${argv[*]} " != *" -k "* ]] || fail "N_ATTEMPTS=1 must add no -k: ${argv[*]}"
+  run env RUN=qwen-t2 N_ATTEMPTS=0 "$REPO/tests/bin/argv-of" bench
+  assert_failure
+  assert_output --partial "setting N_ATTEMPTS must be a positive whole number, got '0'"
 }
 
 @test "bench: hf-sandbox runs carry flavor and idle timeout; mini-swe-agent forwards templates, not values" {

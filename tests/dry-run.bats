@@ -15,6 +15,7 @@ snapshot() {
   find "$REPO/README.md" "$REPO/docs" -type f -newer "$BATS_TEST_TMPDIR/start" 2>/dev/null
   [[ ! -e "$STATE_ROOT" ]] || find "$STATE_ROOT"
   [[ ! -e "$REPO/reports" ]] || echo "reports/ exists"
+  [[ ! -e "$REPO/submissions" ]] || echo "submissions/ exists"
 }
 
 @test "every verb under DRY_RUN=1 writes nothing; those with a plan to print exit 0" {
@@ -25,10 +26,12 @@ snapshot() {
   local verbs=(
     "setup" "lock" "print RUN=qwen-t2" "serve RUN=qwen-t2" "probe RUN=qwen-t2" "smoke RUN=qwen-t2"
     "bench RUN=qwen-t2" "bench RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "reproduce RUN=qwen-t2" "status RUN=qwen-t2"
-    "logs RUN=qwen-t2" "stop RUN=qwen-t2" "jobs" "pull RUN=gptoss-t2 BUCKET=alice/tb"
+    "logs RUN=qwen-t2" "stop RUN=qwen-t2" "jobs" "cost RUN=qwen-t2" "cost RUN=example-terminus2" "sandboxes RUN=qwen-t2"
+    "sandboxes RUN=example-terminus2 TASK=circuit-fibsqrt" "pull RUN=gptoss-t2 BUCKET=alice/tb"
     "mopup RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "mopup-archive RUN=qwen-t2"
     "mopup-restore RUN=qwen-t2 TRIALS=all" "tally" "compare" "report" "results"
     "check-submission RUN=example-terminus2" "pin RUN=example-terminus2" "test"
+    "submission RUN=example-terminus2" "publish RUN=example-terminus2"
   )
   for target in "${verbs[@]}"; do
     # shellcheck disable=SC2086  # the target's words

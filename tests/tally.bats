@@ -17,6 +17,19 @@ setup() {
   assert [ -s "$STATE_ROOT/example-terminus2/tally.md" ]
 }
 
+@test "make tally RUN=example-leaderboard: the bundled k = 5 example's slots, pass@1 mean ± stderr, pass@5, interval" {
+  RUN=example-leaderboard run "$REPO/scripts/tally.sh"
+  assert_success
+  assert_line "Attempts per task (k): 5; each task's latest 5 settled trials fill its slots"
+  assert_line "| Outcome | Attempts | % of 30 (6 tasks × 5) |"
+  assert_line "Pass rate excluding infra errors: 48.15% (13/27 scored attempts)"
+  assert_line --partial "mean ± standard error: 49.00% ± 8.72%; replicates: 50.0% (3/6), 50.0% (3/6), 50.0% (3/6), 20.0% (1/5), 75.0% (3/4)"
+  assert_line "pass@5 (harbor's estimator, over the 4 tasks with 5 scored attempts): 75.00%"
+  assert_line "95% interval of the mean pass fraction (task-level bootstrap, 10,000 resamples, seed 0): 16.67% to 83.33%"
+  assert_line "  cobol-modernization  ✓✓✓EE  3/3"
+  assert [ -s "$STATE_ROOT/example-leaderboard/tally.md" ]
+}
+
 @test "make tally RUN=x before any bench says where job dirs come from, exits 3, and creates nothing" {
   RUN=qwen-t2 run "$REPO/scripts/tally.sh"
   assert_failure 3

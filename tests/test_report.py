@@ -417,8 +417,9 @@ def test_check_submission_explains_every_broken_rule(tmp_path, monkeypatch):
     assert "ref-like/t-bad__0000000/result.json: not a valid TrialResult (truncated JSON at line 1 " \
            "column 22 (Expecting ',' delimiter))" in out
     assert "3 of 3 tasks have fewer than 5 valid trials: t-bad (0), t-crash (0), t-pass (1); " \
-           "run 5 attempts per task (harbor's -k 5; this repository gets an N_ATTEMPTS setting in a later issue)" in out
-    assert "--agent-timeout-multiplier" not in out and "-k 5 (harbor run" not in out
+           "set N_ATTEMPTS=5 in runs/<run>.env and bench the run with it (make bench RUN=<run>)" in out
+    # Every fix in this repository's terms, never a harbor flag.
+    assert "--agent-timeout-multiplier" not in out and "-k 5" not in out and "harbor's" not in out
 
 
 def test_check_submission_passes_a_compliant_job(tmp_path, monkeypatch):
@@ -442,7 +443,8 @@ def test_check_submission_flags_agent_timeout_override(tmp_path):
     assert len(problems) == 2
     assert "timeout_multiplier is 2; the leaderboard requires 1.0 (this repository never sets it; " \
            "start the job with make bench RUN=<run>)" in problems[0]
-    assert "agents[0].override_timeout_sec is 7200" in problems[1]
+    assert "agents[0].override_timeout_sec is 7200; agent timeout overrides are not allowed (this repository " \
+           "never sets it; start the job with make bench RUN=<run>)" in problems[1]
 
 
 def test_check_submission_on_the_mswea_example(tmp_path, monkeypatch):

@@ -139,4 +139,5 @@ def test_check_submission_on_the_bundled_example_by_run_name(monkeypatch):
     assert re.search(rf"{job}/sqlite-with-gcov__\w+/result.json: not a valid TrialResult "
                      r"\(truncated JSON: a string starting at line 3 column 5 never ends\)", out)
     assert "13 of 13 tasks have fewer than 5 valid trials: build-pov-ray (1), circuit-fibsqrt (2)" in out
-    assert "run 5 attempts per task (harbor's -k 5; this repository gets an N_ATTEMPTS setting" in out
+    assert ("set N_ATTEMPTS=5 in runs/example-terminus2.env and bench the run with it "
+            "(make bench RUN=example-terminus2)") in out

@@ -485,14 +485,20 @@ def test_tokens_and_agent_time_totals(tmp_path, policy):
     assert report["agent_seconds_all_trials"] == 46 * 60
 
 
-def test_latest_infra_after_an_earlier_score_is_warned(tmp_path, policy):
+def test_infra_after_a_settled_attempt_no_longer_hides_it_and_is_warned(tmp_path, policy):
+    # Changed with attempt slots (docs/design.md decision 13): this used to count the later
+    # infra error (task errored, retried by mop-up); now the settled attempt fills the slot.
     jobs = tmp_path / "jobs"
     job = write_job(jobs, "w", [S("t", 1.0, finished=10), S("t", None, "SandboxError", finished=20, attempt=1)],
                     dataset=tmp_path / "ds")
     report = T.tally([job], policy)
-    assert outcomes(report) == {"t": "errored"}
+    assert outcomes(report) == {"t": "passed"}
+    assert report["per_task"][0]["trial_dir"] == str(job / trial_name("t", "w"))
+    assert report["per_task"][0]["attempts"] == 2
+    assert T.retry_targets(report) == []
     assert report["warnings"] == [
-        "t: the latest attempt is errored (SandboxError) but an earlier attempt was scored (passed); the latest counts"]
+        "t: an infra error (SandboxError) finished after the settled attempt (passed); the settled attempt counts "
+        "and the task is not retried (an infra error no longer hides a settled attempt: docs/design.md decision 13)"]
 
 
 def test_planned_tasks_never_started_are_reported(tmp_path, policy):

@@ -542,6 +542,7 @@ def describe_plan(plan: dict, state_dir: Path) -> str:
         why = t.get("exception_type") or t.get("note") or "no result.json"
         where = ", ".join(str(d) for d in t["trial_dirs"] if d) or "-"
         lines.append(f"  {t['task']:<32} {t['outcome']:<10} {why:<28} {where}")
+    lines.append(f"why they errored, from their sandboxes' logs: make sandboxes RUN={plan['run']}")
     if plan["mode"] == "resume":
         lines.append("mechanism: resume the job in place (its frozen config matches what would run now)")
         if plan["archive"]:

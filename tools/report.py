@@ -806,12 +806,12 @@ def config_problems(job_dir: Path, run: str | None = None) -> list[str]:
         for key in AGENT_OVERRIDES:
             if agent.get(key) is not None:
                 problems.append(f"{path}: agents[{i}].{key} is {SR.clip(str(agent[key]), 60)}; agent timeout "
-                                f"overrides are not allowed")
+                                f"overrides are not allowed ({_not_ours(run)})")
     verifier = _mapping(cfg.get("verifier"))
     for key in VERIFIER_OVERRIDES:
         if verifier.get(key) is not None:
             problems.append(f"{path}: verifier.{key} is {SR.clip(str(verifier[key]), 60)}; verifier timeout "
-                            f"overrides are not allowed")
+                            f"overrides are not allowed ({_not_ours(run)})")
     return problems
 
 
@@ -902,8 +902,8 @@ def check_submission(job_dirs: list[Path], min_trials: int = MIN_TRIALS, run: st
         shown = ", ".join(f"{t} ({valid_per_task[t]})" for t in short[:10])
         more = f" (+{len(short) - 10} more)" if len(short) > 10 else ""
         problems.append(f"{len(short)} of {len(seen_tasks)} tasks have fewer than {min_trials} valid "
-                        f"trials: {shown}{more}; run {min_trials} attempts per task (harbor's -k {min_trials}; "
-                        f"this repository gets an N_ATTEMPTS setting in a later issue)")
+                        f"trials: {shown}{more}; set N_ATTEMPTS={min_trials} in {_env_file(run)} and bench "
+                        f"the run with it (make bench RUN={run or '<run>'})")
     if not n_trials and not any("no such job dir" in p for p in problems):
         problems.append("no trial dirs found: nothing to submit")
     return {"ok": not problems, "job_dirs": [SR.shown(display_path(str(d))) for d in job_dirs],

@@ -3,13 +3,16 @@
 
 Harbor's end-of-run table is not the answer (docs/reference-runs.md §3, §7): a run spans
 the first job, its resume passes, standalone retry jobs after a server relaunch, and jobs
-that landed under an unexpected `jobs/<job-name>/`. For each task the trial with the
-latest `finished_at` counts, and env/outcome-policy.yaml (the file mop-up reads too)
-decides what it means: passed, failed, errored (infra), unclassified, or unfinished.
+that landed under an unexpected `jobs/<job-name>/`. env/outcome-policy.yaml (the file
+mop-up reads too) decides what each trial means: passed, failed, errored (infra),
+unclassified, or unfinished. A task has k attempt slots (k: the first job's n_attempts, or
+--attempts), filled by its latest k *settled* trials (tools/slots.py: every trial but an
+infra error, an unfinished or an unreadable one); with k = 1 the latest settled trial
+counts, else the latest infra error, else the task is unfinished.
 
 Usage:
     tally.py tally [JOB_DIR...] [--jobs-dir D --job-name N] [--policy FILE] [--verdicts FILE]
-                   [--timeouts-unscored] [--run-name LABEL] [--json] [--markdown FILE]
+                   [--timeouts-unscored] [--run-name LABEL] [--attempts K] [--json] [--markdown FILE]
     tally.py retry-targets --jobs-dir D --job-name N [--policy FILE] [--verdicts FILE] [--json]
     tally.py job-dirs --jobs-dir D --job-name N [--next-retry]
     tally.py policy infra-types [--policy FILE]
@@ -46,6 +49,13 @@ exception_type, outcome, rule}]}] sorted by task. A trial's outcome may also be
 the 64 MiB cap). exception_message is capped at 500 characters (classification reads the
 whole message first); undecodable bytes of a file name are shown as \\xNN. A symlinked
 trial dir is never followed: it is listed under unreadable, not counted.
+With k > 1: passed ... unfinished, scored, pass_rate and errored_breakdown count attempt
+slots (tasks x k), per_task[].outcome is the task's latest settled trial, and there are
+also n_attempts, slots, rerolled_trials, mean_task_pass_fraction,
+tasks_with_scored_attempts, pass_at_k {k, value, tasks}, replicates [{replicate, passed,
+scored, pass_rate}], replicate_mean, replicate_stderr, bootstrap95 {low, high, statistic,
+resamples, seed, method}, and per task slots [outcome x k], slots_text, slot_trials,
+passed_attempts, scored_attempts, pass_fraction, rerolled (tools/slots.py defines each).
 `retry-targets --json`: {run, policy, infra_types, tasks: [per_task entries whose
 outcome is errored (infra) or unfinished, manual verdicts excluded]}.
 """
@@ -67,8 +77,10 @@ import yaml
 
 try:
     from tools import safe_read as SR
+    from tools import slots as SL
 except ImportError:  # run as tools/tally.py, or imported with tools/ on sys.path (mop-up)
     import safe_read as SR
+    import slots as SL
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POLICY = REPO_ROOT / "env" / "outcome-policy.yaml"
@@ -594,8 +606,12 @@ def tally(
     timeouts_unscored: bool = False,
     run: str | None = None,
     verdicts_path: str | None = None,
+    attempts: int | None = None,
 ) -> dict:
-    """The whole report (the `--json` document) for the given job dirs."""
+    """The whole report (the `--json` document) for the given job dirs.
+
+    `attempts` is k, the slots per task; None: the first job's n_attempts (1 when unknown).
+    """
     verdicts = verdicts or {}
     notes = ScanNotes()
     dirs: list[str] = []
@@ -619,6 +635,7 @@ def tally(
     for d in dirs:
         trials.extend(scan_job_dir(d, notes, settle))
     _resolve_truncated(trials)
+    k = attempts or _job_attempts(dirs)
 
     by_task: dict[str, list[Trial]] = {}
     for t in trials:
@@ -626,28 +643,38 @@ def tally(
 
     warnings = list(notes.warnings)
     per_task = []
-    latest_trials: list[Trial] = []  # the counted trial of each task, for the totals
+    slot_outcomes: list[list[str]] = []
+    latest_trials: list[Trial] = []  # the counted trials of each task, for the totals
     for task in sorted(by_task):
         group = sorted(by_task[task], key=Trial.sort_key)
         finished = [t for t in group if t.status == "finished"]
+        slots = SL.fill(group, k)
         entry: dict[str, Any] = {"task": task}
         if finished:
-            latest = finished[-1]
-            latest_trials.append(latest)
-            if len(finished) > 1 and latest.finished_at is not None and latest.finished_at == finished[-2].finished_at:
+            # The latest settled trial; with none, the latest finished (an infra error).
+            latest = slots.counted[-1] if slots.counted else finished[-1]
+            latest_trials.extend(slots.counted or [latest])
+            if latest.finished_at is not None and any(
+                    t is not latest and t.finished_at == latest.finished_at for t in finished):
                 warnings.append(f"{task}: two attempts finished at the same time {_iso(latest.finished_at)}; "
                                 f"took {latest.trial_dir} (last by path)")
             outcome, rule, reason = latest.outcome, latest.rule, latest.reason
             entry.update(reward=latest.reward, exception_type=latest.exception_type,
                          exception_message=latest.exception_message, finished_at=_iso(latest.finished_at),
                          trial_dir=latest.trial_dir, job_dir=latest.job_dir)
-            scored = {t.outcome for t in finished if t.outcome in ("passed", "failed")}
-            if len(scored) > 1:
-                history = ", ".join(f"{t.outcome} at {_iso(t.finished_at) or '(no finished_at)'}" for t in finished if t.outcome in ("passed", "failed"))
+            scored_trials = [t for t in finished if t.outcome in ("passed", "failed") and SL.is_settled(t)]
+            scored = {t.outcome for t in scored_trials}
+            if len(scored) > 1 and k == 1:
+                history = ", ".join(f"{t.outcome} at {_iso(t.finished_at) or '(no finished_at)'}" for t in scored_trials)
                 warnings.append(f"{task}: scored attempts disagree ({history}); the latest counts: {latest.outcome}")
-            if outcome not in ("passed", "failed") and scored:
+            if outcome not in ("passed", "failed") and scored and k == 1:
                 warnings.append(f"{task}: the latest attempt is {outcome} ({latest.exception_type or rule}) "
                                 f"but an earlier attempt was scored ({', '.join(sorted(scored))}); the latest counts")
+            if slots.shadowed and k == 1:
+                after = slots.shadowed[-1]
+                warnings.append(f"{task}: an infra error ({after.exception_type or after.rule}) finished after the "
+                                f"settled attempt ({outcome}); the settled attempt counts and the task is not retried "
+                                f"(an infra error no longer hides a settled attempt: docs/design.md decision 13)")
         else:
             outcome, rule = "unfinished", "no-finished-trial"
             reason = f"{len(group)} trial dir(s), none with a readable result.json"
@@ -662,6 +689,15 @@ def tally(
                      trials=[{"trial_dir": t.trial_dir, "job_dir": t.job_dir, "finished_at": _iso(t.finished_at),
                               "reward": t.reward, "exception_type": t.exception_type,
                               "outcome": t.outcome, "rule": t.rule} for t in group])
+        outcomes = slots.outcomes(verdict.outcome if verdict else None)
+        slot_outcomes.append(outcomes)
+        if k > 1:
+            n_scored = sum(1 for o in outcomes if o in ("passed", "failed"))
+            entry.update(slots=outcomes, slots_text=SL.glyphs(outcomes),
+                         slot_trials=[t.trial_dir for t in slots.counted] + [None] * slots.open,
+                         passed_attempts=outcomes.count("passed"), scored_attempts=n_scored,
+                         pass_fraction=outcomes.count("passed") / n_scored if n_scored else None,
+                         rerolled=[t.trial_dir for t in slots.rerolled])
         per_task.append(entry)
 
     for task in sorted(set(verdicts) - set(by_task)):
@@ -675,11 +711,20 @@ def tally(
     warnings.extend(notes.unreadable_warnings)
     warnings.extend(_planned_vs_found(dirs, set(by_task)))
 
-    counts = {o: sum(1 for e in per_task if e["outcome"] == o) for o in OUTCOMES}
+    if k == 1:
+        counts = {o: sum(1 for e in per_task if e["outcome"] == o) for o in OUTCOMES}
+        errored_breakdown = {
+            "infra": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] in _INFRA_RULES),
+            "timeout": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "timeout-unscored"),
+            "verdict": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "verdict"),
+        }
+    else:  # every count is of attempt slots, tasks × k of them
+        counts = {o: sum(outs.count(o) for outs in slot_outcomes) for o in OUTCOMES}
+        errored_breakdown = SL.slot_errors(per_task, by_task)
     scored = counts["passed"] + counts["failed"]
     latest = latest_trials
     finished_all = [t for t in trials if t.status == "finished"]
-    return {
+    report = {
         "run": SR.shown(run or os.path.basename(dirs[0])) if (run or dirs) else None,
         "accounting": ACCOUNTING_UNSCORED if timeouts_unscored else ACCOUNTING_SCORED,
         "policy": SR.shown(policy.path),
@@ -690,11 +735,7 @@ def tally(
         **counts,
         "scored": scored,
         "pass_rate": counts["passed"] / scored if scored else None,
-        "errored_breakdown": {
-            "infra": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] in _INFRA_RULES),
-            "timeout": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "timeout-unscored"),
-            "verdict": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "verdict"),
-        },
+        "errored_breakdown": errored_breakdown,
         "exceptions": _count_types(latest),
         "exceptions_all_trials": _count_types(finished_all),
         "tokens": _sum_tokens(latest),
@@ -707,9 +748,25 @@ def tally(
         "unreadable": notes.unreadable,
         "per_task": per_task,
     }
+    if k > 1:
+        report.update(n_attempts=k, slots=len(per_task) * k,
+                      rerolled_trials=sum(len(e["rerolled"]) for e in per_task),
+                      **SL.run_stats(slot_outcomes, k))
+    return report
 
 
-_INFRA_RULES = ("infra-type", "infra-message", "nonzero-exit-infra")
+_INFRA_RULES = SL.INFRA_RULES
+
+
+def _job_attempts(dirs: list[str]) -> int:
+    """k: n_attempts of the run's first job (its config.json); 1 when unknown."""
+    if not dirs:
+        return 1
+    try:
+        value = SR.read_json_object(os.path.join(dirs[0], "config.json"), what="a config.json").get("n_attempts", 1)
+    except (OSError, SR.Unreadable):
+        return 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
 
 
 def _count_types(trials: Iterable[Trial]) -> dict[str, int]:
@@ -740,8 +797,6 @@ def _planned_vs_found(dirs: list[str], tasks: set[str]) -> list[str]:
         return []  # a job being written, or a hostile one: the planned count is only a hint
     out = []
     job = SR.shown(dirs[0])
-    if isinstance(attempts, int) and attempts > 1:
-        out.append(f"{job} ran n_attempts={attempts} per task; the tally counts one (the latest) per task")
     if isinstance(planned, int) and isinstance(attempts, int) and attempts >= 1 and len(tasks) < planned // attempts:
         out.append(f"{job}/result.json plans {planned // attempts} task(s) but only {len(tasks)} have a trial "
                    f"dir: {planned // attempts - len(tasks)} never started (resume the job)")
@@ -771,9 +826,11 @@ def _accounting_line(report: dict) -> str:
 
 def _rate_line(report: dict) -> str:
     what = "infra errors and timeouts" if report["accounting"] == ACCOUNTING_UNSCORED else "infra errors"
+    unit = " scored attempts" if report.get("n_attempts", 1) > 1 else ""
     if report["pass_rate"] is None:
-        return f"Pass rate excluding {what}: n/a (0 scored tasks)"
-    return f"Pass rate excluding {what}: {100 * report['pass_rate']:.2f}% ({report['passed']}/{report['scored']})"
+        return f"Pass rate excluding {what}: n/a (0 scored {'attempts' if unit else 'tasks'})"
+    return (f"Pass rate excluding {what}: {100 * report['pass_rate']:.2f}% "
+            f"({report['passed']}/{report['scored']}{unit})")
 
 
 def summary_table(report: dict) -> list[str]:
@@ -793,7 +850,11 @@ def summary_table(report: dict) -> list[str]:
         ("Unclassified (no policy rule)", report["unclassified"]),
         ("Unfinished (no finished trial)", report["unfinished"]),
     ]
-    lines = [f"| Outcome | Count | % of {n} |", "|---|---|---|"]
+    header = f"| Outcome | Count | % of {n} |"
+    if report.get("n_attempts", 1) > 1:
+        header, n = SL.summary_header(report), report["slots"]
+        rows[-1] = ("Unfinished (no finished trial for the slot)", report["unfinished"])
+    lines = [header, "|---|---|---|"]
     lines += [f"| {label} | {count} | {_pct(count, n)} |" for label, count in rows]
     return lines
 
@@ -810,19 +871,28 @@ def render_text(report: dict) -> str:
     out.append(f"Job dirs ({len(report['job_dirs'])}):")
     out += [f"  {d}" for d in report["job_dirs"]]
     out.append(f"Trial dirs read: {report['trial_dirs']}")
+    k = report.get("n_attempts", 1)
+    if k > 1:
+        out.append(f"Attempts per task (k): {k}; each task's latest {k} settled trials fill its slots")
     out.append("")
     if report["tasks"] == 0:
         out.append("EMPTY RUN: the job dirs hold no trial dirs yet (nothing has started, or the wrong --jobs-dir).")
         out.append("")
     out += summary_table(report)
     out += ["", _rate_line(report), ""]
+    if k > 1:
+        out += SL.stats_lines(report) + [""]
     out += _exceptions_block(report)
     out += _tokens_block(report)
-    for outcome in ("unclassified", "errored", "unfinished"):
+    if k > 1:
+        out += SL.per_task_lines(report)
+    for outcome in ("unclassified", "errored", "unfinished") if k == 1 else ():
         rows = [e for e in report["per_task"] if e["outcome"] == outcome]
         if rows:
             out.append(f"{outcome.capitalize()} tasks ({len(rows)}):")
             out += [f"  {e['task']}: {e['exception_type'] or '-'}: {e['reason']}" for e in rows]
+            if outcome == "errored":
+                out.append(f"  The sandbox job behind each, its last log lines: make sandboxes RUN={report['run']}")
             out.append("")
     if report["warnings"]:
         out.append(f"Warnings ({len(report['warnings'])}):")
@@ -833,7 +903,8 @@ def render_text(report: dict) -> str:
 def _exceptions_block(report: dict) -> list[str]:
     if not report["exceptions_all_trials"]:
         return ["Exceptions: none", ""]
-    lines = ["| Exception | Tasks (counted trial) | All attempts |", "|---|---|---|"]
+    counted = "Tasks (counted trial)" if report.get("n_attempts", 1) == 1 else "Counted trials (slots)"
+    lines = [f"| Exception | {counted} | All attempts |", "|---|---|---|"]
     for etype, n in report["exceptions_all_trials"].items():
         lines.append(f"| {etype} | {report['exceptions'].get(etype, 0)} | {n} |")
     return lines + [""]
@@ -841,8 +912,9 @@ def _exceptions_block(report: dict) -> list[str]:
 
 def _tokens_block(report: dict) -> list[str]:
     t, a = report["tokens"], report["tokens_all_trials"]
+    counted = "Counted trial per task" if report.get("n_attempts", 1) == 1 else "Counted trials (slots)"
     lines = [
-        "| Usage | Counted trial per task | All attempts |",
+        f"| Usage | {counted} | All attempts |",
         "|---|---|---|",
         f"| Input tokens (incl. cache) | {t['input']:,} | {a['input']:,} |",
         f"| Cache tokens | {t['cache']:,} | {a['cache']:,} |",
@@ -875,18 +947,24 @@ def render_markdown(report: dict) -> str:
     out.append("Job dirs: " + ", ".join(f"`{os.path.basename(d)}`" for d in report["job_dirs"]))
     out.append("")
     out += summary_table(report)
-    out += ["", f"**{_rate_line(report)}**", "", "## Exceptions", ""]
+    out += ["", f"**{_rate_line(report)}**", ""]
+    if report.get("n_attempts", 1) > 1:
+        out += [f"- {line}" for line in SL.stats_lines(report)] + [""]
+    out += ["## Exceptions", ""]
     out += _exceptions_block(report)
     out += ["## Usage", ""]
     out += _tokens_block(report)
-    out += ["## Per task", "",
-            "| Task | Outcome | Reward | Exception | Attempts | Finished (UTC) | Trial | Why |",
-            "|---|---|---|---|---|---|---|---|"]
-    for e in report["per_task"]:
-        outcome = e["outcome"] + (" (verdict)" if e["verdict"] else "")
-        reward = "-" if e["reward"] is None else f"{e['reward']:g}"
-        out.append(f"| {_cell(e['task'])} | {outcome} | {reward} | {_cell(e['exception_type'])} | {e['attempts']} | "
-                   f"{_cell(e['finished_at'])} | {_cell(_rel(e['trial_dir'], report))} | {_cell(e['reason'])} |")
+    if report.get("n_attempts", 1) > 1:
+        out += SL.markdown_rows(report, lambda d: _rel(d, report), _cell)
+    else:
+        out += ["## Per task", "",
+                "| Task | Outcome | Reward | Exception | Attempts | Finished (UTC) | Trial | Why |",
+                "|---|---|---|---|---|---|---|---|"]
+        for e in report["per_task"]:
+            outcome = e["outcome"] + (" (verdict)" if e["verdict"] else "")
+            reward = "-" if e["reward"] is None else f"{e['reward']:g}"
+            out.append(f"| {_cell(e['task'])} | {outcome} | {reward} | {_cell(e['exception_type'])} | {e['attempts']} | "
+                       f"{_cell(e['finished_at'])} | {_cell(_rel(e['trial_dir'], report))} | {_cell(e['reason'])} |")
     if report["warnings"]:
         # Paths relative to the jobs dir: the file is read beside the job dirs, and a
         # breakdown written on the orchestrator should read the same on a laptop.
@@ -950,11 +1028,13 @@ def cli():
 @click.option("--timeouts-unscored", is_flag=True,
               help="Count AgentTimeoutError trials as unscored errors (the reference's Run 1 table).")
 @click.option("--run-name", help="Label for the report (default: the job name).")
+@click.option("--attempts", type=click.IntRange(min=1),
+              help="k, the attempt slots per task (default: the first job's n_attempts, harbor's -k).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (fields in the module docstring).")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
               help="Also write the per-task breakdown as Markdown to this file.")
 def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts_unscored, run_name,
-              as_json, markdown_path):
+              attempts, as_json, markdown_path):
     """Tally a run: the latest finished trial of every task, classified by the policy.
 
     Exit codes: 0 tallied, 1 bad input (missing dir, invalid policy/verdicts), 2 usage, 3 empty run.
@@ -965,7 +1045,8 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
         dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name)
     except TallyError as e:
         _fail(e)
-    report = tally(dirs, policy, verdicts, timeouts_unscored, run=run_name or job_name, verdicts_path=verdicts_path)
+    report = tally(dirs, policy, verdicts, timeouts_unscored, run=run_name or job_name, verdicts_path=verdicts_path,
+                   attempts=attempts)
     if markdown_path:
         try:
             SR.write_atomic(markdown_path, render_markdown(report))

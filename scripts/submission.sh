@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Usage: make submission RUN=<run> [OUT=dir] [DRY_RUN=1]
+# The run's job dirs as a Terminal-Bench leaderboard submission:
+# OUT/submissions/terminal-bench/<version>/<agent>__<model>/ with metadata.yaml (from the run's
+# settings: AGENT_DISPLAY_NAME, AGENT_URL, MODEL_DISPLAY_NAME, ...; env/defaults.env) and a
+# copy of every job dir of the run, retry jobs included, as harbor wrote them. Then
+# check-submission on the copy: its verdict is printed and is the exit code (the tree stays,
+# so a rejected one can be looked at). The run's own dirs are only read. OUT defaults to the
+# repository (submissions/ is ignored by git). DRY_RUN=1 lists what it would write.
+# The logic is tools/submission.py.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+main() {
+  resolve_run
+  load_settings
+  validate_values
+  require JOBS_DIR JOB_NAME AGENT MODEL
+  local out=${OUT:-.}
+  local argv=("$REPO_ROOT/.venv/bin/python" tools/submission.py build
+    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --out "$out" --run "$RUN"
+    --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}"
+    --agent-display-name "$AGENT_DISPLAY_NAME" --agent-org-display-name "$AGENT_ORG_DISPLAY_NAME"
+    --agent-url "$AGENT_URL" --model-provider "$MODEL_PROVIDER"
+    --model-display-name "$MODEL_DISPLAY_NAME" --model-org-display-name "$MODEL_ORG_DISPLAY_NAME"
+    --version "$LEADERBOARD_VERSION")
+  is_dry_run && argv+=(--dry-run)
+  cd "$REPO_ROOT"
+  "${argv[@]}"
+}
+
+main "$@"

@@ -1,0 +1,202 @@
+"""make publish: the eval-results YAML, the pull request and the bucket push, through the real
+huggingface_hub client against a loopback fake of exactly the Hub endpoints it uses
+(tests/fakes/fake_hub.py: the model repo's preupload and commit, the bucket's xet token, xet's
+CAS and the bucket batch). The YAML is asserted word for word; the PR call by its path,
+create_pr and commit message; the bucket by every path pushed. Under DRY_RUN=1 the fake sees
+no request at all. The token is never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tools import publish as P
+
+REPO = Path(__file__).resolve().parent.parent
+FAKES = REPO / "tests" / "fakes"
+TOKEN = "hf_fake-token-that-must-never-be-printed"
+EXAMPLE_JOBS = REPO / "examples" / "jobs"
+EVAL_PATH = ".eval_results/terminal-bench-2.1_terminus-2.yaml"
+
+
+def expected_yaml(endpoint: str) -> str:
+    # The bundled example: 4 passed of 8 scored (13 tasks, 3 errored), last trial 2026-09-04.
+    return f"""\
+# Evaluation result (format: https://huggingface.co/docs/hub/eval-results). Written by make publish from the tally.
+- dataset:
+    id: harborframework/terminal-bench-2.1
+    task_id: terminalbench_2_1
+  value: 50.0
+  date: '2026-09-04'
+  source:
+    url: {endpoint}/buckets/alice/tb-runs
+    name: 'Terminal-Bench run example-terminus2: job dirs and README'
+    user: alice
+  notes: 'agent: terminus-2; k = 1 attempt per task; accounting: timeouts-scored (pass rate = passed / scored attempts: 4/8, 3 errored, unscored)'
+"""
+
+
+class FakeHub:
+    def __init__(self, tmp: Path, *extra: str):
+        self.record = tmp / "hub-requests.jsonl"
+        self.record.write_text("")
+        port_file = tmp / "hub-port"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(FAKES / "fake_hub.py"), "--record", str(self.record), "--port-file", str(port_file),
+             "--max-lifetime", "60", "--token", TOKEN, *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not port_file.exists() or not port_file.read_text().strip():
+            assert self.proc.poll() is None, "fake_hub.py exited before listening"
+            assert time.monotonic() < deadline, "fake_hub.py did not write its port in 10 s"
+            time.sleep(0.05)
+        self.endpoint = f"http://127.0.0.1:{int(port_file.read_text())}"
+
+    def requests(self) -> list[dict]:
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def hub(tmp_path):
+    fake = FakeHub(tmp_path)
+    yield fake
+    fake.stop()
+
+
+def client_env(tmp_path: Path, endpoint: str, token: str | None = TOKEN) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_TOKEN", "RUN", "DRY_RUN", "BUCKET", "MAKEFLAGS", "MFLAGS")}
+    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_PROGRESS_BARS="1",
+               HF_HUB_DISABLE_UPDATE_CHECK="1", HF_HUB_DISABLE_TELEMETRY="1", STATE_ROOT=str(tmp_path / "state"))
+    if token:
+        env["HF_TOKEN"] = token
+    return env
+
+
+def publish_argv(*extra: str) -> list[str]:
+    return [sys.executable, str(REPO / "tools" / "publish.py"), "publish", "--jobs-dir", str(EXAMPLE_JOBS),
+            "--job-name", "example-terminus2-tb21", "--run", "example-terminus2", "--model-repo", "Qwen/Qwen3.8-27B-FP8",
+            "--dataset-repo", "https://huggingface.co/datasets/harborframework/terminal-bench-2.1",
+            "--task-id", "terminalbench_2_1", "--agent", "terminus-2", "--k", "1", "--bucket", "alice/tb-runs",
+            "--submitter", "alice", *extra]
+
+
+def example_files() -> list[str]:
+    return sorted(str(p.relative_to(EXAMPLE_JOBS)) for job in ("example-terminus2-tb21", "example-terminus2-tb21-retry-1")
+                  for p in (EXAMPLE_JOBS / job).rglob("*") if p.is_file())
+
+
+def test_publish_pushes_the_bucket_then_opens_the_pull_request(tmp_path, hub):
+    proc = subprocess.run(publish_argv(), capture_output=True, text=True, env=client_env(tmp_path, hub.endpoint),
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr
+    assert f"opened {hub.endpoint}/Qwen/Qwen3.8-27B-FP8/discussions/1" in proc.stdout
+    reqs = hub.requests()
+    assert all(r["auth"] for r in reqs if not r["path"].startswith("/api/agent-harnesses"))
+
+    # The bucket first: README.md and every file of both job dirs (retry job included), at its root.
+    batches = [r for r in reqs if r["method"] == "POST" and r["path"] == "/api/buckets/alice/tb-runs/batch"]
+    assert len(batches) == 1
+    pushed = [line["path"] for line in batches[0]["body"]]
+    assert {line["type"] for line in batches[0]["body"]} == {"addFile"}
+    assert pushed[0] == "README.md"
+    assert sorted(pushed[1:]) == example_files()
+
+    # Then the pull request: one commit, to main, with create_pr, exactly the YAML.
+    commits = [r for r in reqs if r["method"] == "POST" and r["path"].startswith("/api/models/")]
+    assert [(r["path"], r["query"]) for r in commits] == [
+        ("/api/models/Qwen/Qwen3.8-27B-FP8/preupload/main", {"create_pr": ["1"]}),
+        ("/api/models/Qwen/Qwen3.8-27B-FP8/commit/main", {"create_pr": ["1"]}),
+    ]
+    header, *files = commits[1]["body"]
+    assert header["value"]["summary"] == "Add Terminal-Bench result (harborframework/terminal-bench-2.1, terminus-2): 50.0"
+    assert f"Job dirs and README: {hub.endpoint}/buckets/alice/tb-runs" in header["value"]["description"]
+    assert [f["value"]["path"] for f in files] == [EVAL_PATH]
+    assert files[0]["value"]["text"] == expected_yaml(hub.endpoint)
+    assert reqs.index(batches[0]) < reqs.index(commits[1])
+
+
+def test_dry_run_shows_the_yaml_and_every_call_and_calls_nothing(tmp_path, hub):
+    env = client_env(tmp_path, hub.endpoint, token=None)  # no token is needed for a dry run
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "publish", "RUN=example-terminus2",
+                           "DRY_RUN=1", "BUCKET=alice/tb-runs", "EVAL_TASK_ID=terminalbench_2_1", "SUBMITTER=alice"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    yaml_lines = [f"    {line}" for line in expected_yaml(hub.endpoint).splitlines()]
+    assert "\n".join(yaml_lines) in proc.stdout
+    assert (f"HfApi().create_commit('Qwen/Qwen3.8-27B-FP8', [CommitOperationAdd('{EVAL_PATH}', <the YAML>)], "
+            f"commit_message='Add Terminal-Bench result (harborframework/terminal-bench-2.1, terminus-2): 50.0', "
+            f"commit_description=<below>, create_pr=True)") in proc.stdout
+    assert "HfApi().batch_bucket_files('alice/tb-runs', add=[(<bytes>, 'README.md'), ... 88 job files])" in proc.stdout
+    for path in example_files():
+        assert f"\n  {path}\n" in proc.stdout
+    assert hub.requests() == []
+    assert not (tmp_path / "state").exists()
+
+
+def test_the_bundled_example_is_never_really_published(tmp_path, hub):
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "publish", "RUN=example-terminus2",
+                           "BUCKET=alice/tb-runs", "EVAL_TASK_ID=x"],
+                          capture_output=True, text=True, env=client_env(tmp_path, hub.endpoint), timeout=120)
+    assert proc.returncode != 0
+    assert "bundled example" in proc.stderr
+    assert hub.requests() == []
+
+
+@pytest.mark.parametrize("drop, message", [
+    ("--task-id", "EVAL_TASK_ID is empty"),
+    ("--bucket", "BUCKET is empty"),
+])
+def test_a_missing_setting_is_refused_before_any_call(tmp_path, hub, drop, message):
+    argv = publish_argv()
+    argv[argv.index(drop) + 1] = ""
+    proc = subprocess.run(argv, capture_output=True, text=True, env=client_env(tmp_path, hub.endpoint), cwd=REPO,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert hub.requests() == []
+
+
+def test_no_token_is_refused_before_any_call(tmp_path, hub):
+    proc = subprocess.run(publish_argv(), capture_output=True, text=True,
+                          env=client_env(tmp_path, hub.endpoint, token=None), cwd=REPO, timeout=120)
+    assert proc.returncode == 1
+    assert "no HF token: set HF_TOKEN or run 'hf auth login'" in proc.stderr
+    assert hub.requests() == []
+
+
+def test_a_refused_pull_request_is_one_line_after_the_bucket_push(tmp_path):
+    fake = FakeHub(tmp_path, "--fail-commit")
+    try:
+        proc = subprocess.run(publish_argv(), capture_output=True, text=True, env=client_env(tmp_path, fake.endpoint),
+                              cwd=REPO, timeout=120)
+    finally:
+        fake.stop()
+    assert proc.returncode == 1
+    assert "opening the pull request on Qwen/Qwen3.8-27B-FP8 failed" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr
+
+
+def test_score_reads_the_configured_field_and_falls_back_to_passed_over_scored():
+    assert P.score_of({"pass_rate": 0.6235294, "passed": 53, "scored": 85}) == 62.35
+    assert P.score_of({"pass_rate": None, "passed": 53, "scored": 85}) == 62.35
+
+
+def test_the_dataset_id_comes_from_the_dataset_url():
+    assert P.dataset_id_of("https://huggingface.co/datasets/harborframework/terminal-bench-2.1") == \
+        "harborframework/terminal-bench-2.1"
+    assert P.eval_file_path("harborframework/terminal-bench-2.1", "mini-swe-agent") == \
+        ".eval_results/terminal-bench-2.1_mini-swe-agent.yaml"

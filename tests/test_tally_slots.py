@@ -1,0 +1,253 @@
+"""Attempt slots (docs/design.md decision 13): k = 5 runs, their figures, and the bundled k = 5 example.
+
+Job dirs are written with harbor 0.25's own models (tests/fixtures/harbor_jobs.py). Every
+expected figure is derived here from the slots written out by hand below: pass@k with the
+closed form 1 - C(n-c, k) / C(n, k), the bootstrap with numpy (and a loose check with the
+standard library's random), never by calling tools/slots.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from tests.fixtures.harbor_jobs import TrialSpec, trial_name, write_job
+from tests.test_tally import TOP_FIELDS
+from tools import tally as T
+
+S = TrialSpec
+REPO = Path(__file__).resolve().parent.parent
+K = 5
+GLYPH = {"✓": "passed", "✗": "failed", "E": "errored", "?": "unclassified", "…": "unfinished"}
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return T.load_policy()
+
+
+def attempts(task: str, plan: list, start: int = 0, base: int = 0) -> list[TrialSpec]:
+    """One spec per attempt: 1.0/0.0 a reward, "infra" a SandboxError, "crash" no result.json,
+    "timeout" an AgentTimeoutError with reward 0, "unclassified" a VerifierTimeoutError."""
+    out = []
+    for i, what in enumerate(plan, start):
+        when = base + 10 * i
+        if what == "infra":
+            out.append(S(task, None, "SandboxError", "Sandbox API error (503)", finished=when, attempt=i))
+        elif what == "crash":
+            out.append(S(task, finished=None, attempt=i))
+        elif what == "timeout":
+            out.append(S(task, 0.0, "AgentTimeoutError", "Agent execution timed out", finished=when, attempt=i))
+        elif what == "unclassified":
+            out.append(S(task, None, "VerifierTimeoutError", "", finished=when, attempt=i))
+        else:
+            out.append(S(task, what, finished=when, attempt=i))
+    return out
+
+
+P, F = 1.0, 0.0
+MAIN = {
+    "a": [P, P, P, P, P],
+    "b": [P, F, "infra", F, P],            # an infra attempt, not retried yet: its slot is errored
+    "c": [F, F, "crash", F, F],            # a crashed attempt: its slot is unfinished
+    "d": ["infra"] * 5,                    # nothing settled: five errored slots
+    "e": [P, F, P, F, P],                  # + two settled attempts in the retry job: two re-rolls
+    "f": ["timeout", "timeout", P, P, P],  # a genuine limit is settled (and scored by default)
+    "g": ["infra"] * 5,                    # a manual verdict decides every slot
+    "h": ["unclassified", P, P, P, P],     # settled, never scored
+    "j": [P, F, F, F, F],                  # + an infra error after its five settled: ignored
+}
+RETRY = {"e": [F, P], "j": ["infra"]}
+# The slots, worked out by hand: the latest 5 settled trials oldest first, then open ones.
+SLOTS = {"a": "✓✓✓✓✓", "b": "✓✗✗✓E", "c": "✗✗✗✗…", "d": "EEEEE", "e": "✓✗✓✗✓", "f": "✗✗✓✓✓",
+         "g": "EEEEE", "h": "?✓✓✓✓", "j": "✓✗✗✗✗"}
+SLOTS_UNSCORED = dict(SLOTS, f="EE✓✓✓")
+VERDICTS = {"g": T.Verdict("errored", "SandboxError on every attempt; accepted as final")}
+
+
+@pytest.fixture(scope="module")
+def k5(tmp_path_factory):
+    root = tmp_path_factory.mktemp("k5")
+    jobs, ds = root / "jobs", root / "dataset"
+    write_job(jobs, "fx5", [s for t, plan in MAIN.items() for s in attempts(t, plan)], dataset=ds, n_attempts=K,
+              multiplier=1.0)
+    write_job(jobs, "fx5-retry-1", [s for t, plan in RETRY.items() for s in attempts(t, plan, base=1000)],
+              dataset=ds, scoped=True, multiplier=1.0)
+    return jobs
+
+
+def expected_figures(slots: dict[str, str], k: int = K) -> dict:
+    """Every run figure from the slot strings, independently of tools/slots.py."""
+    outcomes = {t: [GLYPH[g] for g in s] for t, s in slots.items()}
+    fractions = []
+    pass_at_k = []
+    for outs in outcomes.values():
+        scored = [o for o in outs if o in ("passed", "failed")]
+        if scored:
+            fractions.append(scored.count("passed") / len(scored))
+        n, c = len(scored), scored.count("passed")
+        if n >= k:
+            pass_at_k.append(1 - math.comb(n - c, k) / math.comb(n, k))
+    reps = []
+    for j in range(k):
+        col = [outs[j] for outs in outcomes.values() if outs[j] in ("passed", "failed")]
+        reps.append(col.count("passed") / len(col))
+    rng = np.random.default_rng(0)
+    fr = np.array(fractions)
+    means = [fr[rng.integers(0, len(fr), size=len(fr))].mean() for _ in range(10_000)]
+    low, high = np.quantile(means, [0.025, 0.975])
+    return {"fractions": fractions, "mean": sum(fractions) / len(fractions),
+            "pass_at_k": sum(pass_at_k) / len(pass_at_k), "pass_at_k_tasks": len(pass_at_k),
+            "replicates": reps, "rep_mean": statistics.mean(reps),
+            "rep_stderr": statistics.stdev(reps) / math.sqrt(len(reps)), "interval": (low, high)}
+
+
+def count(slots: dict[str, str], glyph: str) -> int:
+    return sum(s.count(glyph) for s in slots.values())
+
+
+def test_k_is_read_from_the_job_config_and_slots_are_filled(k5, policy):
+    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS)
+    assert report["n_attempts"] == K and report["slots"] == 9 * K
+    assert {e["task"]: e["slots_text"] for e in report["per_task"]} == SLOTS
+    by_task = {e["task"]: e for e in report["per_task"]}
+    e = by_task["e"]
+    # Re-rolls: the two oldest settled trials of e, listed and not counted.
+    assert e["rerolled"] == [str(k5 / "fx5" / trial_name("e", "fx5", i)) for i in (0, 1)]
+    assert e["slot_trials"][-2:] == [str(k5 / "fx5-retry-1" / trial_name("e", "fx5-retry-1", i)) for i in (0, 1)]
+    assert by_task["b"]["slot_trials"][-1] is None and by_task["b"]["slots"][-1] == "errored"
+    assert (by_task["c"]["passed_attempts"], by_task["c"]["scored_attempts"], by_task["c"]["pass_fraction"]) == (0, 4, 0)
+    assert by_task["d"]["pass_fraction"] is None and by_task["d"]["outcome"] == "errored"
+    assert by_task["g"]["outcome"] == "errored" and by_task["g"]["rule"] == "verdict"
+    assert report["rerolled_trials"] == 2
+    # Exact counts over the 45 slots.
+    assert [report[o] for o in ("passed", "failed", "errored", "unclassified", "unfinished", "scored")] == \
+        [18, 14, 11, 1, 1, 32]
+    assert [count(SLOTS, g) for g in "✓✗E?…"] == [18, 14, 11, 1, 1]
+    assert report["pass_rate"] == 18 / 32
+    assert report["errored_breakdown"] == {"infra": 6, "timeout": 0, "verdict": 5}
+    # An infra error after five settled trials is normal with k > 1: no warning for j.
+    assert not [w for w in report["warnings"] if w.startswith("j:")]
+    assert not [w for w in report["warnings"] if "scored attempts disagree" in w]
+
+
+def test_run_figures_against_independent_computation(k5, policy):
+    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS)
+    want = expected_figures(SLOTS)
+    assert want["fractions"] == [1, 0.5, 0, 0.6, 0.6, 1, 0.2]  # a b c e f h j; d and g have no scored slot
+    assert report["mean_task_pass_fraction"] == pytest.approx(3.9 / 7)
+    assert report["mean_task_pass_fraction"] == pytest.approx(want["mean"])
+    assert report["tasks_with_scored_attempts"] == 7
+    assert report["pass_at_k"] == {"k": K, "value": pytest.approx(want["pass_at_k"]), "tasks": 4}
+    assert [r["pass_rate"] for r in report["replicates"]] == pytest.approx(want["replicates"])
+    # replicate 1 is every task's first settled attempt: a b c e f j scored, 4 of 6 passed (a b e j)
+    assert report["replicates"][0] == {"replicate": 1, "passed": 4, "scored": 6, "pass_rate": 4 / 6}
+    assert report["replicate_mean"] == pytest.approx(want["rep_mean"])
+    assert report["replicate_stderr"] == pytest.approx(want["rep_stderr"])
+    b = report["bootstrap95"]
+    assert (b["resamples"], b["seed"], b["statistic"]) == (10_000, 0, "mean_task_pass_fraction")
+    assert (b["low"], b["high"]) == pytest.approx(want["interval"])
+    # A second bootstrap with the standard library's generator lands close: the interval is
+    # a property of the data, not of one generator.
+    r = random.Random(7)
+    fr = want["fractions"]
+    means = sorted(sum(r.choice(fr) for _ in fr) / len(fr) for _ in range(4000))
+    assert abs(means[100] - b["low"]) < 0.05 and abs(means[3899] - b["high"]) < 0.05
+
+
+def test_timeouts_unscored_fills_the_slots_the_same_trials(k5, policy):
+    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS, timeouts_unscored=True)
+    assert {e["task"]: e["slots_text"] for e in report["per_task"]} == SLOTS_UNSCORED
+    assert [report[o] for o in ("passed", "failed", "errored", "scored")] == [18, 12, 13, 30]
+    assert report["errored_breakdown"] == {"infra": 6, "timeout": 2, "verdict": 5}
+    assert report["mean_task_pass_fraction"] == pytest.approx(expected_figures(SLOTS_UNSCORED)["mean"])
+
+
+def test_attempts_option_overrides_k_and_k1_is_the_single_attempt_rule(k5, policy):
+    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS, attempts=1)
+    assert set(report) == TOP_FIELDS  # single-attempt output has no slot fields
+    assert {e["task"]: e["outcome"] for e in report["per_task"]} == {
+        "a": "passed", "b": "passed", "c": "failed", "d": "errored", "e": "passed", "f": "passed",
+        "g": "errored", "h": "passed", "j": "failed"}
+    # j's settled attempt is no longer hidden by the infra error after it, and that is said.
+    assert ("j: an infra error (SandboxError) finished after the settled attempt (failed); the settled attempt "
+            "counts and the task is not retried (an infra error no longer hides a settled attempt: "
+            "docs/design.md decision 13)") in report["warnings"]
+    three = T.tally(T.run_job_dirs(k5, "fx5"), policy, attempts=3)
+    assert {e["task"]: e["slots_text"] for e in three["per_task"]}["e"] == "✓✗✓"  # the latest 3 of 7 settled
+    # a b c e f h j keep 3 of their 5, 4, 4, 7, 5, 5, 5 settled trials; d and g have none
+    assert three["rerolled_trials"] == 2 + 1 + 1 + 4 + 2 + 2 + 2
+
+
+def test_cli_text_json_and_markdown(k5, tmp_path):
+    md = tmp_path / "t.md"
+    r = CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--markdown", str(md)])
+    assert r.exit_code == 0, r.output
+    want = expected_figures(dict(SLOTS, g="EEEEE"))
+    out = r.stdout
+    assert "Attempts per task (k): 5; each task's latest 5 settled trials fill its slots" in out
+    assert "| Outcome | Attempts | % of 45 (9 tasks × 5) |" in out
+    assert "Pass rate excluding infra errors: 56.25% (18/32 scored attempts)" in out
+    assert f"pass@1, mean over tasks of each task's pass fraction: {100 * want['mean']:.2f}% (7 of 9 tasks" in out
+    assert f"mean ± standard error: {100 * want['rep_mean']:.2f}% ± {100 * want['rep_stderr']:.2f}%" in out
+    assert "pass@5 (harbor's estimator, over the 4 tasks with 5 scored attempts): 100.00%" in out
+    lo, hi = want["interval"]
+    assert f"seed 0): {100 * lo:.2f}% to {100 * hi:.2f}%" in out
+    assert "  b  ✓✗✗✓E  2/4" in out
+    text = md.read_text()
+    assert "| b | ✓✗✗✓E | 2/4 | passed | 5 | - |" in text
+    assert f"| e | ✓✗✓✗✓ | 3/5 | passed | 7 | fx5/{trial_name('e', 'fx5', 0)}, fx5/{trial_name('e', 'fx5', 1)} |" in text
+    doc = json.loads(CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--json"]).stdout)
+    assert set(doc) - TOP_FIELDS == {"n_attempts", "slots", "rerolled_trials", "mean_task_pass_fraction",
+                                     "tasks_with_scored_attempts", "pass_at_k", "replicates", "replicate_mean",
+                                     "replicate_stderr", "bootstrap95"}
+    assert {"slots", "slots_text", "slot_trials", "passed_attempts", "scored_attempts", "pass_fraction",
+            "rerolled"} <= set(doc["per_task"][0])
+    r = CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--attempts", "0"])
+    assert r.exit_code == 2
+
+
+# --------------------------------------------------------------------------- the bundled example
+
+JOBS = REPO / "examples" / "jobs"
+JOB = "example-leaderboard-tb21"
+EXAMPLE_SLOTS = {"build-pov-ray": "✗✓✗✗✓", "circuit-fibsqrt": "✗✗✗✗✗", "cobol-modernization": "✓✓✓EE",
+                 "fix-git": "✓✓✓✓✓", "path-tracing": "✗✗✗✗…", "regex-log": "✓✗✓✗✓"}
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes()
+            for name in (JOB, f"{JOB}-retry-1") for p in sorted((root / name).rglob("*")) if p.is_file()}
+
+
+def test_example_is_what_its_script_writes(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("mel", REPO / "examples" / "make_example_leaderboard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.chdir(tmp_path)
+    mod.main(tmp_path / "out")
+    fresh, committed = _files(tmp_path / "out" / "jobs"), _files(JOBS)
+    assert sorted(fresh) == sorted(committed)
+    assert [k for k in fresh if fresh[k] != committed[k]] == []
+    assert sum(len(b) for b in committed.values()) < 200_000
+
+
+def test_example_tally(policy):
+    report = T.tally(T.run_job_dirs(JOBS, JOB), policy, run="example-leaderboard")
+    assert report["n_attempts"] == 5
+    assert {e["task"]: e["slots_text"] for e in report["per_task"]} == EXAMPLE_SLOTS
+    assert [report[o] for o in ("passed", "failed", "errored", "unfinished", "scored")] == [13, 14, 2, 1, 27]
+    want = expected_figures(EXAMPLE_SLOTS)
+    assert report["mean_task_pass_fraction"] == pytest.approx(want["mean"]) == pytest.approx(3.0 / 6)
+    assert report["pass_at_k"]["value"] == pytest.approx(want["pass_at_k"]) == pytest.approx(0.75)
+    assert report["replicate_stderr"] == pytest.approx(want["rep_stderr"])
+    assert (report["bootstrap95"]["low"], report["bootstrap95"]["high"]) == pytest.approx(want["interval"])
+    assert report["rerolled_trials"] == 1

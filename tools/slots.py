@@ -1,0 +1,217 @@
+"""slots: a task's k attempt slots and the statistics over them (docs/design.md decision 13).
+
+Imported by tools/tally.py, which reads and classifies the trials; this module decides which
+of a task's trials count and what the run's numbers are.
+
+A trial is *settled* when mop-up would not retry it: it finished and its outcome is not an
+infra error (passed, failed, unclassified, a genuine limit such as AgentTimeoutError, a
+timeout counted unscored). Infra-errored, unfinished and unreadable trials are *unsettled*.
+Per task, its latest k settled trials fill its k slots (oldest first); older settled trials
+are re-rolls, listed and not counted; the slots left are errored when the task has an infra
+trial, else unfinished. A manual verdict decides every slot of its task.
+
+Statistics over the slots (k > 1):
+  * passed / scored attempts (scored: passed or failed slots);
+  * the mean over tasks of each task's pass fraction (passed / scored slots; tasks with no
+    scored slot are left out);
+  * pass@k with harbor's own estimator (harbor.utils.pass_at_k._pass_at_k_for_task), averaged
+    over the tasks whose k slots are all scored;
+  * replicate j = the j-th settled attempt of every task: its pass rate over the tasks whose
+    j-th slot is scored; the mean of the replicates' rates ± their standard error
+    (sample standard deviation / sqrt(number of replicates));
+  * a 95% interval for the mean pass fraction by a task-level bootstrap: with
+    numpy.random.default_rng(BOOTSTRAP_SEED), BOOTSTRAP_RESAMPLES times draw
+    rng.integers(0, n, size=n) task indices (n tasks with a pass fraction), take the mean of
+    their fractions; the interval is numpy.quantile(means, [0.025, 0.975]).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+INFRA_RULES = ("infra-type", "infra-message", "nonzero-exit-infra")
+GLYPHS = {"passed": "✓", "failed": "✗", "errored": "E", "unclassified": "?", "unfinished": "…"}
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+
+
+def is_settled(trial: Any) -> bool:
+    """Would mop-up leave this trial alone? (finished, and not an infra error)"""
+    return trial.status == "finished" and not (trial.outcome == "errored" and trial.rule in INFRA_RULES)
+
+
+@dataclass
+class Slots:
+    """One task's slots: `group` is its trials oldest first (Trial.sort_key order)."""
+
+    k: int
+    counted: list = field(default_factory=list)    # settled trials in the slots, oldest first
+    rerolled: list = field(default_factory=list)   # older settled trials: listed, not counted
+    open_outcome: str = "unfinished"               # what each empty slot is: errored | unfinished
+    shadowed: list = field(default_factory=list)   # infra trials after the last counted one, slots full
+
+    @property
+    def open(self) -> int:
+        return self.k - len(self.counted)
+
+    def outcomes(self, verdict: str | None = None) -> list[str]:
+        """The k slot outcomes in order: counted (oldest first), then the open ones."""
+        if verdict:
+            return [verdict] * self.k
+        return [t.outcome for t in self.counted] + [self.open_outcome] * self.open
+
+
+def fill(group: list, k: int) -> Slots:
+    settled = [t for t in group if is_settled(t)]
+    infra = [t for t in group if t.status == "finished" and not is_settled(t)]
+    counted = settled[-k:]
+    shadowed = []
+    if counted and len(counted) == k:
+        last = next(i for i, t in enumerate(group) if t is counted[-1])
+        shadowed = [t for t in group[last + 1:] if t.status == "finished" and not is_settled(t)]
+    return Slots(k, counted, settled[:-k] if len(settled) > k else [],
+                 "errored" if infra else "unfinished", shadowed)
+
+
+def glyphs(outcomes: Iterable[str]) -> str:
+    return "".join(GLYPHS.get(o, "?") for o in outcomes)
+
+
+def _pass_at_k(n: int, c: int, k: int) -> float:
+    # harbor's own estimator (1 - C(n-c, k) / C(n, k)), not a second implementation.
+    from harbor.utils.pass_at_k import _pass_at_k_for_task
+
+    return _pass_at_k_for_task(n, c, k)
+
+
+def bootstrap_interval(values: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """Percentile 95% interval of the mean of `values`, resampling them (see the module doc)."""
+    if not values:
+        return None
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    n = len(data)
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    for b in range(resamples):
+        means[b] = data[rng.integers(0, n, size=n)].mean()
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def run_stats(slot_outcomes: list[list[str]], k: int) -> dict:
+    """The run's figures from each task's k slot outcomes (the module doc defines each)."""
+    fractions, full = [], []
+    for slots in slot_outcomes:
+        scored = [o for o in slots if o in ("passed", "failed")]
+        if scored:
+            fractions.append(scored.count("passed") / len(scored))
+        if len(scored) == k:
+            full.append(scored.count("passed"))
+    replicates = []
+    for j in range(k):
+        column = [slots[j] for slots in slot_outcomes if slots[j] in ("passed", "failed")]
+        replicates.append({"replicate": j + 1, "passed": column.count("passed"), "scored": len(column),
+                           "pass_rate": column.count("passed") / len(column) if column else None})
+    rates = [r["pass_rate"] for r in replicates if r["pass_rate"] is not None]
+    mean = sum(rates) / len(rates) if rates else None
+    stderr = None
+    if len(rates) > 1:
+        stderr = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)) / math.sqrt(len(rates))
+    interval = bootstrap_interval(fractions)
+    return {
+        "mean_task_pass_fraction": sum(fractions) / len(fractions) if fractions else None,
+        "tasks_with_scored_attempts": len(fractions),
+        "pass_at_k": {"k": k, "value": (sum(_pass_at_k(k, c, k) for c in full) / len(full)) if full else None,
+                      "tasks": len(full)},
+        "replicates": replicates,
+        "replicate_mean": mean,
+        "replicate_stderr": stderr,
+        "bootstrap95": None if interval is None else {
+            "low": interval[0], "high": interval[1], "statistic": "mean_task_pass_fraction",
+            "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "method": "percentile"},
+    }
+
+
+# --------------------------------------------------------------------------- rendering (k > 1)
+
+
+def _pct(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def stats_lines(report: dict) -> list[str]:
+    """The k > 1 figures, one per line, for the text table and the Markdown breakdown."""
+    k = report["n_attempts"]
+    pk = report["pass_at_k"]
+    rep = report["replicates"]
+    with_scored = [r for r in rep if r["pass_rate"] is not None]
+    spread = ("n/a" if report["replicate_mean"] is None else
+              _pct(report["replicate_mean"]) + (" ± " + _pct(report["replicate_stderr"])
+                                                if report["replicate_stderr"] is not None else " (one replicate)"))
+    b = report["bootstrap95"]
+    return [
+        f"pass@1, mean over tasks of each task's pass fraction: {_pct(report['mean_task_pass_fraction'])} "
+        f"({report['tasks_with_scored_attempts']} of {report['tasks']} tasks have a scored attempt)",
+        f"pass@1 over the {k} replicates (replicate j = the j-th settled attempt of every task), mean ± standard "
+        f"error: {spread}; replicates: " + ", ".join(
+            f"{_pct(r['pass_rate'], 1)} ({r['passed']}/{r['scored']})" for r in rep) + (
+            "" if len(with_scored) == len(rep) else f" ({len(rep) - len(with_scored)} with no scored attempt)"),
+        f"pass@{k} (harbor's estimator, over the {pk['tasks']} tasks with {k} scored attempts): {_pct(pk['value'])}",
+        "95% interval of the mean pass fraction (task-level bootstrap, "
+        f"{BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}): "
+        + ("n/a" if b is None else f"{_pct(b['low'])} to {_pct(b['high'])}"),
+    ]
+
+
+def summary_header(report: dict) -> str:
+    return f"| Outcome | Attempts | % of {report['slots']} ({report['tasks']} tasks × {report['n_attempts']}) |"
+
+
+def per_task_lines(report: dict) -> list[str]:
+    """Text: every task's slots, then the re-rolls."""
+    out = [f"Per task ({report['n_attempts']} slots: ✓ passed, ✗ failed, E errored, ? unclassified, … unfinished):"]
+    width = max((len(e["task"]) for e in report["per_task"]), default=0)
+    for e in report["per_task"]:
+        frac = "-" if e["pass_fraction"] is None else f"{e['passed_attempts']}/{e['scored_attempts']}"
+        why = f"  ({e['reason']})" if e["verdict"] else ""
+        out.append(f"  {e['task']:<{width}}  {e['slots_text']}  {frac}{why}")
+    rerolled = [(e["task"], d) for e in report["per_task"] for d in e["rerolled"]]
+    if rerolled:
+        out += ["", f"Re-rolled settled trials, listed, not counted ({len(rerolled)}):"]
+        out += [f"  {task}: {d}" for task, d in rerolled]
+    return out + [""]
+
+
+def markdown_rows(report: dict, rel, cell) -> list[str]:
+    """The Markdown per-task table of a k > 1 run (`rel` shortens a trial dir, `cell` escapes)."""
+    k = report["n_attempts"]
+    out = ["## Per task", "",
+           f"Slots: the latest {k} settled trials, oldest first (✓ passed, ✗ failed, E errored, ? unclassified, "
+           "… unfinished); older settled trials are re-rolls, listed and not counted.", "",
+           "| Task | Slots | Passed / scored | Latest settled | Attempts | Re-rolled | Why |",
+           "|---|---|---|---|---|---|---|"]
+    for e in report["per_task"]:
+        frac = "-" if e["pass_fraction"] is None else f"{e['passed_attempts']}/{e['scored_attempts']}"
+        outcome = e["outcome"] + (" (verdict)" if e["verdict"] else "")
+        rerolled = ", ".join(rel(d) for d in e["rerolled"]) or "-"
+        out.append(f"| {cell(e['task'])} | {e['slots_text']} | {frac} | {outcome} | {e['attempts']} | "
+                   f"{cell(rerolled)} | {cell(e['reason'])} |")
+    return out
+
+
+def slot_errors(per_task: list[dict], by_task: dict[str, list]) -> dict[str, int]:
+    """errored_breakdown over slots: open slots of a task with an infra trial, timeouts, verdicts."""
+    out = {"infra": 0, "timeout": 0, "verdict": 0}
+    for e in per_task:
+        if e["rule"] == "verdict":
+            out["verdict"] += e["slots"].count("errored")
+            continue
+        counted = set(e["slot_trials"])
+        out["timeout"] += sum(1 for t in by_task[e["task"]] if t.trial_dir in counted and t.rule == "timeout-unscored")
+        out["infra"] += e["slot_trials"].count(None) if e["slots"][-1:] == ["errored"] else 0
+    return out
