@@ -430,7 +430,13 @@ stop_server_if_done() {
   if [[ -n "$stop_why" ]]; then
     say "AUTO_STOP=1: $stop_why; stopping the server"
     if [[ -n "$server_job" ]]; then
-      hf jobs cancel -q "$server_job" >/dev/null || warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
+      # As make stop's cancel_job does: the manifest says when the endpoint stopped serving.
+      if hf jobs cancel -q "$server_job" >/dev/null; then
+        append_manifest server-stop "$(jq -cn --arg job_id "${server_job#*/}" --arg namespace "${server_job%%/*}" \
+          --arg endpoint "${API_BASE:-}" '{role: "server", job_id: $job_id, namespace: $namespace, endpoint: $endpoint}')"
+      else
+        warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
+      fi
     else
       RUN=$RUN "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
     fi

@@ -150,6 +150,9 @@ remote_script() {
   assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
   run grep -A3 -x cancel "$STUB_LOG"
   assert_output $'cancel\n-q\nalice/job1'
+  # The job's manifest says when the endpoint stopped serving, as make stop's does.
+  run jq -c 'select(.event == "server-stop") | [.job_id, .namespace, .endpoint]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output "[\"job1\",\"alice\",\"$TEST_ENDPOINT\"]"
   # AUTO_STOP=0, or no SERVER_JOB with an API_BASE: never touched.
   : >"$STUB_LOG"
   RUN=qwen-t2 JOBS_DIR="$BATS_TEST_TMPDIR/done" JOB_NAME=qwen3_8-27b-fp8-terminus2-tb21-full-v2 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"

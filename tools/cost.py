@@ -309,17 +309,7 @@ class Launched:
 def manifest_jobs(path: Path) -> list[Launched]:
     """Every job the manifest says the run launched, once each, in launch order."""
     out: dict[str, Launched] = {}
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a kill
-        if not isinstance(rec, dict):
-            continue
+    for rec in SR.manifest_events(path):
         event, role = rec.get("event"), rec.get("role")
         ids = []
         if isinstance(rec.get("job_id"), str) and rec["job_id"]:

@@ -31,7 +31,7 @@ from pathlib import Path
 import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from safe_read import read_json_object, write_atomic  # noqa: E402
+from safe_read import manifest_events, read_json_object, write_atomic  # noqa: E402
 from tally import run_job_dirs  # noqa: E402
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -92,15 +92,9 @@ def current_value(text: str, name: str) -> str | None:
 
 def last_server_image(manifest: Path | None) -> str | None:
     """SERVER_IMAGE as the run's last launch of a server recorded it (state/<run>/manifest.jsonl)."""
-    if manifest is None or not manifest.exists():
-        return None
     image = None
-    for line in manifest.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a line torn by a kill
-        if isinstance(event, dict) and event.get("event") in ("serve", "reproduce-relaunch"):
+    for event in manifest_events(manifest) if manifest else []:
+        if event.get("event") in ("serve", "reproduce-relaunch"):
             image = (event.get("settings") or {}).get("SERVER_IMAGE") or image
     return image
 

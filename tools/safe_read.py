@@ -274,3 +274,26 @@ def write_error(path: str | os.PathLike, e: OSError) -> str:
     else:
         fix = "check that its directory exists and is writable, or pass another path"
     return f"cannot write {shown(os.fspath(path))}: {e.strerror or e} ({fix})"
+
+
+# --------------------------------------------------------------------------- the run manifest
+
+
+def manifest_events(path: str | os.PathLike) -> list[dict]:
+    """The events of a run's state/<run>/manifest.jsonl, in order; none when it is absent or
+    unreadable. A line cut short by a kill (scripts/lib.sh starts the next one on a fresh line)
+    and anything that is not a JSON object are skipped."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
