@@ -281,19 +281,25 @@ def test_a_broken_job_config_is_mopped_up_by_a_retry_job_with_no_wasted_work(tre
 # --- 2. never archive a trial dir a live process is writing ----------------------------------
 
 
-def spawn(argv: list[str], cwd: Path, ready: str) -> subprocess.Popen:
-    """A child that lives at most 60 s; returns once /proc shows `ready` in its state."""
+def spawn(argv: list[str], cwd: Path, ready) -> subprocess.Popen:
+    """A child that lives at most 60 s; returns once `ready(fds, cmdline, comm)` holds for it in /proc.
+
+    The predicate must name what the child does after its exec (a file it opened, its own comm):
+    between fork and exec /proc shows the parent's command line, and a path given as an argument
+    is on the command line before the file is open, which once let the check run too early."""
     child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 15
     while True:
+        proc = Path(f"/proc/{child.pid}")
         try:
-            fds = [os.readlink(f"/proc/{child.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{child.pid}/fd")]
-            view = " ".join([*fds, Path(f"/proc/{child.pid}/cmdline").read_bytes().decode().replace("\0", " ")])
+            fds = [os.readlink(proc / "fd" / fd) for fd in os.listdir(proc / "fd")]
+            cmdline = (proc / "cmdline").read_bytes().decode().replace("\0", " ")
+            shown = ready(fds, cmdline, (proc / "comm").read_text().strip())
         except OSError:
-            view = ""
-        if ready in view:
+            shown = False
+        if shown:
             return child
-        assert child.poll() is None and time.monotonic() < deadline, f"child never showed {ready!r}"
+        assert child.poll() is None and time.monotonic() < deadline, f"child never became ready: {argv}"
         time.sleep(0.05)
 
 
@@ -318,7 +324,7 @@ def test_prepare_refuses_while_a_process_holds_a_file_in_a_trial_dir(tree, child
     planned(tree)
     held = trial(tree, "t-cancel") / "trial.log"
     children.append(spawn([sys.executable, "-c", "import sys, time; f = open(sys.argv[1], 'a'); time.sleep(60)",
-                           str(held)], tree.root, str(held)))
+                           str(held)], tree.root, lambda fds, cmdline, comm: str(held) in fds))
     pid = children[0].pid
     before = snapshot(tree.root / "jobs")
     result = invoke(*prepare_args())
@@ -339,13 +345,14 @@ def test_prepare_refuses_while_a_process_holds_a_file_in_a_trial_dir(tree, child
 def test_prepare_refuses_while_harbor_works_on_the_job(tree, children, tmp_path):
     planned(tree)
     # Not harbor: a shell sitting in the job dir (outside any trial dir) is no reason to wait.
-    children.append(spawn(["sleep", "60"], tree.job_dir, "sleep"))
+    children.append(spawn(["sleep", "60"], tree.job_dir, lambda fds, cmdline, comm: comm == "sleep"))
     # A harbor started by hand on this job: its command line names the job, nothing else does.
     fake = tmp_path / "bin" / "harbor"
     fake.parent.mkdir()
     fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
     fake.chmod(0o755)
-    children.append(spawn([str(fake), "run", "--jobs-dir", "jobs", "--job-name", JOB, "-y"], tree.root, "--job-name"))
+    children.append(spawn([str(fake), "run", "--jobs-dir", "jobs", "--job-name", JOB, "-y"], tree.root,
+                          lambda fds, cmdline, comm: f"--job-name {JOB}" in cmdline and str(fake) in cmdline))
     harbor = children[1].pid
     result = invoke(*prepare_args())
     assert result.exit_code == 1
@@ -355,7 +362,8 @@ def test_prepare_refuses_while_harbor_works_on_the_job(tree, children, tmp_path)
     # The same for a harbor whose cwd is the job dir, with another job's name on its command line.
     children[1].kill()
     children[1].wait(timeout=10)
-    children.append(spawn(["bash", "-c", "exec -a harbor sleep 60"], tree.job_dir, "harbor"))
+    children.append(spawn(["bash", "-c", "exec -a harbor sleep 60"], tree.job_dir,
+                          lambda fds, cmdline, comm: comm == "sleep"))
     result = invoke(*prepare_args())
     assert result.exit_code == 1 and f"pid {children[2].pid} (sleep) is still using jobs/{JOB}. " in result.output
 
