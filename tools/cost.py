@@ -55,7 +55,7 @@ REPO_ROOT = TOOLS_DIR.parent
 sys.path.insert(0, str(TOOLS_DIR))
 
 import safe_read as SR  # noqa: E402  (tools/ is on sys.path)
-import tally as T  # noqa: E402
+import tally_core as T  # noqa: E402
 
 TSV_PRICES = REPO_ROOT / "env" / "flavor-prices.tsv"
 SANDBOX_LABEL = "hf-sandbox=1"  # huggingface_hub 2.4.0 _sandbox.py: SANDBOX_LABEL = "hf-sandbox", value "1"

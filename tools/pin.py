@@ -32,7 +32,7 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from safe_read import manifest_events, read_json_object, write_atomic  # noqa: E402
-from tally import run_job_dirs  # noqa: E402
+from tally_core import run_job_dirs  # noqa: E402
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
 LOCK_CAP = 64 << 20

@@ -46,10 +46,10 @@ import yaml
 
 try:
     from tools import report as R
-    from tools import tally as T
+    from tools import tally_core as T
 except ImportError:  # run as tools/publish.py
     import report as R
-    import tally as T
+    import tally_core as T
 
 EVAL_RESULTS_DOCS = "https://huggingface.co/docs/hub/eval-results"
 # The number published, from the tally's JSON. Today: pass_rate (passed / scored attempts).

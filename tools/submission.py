@@ -42,11 +42,11 @@ import yaml
 try:
     from tools import report as R
     from tools import safe_read as SR
-    from tools import tally as T
+    from tools import tally_core as T
 except ImportError:  # run as tools/submission.py
     import report as R
     import safe_read as SR
-    import tally as T
+    import tally_core as T
 
 LEADERBOARD_README = "https://huggingface.co/datasets/harborframework/terminal-bench-2-leaderboard"
 

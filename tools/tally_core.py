@@ -1,0 +1,778 @@
+"""tally_core: the library behind `make tally`, imported by mop-up, the report, cost and the rest.
+
+Job-dir discovery (`run_job_dirs`, `retry_job_name`, `next_retry_job_name`, `resolve_job_dirs`),
+reading trials (`read_trial`, `scan_job_dir`), the outcome policy (`load_policy`, `classify`),
+manual verdicts (`load_verdicts`), slot filling (through tools/slots.py), the whole report
+(`tally`: the `--json` document that tools/tally.py's docstring describes field by field), and
+what mop-up retries (`retry_targets`). tools/tally.py is the command line over it and renders
+the tables. Nothing here prints or exits: bad input raises TallyError with the fix in its message.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+
+try:
+    from tools import safe_read as SR
+    from tools import slots as SL
+except ImportError:  # run as tools/tally.py, or imported with tools/ on sys.path (mop-up)
+    import safe_read as SR
+    import slots as SL
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_POLICY = REPO_ROOT / "env" / "outcome-policy.yaml"
+
+OUTCOMES = ("passed", "failed", "errored", "unclassified", "unfinished")
+ACCOUNTING_SCORED = "timeouts-scored"
+ACCOUNTING_UNSCORED = "timeouts-unscored"
+EXIT_EMPTY = 3
+
+# harbor's default --jobs-dir is "jobs", so a run started without --jobs-dir (or a resume
+# run from the wrong cwd, reference pitfall) lands one level deeper than expected.
+NESTED_DIR = "jobs"
+RETRY_INFIX = "-retry-"
+
+# The fields of TrialResult (harbor 0.25) this tool reads; a result.json lacking one is
+# reported, because a schema change would otherwise read as "no reward" or "no error".
+RESULT_FIELDS = (
+    "task_name",
+    "finished_at",
+    "verifier_result",
+    "exception_info",
+    "agent_result",
+    "agent_execution",
+)
+_RESULT_FIELD_SET = frozenset(RESULT_FIELDS)
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)
+
+
+class TallyError(Exception):
+    """Bad input that prevents a tally; the message names the problem and the fix."""
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def retry_job_name(job_name: str, n: int) -> str:
+    """The name of a run's n-th retry job (mop-up creates them, tally finds them)."""
+    if n < 1:
+        raise ValueError(f"retry numbers start at 1, got {n}")
+    return f"{job_name}{RETRY_INFIX}{n}"
+
+
+def retry_number(job_name: str, dir_name: str) -> int | None:
+    """0 for the run's own job, N for `<job_name>-retry-<N>`, None for anything else.
+
+    `<job_name>-smoke` and `<job_name>-retry-x` are other jobs, never part of the run.
+    """
+    if dir_name == job_name:
+        return 0
+    prefix = job_name + RETRY_INFIX
+    if dir_name.startswith(prefix):
+        rest = dir_name[len(prefix):]
+        if rest.isdigit() and rest.isascii() and int(rest) >= 1:
+            return int(rest)
+    return None
+
+
+def run_job_dirs(jobs_dir: str | os.PathLike, job_name: str) -> list[Path]:
+    """Every existing job dir of a run, flat layout first, each layout in retry order.
+
+    Raises TallyError when jobs_dir does not exist; returns [] when no job dir matches.
+    """
+    base = Path(jobs_dir)
+    if not base.is_dir():
+        raise TallyError(
+            f"jobs dir not found: {base} (pass the --jobs-dir that harbor wrote to, "
+            f"or set JOBS_DIR in the run file)"
+        )
+    found: list[Path] = []
+    for root in (base, base / NESTED_DIR):
+        if not root.is_dir():
+            continue
+        matches = []
+        with os.scandir(root) as entries:
+            for entry in entries:
+                n = retry_number(job_name, entry.name)
+                if n is not None and _dir_or_unresolvable(entry):
+                    matches.append((n, Path(entry.path)))
+        found.extend(path for _, path in sorted(matches))
+    return found
+
+
+def _dir_or_unresolvable(entry: os.DirEntry) -> bool:
+    # A job dir that is a symlink loop is still the run's: the scan reports it as
+    # unreadable, and mop-up's numbering must not reuse its name.
+    try:
+        return entry.is_dir()
+    except OSError:
+        return True
+
+
+def next_retry_job_name(jobs_dir: str | os.PathLike, job_name: str) -> str:
+    """The first unused `<job_name>-retry-<N>` across both layouts (for mop-up)."""
+    numbers = [retry_number(job_name, p.name) or 0 for p in run_job_dirs(jobs_dir, job_name)]
+    return retry_job_name(job_name, max(numbers, default=0) + 1)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+@dataclass(frozen=True)
+class Pattern:
+    regex: re.Pattern
+    why: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    path: str
+    pass_threshold: float
+    infra_types: tuple[str, ...]
+    infra_patterns: tuple[Pattern, ...]
+    timeout_types: frozenset[str]
+    limit_types: frozenset[str]
+    nonzero_exit_types: frozenset[str]
+    nonzero_limit_patterns: tuple[Pattern, ...]
+
+    def infra_match(self, message: str | None) -> Pattern | None:
+        return _first_match(self.infra_patterns, message)
+
+    def nonzero_limit_match(self, message: str | None) -> Pattern | None:
+        return _first_match(self.nonzero_limit_patterns, message)
+
+
+def _first_match(patterns: Iterable[Pattern], message: str | None) -> Pattern | None:
+    if not message:
+        return None
+    for p in patterns:
+        if p.regex.search(message):
+            return p
+    return None
+
+
+def _read_yaml(path: Path, where: str, fix: str) -> Any:
+    try:
+        return yaml.safe_load(SR.read_regular(path, SR.RESULT_CAP, "a YAML file").decode("utf-8"))
+    except FileNotFoundError:
+        raise TallyError(f"{where}: file not found ({fix})")
+    except SR.Unreadable as e:
+        raise TallyError(f"{where}: {e} ({fix})")
+    except UnicodeDecodeError as e:
+        raise TallyError(f"{where}: not UTF-8 text (byte at offset {e.start}); save it as UTF-8")
+    except (OSError, yaml.YAMLError) as e:
+        raise TallyError(f"{where}: cannot read it as YAML: {SR.clip(str(e), 300)}")
+
+
+_POLICY_KEYS = {"pass_threshold", "infra", "timeouts", "limits", "nonzero_exit"}
+
+
+def load_policy(path: str | os.PathLike = DEFAULT_POLICY) -> Policy:
+    """Read and validate the outcome policy; every problem names the file and the key."""
+    path = Path(path)
+    where = f"policy {path}"
+    doc = _read_yaml(path, where, f"pass --policy, default {DEFAULT_POLICY}")
+    if not isinstance(doc, dict):
+        raise TallyError(f"{where}: expected a mapping with keys {sorted(_POLICY_KEYS)}")
+    unknown = set(doc) - _POLICY_KEYS
+    if unknown:
+        raise TallyError(f"{where}: unknown key(s) {sorted(unknown)} (known: {sorted(_POLICY_KEYS)}); a typo here would silently drop a rule")
+
+    threshold = doc.get("pass_threshold", 1.0)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+        raise TallyError(f"{where}: pass_threshold must be a number in (0, 1], got {threshold!r}")
+
+    def section(name: str, keys: set[str]) -> dict:
+        value = doc.get(name) or {}
+        if not isinstance(value, dict):
+            raise TallyError(f"{where}: {name} must be a mapping with keys {sorted(keys)}")
+        extra = set(value) - keys
+        if extra:
+            raise TallyError(f"{where}: {name} has unknown key(s) {sorted(extra)} (known: {sorted(keys)})")
+        return value
+
+    def names(sec: dict, sec_name: str) -> tuple[str, ...]:
+        value = sec.get("types") or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() == v and v for v in value):
+            raise TallyError(f"{where}: {sec_name}.types must be a list of exception type names")
+        return tuple(value)
+
+    def patterns(sec: dict, sec_name: str, key: str) -> tuple[Pattern, ...]:
+        out = []
+        for i, item in enumerate(sec.get(key) or []):
+            if not isinstance(item, dict) or not isinstance(item.get("pattern"), str) or not item.get("why"):
+                raise TallyError(f"{where}: {sec_name}.{key}[{i}] must be a mapping with 'pattern' and 'why'")
+            try:
+                out.append(Pattern(re.compile(item["pattern"]), str(item["why"]).strip()))
+            except re.error as e:
+                raise TallyError(f"{where}: {sec_name}.{key}[{i}] is not a valid regex ({e}): {item['pattern']!r}")
+        return tuple(out)
+
+    infra = section("infra", {"types", "message_patterns"})
+    timeouts = section("timeouts", {"types"})
+    limits = section("limits", {"types"})
+    nonzero = section("nonzero_exit", {"types", "limit_message_patterns"})
+    infra_types = names(infra, "infra")
+    timeout_types, limit_types, nonzero_types = (
+        names(timeouts, "timeouts"), names(limits, "limits"), names(nonzero, "nonzero_exit"))
+
+    # A name in two classes would make the order of the rules, not the file, decide.
+    classes = {"infra": set(infra_types), "limits": set(limit_types), "nonzero_exit": set(nonzero_types)}
+    seen: dict[str, str] = {}
+    for cls, members in classes.items():
+        for name in sorted(members):
+            if name in seen:
+                raise TallyError(f"{where}: {name} is listed in both {seen[name]} and {cls}; keep it in one")
+            seen[name] = cls
+    stray = set(timeout_types) & set(infra_types)
+    if stray:
+        raise TallyError(f"{where}: timeouts.types {sorted(stray)} are also infra types; a timeout is the model's result")
+    dupes = sorted({n for n in infra_types if infra_types.count(n) > 1})
+    if dupes:
+        raise TallyError(f"{where}: infra.types lists {dupes} more than once")
+
+    return Policy(
+        path=str(path),
+        pass_threshold=float(threshold),
+        infra_types=infra_types,
+        infra_patterns=patterns(infra, "infra", "message_patterns"),
+        timeout_types=frozenset(timeout_types),
+        limit_types=frozenset(limit_types),
+        nonzero_exit_types=frozenset(nonzero_types),
+        nonzero_limit_patterns=patterns(nonzero, "nonzero_exit", "limit_message_patterns"),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # passed | failed | errored
+    reason: str
+
+
+def load_verdicts(path: str | os.PathLike | None) -> dict[str, Verdict]:
+    """Manual per-task verdicts: `verdicts: {task: {outcome: errored, reason: "..."}}`."""
+    if path is None:
+        return {}
+    path = Path(path)
+    where = f"verdicts {path}"
+    doc = _read_yaml(path, where, "check the --verdicts path")
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or set(doc) != {"verdicts"} or not isinstance(doc["verdicts"], (dict, type(None))):
+        raise TallyError(f"{where}: expected one top-level key `verdicts:` mapping task -> {{outcome, reason}}")
+    out = {}
+    for task, v in (doc["verdicts"] or {}).items():
+        if not isinstance(v, dict) or set(v) != {"outcome", "reason"}:
+            raise TallyError(f"{where}: {task}: give exactly `outcome:` and `reason:`")
+        if v["outcome"] not in ("passed", "failed", "errored"):
+            raise TallyError(f"{where}: {task}: outcome must be passed, failed or errored, got {v['outcome']!r}")
+        if not isinstance(v["reason"], str) or not v["reason"].strip():
+            raise TallyError(f"{where}: {task}: a verdict needs a reason (who decided, and why)")
+        out[str(task)] = Verdict(v["outcome"], v["reason"].strip())
+    return out
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Trial:
+    """One trial dir, as far as its result.json (or its absence) tells."""
+
+    trial_dir: str
+    job_dir: str
+    task: str
+    status: str  # finished | unfinished | unreadable
+    finished_at: datetime | None = None
+    reward: float | None = None
+    exception_type: str | None = None
+    exception_message: str | None = None
+    tokens: tuple[int | None, int | None, int | None] | None = None
+    agent_seconds: float | None = None
+    error: str | None = None  # why an unreadable result.json could not be used
+    outcome: str | None = None  # set by classify
+    rule: str | None = None
+    reason: str | None = None
+
+    def sort_key(self) -> tuple[datetime, str]:
+        # Latest finished_at wins; a trial without a usable timestamp sorts first; equal
+        # timestamps fall back to the path so the choice never depends on scan order.
+        return (self.finished_at or _EPOCH, self.trial_dir)
+
+
+@dataclass
+class ScanNotes:
+    warnings: list[str] = field(default_factory=list)
+    unreadable: list[dict] = field(default_factory=list)
+    unreadable_warnings: list[str] = field(default_factory=list)  # one per unreadable, said last
+    naive: list[str] = field(default_factory=list)
+    missing_fields: dict[tuple[str, ...], list[str]] = field(default_factory=dict)
+
+    def refuse(self, path: str, error: str, consequence: str) -> None:
+        """Record a file or dir that could not be used, and what that means for the tally."""
+        self.unreadable.append({"path": SR.shown(path), "error": error})
+        self.unreadable_warnings.append(f"{SR.shown(path)}: {consequence}")
+
+
+def parse_timestamp(value: Any) -> tuple[datetime | None, bool]:
+    """(UTC datetime or None, was_naive). Harbor writes trial times as UTC with `Z`."""
+    if not isinstance(value, str):
+        return None, False
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        return None, False
+    if dt.tzinfo is None:
+        return dt.replace(tzinfo=timezone.utc), True
+    return dt.astimezone(timezone.utc), False
+
+
+def _task_from_config(trial_dir: str) -> str | None:
+    """The task name harbor would give, from the trial's config.json (written at start)."""
+    try:
+        task = SR.read_json_object(os.path.join(trial_dir, "config.json"), what="a config.json").get("task") or {}
+    except (OSError, SR.Unreadable):
+        return None
+    if isinstance(task, dict):
+        if isinstance(task.get("name"), str):  # package task: "org/name"
+            return SR.clip(task["name"])
+        if isinstance(task.get("path"), str) and task["path"].rstrip("/"):
+            return SR.clip(os.path.basename(task["path"].rstrip("/")))
+    return None
+
+
+def _task_from_dir_name(name: str) -> str:
+    # `<task[:32]>__<7 chars>`: exact for names up to 32 chars; longer ones are matched
+    # back to a full name seen in a result.json by `_resolve_truncated`.
+    return SR.shown(name.rsplit("__", 1)[0] if "__" in name else name)
+
+
+def _task_of(trial_dir: str) -> str:
+    return _task_from_config(trial_dir) or _task_from_dir_name(os.path.basename(trial_dir))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _short_repr(value: Any) -> str:
+    # A hostile result.json can hold a 60 MB "timestamp": never echo it whole.
+    return SR.clip(repr(value), 200)
+
+
+def read_result_object(path: str) -> dict:
+    """A result.json as a JSON object with at least one TrialResult field, or Unreadable.
+
+    FileNotFoundError passes through: no result.json is an unfinished trial, not an error.
+    """
+    data = SR.read_json_object(path, SR.RESULT_CAP)
+    if not data.keys() & _RESULT_FIELD_SET:
+        raise SR.Unreadable(f"a JSON object with none of TrialResult's fields ({', '.join(RESULT_FIELDS[:2])}, ...)")
+    return data
+
+
+def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
+    """Read one trial dir's result.json; never raises on bad content, notes it instead.
+
+    `trial_dir` and `job_dir` are the real paths; the Trial carries them as `shown()`.
+    """
+    path = os.path.join(trial_dir, "result.json")
+    shown_dir, shown_job = SR.shown(trial_dir), SR.shown(job_dir)
+    try:
+        data = read_result_object(path)
+    except FileNotFoundError:
+        return Trial(shown_dir, shown_job, _task_of(trial_dir), "unfinished")
+    except SR.Unreadable as e:
+        return _unreadable(trial_dir, job_dir, path, str(e), notes)
+    path = SR.shown(path)
+
+    if not data.keys() >= _RESULT_FIELD_SET:
+        missing = tuple(k for k in RESULT_FIELDS if k not in data)
+        notes.missing_fields.setdefault(missing, []).append(path)
+
+    task = data.get("task_name")
+    task = SR.clip(task) if isinstance(task, str) and task else _task_of(trial_dir)
+
+    finished_at, naive = parse_timestamp(data.get("finished_at"))
+    if naive:
+        notes.naive.append(path)
+    elif finished_at is None and "finished_at" in data:
+        notes.warnings.append(
+            f"{path}: finished_at {_short_repr(data.get('finished_at'))} is not an ISO-8601 time; "
+            f"this trial ranks below every timestamped attempt of its task")
+
+    reward = None
+    verifier = data.get("verifier_result")
+    if isinstance(verifier, dict) and isinstance(verifier.get("rewards"), dict):
+        rewards = verifier["rewards"]
+        if "reward" in rewards:
+            reward = _number(rewards["reward"])
+            if reward is None or not math.isfinite(reward):
+                notes.warnings.append(f"{path}: verifier reward {_short_repr(rewards['reward'])} is not a number; "
+                                      f"treated as no reward")
+                reward = None
+        elif rewards:
+            notes.warnings.append(
+                f"{path}: verifier rewards {_short_repr(sorted(rewards))} have no 'reward' key; treated as no reward")
+    elif verifier is not None:
+        notes.warnings.append(f"{path}: verifier_result is not an object; treated as no reward")
+
+    exc_type = exc_msg = None
+    exc = data.get("exception_info")
+    if isinstance(exc, dict):
+        exc_type = exc.get("exception_type") if isinstance(exc.get("exception_type"), str) else None
+        exc_msg = exc.get("exception_message") if isinstance(exc.get("exception_message"), str) else None
+        if exc_type is None:
+            exc_type = "(exception_info without exception_type)"
+            notes.warnings.append(f"{path}: exception_info has no exception_type")
+
+    tokens = None
+    agent = data.get("agent_result")
+    if isinstance(agent, dict):
+        tokens = tuple(
+            int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            for v in (agent.get("n_input_tokens"), agent.get("n_cache_tokens"), agent.get("n_output_tokens"))
+        )
+
+    agent_seconds = None
+    timing = data.get("agent_execution")
+    if isinstance(timing, dict):
+        start, _ = parse_timestamp(timing.get("started_at"))
+        end, _ = parse_timestamp(timing.get("finished_at"))
+        if start and end and end >= start:
+            agent_seconds = (end - start).total_seconds()
+
+    return Trial(shown_dir, shown_job, task, "finished", finished_at, reward, exc_type, exc_msg, tokens,
+                 agent_seconds)
+
+
+def _unreadable(trial_dir: str, job_dir: str, path: str, error: str, notes: ScanNotes) -> Trial:
+    notes.refuse(path, error, f"unreadable result.json ({error}); the trial counts as unfinished")
+    return Trial(SR.shown(trial_dir), SR.shown(job_dir), _task_of(trial_dir), "unreadable", error=error)
+
+
+def scan_job_dir(job_dir: str | os.PathLike, notes: ScanNotes,
+                 settle: Callable[[Trial], None] | None = None) -> list[Trial]:
+    """Every trial dir directly under job_dir (one level: never walks into agent/ etc.).
+
+    `settle` is applied to each trial as soon as it is read (tally classifies it there and
+    caps its message, so a run of huge messages never sits in memory whole).
+    """
+    job_dir = os.path.abspath(job_dir)
+    try:
+        dirs, refused, others = SR.trial_dir_entries(job_dir)
+    except SR.Unreadable as e:
+        notes.refuse(job_dir, str(e), f"{e}; no trial of this job dir is counted")
+        return []
+    for path, error in refused:
+        notes.refuse(path, error, f"{error}; not counted")
+    for path in others:
+        notes.warnings.append(f"{SR.shown(path)}: not a trial dir (no result.json or config.json); skipped")
+    trials = []
+    for path in dirs:
+        if SR.shown(path) != path:
+            notes.warnings.append(f"{SR.shown(path)}: the name is not valid UTF-8, shown with \\x escapes "
+                                  f"(rename the dir for mop-up to act on it)")
+        trial = read_trial(path, job_dir, notes)
+        if settle:
+            settle(trial)
+        trials.append(trial)
+    return trials
+
+
+def _looks_like_trial_dir(path: Path) -> bool:
+    return (path / "agent").is_dir() and (path / "config.json").is_file() and "__" in path.name
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def classify(trial: Trial, policy: Policy, timeouts_unscored: bool = False) -> tuple[str, str, str]:
+    """(outcome, rule, reason) of one finished trial under the policy; see the policy file."""
+    etype, msg, reward = trial.exception_type, trial.exception_message, trial.reward
+    if etype is not None:
+        if etype in policy.infra_types:
+            return "errored", "infra-type", f"{etype} is an infra type"
+        hit = policy.infra_match(msg)
+        if hit:
+            return "errored", "infra-message", f"{etype} message matches an infra pattern: {hit.why}"
+        if timeouts_unscored and etype in policy.timeout_types:
+            return "errored", "timeout-unscored", f"{etype} counted as an unscored error (--timeouts-unscored)"
+    if reward is not None:
+        verdict = "passed" if reward >= policy.pass_threshold else "failed"
+        suffix = f" despite {etype}" if etype else ""
+        return verdict, "reward", f"reward {reward:g}{suffix} (pass threshold {policy.pass_threshold:g})"
+    if etype is None:
+        return "unclassified", "no-reward-no-exception", "finished with neither a verifier reward nor an exception"
+    if etype in policy.limit_types:
+        return "failed", "limit-type", f"{etype} is a model/agent limit; no reward, counted as a failure"
+    if etype in policy.nonzero_exit_types:
+        hit = policy.nonzero_limit_match(msg)
+        if hit:
+            return "failed", "nonzero-exit-limit", f"{etype} without a reward whose message names a limit: {hit.why}"
+        return "errored", "nonzero-exit-infra", f"{etype} without a reward and without a limit in its message"
+    return "unclassified", "no-rule", f"the policy has no rule for {etype} without a reward"
+
+
+# --------------------------------------------------------------------------- tally
+
+
+def _iso(dt: datetime | None) -> str | None:
+    # UTC with "Z", as harbor writes it (isoformat: several times faster than strftime).
+    return dt.replace(tzinfo=None).isoformat() + "Z" if dt else None
+
+
+def _resolve_truncated(trials: list[Trial]) -> None:
+    """Map a result-less dir named `<task[:32]>__id` back to the task's full name."""
+    full = {t.task for t in trials if t.status == "finished"}
+    by_prefix: dict[str, set[str]] = {}
+    for name in full:
+        if len(name) > 32:
+            by_prefix.setdefault(name[:32].rstrip("_-"), set()).add(name)
+    for t in trials:
+        if t.status != "finished" and t.task not in full and len(by_prefix.get(t.task, ())) == 1:
+            t.task = next(iter(by_prefix[t.task]))
+
+
+def tally(
+    job_dirs: list[str | os.PathLike],
+    policy: Policy,
+    verdicts: dict[str, Verdict] | None = None,
+    timeouts_unscored: bool = False,
+    run: str | None = None,
+    verdicts_path: str | None = None,
+    attempts: int | None = None,
+) -> dict:
+    """The whole report (the `--json` document) for the given job dirs.
+
+    `attempts` is k, the slots per task; None: the first job's n_attempts (1 when unknown).
+    """
+    verdicts = verdicts or {}
+    notes = ScanNotes()
+    dirs: list[str] = []
+    for d in job_dirs:
+        a = os.path.abspath(d)
+        if os.path.realpath(a) not in {os.path.realpath(x) for x in dirs}:
+            dirs.append(a)
+
+    def settle(t: Trial) -> None:
+        if t.status == "finished":
+            t.outcome, t.rule, t.reason = classify(t, policy, timeouts_unscored)
+        else:
+            t.outcome = t.status
+            t.rule = t.status
+            t.reason = "no result.json: the trial never finished" if t.status == "unfinished" else t.error
+        # Classified on the whole message; only a capped one is carried on.
+        t.exception_message = SR.clip(t.exception_message)
+        t.exception_type = SR.clip(t.exception_type, 200)
+
+    trials: list[Trial] = []
+    for d in dirs:
+        trials.extend(scan_job_dir(d, notes, settle))
+    _resolve_truncated(trials)
+    k = attempts or _job_attempts(dirs)
+
+    by_task: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_task.setdefault(t.task, []).append(t)
+
+    warnings = list(notes.warnings)
+    per_task = []
+    slot_outcomes: list[list[str]] = []
+    latest_trials: list[Trial] = []  # the counted trials of each task, for the totals
+    for task in sorted(by_task):
+        group = sorted(by_task[task], key=Trial.sort_key)
+        finished = [t for t in group if t.status == "finished"]
+        slots = SL.fill(group, k)
+        entry: dict[str, Any] = {"task": task}
+        if finished:
+            # The latest settled trial; with none, the latest finished (an infra error).
+            latest = slots.counted[-1] if slots.counted else finished[-1]
+            latest_trials.extend(slots.counted or [latest])
+            if latest.finished_at is not None and any(
+                    t is not latest and t.finished_at == latest.finished_at for t in finished):
+                warnings.append(f"{task}: two attempts finished at the same time {_iso(latest.finished_at)}; "
+                                f"took {latest.trial_dir} (last by path)")
+            outcome, rule, reason = latest.outcome, latest.rule, latest.reason
+            entry.update(reward=latest.reward, exception_type=latest.exception_type,
+                         exception_message=latest.exception_message, finished_at=_iso(latest.finished_at),
+                         trial_dir=latest.trial_dir, job_dir=latest.job_dir)
+            scored_trials = [t for t in finished if t.outcome in ("passed", "failed") and SL.is_settled(t)]
+            scored = {t.outcome for t in scored_trials}
+            if len(scored) > 1 and k == 1:
+                history = ", ".join(f"{t.outcome} at {_iso(t.finished_at) or '(no finished_at)'}" for t in scored_trials)
+                warnings.append(f"{task}: scored attempts disagree ({history}); the latest counts: {latest.outcome}")
+            if outcome not in ("passed", "failed") and scored and k == 1:
+                warnings.append(f"{task}: the latest attempt is {outcome} ({latest.exception_type or rule}) "
+                                f"but an earlier attempt was scored ({', '.join(sorted(scored))}); the latest counts")
+            if slots.shadowed and k == 1:
+                after = slots.shadowed[-1]
+                warnings.append(f"{task}: an infra error ({after.exception_type or after.rule}) finished after the "
+                                f"settled attempt ({outcome}); the settled attempt counts and the task is not retried "
+                                f"(an infra error no longer hides a settled attempt: docs/design.md decision 13)")
+        else:
+            outcome, rule = "unfinished", "no-finished-trial"
+            reason = f"{len(group)} trial dir(s), none with a readable result.json"
+            entry.update(reward=None, exception_type=None, exception_message=None, finished_at=None,
+                         trial_dir=None, job_dir=None)
+        entry["computed_outcome"] = outcome
+        verdict = verdicts.get(task)
+        if verdict:
+            outcome, rule, reason = verdict.outcome, "verdict", f"manual verdict: {verdict.reason}"
+        entry.update(outcome=outcome, rule=rule, reason=reason, attempts=len(finished),
+                     verdict=verdict.reason if verdict else None,
+                     trials=[{"trial_dir": t.trial_dir, "job_dir": t.job_dir, "finished_at": _iso(t.finished_at),
+                              "reward": t.reward, "exception_type": t.exception_type,
+                              "outcome": t.outcome, "rule": t.rule} for t in group])
+        outcomes = slots.outcomes(verdict.outcome if verdict else None)
+        slot_outcomes.append(outcomes)
+        if k > 1:
+            n_scored = sum(1 for o in outcomes if o in ("passed", "failed"))
+            entry.update(slots=outcomes, slots_text=SL.glyphs(outcomes),
+                         slot_trials=[t.trial_dir for t in slots.counted] + [None] * slots.open,
+                         passed_attempts=outcomes.count("passed"), scored_attempts=n_scored,
+                         pass_fraction=outcomes.count("passed") / n_scored if n_scored else None,
+                         rerolled=[t.trial_dir for t in slots.rerolled])
+        per_task.append(entry)
+
+    for task in sorted(set(verdicts) - set(by_task)):
+        warnings.append(f"verdict for {task} ignored: no trial of that task in these job dirs")
+    if notes.naive:
+        warnings.append(f"{len(notes.naive)} result.json file(s) have a finished_at without a time zone; "
+                        f"read as UTC: " + ", ".join(notes.naive))
+    for missing, paths in sorted(notes.missing_fields.items()):
+        warnings.append(f"{len(paths)} result.json file(s) lack field(s) {', '.join(missing)} "
+                        f"(not harbor 0.25's TrialResult?): " + ", ".join(paths))
+    warnings.extend(notes.unreadable_warnings)
+    warnings.extend(_planned_vs_found(dirs, set(by_task)))
+
+    if k == 1:
+        counts = {o: sum(1 for e in per_task if e["outcome"] == o) for o in OUTCOMES}
+        errored_breakdown = {
+            "infra": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] in _INFRA_RULES),
+            "timeout": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "timeout-unscored"),
+            "verdict": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "verdict"),
+        }
+    else:  # every count is of attempt slots, tasks × k of them
+        counts = {o: sum(outs.count(o) for outs in slot_outcomes) for o in OUTCOMES}
+        errored_breakdown = SL.slot_errors(per_task, by_task)
+    scored = counts["passed"] + counts["failed"]
+    latest = latest_trials
+    finished_all = [t for t in trials if t.status == "finished"]
+    report = {
+        "run": SR.shown(run or os.path.basename(dirs[0])) if (run or dirs) else None,
+        "accounting": ACCOUNTING_UNSCORED if timeouts_unscored else ACCOUNTING_SCORED,
+        "policy": SR.shown(policy.path),
+        "verdicts": verdicts_path and SR.shown(verdicts_path),
+        "pass_threshold": policy.pass_threshold,
+        "job_dirs": [SR.shown(d) for d in dirs],
+        "tasks": len(per_task),
+        **counts,
+        "scored": scored,
+        "pass_rate": counts["passed"] / scored if scored else None,
+        "errored_breakdown": errored_breakdown,
+        "exceptions": _count_types(latest),
+        "exceptions_all_trials": _count_types(finished_all),
+        "tokens": _sum_tokens(latest),
+        "tokens_all_trials": _sum_tokens(finished_all),
+        "trials_without_tokens": sum(1 for t in finished_all if not t.tokens or None in t.tokens),
+        "agent_seconds": round(sum(t.agent_seconds or 0 for t in latest), 3),
+        "agent_seconds_all_trials": round(sum(t.agent_seconds or 0 for t in finished_all), 3),
+        "trial_dirs": len(trials),
+        "warnings": warnings,
+        "unreadable": notes.unreadable,
+        "per_task": per_task,
+    }
+    if k > 1:
+        report.update(n_attempts=k, slots=len(per_task) * k,
+                      rerolled_trials=sum(len(e["rerolled"]) for e in per_task),
+                      **SL.run_stats(slot_outcomes, k))
+    return report
+
+
+_INFRA_RULES = SL.INFRA_RULES
+
+
+def _job_attempts(dirs: list[str]) -> int:
+    """k: n_attempts of the run's first job (its config.json); 1 when unknown."""
+    if not dirs:
+        return 1
+    try:
+        value = SR.read_json_object(os.path.join(dirs[0], "config.json"), what="a config.json").get("n_attempts", 1)
+    except (OSError, SR.Unreadable):
+        return 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
+def _count_types(trials: Iterable[Trial]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in trials:
+        if t.exception_type:
+            counts[t.exception_type] = counts.get(t.exception_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _sum_tokens(trials: Iterable[Trial]) -> dict[str, int]:
+    total = {"input": 0, "cache": 0, "output": 0}
+    for t in trials:
+        if t.tokens:
+            for key, value in zip(total, t.tokens):
+                total[key] += value or 0
+    return total
+
+
+def _planned_vs_found(dirs: list[str], tasks: set[str]) -> list[str]:
+    """Warn when the first job planned more tasks than have any trial dir (never started)."""
+    if not dirs:
+        return []
+    try:
+        planned = SR.read_json_object(os.path.join(dirs[0], "result.json")).get("n_total_trials")
+        attempts = SR.read_json_object(os.path.join(dirs[0], "config.json"), what="a config.json").get("n_attempts", 1)
+    except (OSError, SR.Unreadable):
+        return []  # a job being written, or a hostile one: the planned count is only a hint
+    out = []
+    job = SR.shown(dirs[0])
+    if isinstance(planned, int) and isinstance(attempts, int) and attempts >= 1 and len(tasks) < planned // attempts:
+        out.append(f"{job}/result.json plans {planned // attempts} task(s) but only {len(tasks)} have a trial "
+                   f"dir: {planned // attempts - len(tasks)} never started (resume the job)")
+    return out
+
+
+def retry_targets(report: dict) -> list[dict]:
+    """Tasks mop-up should retry: errored by an infra rule, or unfinished; verdicts excluded."""
+    return [e for e in report["per_task"]
+            if e["outcome"] == "unfinished" or (e["outcome"] == "errored" and e["rule"] in _INFRA_RULES)]
+
+
+def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: str | None) -> list[Path]:
+    """The explicit JOB_DIRs plus every job dir of --jobs-dir/--job-name; errors name the fix."""
+    if bool(jobs_dir) != bool(job_name):
+        raise TallyError("--jobs-dir and --job-name go together (the run's job dirs are <jobs-dir>/<job-name>[-retry-N])")
+    if not job_dirs and not jobs_dir:
+        raise TallyError("no job dirs given: pass JOB_DIR arguments, or --jobs-dir and --job-name (e.g. RUN=<name> via make tally)")
+    found: list[Path] = []
+    for d in job_dirs:
+        p = Path(d)
+        if not p.is_dir():
+            raise TallyError(f"job dir not found: {p} (check the path; harbor writes <jobs-dir>/<job-name>)")
+        if _looks_like_trial_dir(p):
+            raise TallyError(f"{p} is a trial dir, not a job dir: pass its parent {p.parent}")
+        found.append(p)
+    if jobs_dir:
+        run_dirs = run_job_dirs(jobs_dir, job_name)
+        if not run_dirs:
+            raise TallyError(
+                f"no job dir for job name {job_name!r} under {jobs_dir} (looked for {job_name} and "
+                f"{job_name}{RETRY_INFIX}<N>, flat and under {NESTED_DIR}/): check JOB_NAME/JOBS_DIR in the run file")
+        found.extend(run_dirs)
+    return found
