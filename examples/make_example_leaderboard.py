@@ -9,7 +9,7 @@ written with harbor 0.25's own pydantic models by the writer the tests use
 (tests/fixtures/harbor_jobs.py), as a run looks after its first job and one retry job:
 
     examples/jobs/example-leaderboard-tb21/          -k 5: 30 trials, some infra-errored, one crashed
-    examples/jobs/example-leaderboard-tb21-retry-1/  a retry job: one errored slot filled, one re-roll
+    examples/jobs/example-leaderboard-tb21-retry-1/  a retry job: an errored and a crashed slot filled, one re-roll
 
 Slots per task (the latest 5 settled trials, oldest first; `make tally RUN=example-leaderboard`):
 
@@ -17,7 +17,8 @@ Slots per task (the latest 5 settled trials, oldest first; `make tally RUN=examp
     regex-log            ✓✗✓✗✓   alternating
     build-pov-ray        ✗✓✗✗✓   attempt 3 a SandboxError, its slot filled by the retry job
     cobol-modernization  ✓✓✓EE   two ReadTimeouts, not retried yet
-    path-tracing         ✗✗✗✗…   one AgentTimeoutError (reward 0, scored), one crashed attempt
+    path-tracing         ✗✗✗✗✗   one AgentTimeoutError (reward 0, scored); attempt 4 crashed (no result.json),
+                                 its slot filled by the retry job
     circuit-fibsqrt      ✗✗✗✗✗   five failures, then a re-roll in the retry job (failed too): the oldest is
                                  listed, not counted
 
@@ -72,10 +73,11 @@ def first_job() -> list[TrialSpec]:
 
 
 def retry_job() -> list[TrialSpec]:
-    """A standalone retry job a day later: build-pov-ray's errored slot, and one re-roll."""
+    """A standalone retry job a day later: build-pov-ray's errored slot, path-tracing's crashed one, a re-roll."""
     S = TrialSpec
     return [
         S("build-pov-ray", 1.0, finished=24 * 60 + 30),
+        S("path-tracing", 0.0, finished=24 * 60 + 40),
         S("circuit-fibsqrt", 0.0, finished=24 * 60 + 45),
     ]
 

@@ -75,15 +75,35 @@ def test_the_example_is_built_copied_unchanged_and_rejected_with_the_verdict(tmp
     dest = out / SUBMISSION
     assert sorted(p.name for p in dest.iterdir()) == sorted(["metadata.yaml", *EXAMPLE_JOB_DIRS])
     assert (dest / "metadata.yaml").read_text() == EXPECTED_METADATA
+    # Every file as harbor wrote it, but the one trial harbor never finished (no result.json).
+    crashed = [t for job in EXAMPLE_JOB_DIRS for t in sorted((EXAMPLE_JOBS / job).iterdir())
+               if (t / "config.json").is_file() and t.name != "config.json" and not (t / "result.json").exists()]
+    assert [t.name for t in crashed] == ["schemelike-metacircular-eval__aebd692"]
     for job in EXAMPLE_JOB_DIRS:
         src, dst = EXAMPLE_JOBS / job, dest / job
-        src_files = sorted(str(p.relative_to(src)) for p in src.rglob("*") if p.is_file())
+        src_files = sorted(str(p.relative_to(src)) for p in src.rglob("*")
+                           if p.is_file() and not any(t in p.parents for t in crashed))
         assert src_files == sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file())
         for rel in src_files:
             assert (src / rel).read_bytes() == (dst / rel).read_bytes(), rel
+    assert not (dest / crashed[0].parent.name / crashed[0].name).exists()
     # The run's own dirs: not one byte, mode or mtime changed.
     assert [tree_hash(src) for src in sources] == before
     assert f"built {out / SUBMISSION}/" in proc.stderr
+    assert (f"submission: left out examples/jobs/{crashed[0].parent.name}/{crashed[0].name}/: no result.json "
+            "(a trial harbor never finished; its attempt slot is for mop-up to fill)") in proc.stderr.splitlines()
+
+
+def test_the_leaderboard_example_is_accepted(tmp_path):
+    """The bundled k = 5 run: its crashed attempt is left out, its slot filled by the retry job."""
+    out = tmp_path / "out"
+    proc = make("submission", "RUN=example-leaderboard", f"OUT={out}", f"STATE_ROOT={tmp_path / 'state'}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    dest = out / "submissions" / "terminal-bench" / "2.1" / "Terminus-2__Qwen3.8-27B-FP8"
+    assert proc.stdout == (f"submission {dest}: meets the Terminal-Bench leaderboard rules "
+                           "(6 tasks, 32 trials, at least 5 valid trials per task).\n")
+    assert not (dest / "example-leaderboard-tb21" / "path-tracing__ddaf886").exists()
+    assert (dest / "example-leaderboard-tb21-retry-1" / "path-tracing__aeea562" / "result.json").is_file()
 
 
 def test_dry_run_lists_what_it_would_write_and_writes_nothing(tmp_path):

@@ -19,7 +19,9 @@ Structure" and "Required: metadata.yaml"):
 
 The job dirs are the run's, found as the tally finds them (tools/tally.py run_job_dirs: the
 job, its retry jobs, both layouts), copied as harbor wrote them: symlinks are copied as
-links, never followed; nothing in the run's own dirs is moved or changed. Then the tree is
+links, never followed; nothing in the run's own dirs is moved or changed. One exception:
+a trial dir with no result.json (harbor never finished it) is left out and named, since the
+leaderboard reads <trial>/result.json for every trial and the dir holds no outcome. Then the tree is
 checked with check-submission (tools/report.py check_submission) and the verdict printed:
 the tree stays either way, so a rejected one can be looked at.
 
@@ -150,6 +152,22 @@ class Plan:
     dest: Path                        # the <agent>__<model> dir
     metadata: str                     # metadata.yaml's text
     copies: list[tuple[Path, Path]]   # (job dir of the run, its copy in dest)
+    left_out: list[Path]              # crashed trial dirs (no result.json), not copied
+
+
+def crashed_trial_dirs(job_dir: Path) -> list[Path]:
+    """Trial dirs of a job with no result.json: a trial harbor never finished (killed, crashed).
+
+    The leaderboard reads `<trial>/result.json` for every trial of a job folder, so such a
+    dir is only noise that fails its check; it holds no outcome. Its attempt slot is what
+    mop-up fills (a retry job), so leaving it out loses nothing the leaderboard counts, and
+    the run's own copy stays where it is.
+    """
+    try:
+        trials, _, _ = SR.trial_dir_entries(str(job_dir))
+    except SR.Unreadable:
+        return []  # check-submission names the unreadable job dir
+    return [Path(t) for t in trials if not os.path.lexists(os.path.join(t, "result.json"))]
 
 
 def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta: Metadata) -> Plan:
@@ -178,8 +196,8 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
     if os.path.lexists(dest):
         R.fail(f"{dest} already exists; nothing was changed. Remove it (rm -r {dest}) "
                f"or give another OUT=dir")
-    return Plan(dest=dest, metadata=metadata_yaml(meta),
-                copies=[(d, dest / d.name) for d in job_dirs])
+    return Plan(dest=dest, metadata=metadata_yaml(meta), copies=[(d, dest / d.name) for d in job_dirs],
+                left_out=[t for d in job_dirs for t in crashed_trial_dirs(d)])
 
 
 def count_files(root: Path) -> int:
@@ -193,14 +211,21 @@ def build(plan: Plan) -> None:
     try:
         tmp.mkdir()
         (tmp / "metadata.yaml").write_text(plan.metadata, encoding="utf-8")
+        left_out = set(plan.left_out)
         for src, dst in plan.copies:
             # symlinks=True: a link is copied as a link, never followed out of the job.
             # shutil refuses a FIFO or device (SpecialFileError) instead of hanging on it.
-            shutil.copytree(src, tmp / dst.name, symlinks=True)
+            shutil.copytree(src, tmp / dst.name, symlinks=True,
+                            ignore=lambda where, names: [n for n in names if Path(where) / n in left_out])
         os.rename(tmp, plan.dest)
     except (OSError, shutil.Error) as e:
         shutil.rmtree(tmp, ignore_errors=True)  # only the temp dir this call made
         R.fail(f"cannot build {plan.dest}: {SR.clip(str(e), 500)}; nothing was written there")
+
+
+def left_out_line(trial: Path) -> str:
+    return (f"left out {SR.shown(str(trial))}/: no result.json (a trial harbor never finished; "
+            f"its attempt slot is for mop-up to fill)")
 
 
 def dry_run_text(plan: Plan) -> str:
@@ -209,6 +234,7 @@ def dry_run_text(plan: Plan) -> str:
     lines += [f"    {line}" for line in plan.metadata.splitlines()]
     for src, dst in plan.copies:
         lines.append(f"would copy {src}/ to {dst}/ ({count_files(src)} files, as harbor wrote them)")
+    lines += [left_out_line(t) for t in plan.left_out]
     lines.append(f"would then check it: tools/report.py check-submission {plan.dest}/<job> ...")
     return "\n".join(lines) + "\n"
 
@@ -250,6 +276,8 @@ def build_cmd(jobs_dir, job_name, out, run, dry_run, **settings):
         return
     build(plan)
     R.echo(f"submission: built {plan.dest}/ (metadata.yaml and {len(plan.copies)} job dirs)", err=True)
+    for trial in plan.left_out:
+        R.echo(f"submission: {left_out_line(trial)}", err=True)
     verdict = R.check_submission([dst for _, dst in plan.copies], run=run)
     R.echo(R.submission_markdown(f"submission {plan.dest}", verdict), nl=False)
     if not verdict["ok"]:
