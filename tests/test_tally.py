@@ -628,7 +628,7 @@ def test_cli_retry_targets_json_and_text(mixed, tmp_path):
     assert doc["infra_types"] == list(T.load_policy().infra_types)
     assert [t["task"] for t in doc["tasks"]] == ["t-cancel", "t-corrupt", "t-crash-only", "t-nz-apt", "t-nz-bare",
                                                  "t-overloaded", "t-still-infra"]
-    assert all(set(t) == TASK_FIELDS for t in doc["tasks"])
+    assert all(set(t) == TASK_FIELDS | {"missing"} and t["missing"] == 1 for t in doc["tasks"])
     v = tmp_path / "v.yaml"
     v.write_text("verdicts:\n  t-still-infra:\n    outcome: errored\n    reason: accepted after 2 attempts\n")
     r = run_cli("retry-targets", "--jobs-dir", mixed, "--job-name", "fx", "--verdicts", v)

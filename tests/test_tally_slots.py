@@ -251,3 +251,18 @@ def test_example_tally(policy):
     assert report["replicate_stderr"] == pytest.approx(want["rep_stderr"])
     assert (report["bootstrap95"]["low"], report["bootstrap95"]["high"]) == pytest.approx(want["interval"])
     assert report["rerolled_trials"] == 1
+
+
+def test_retry_targets_of_a_k_run_are_its_open_slots(policy):
+    """retry-targets with k = 5: the tasks with open slots and how many (mop-up's own selection)."""
+    report = T.tally(T.run_job_dirs(JOBS, JOB), policy, run="example-leaderboard")
+    targets = T.retry_targets(report)
+    assert [(t["task"], t["missing"]) for t in targets] == [("cobol-modernization", 2)]
+    result = CliRunner().invoke(T.cli, ["retry-targets", "--jobs-dir", str(JOBS), "--job-name", JOB])
+    assert result.exit_code == 0, result.output
+    errored = sorted(str(JOBS / JOB / d.name) for d in (JOBS / JOB).glob("cobol-modernization__*")
+                     if "ReadTimeout" in (d / "result.json").read_text())
+    assert len(errored) == 2
+    assert result.output == f"cobol-modernization\t✓✓✓EE\tReadTimeout\t{','.join(errored)}\t2\n"
+    as_json = CliRunner().invoke(T.cli, ["retry-targets", "--jobs-dir", str(JOBS), "--job-name", JOB, "--json"])
+    assert [(t["task"], t["missing"]) for t in json.loads(as_json.output)["tasks"]] == [("cobol-modernization", 2)]

@@ -56,8 +56,10 @@ tasks_with_scored_attempts, pass_at_k {k, value, tasks}, replicates [{replicate,
 scored, pass_rate}], replicate_mean, replicate_stderr, bootstrap95 {low, high, statistic,
 resamples, seed, method}, and per task slots [outcome x k], slots_text, slot_trials,
 passed_attempts, scored_attempts, pass_fraction, rerolled (tools/slots.py defines each).
-`retry-targets --json`: {run, policy, infra_types, tasks: [per_task entries whose
-outcome is errored (infra) or unfinished, manual verdicts excluded]}.
+`retry-targets --json`: {run, policy, infra_types, tasks: [per_task entries plus
+`missing`, the attempts mop-up runs: with k = 1 the tasks whose outcome is errored (infra) or
+unfinished (missing 1), with k > 1 the tasks with open slots (missing: how many); manual
+verdicts excluded]}.
 """
 
 from __future__ import annotations
@@ -327,9 +329,10 @@ def _echo(text: str, nl: bool = True, err: bool = False) -> None:
               help="Manual verdicts; a task with a verdict is never retried.")
 @click.option("--json", "as_json", is_flag=True, help="Print {run, policy, infra_types, tasks: [...]}.")
 def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, as_json):
-    """What mop-up retries: tasks whose latest trial errored (infra) or that never finished.
+    """What mop-up retries: tasks whose latest trial errored (infra) or that never finished (k > 1: open slots).
 
-    Text output: one task per line, `task<TAB>outcome<TAB>exception type<TAB>trial dirs (comma-separated)`.
+    Text output: one task per line, `task<TAB>outcome<TAB>exception type<TAB>trial dirs (comma-separated)`;
+    with k > 1 `task<TAB>slots<TAB>latest infra error<TAB>unsettled trial dirs<TAB>attempts missing`.
     Always computed with the default accounting: a timeout is the model's result, never retried.
     """
     try:
@@ -343,6 +346,14 @@ def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, 
     if as_json:
         _echo(json.dumps({"run": report["run"], "policy": policy.path, "infra_types": list(policy.infra_types),
                           "job_dirs": report["job_dirs"], "tasks": targets}, indent=2))
+        return
+    if report.get("n_attempts", 1) > 1:  # the slots, the latest infra error, its unsettled dirs, the count
+        for e in targets:
+            open_trials = [t for t in e["trials"] if t["trial_dir"] not in e["slot_trials"]
+                           and t["outcome"] in ("errored", "unfinished", "unreadable")]
+            errors = [t["exception_type"] for t in open_trials if t["exception_type"]]
+            _echo("\t".join([e["task"], e["slots_text"], errors[-1] if errors else "-",
+                             ",".join(t["trial_dir"] for t in open_trials) or "-", str(e["missing"])]))
         return
     for e in targets:
         _echo("\t".join([e["task"], e["outcome"], e["exception_type"] or "-",

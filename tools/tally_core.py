@@ -749,8 +749,15 @@ def _planned_vs_found(dirs: list[str], tasks: set[str]) -> list[str]:
 
 
 def retry_targets(report: dict) -> list[dict]:
-    """Tasks mop-up should retry: errored by an infra rule, or unfinished; verdicts excluded."""
-    return [e for e in report["per_task"]
+    """Tasks mop-up should retry, each its per_task entry plus `missing`, the attempts to run.
+
+    k = 1: the task's counted trial errored by an infra rule, or it is unfinished (missing 1).
+    k > 1: the task has open slots, errored or unfinished (missing: how many). Verdicts excluded.
+    """
+    if report.get("n_attempts", 1) > 1:
+        return [{**e, "missing": e["slot_trials"].count(None)} for e in report["per_task"]
+                if not e["verdict"] and None in e["slot_trials"]]
+    return [{**e, "missing": 1} for e in report["per_task"]
             if e["outcome"] == "unfinished" or (e["outcome"] == "errored" and e["rule"] in _INFRA_RULES)]
 
 

@@ -1,0 +1,332 @@
+"""mopup_plan: what mop-up retries (what is left of each task's attempts) and how (the plan).
+
+What is left, `left_to_retry` (make reproduce's supervisor asks the same through
+`what_is_left` before every pass): read from the tally library (tools/tally_core.py, the
+same report make tally prints), per task the number of attempts it lacks:
+  * k = 1 (harbor's default): 1 for a task whose latest attempt errored by an infra rule or
+    never finished (the tally's retry targets);
+  * k > 1 (N_ATTEMPTS, harbor's -k): a task has k slots filled by its settled trials
+    (tools/slots.py); it lacks k - settled of them. Settled trials are never re-run;
+  * a task harbor planned that no trial dir names (a bench killed before it started it)
+    lacks all k.
+A task with a manual verdict lacks nothing.
+
+How, `build_plan`: resume the job in place when harbor's resume would run exactly the
+missing attempts (mopup_harbor.simulate_resume replays it: harbor runs, per task, k minus
+the finished trials left in the job, so the task's unsettled trial dirs leave it first);
+otherwise standalone retry jobs, one per distinct missing count m, each `-k m` with that
+group's --include-task-name's (with k = 1, one job of every task, without -k).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+import tally_core  # tools/ is on sys.path
+from mopup_harbor import (job_result_readable, lock_blockers, lock_mismatch, config_differences,
+                          planned_trial_configs, read_job_config, read_json_object, redacted_secrets,
+                          refuse_special_files, simulate_resume, task_of, trial_dirs_of, trial_task)
+from slots import INFRA_RULES
+
+# Passed to `harbor job resume -f`: exception types are Python class names, which cannot
+# contain '-', so this matches no trial. Without an explicit -f, harbor's default
+# `-f CancelledError` would rmtree those trials itself; mop-up archives them first instead.
+NO_MATCH_FILTER = "mopup-archived-first-matches-nothing"
+
+GLOB_CHARS = re.compile(r"[*?\[\]]")
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# --- what is left --------------------------------------------------------------------------------
+
+
+def tally_run(jobs_dir: Path, job_name: str, verdicts: Path | None) -> dict:
+    """make tally's report of the run (the default policy and accounting), from the library."""
+    try:
+        policy = tally_core.load_policy()
+        loaded = tally_core.load_verdicts(verdicts)
+        dirs = tally_core.resolve_job_dirs((), str(jobs_dir), job_name)
+    except tally_core.TallyError as exc:
+        raise click.ClickException(f"tally failed: {exc}")
+    return tally_core.tally(dirs, policy, loaded, False, run=job_name,
+                            verdicts_path=str(verdicts) if verdicts else None)
+
+
+def unsettled(trial: dict) -> bool:
+    """A trial row of the tally that mop-up retries: infra-errored, unfinished or unreadable (slots.is_settled)."""
+    return trial["outcome"] in ("unfinished", "unreadable") or (
+        trial["outcome"] == "errored" and trial["rule"] in INFRA_RULES)
+
+
+def left_to_retry(report: dict, planned: list) -> dict[str, dict]:
+    """Per task to retry: {task, outcome, exception_type, trial_dirs, missing[, slots, note]}.
+
+    `missing` is how many attempts to run (see the module docstring); `trial_dirs` are the
+    task's unsettled trial dirs (with k = 1, all of its dirs). `planned` is harbor's own plan
+    of the job (TrialConfigs), for the tasks no trial dir names; [] when it cannot be had.
+    """
+    k = report.get("n_attempts", 1)
+    tasks: dict[str, dict] = {}
+    for t in tally_core.retry_targets(report):  # the tally's own selection, with each task's `missing`
+        if k == 1:
+            tasks[t["task"]] = {"task": t["task"], "outcome": t["outcome"], "exception_type": t.get("exception_type"),
+                                "trial_dirs": [x["trial_dir"] for x in t.get("trials", [])] or [t.get("trial_dir")],
+                                "missing": 1}
+        else:
+            infra = [x for x in t["trials"] if unsettled(x) and x["outcome"] == "errored"]
+            tasks[t["task"]] = {"task": t["task"], "outcome": t["slots"][-1],
+                                "exception_type": infra[-1]["exception_type"] if infra else None,
+                                "trial_dirs": [x["trial_dir"] for x in t["trials"] if unsettled(x)],
+                                "missing": t["missing"], "slots": t["slots_text"]}
+    known = {e["task"] for e in report["per_task"]}
+    for name in sorted({task_of(c) for c in planned} - known - set(tasks)):
+        tasks[name] = {"task": name, "outcome": "unfinished", "exception_type": None, "trial_dirs": [],
+                       "note": "never started", "missing": k}
+    for name in tasks:
+        if GLOB_CHARS.search(name):
+            raise click.ClickException(
+                f"task name {name!r} holds a glob character: harbor's --include-task-name would match more than it")
+    return dict(sorted(tasks.items()))
+
+
+def what_is_left(jobs_dir: Path, job_name: str, verdicts: Path | None = None) -> dict[str, dict]:
+    """left_to_retry of the run as it is on disk now (the plan's own selection, for make reproduce)."""
+    report = tally_run(jobs_dir, job_name, verdicts)
+    planned: list = []
+    config, _, _ = read_job_config(main_job_dir(jobs_dir, job_name))
+    if config is not None:
+        try:
+            planned = planned_trial_configs(config)[1]
+        except Exception:  # a --repo dataset offline: the plan cannot list never-started tasks either
+            planned = []
+    return left_to_retry(report, planned)
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+def main_job_dir(jobs_dir: Path, job_name: str) -> Path:
+    """The run's job dir, flat or nested; one without config.json too (the plan then says why it cannot resume)."""
+    candidates = (jobs_dir / job_name, jobs_dir / "jobs" / job_name)
+    for candidate in candidates:
+        if os.path.lexists(candidate / "config.json"):
+            return candidate
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    raise click.ClickException(
+        f"no job '{job_name}' under {jobs_dir} (looked for {job_name}/config.json and jobs/{job_name}/config.json). "
+        "Run `make bench RUN=…` first, or set JOBS_DIR/JOB_NAME to where the job is."
+    )
+
+
+def resume_blockers(job_dir: Path, frozen_raw: dict, current: dict, config, task_configs: list, planned: list,
+                    leaving: list[Path], missing: Counter, n_concurrent: int) -> list[str]:
+    """Every reason `harbor job resume` would not run exactly the `missing` attempts; [] when it would."""
+    blockers = [f"setting changed since the job was created: {d}" for d in config_differences(frozen_raw, current)]
+    blockers += lock_blockers(job_dir)
+    blockers += [f"a secret was frozen redacted ({s}); a resume would send the redacted string"
+                 for s in redacted_secrets(frozen_raw)]
+    if blockers or not planned:
+        return blockers
+    would_run, error = simulate_resume(job_dir, planned, set(leaving))
+    error = error or lock_mismatch(job_dir, config, task_configs, planned, n_concurrent)
+    if error:
+        return [error]
+    extra = sorted(t for t in would_run if would_run[t] and not missing[t])
+    lacking = sorted(t for t in missing if missing[t] and not would_run[t])
+    other = sorted(t for t in missing if missing[t] and would_run[t] and would_run[t] != missing[t])
+    if extra:
+        blockers.append(f"a resume would also re-run {', '.join(extra)}, already settled by another job of the run")
+    if lacking:
+        blockers.append(f"a resume would not re-run {', '.join(lacking)} (their trials are in another job of the run)")
+    if other:  # k > 1: settled attempts of these tasks are in another job of the run
+        blockers.append("a resume would run " + ", ".join(f"{would_run[t]} attempt(s) of {t}" for t in other)
+                        + ", not the " + ", ".join(str(missing[t]) for t in other)
+                        + " their slots lack (some of their settled trials are in another job of the run)")
+    return blockers
+
+
+def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, current: dict, run: str,
+               verdicts: Path | None = None) -> dict:
+    job_dir = main_job_dir(jobs_dir, job_name)
+    refuse_special_files(run_job_dirs(jobs_dir, job_name))
+    report = tally_run(jobs_dir, job_name, verdicts)
+    k = report.get("n_attempts", 1)
+
+    config, frozen_raw, config_blocker = read_job_config(job_dir)
+    warnings: list[str] = []
+    task_configs: list = []
+    planned: list = []
+    blockers: list[str] = []
+    if config is None:
+        blockers.append(config_blocker)
+        warnings.append("tasks that never started cannot be listed without the job's config.json; "
+                        "they are not in this plan")
+    else:
+        try:
+            task_configs, planned = planned_trial_configs(config)
+        except Exception as exc:  # a --repo dataset needs the network; harbor's resume would fail the same way
+            blockers.append(f"harbor cannot resolve the job's dataset now ({type(exc).__name__}: {exc})")
+            warnings.append("tasks that never started cannot be listed without the dataset; they are not in this plan")
+    if k > 1 and current.get("n_attempts", 1) != k:
+        warnings.append(f"N_ATTEMPTS is {current.get('n_attempts', 1)} now, but the run's job ran with -k {k}: "
+                        f"mop-up fills the {k} slots per task that make tally counts")
+
+    tasks = left_to_retry(report, planned)
+    selected = sorted(tasks)
+    missing = Counter({name: t["missing"] for name, t in tasks.items()})
+    # In place, a selected task's unsettled dirs leave the job (so harbor re-runs that many
+    # attempts), and so does every dir without result.json (harbor would rmtree it). With
+    # k = 1 that is every dir of the task. A dir's task is the tally's when the tally names
+    # the dir (it also reads a task from the dir's name), else its files'.
+    tally_task = {d: t["task"] for t in tasks.values() for d in t["trial_dirs"] if d}
+    task_of_dir = {d: tally_task.get(str(d)) or trial_task(d) for d in trial_dirs_of(job_dir)}
+    if k == 1:
+        leaving = [d for d, task in task_of_dir.items() if task in tasks or not (d / "result.json").exists()]
+    else:  # the settled trials stay: harbor counts them against the task's k planned attempts
+        leaving = [d for d in task_of_dir if str(d) in tally_task or not (d / "result.json").exists()]
+    if config is not None:
+        blockers += resume_blockers(job_dir, frozen_raw, current, config, task_configs, planned,
+                                    leaving, missing, n_concurrent)
+
+    if not selected:
+        chosen = "none"
+    elif mode == "auto":
+        chosen = "retry-job" if blockers else "resume"
+    elif mode == "resume" and blockers:
+        raise click.ClickException(
+            "MOPUP_MODE=resume, but resuming the job in place cannot work:\n  - " + "\n  - ".join(blockers)
+            + "\nRun with MOPUP_MODE=auto (or retry-job) for a standalone retry job instead.")
+    else:
+        chosen = mode
+
+    batch = now_utc().strftime("%Y%m%dT%H%M%S%fZ")
+    plan = {
+        "run": run,
+        "created_at": now_utc().isoformat(),
+        "batch": batch,
+        "jobs_dir": str(jobs_dir),
+        "job_name": job_name,
+        "job_dir": str(job_dir),
+        "mode": chosen,
+        "requested_mode": mode,
+        "why_not_resume": blockers,
+        "warnings": warnings,
+        "n_attempts": k,
+        "missing_attempts": sum(missing.values()),
+        "tasks": [tasks[name] for name in selected],
+        "archive": [],
+        "concurrency": None,
+        "retry_job_name": None,
+        "retry_jobs": [],
+        "resume_argv": None,
+        "trial_dirs_before": sorted(str(d) for jd in run_job_dirs(jobs_dir, job_name) for d in trial_dirs_of(Path(jd))),
+    }
+    if chosen == "resume":
+        plan["archive"] = [{"src": str(d), "job": job_dir.name, "task": task_of_dir[d],
+                            "finished": (d / "result.json").exists()} for d in leaving]
+        if not job_result_readable(job_dir):
+            plan["unreadable_job_result"] = str(job_dir / "result.json")
+        # Both files, each on its own: an interrupted patch may have left one behind.
+        frozen_n = config.n_concurrent_trials
+        locked_n = (read_json_object(job_dir / "lock.json")[0] or {}).get("n_concurrent_trials")
+        if frozen_n != n_concurrent or locked_n not in (None, n_concurrent):
+            plan["concurrency"] = {"from": frozen_n, "lock_from": locked_n, "to": n_concurrent}
+        plan["resume_argv"] = ["harbor", "job", "resume", "-p", str(job_dir), "--filter-error-type", NO_MATCH_FILTER]
+    elif chosen == "retry-job":
+        plan["retry_jobs"] = retry_jobs(jobs_dir, job_name, tasks)
+        plan["retry_job_name"] = plan["retry_jobs"][0]["job_name"]
+    return plan
+
+
+def run_job_dirs(jobs_dir: Path, job_name: str) -> list[Path]:
+    try:
+        return tally_core.run_job_dirs(jobs_dir, job_name)
+    except tally_core.TallyError as exc:
+        raise click.ClickException(str(exc))
+
+
+def retry_jobs(jobs_dir: Path, job_name: str, tasks: dict[str, dict]) -> list[dict]:
+    """One retry job per distinct missing count m, fewest first: {job_name, attempts: m, tasks}.
+
+    Numbered from the run's first unused <job_name>-retry-<N> on; harbor runs `-k m` of each
+    of the job's tasks, so every task gets exactly the attempts its slots lack.
+    """
+    first = tally_core.retry_number(job_name, tally_core.next_retry_job_name(jobs_dir, job_name))
+    groups: dict[int, list[str]] = {}
+    for name in sorted(tasks):
+        groups.setdefault(tasks[name]["missing"], []).append(name)
+    return [{"job_name": tally_core.retry_job_name(job_name, first + i), "attempts": m, "tasks": names}
+            for i, (m, names) in enumerate(sorted(groups.items()))]
+
+
+def describe_plan(plan: dict, state_dir: Path) -> str:
+    lines = []
+    n = len(plan["tasks"])
+    if plan["mode"] == "none":
+        lines.append(f"nothing to retry in run '{plan['run']}': no task is errored (infra) or unfinished."
+                     if plan.get("n_attempts", 1) == 1 else
+                     f"nothing to retry in run '{plan['run']}': every task's {plan['n_attempts']} attempt slots are "
+                     "settled (or decided by a verdict).")
+        return "\n".join(lines)
+    k = plan.get("n_attempts", 1)
+    if k == 1:
+        lines.append(f"plan: retry {n} task(s) of job {plan['job_name']} ({plan['job_dir']})")
+    else:
+        lines.append(f"plan: run {plan['missing_attempts']} missing attempt(s) of {n} task(s) of job {plan['job_name']} "
+                     f"({plan['job_dir']}); each task has {k} slots, its settled trials are never re-run")
+    for t in plan["tasks"]:
+        why = t.get("exception_type") or t.get("note") or "no result.json"
+        where = ", ".join(str(d) for d in t["trial_dirs"] if d) or "-"
+        if k == 1:
+            lines.append(f"  {t['task']:<32} {t['outcome']:<10} {why:<28} {where}")
+        else:
+            lines.append(f"  {t['task']:<32} {t['missing']} of {k} missing  {t.get('slots', '')!s:<{k}}  {why:<28} {where}")
+    lines.append(f"why they errored, from their sandboxes' logs: make sandboxes RUN={plan['run']}")
+    if plan["mode"] == "resume":
+        lines.append("mechanism: resume the job in place (its frozen config matches what would run now)")
+        if plan["archive"]:
+            lines.append(f"first, move {len(plan['archive'])} trial dir(s) out of the job to {state_dir / 'archive' / plan['batch']}/:")
+            for a in plan["archive"]:
+                lines.append(f"  {a['src']}{'' if a['finished'] else '   (no result.json: harbor would delete it)'}")
+        if plan.get("unreadable_job_result"):
+            lines.append(f"{plan['unreadable_job_result']} is unreadable (harbor was killed writing it): "
+                         "it goes to the archive too, and harbor writes a new one")
+        if plan["concurrency"]:
+            c = plan["concurrency"]
+            was = c["from"] if c["lock_from"] in (None, c["from"]) else f"{c['from']} (lock.json: {c['lock_from']})"
+            lines.append(f"n_concurrent_trials {was} -> {c['to']} in config.json and lock.json (backups in the archive)")
+        if k > 1:
+            lines.append(f"harbor runs {k} attempts of each task minus its finished trials left in the job: "
+                         "exactly the missing ones")
+        lines.append(f"new trials land in {plan['job_dir']}/<task>__<id>/")
+    else:
+        lines.append("mechanism: a standalone retry job, because resuming the job in place cannot work:"
+                     if plan["why_not_resume"] else "mechanism: a standalone retry job (MOPUP_MODE=retry-job)")
+        lines += [f"  - {b}" for b in plan["why_not_resume"]]
+        if any(b.startswith("setting changed") for b in plan["why_not_resume"]):
+            lines.append("note: these tasks run with today's settings; the rest of the run ran with the old ones")
+        if k == 1:
+            lines.append("nothing leaves any job; new trials land in "
+                         f"{Path(plan['jobs_dir']) / plan['retry_job_name']}/<task>__<id>/")
+        else:
+            lines.append(f"one retry job per number of missing attempts m (harbor's -k m; 1 is its default, no flag); "
+                         "nothing leaves any job; new trials land in:")
+            for job in plan["retry_jobs"]:
+                lines.append(f"  {Path(plan['jobs_dir']) / job['job_name']}/  -k {job['attempts']}: "
+                             f"{', '.join(job['tasks'])}")
+    for w in plan["warnings"]:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
