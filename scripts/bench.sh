@@ -20,11 +20,13 @@ bench_remotely() {
   if is_dry_run; then
     remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER" "$smoke"
     show_cmd -- "${argv[@]}"
+    refuse_over_ceiling
     return 0
   fi
   validate_remote_settings
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
   hold_run_lock "make $( ((smoke)) && echo smoke || echo bench) WHERE=hf"
+  refuse_over_ceiling
   probe_first "$base"
   stage_checkout stage
   remote_bench_argv argv launch "$base" "$stage" "$smoke"
@@ -89,6 +91,7 @@ main() {
   mapfile -t env_display < <(bench_env_display "$base")
   if is_dry_run; then
     show_cmd "${env_display[@]}" -- "${argv[@]}"
+    refuse_over_ceiling
     return 0
   fi
 
@@ -97,6 +100,7 @@ main() {
   local token
   token=$(hf_token "the endpoint and the sandboxes need it")
   hold_run_lock "make $( ((smoke)) && echo smoke || echo bench)"
+  refuse_over_ceiling
   probe_first "$base"
   append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_name "$JOB_NAME" \
     --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,
@@ -106,7 +110,8 @@ main() {
   local rc=0
   # Harbor under the linger watchdog: once its job result says every trial finished, harbor
   # gets LINGER_GRACE seconds to exit, then TERM, then KILL (Run 2's orchestrator billed for
-  # hours after its summary). The manifest records it when that happens.
+  # hours after its summary). The manifest records it when that happens. With MAX_COST it also
+  # stops harbor (SIGINT, as Ctrl-C) before the run's spend would pass the ceiling: exit CEILING_EXIT.
   HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$JOBS_DIR/$JOB_NAME" "${argv[@]}" || rc=$?
   # Only a bench that ran becomes the remembered run: a failed one must not point a bare
   # make tally at a run with nothing to tally.
@@ -114,6 +119,7 @@ main() {
   record_resolved
   say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
   RUN=$RUN "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
+  ((rc != CEILING_EXIT)) || stop_at_ceiling
   ((smoke)) || stop_server_if_done
   # Harbor exits 0 when every trial failed, and 1 on a config, lock or preflight failure, or
   # when a trial was cancelled after every result was written.

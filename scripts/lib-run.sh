@@ -200,13 +200,55 @@ rel_path() { printf '%s' "${1#"$REPO_ROOT"/}"; }
 
 # watch_harbor JOB_DIR ARGV...: run harbor's ARGV under tools/harbor_watch.py: once JOB_DIR's
 # result.json says the job finished, harbor has LINGER_GRACE seconds to exit before it is
-# terminated (TERM, then KILL); that is recorded in the run's manifest. Exits as harbor did (0
-# when the watchdog ended a harbor whose work was done).
+# terminated (TERM, then KILL); that is recorded in the run's manifest. With MAX_COST, the run's
+# spend is measured every COST_POLL seconds, and harbor is stopped (SIGINT, as Ctrl-C) when it
+# would pass the ceiling: exit CEILING_EXIT, a cost-ceiling event in the manifest. Otherwise
+# exits as harbor did (0 when the watchdog ended a harbor whose work was done).
 watch_harbor() {
-  local job_dir=$1
+  local job_dir=$1 ceiling=()
   shift
+  [[ -z "$MAX_COST" ]] || ceiling=(--max-cost "$MAX_COST" --cost-poll "$COST_POLL" --cost-scope "$(cost_scope_json)")
   "$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/harbor_watch.py" run --job-dir "$job_dir" \
-    --grace "$LINGER_GRACE" --event-file "$(run_state_dir)/manifest.jsonl" -- "$@"
+    --grace "$LINGER_GRACE" --event-file "$(run_state_dir)/manifest.jsonl" "${ceiling[@]}" -- "$@"
+}
+
+# --- the spending ceiling (MAX_COST) ---------------------------------------------------------
+#
+# What the run has spent is make cost's figure (tools/cost_ceiling.py, with tools/cost.py's
+# code): every job of the manifest and of the run's label, and its sandboxes, priced from hf
+# jobs hardware. bench, mop-up and make reproduce check it before they launch anything paid,
+# and harbor's watch every COST_POLL seconds while it runs.
+
+# The exit code of a stop at the ceiling (tools/cost_ceiling.py CEILING_EXIT): make reproduce
+# recognises it, and neither relaunches a server nor starts another mop-up pass.
+readonly CEILING_EXIT=75
+
+# cost_scope_json: the run tools/cost_ceiling.py measures, as JSON data (its Scope's fields).
+cost_scope_json() {
+  local verdicts="" jobs_dir=$JOBS_DIR
+  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts="$RUNS_DIR/$RUN.verdicts.yaml"
+  [[ "$jobs_dir" == /* ]] || jobs_dir="$REPO_ROOT/$jobs_dir" # the settings give it relative to the repository
+  jq -cn --arg run "$RUN" --arg state_dir "$(run_state_dir)" --arg jobs_dir "$jobs_dir" --arg job_name "$JOB_NAME" \
+    --arg namespace "${HF_NAMESPACE:-}" --arg project_label "$(sanitize_label "$PROJECT_LABEL")" \
+    --arg verdicts "$verdicts" --arg prices_cache "$STATE_ROOT/prices.json" --argjson max_age "${PRICES_MAX_AGE:-86400}" \
+    '{run: $run, state_dir: $state_dir, jobs_dir: $jobs_dir, job_name: $job_name, namespace: $namespace,
+      project_label: $project_label, verdicts: (if $verdicts == "" then null else $verdicts end), prices_cache: $prices_cache,
+      prices_max_age: $max_age}'
+}
+
+# refuse_over_ceiling: before launching anything paid, a run already at its ceiling (spent +
+# what it burns until the next check passes MAX_COST) is refused with the message, exit
+# CEILING_EXIT. Without MAX_COST, nothing; under DRY_RUN, the ceiling is stated, nothing asked.
+refuse_over_ceiling() {
+  [[ -n "$MAX_COST" ]] || return 0
+  if is_dry_run; then
+    say "MAX_COST=$MAX_COST: the run's spend (make cost RUN=$RUN) is checked before anything paid is launched, and every ${COST_POLL}s while harbor runs; harbor is stopped before it would pass \$$MAX_COST"
+    return 0
+  fi
+  local rc=0
+  "$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/cost_ceiling.py" check --max-cost "$MAX_COST" --poll "$COST_POLL" \
+    --scope "$(cost_scope_json)" || rc=$?
+  ((rc == 0)) || exit "$rc"
 }
 
 # stage_checkout VAR: a temporary copy of this checkout's tracked files, for a job to mount at
@@ -221,4 +263,30 @@ stage_checkout() {
   # shellcheck disable=SC2064  # expand now: the path is this call's
   trap "rm -rf -- '$_stage'" EXIT
   git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$_stage"
+}
+
+# stop_at_ceiling: harbor was stopped at MAX_COST (its message is above). Stop the run's server
+# as AUTO_STOP does (make stop's path, or the SERVER_JOB of a remote bench), unless AUTO_STOP=0
+# (make reproduce runs its steps so and stops the server itself); then exit CEILING_EXIT.
+stop_at_ceiling() {
+  local server_job=${SERVER_JOB:-}
+  if [[ "$AUTO_STOP" != 1 ]]; then
+    say "AUTO_STOP=0: the server is not stopped here (make reproduce stops it; otherwise make stop RUN=$RUN)"
+  elif [[ -n "$server_job" ]]; then
+    [[ "$server_job" =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9_-]+$ ]] || die "SERVER_JOB must be NAMESPACE/JOB_ID, got '$server_job'"
+    if hf jobs cancel -q "$server_job" >/dev/null; then
+      append_manifest server-stop "$(jq -cn --arg job_id "${server_job#*/}" --arg namespace "${server_job%%/*}" \
+        --arg endpoint "${API_BASE:-}" '{role: "server", job_id: $job_id, namespace: $namespace, endpoint: $endpoint, why: "cost-ceiling"}')"
+      say "MAX_COST: stopped the server job $server_job"
+    else
+      warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
+    fi
+  elif [[ -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ]]; then
+    RUN=$RUN "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
+  else
+    say "no server of this run to stop (API_BASE names a server started elsewhere)"
+  fi
+  printf '%s: stopped at the spending ceiling MAX_COST=%s (above). To continue: raise MAX_COST, then make mopup RUN=%s (or make reproduce RUN=%s)\n' \
+    "$SCRIPT_NAME" "$MAX_COST" "$RUN" "$RUN" >&2
+  exit "$CEILING_EXIT"
 }

@@ -211,6 +211,9 @@ validate_values() {
   [[ -z "$PORT" ]] || require_port PORT
   require_duration SERVER_TIMEOUT BENCH_TIMEOUT
   require_flag AUTO_STOP KEEP_SERVER PROBE FOLLOW ALL DRY_RUN
+  require_integer COST_POLL
+  [[ -z "$MAX_COST" || ( "$MAX_COST" =~ ^[0-9]+([.][0-9]+)?$ && ! "$MAX_COST" =~ ^0+([.]0+)?$ ) ]] ||
+    die "setting MAX_COST must be a positive number of US dollars (e.g. MAX_COST=50 or MAX_COST=12.5), or empty for no ceiling; got '$MAX_COST' (run '$RUN')"
   [[ "$WHERE" == local || "$WHERE" == hf ]] ||
     die "setting WHERE must be local or hf, got '$WHERE' (run '$RUN')"
   validate_api_base
@@ -269,14 +272,6 @@ check_command_line() {
     fi
     die "unknown setting $name: neither a setting nor one of $NON_SETTINGS (settings: env/defaults.env)"
   done
-}
-
-# refuse_multi_attempt VERB: mop-up cannot fill the attempt slots of a run with N_ATTEMPTS > 1
-# yet: a retry job built from the run's settings would run N_ATTEMPTS new attempts of every
-# retried task, re-rolling the settled ones. Refused before anything runs or is launched.
-refuse_multi_attempt() {
-  [[ "${N_ATTEMPTS:-1}" == 1 ]] && return 0
-  die "make $1 of a run with N_ATTEMPTS=$N_ATTEMPTS is not built yet: mop-up would re-run every attempt of each retried task, re-rolling the settled ones. Nothing was changed. Bench it (make bench RUN=$RUN) and tally it (make tally RUN=$RUN); its infra-errored attempts stay counted as errored"
 }
 
 # refuse_bundled_example VERB: the runs named example-* ship their job dirs under examples/;
@@ -402,8 +397,8 @@ endpoint() {
 # --- the server's end ------------------------------------------------------------------------
 
 # AUTO_STOP=1: once a bench or mop-up leaves nothing for the run's server to do (no task to
-# retry, by the same tally mop-up reads), stop it; while tasks are left, keep it for
-# make mopup and say so: the decision to stop belongs to whoever runs the next step. A server
+# retry by mop-up's own selection, tools/reproduce.py targets: with N_ATTEMPTS > 1, no task
+# with a missing attempt), stop it; while tasks are left, keep it for make mopup and say so: the decision to stop belongs to whoever runs the next step. A server
 # started elsewhere (API_BASE) is never touched, except the run's own server named by
 # SERVER_JOB, which is how a remote bench job (make bench WHERE=hf) knows it.
 stop_server_if_done() {
@@ -417,18 +412,11 @@ stop_server_if_done() {
   fi
   local left verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
-  left=$(cd "$REPO_ROOT" && "$REPO_ROOT/.venv/bin/python" tools/tally.py retry-targets \
-    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${verdicts[@]}" --json 2>/dev/null | jq -e '.tasks | length') ||
+  left=$(cd "$REPO_ROOT" && "$REPO_ROOT/.venv/bin/python" tools/reproduce.py targets \
+    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${verdicts[@]}" 2>/dev/null | jq -e 'length') ||
     left=""
-  local stop_why=""
   if [[ "$left" == 0 ]]; then
-    stop_why="nothing left to retry"
-  elif [[ "${N_ATTEMPTS:-1}" != 1 ]]; then
-    # Mop-up cannot fill a k-attempt run's slots yet (refuse_multi_attempt): nothing after this needs it.
-    stop_why="mop-up of an N_ATTEMPTS=$N_ATTEMPTS run is not built yet, so no step after this needs the server"
-  fi
-  if [[ -n "$stop_why" ]]; then
-    say "AUTO_STOP=1: $stop_why; stopping the server"
+    say "AUTO_STOP=1: nothing left to retry; stopping the server"
     if [[ -n "$server_job" ]]; then
       # As make stop's cancel_job does: the manifest says when the endpoint stopped serving.
       if hf jobs cancel -q "$server_job" >/dev/null; then

@@ -2,12 +2,14 @@
 # Usage: make mopup RUN=<run> [DRY_RUN=1] [MOPUP_MODE=auto|resume|retry-job] [API_BASE=<url>] [N_CONCURRENT=<n>]
 #        make mopup-archive RUN=<run>                      list what mop-up moved out of jobs
 #        make mopup-restore RUN=<run> TRIALS='<trial-dir> ...|all'   move it back
-# Retry exactly the run's tasks whose outcome is errored (infra) or unfinished, as the tally
-# and env/outcome-policy.yaml decide; never a passed or failed one. The plan is printed
-# first (DRY_RUN=1 stops there). MOPUP_MODE=auto resumes the job in place when its frozen
-# config matches what `harbor run` would resolve now, else runs a standalone job
-# <job-name>-retry-<N> with one --include-task-name per task. Nothing is deleted: a trial
-# dir leaves a job only by a move to state/<run>/archive/, recorded in state/<run>/manifest.jsonl.
+# Run exactly the run's missing attempts, as the tally and env/outcome-policy.yaml decide: per
+# task, k minus its settled trials (k = N_ATTEMPTS, harbor's -k; with k = 1, the tasks whose
+# outcome is errored (infra) or unfinished); never a passed or failed one again. The plan is
+# printed first (DRY_RUN=1 stops there). MOPUP_MODE=auto resumes the job in place when its
+# frozen config matches what `harbor run` would resolve now and the resume would run exactly
+# those attempts, else runs standalone jobs <job-name>-retry-<N>, one per number of missing
+# attempts m (-k m), with one --include-task-name per task. Nothing is deleted: a trial dir
+# leaves a job only by a move to state/<run>/archive/, recorded in state/<run>/manifest.jsonl.
 # Safe to run again at any time; with nothing left to retry it says so.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/argv.sh"
@@ -43,6 +45,7 @@ mopup_remotely() {
   fi
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
   hold_run_lock "make mopup WHERE=hf"
+  refuse_over_ceiling # MAX_COST: a run at its ceiling launches no job
   stage_checkout stage
   remote_mopup_argv argv launch "$base" "$stage"
   say "launching mop-up as an HF Job: $(show_cmd -- "${argv[@]}")"
@@ -53,6 +56,27 @@ mopup_remotely() {
   launch_recorded
   remember_run
   say "mop-up job $LAUNCHED_JOB_ID launched on $BUCKET. Follow it with: hf jobs logs -f $LAUNCHED_JOB_ID; then make pull RUN=$RUN"
+}
+
+# step_argv VAR PLAN MODE I: harbor's argv for step I of the plan: the resume, or retry job I
+# built by bench's own argv builder with that job's name, tasks and -k (its missing attempts),
+# in a subshell so the run's JOB_NAME (maybe exported by make) stays the run's for the tally.
+step_argv() {
+  local -n _step=$1
+  local plan=$2 mode=$3 i=$4
+  if [[ "$mode" == resume ]]; then
+    mapfile -t _step < <(jq -r '.resume_argv[]' "$plan")
+    return 0
+  fi
+  mapfile -d '' -t _step < <(
+    JOB_NAME=$(jq -r --argjson i "$i" '.retry_jobs[$i].job_name' "$plan")
+    TASKS=$(jq -r --argjson i "$i" '.retry_jobs[$i].tasks[]' "$plan" | tasks_setting)
+    N_ATTEMPTS=$(jq -r --argjson i "$i" '.retry_jobs[$i].attempts' "$plan")
+    N_TASKS=""
+    local retry_argv=()
+    bench_argv retry_argv
+    printf '%s\0' "${retry_argv[@]}"
+  )
 }
 
 main() {
@@ -80,7 +104,6 @@ main() {
 
   refuse_bundled_example mopup
   validate_settings
-  refuse_multi_attempt mopup
   case "${MOPUP_MODE:=auto}" in auto | resume | retry-job) ;; *)
     die "MOPUP_MODE must be auto, resume or retry-job, got '$MOPUP_MODE'" ;;
   esac
@@ -149,23 +172,15 @@ main() {
     warn "PROBE=0: not checking that $base serves $MODEL"
   fi
 
-  if [[ "$mode" == resume ]]; then
-    mapfile -t argv < <(jq -r '.resume_argv[]' "$work/plan.json")
-  else
-    # bench's own argv builder with the retry job's name and tasks, in a subshell so the
-    # run's JOB_NAME (maybe exported by make) stays the run's for the tally below.
-    mapfile -d '' -t argv < <(
-      JOB_NAME=$(jq -r .retry_job_name "$work/plan.json")
-      TASKS=$(jq -r '.tasks[].task' "$work/plan.json" | tasks_setting)
-      N_TASKS=""
-      local retry_argv=()
-      bench_argv retry_argv
-      printf '%s\0' "${retry_argv[@]}"
-    )
-  fi
-  local env_display
+  # One harbor run per step: the resume, or each retry job (one per number of missing attempts).
+  local steps=1 step env_display
+  [[ "$mode" == resume ]] || steps=$(jq '.retry_jobs | length' "$work/plan.json")
   mapfile -t env_display < <(bench_env_display "$base")
-  say "command: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
+  for ((step = 0; step < steps; step++)); do
+    step_argv argv "$work/plan.json" "$mode" "$step"
+    say "command: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
+  done
+  refuse_over_ceiling # MAX_COST: before anything is moved or launched (dry run: states the ceiling)
   if is_dry_run; then
     say "dry run: nothing moved, nothing run"
     return 0
@@ -178,22 +193,30 @@ main() {
   cp "$work/plan.json" "$state/mopup-plans/$batch.json.tmp"
   mv -f "$state/mopup-plans/$batch.json.tmp" "$state/mopup-plans/$batch.json"
   "$PY" "$MOPUP" prepare --plan "$work/plan.json" --state-dir "$state"
-  append_manifest mopup "$(jq -c --arg endpoint "$base" --args '{role: "mopup", mode, batch, job_name,
-    retry_job_name, tasks: [.tasks[].task], endpoint: $endpoint, argv: $ARGS.positional}' \
-    "$work/plan.json" -- "${argv[@]}")"
 
-  local rc=0
-  # The job harbor writes: the resumed one, or the new retry job (see bench.sh: the watchdog).
-  local harbor_job_dir
-  if [[ "$mode" == resume ]]; then
-    harbor_job_dir=$(jq -r .job_dir "$work/plan.json")
-  else
-    harbor_job_dir="$(jq -r .jobs_dir "$work/plan.json")/$(jq -r .retry_job_name "$work/plan.json")"
-  fi
-  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$harbor_job_dir" "${argv[@]}" || rc=$?
+  local rc=0 harbor_job_dir
+  for ((step = 0; step < steps; step++)); do
+    step_argv argv "$work/plan.json" "$mode" "$step"
+    # The job harbor writes: the resumed one, or this retry job (see bench.sh: the watchdog).
+    if [[ "$mode" == resume ]]; then
+      harbor_job_dir=$(jq -r .job_dir "$work/plan.json")
+    else
+      harbor_job_dir="$(jq -r .jobs_dir "$work/plan.json")/$(jq -r --argjson i "$step" '.retry_jobs[$i].job_name' "$work/plan.json")"
+    fi
+    # The file before --args (jq 1.6 takes every argument after it as positional), then -- (so
+    # harbor's -k and --options are not read as jq's).
+    append_manifest mopup "$(jq -c --arg endpoint "$base" --argjson i "$step" '{role: "mopup", mode, batch, job_name,
+      retry_job_name: (.retry_jobs[$i].job_name // null), attempts: (.retry_jobs[$i].attempts // null),
+      tasks: (.retry_jobs[$i].tasks // [.tasks[].task]), endpoint: $endpoint, argv: $ARGS.positional}' \
+      "$work/plan.json" --args -- "${argv[@]}" </dev/null)"
+    HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$harbor_job_dir" "${argv[@]}" || rc=$?
+    # A failed step may mean a dead server: the steps after it wait for the next mop-up.
+    ((rc == 0)) || break
+  done
 
   RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
   "$PY" "$MOPUP" report --plan "$work/plan.json"
+  ((rc != CEILING_EXIT)) || stop_at_ceiling # MAX_COST stopped harbor: stop the server, exit CEILING_EXIT
   stop_server_if_done
   # Harbor also exits non-zero when a trial ended in CancelledError, after writing every
   # result: the report above is the truth; a rerun of mop-up picks up what is left.

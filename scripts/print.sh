@@ -53,6 +53,16 @@ print_remote_bench() {
   show_cmd_wrapped -- "${argv[@]}"
 }
 
+# print_ceiling: the run's spending ceiling (MAX_COST), or that it has none.
+print_ceiling() {
+  if [[ -n "$MAX_COST" ]]; then
+    printf '\n# spending ceiling: MAX_COST=%s USD for the whole run (make cost RUN=%s); harbor and the server are stopped before its spend would pass it (bench, mop-up and reproduce check it every %ss)\n' \
+      "$MAX_COST" "$RUN" "$COST_POLL"
+  else
+    printf '\n# spending ceiling: none (MAX_COST is unset; e.g. MAX_COST=50 in runs/%s.env caps the run at 50 USD)\n' "$RUN"
+  fi
+}
+
 print_commands() {
   local base
   base=$(display_endpoint)
@@ -63,6 +73,7 @@ print_commands() {
   else
     print_local_bench "$base"
   fi
+  print_ceiling
   print_unpinned
 }
 

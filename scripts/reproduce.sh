@@ -141,8 +141,8 @@ main() {
   load_settings
   validate_settings
   refuse_bundled_example reproduce
-  refuse_multi_attempt reproduce
   supervisor_settings
+  refuse_over_ceiling # MAX_COST: a run at its ceiling launches nothing (dry run: states the ceiling)
   case "$WHERE" in
     local) ;;
     hf) reproduce_remotely; return ;;

@@ -395,3 +395,52 @@ def test_real_harbor_that_exits_by_itself_is_left_alone(tmp_path):
     assert result["n_total_trials"] == 2 and result["stats"]["n_completed_trials"] == 2
     assert hw.trials_without_result(str(jobs / "watched")) == []
     assert len([p for p in (jobs / "watched").iterdir() if (p / "result.json").is_file()]) == 2
+
+
+# --------------------------------------------------------------------------- the spending ceiling
+
+
+STUBBORN = r'''
+import signal, sys, time
+from pathlib import Path
+marks = Path(sys.argv[1])
+def record(signum, _frame):
+    with (marks / "signals").open("a") as out:
+        out.write(signal.Signals(signum).name + "\n")
+    if signum == signal.SIGTERM:
+        sys.exit(7)
+signal.signal(signal.SIGINT, record)   # a harbor whose Ctrl-C does not end it (SIGINT ignored upstream)
+signal.signal(signal.SIGTERM, record)
+(marks / "ready").write_text("")
+for _ in range(600):
+    time.sleep(0.1)
+'''
+
+
+def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    proc = subprocess.Popen([PYTHON, str(tmp_path / "stubborn.py"), str(marks)], start_new_session=True)
+    waker = hw.Waker()
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while not (marks / "ready").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        spend = object()
+        outcome = hw.stop_at_ceiling(proc, spend, 1, waker)
+    finally:
+        waker.close()
+        stop_session(proc)
+    assert (outcome.spend, outcome.ceiling_signal, outcome.returncode, outcome.survived) == (spend, "TERM", 7, False)
+    assert (marks / "signals").read_text().split() == ["SIGINT", "SIGTERM"]
+    assert hw.exit_code(outcome, None) == hw.CEILING_EXIT == 75
+    assert hw.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
+
+
+def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):
+    lib = (REPO / "scripts" / "lib-run.sh").read_text()
+    assert "readonly CEILING_EXIT=75" in lib
+    from tools import cost_ceiling, reproduce
+    assert hw.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce.CEILING_EXIT == 75

@@ -23,6 +23,13 @@ result.json, which may still hold the finished_at of the earlier run when harbor
 a finished_at other than the one on disk before harbor started counts: harbor stamps a new
 `datetime.now()` at the end of every run, and a copied or touched stale file keeps its old one.
 
+Spending ceiling (--max-cost, MAX_COST): every --cost-poll seconds the run's spend is measured
+with tools/cost.py's figures (tools/cost_ceiling.py); when spent + burn × poll would pass the
+ceiling, harbor is stopped as Ctrl-C stops it: SIGINT (harbor 0.25.0 cancels its running trials,
+each writes its result.json with a CancelledError, an infra error mop-up retries, and the job's
+finished_at stays null), then TERM (harbor turns it into the same KeyboardInterrupt) after
+--term-wait seconds, then KILL. A `cost-ceiling` event is appended and the exit code is 75.
+
 Signals: harbor stays in this process's session and process group, so Ctrl-C at the
 terminal reaches it directly. The first SIGINT or SIGTERM this process gets is passed on to
 harbor once (a SIGINT is not, when this process is in its terminal's foreground group: that
@@ -30,16 +37,20 @@ one came from Ctrl-C and harbor has it already), and it keeps waiting for harbor
 
 Exit codes: harbor's own when it exits by itself (128+N when a signal N ended it); 0 when
 this tool ended harbor after its job had finished (the work is done, and a line on stderr
-says so); 130 / 143 when this process was interrupted by SIGINT / SIGTERM (after passing it
+says so); 75 when it stopped harbor at the spending ceiling; 130 / 143 when this process was interrupted by SIGINT / SIGTERM (after passing it
 on); 1 when harbor cannot be started; 2 usage.
 
 Event (--event-file, one JSON line appended, only when harbor lingered):
   {"event": "harbor-lingered", "job_dir", "finished_at" (harbor's own, naive local time),
    "grace_s", "signal": "TERM" | "KILL" (the last one sent), "at" (UTC, when it was sent)}
+  {"event": "cost-ceiling", "run", "job_dir", "spent_usd", "ceiling_usd", "burn_usd_per_hour",
+   "projected_usd", "poll_s", "source" (of the prices), "prices", "unknown", "signal": "INT" |
+   "TERM" | "KILL" (the last one sent), "at"}
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -59,6 +70,7 @@ RESULT_CAP = 64 << 20
 # After KILL the kernel ends a process at once, unless it is stuck in the kernel (D state).
 KILL_WAIT_S = 10.0
 EVENT = "harbor-lingered"
+CEILING_EXIT = 75  # tools/cost_ceiling.py CEILING_EXIT: stopped at MAX_COST
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
 PREFIX = "harbor_watch:"
 
@@ -321,17 +333,65 @@ class Outcome:
     last_signal: str | None = None   # "TERM" | "KILL" when this tool ended harbor
     signalled_at: str | None = None
     survived: bool = False           # still alive KILL_WAIT_S after KILL
+    spend: object | None = None      # cost_ceiling.Spend when harbor was stopped at the ceiling
+    ceiling_signal: str | None = None  # "INT" | "TERM" | "KILL": the last one sent at the ceiling
+
+
+class CeilingCheck:
+    """Runs the spending ceiling's check when it is due (every --cost-poll seconds)."""
+
+    def __init__(self, watch, poll: float):
+        self.watch, self.poll = watch, poll
+        self.term_wait = 30.0
+        # The verb checked the ceiling just before it started harbor: the first check is one poll on.
+        self.due = time.monotonic() + poll
+
+    def __call__(self):
+        if self.watch is None or time.monotonic() < self.due:
+            return None
+        spend = self.watch.check()
+        self.due = time.monotonic() + self.poll
+        return spend
+
+    def until_due(self) -> float:
+        return max(0.0, self.due - time.monotonic()) if self.watch is not None else float("inf")
 
 
 def watch_until_finished(proc: subprocess.Popen, result_path: str, baseline: str | None, poll: float,
-                         waker: Waker) -> str | None:
-    """Wait until harbor exits (None) or writes a new finish (its finished_at)."""
+                         waker: Waker, ceiling: CeilingCheck | None = None):
+    """Wait until harbor exits (None), writes a new finish (its finished_at, a str), or the run's
+    spend would pass its ceiling (the cost_ceiling.Spend)."""
     while proc.poll() is None:
         finish = new_finish(read_job_result(result_path), baseline)
         if finish is not None:
             return finish
-        waker.sleep(poll)
+        if ceiling is not None:
+            spend = ceiling()
+            if spend is not None and proc.poll() is None:
+                return spend
+            waker.sleep(min(poll, ceiling.until_due()))
+        else:
+            waker.sleep(poll)
     return None
+
+
+def stop_at_ceiling(proc: subprocess.Popen, spend, term_wait: float, waker: Waker) -> Outcome:
+    """SIGINT (Ctrl-C), then TERM, then KILL, each after term_wait seconds."""
+    outcome = Outcome(None, spend=spend)
+    for sig, name, wait in ((signal.SIGINT, "INT", term_wait), (signal.SIGTERM, "TERM", term_wait),
+                            (signal.SIGKILL, "KILL", KILL_WAIT_S)):
+        if proc.poll() is not None:
+            break
+        # harbor alone, not our process group: the verb that started us must not see a Ctrl-C.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+        outcome.ceiling_signal, outcome.signalled_at = name, utc_now()
+        if wait_for_exit(proc, wait, waker):
+            break
+    else:
+        outcome.survived = True
+    outcome.returncode = proc.returncode
+    return outcome
 
 
 def end_lingering(proc: subprocess.Popen, finish: str, grace: float, term_wait: float, waker: Waker) -> Outcome:
@@ -349,16 +409,20 @@ def end_lingering(proc: subprocess.Popen, finish: str, grace: float, term_wait: 
 
 
 def supervise(proc: subprocess.Popen, result_path: str, baseline: str | None, grace: float, term_wait: float,
-              poll: float, waker: Waker) -> Outcome:
-    finish = watch_until_finished(proc, result_path, baseline, poll, waker)
+              poll: float, waker: Waker, ceiling: CeilingCheck | None = None) -> Outcome:
+    finish = watch_until_finished(proc, result_path, baseline, poll, waker, ceiling)
     if finish is None:
         return Outcome(proc.returncode)
+    if not isinstance(finish, str):
+        return stop_at_ceiling(proc, finish, term_wait, waker)
     return end_lingering(proc, finish, grace, term_wait, waker)
 
 
 def exit_code(outcome: Outcome, interrupted: int | None) -> int:
     if interrupted is not None:
         return 128 + interrupted
+    if outcome.spend is not None:
+        return CEILING_EXIT
     if outcome.last_signal is not None:
         return 0  # harbor had finished the job: the work is done
     rc = outcome.returncode
@@ -376,6 +440,28 @@ def start_harbor(argv: tuple[str, ...]) -> subprocess.Popen:
                                    f"this environment (make setup)?") from None
 
 
+def report_ceiling(outcome: Outcome, job_dir: str, ceiling, event_file: str | None) -> None:
+    import cost_ceiling as CC  # noqa: PLC0415  (only with --max-cost: it loads tools/cost.py)
+
+    watch = ceiling.watch
+    how = {"INT": "harbor was stopped as Ctrl-C stops it (SIGINT)",
+           "TERM": f"harbor was stopped (SIGINT, then TERM {seconds(ceiling.term_wait)} later)",
+           "KILL": "harbor was killed (SIGINT, then TERM, then KILL)",
+           None: f"harbor had exited by itself (exit {outcome.returncode})"}[outcome.ceiling_signal]
+    if outcome.survived:
+        how = "harbor was sent SIGINT, TERM and KILL and is still there (stuck in the kernel?): stop it by hand"
+    note = trials_note(trials_without_result(job_dir), job_dir)
+    what = f"{how}; its running trials end as CancelledError, which mop-up retries. {note}"
+    click.echo(f"{PREFIX} " + CC.reached_message(watch.scope.run, outcome.spend, watch.ceiling, watch.poll_s, what),
+               err=True)
+    if event_file:
+        event = CC.ceiling_event(watch.scope.run, outcome.spend, watch.ceiling, watch.poll_s,
+                                 os.path.abspath(job_dir), outcome.ceiling_signal, outcome.signalled_at)
+        error = append_event(event_file, event)
+        if error:
+            click.echo(error, err=True)
+
+
 def report(outcome: Outcome, job_dir: str, grace: float, term_wait: float, event_file: str | None) -> None:
     if outcome.last_signal is None:
         return
@@ -387,6 +473,23 @@ def report(outcome: Outcome, job_dir: str, grace: float, term_wait: float, event
         error = append_event(event_file, event)
         if error:
             click.echo(error, err=True)
+
+
+def make_ceiling(max_cost: str, poll: float, scope_json: str, term_wait: float) -> CeilingCheck | None:
+    """The ceiling's check, or None without --max-cost."""
+    if not max_cost:
+        return None
+    import cost_ceiling as CC  # noqa: PLC0415  (loads tools/cost.py and the tally: only when asked)
+
+    try:
+        ceiling = CC.parse_ceiling(max_cost)
+        scope = CC.scope_of(scope_json)
+    except (ValueError, TypeError, KeyError) as err:
+        raise click.UsageError(f"--max-cost {max_cost!r} --cost-scope: {err}") from None
+    check = CeilingCheck(CC.Watch(CC.C.LiveHf(timeout=scope.call_timeout), scope, ceiling, poll,
+                                  datetime.now(timezone.utc)), poll)
+    check.term_wait = term_wait
+    return check
 
 
 # --------------------------------------------------------------------------- command line
@@ -408,9 +511,15 @@ def cli() -> None:
               help="Seconds between reads of the job's result.json.")
 @click.option("--event-file", type=click.Path(dir_okay=False),
               help="Append a harbor-lingered JSON line here when harbor had to be ended.")
+@click.option("--max-cost", default="", help="The run's spending ceiling in USD (MAX_COST); empty: none.")
+@click.option("--cost-poll", default=60.0, show_default=True, type=click.FloatRange(min=0.05),
+              help="Seconds between measures of the run's spend.")
+@click.option("--cost-scope", default="", help="JSON: the run to measure (tools/cost_ceiling.py Scope's fields).")
 @click.argument("harbor_argv", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_cmd(job_dir, grace, term_wait, poll, event_file, harbor_argv):
-    """Run HARBOR_ARGV; end harbor if it lingers --grace seconds after its job finished."""
+def run_cmd(job_dir, grace, term_wait, poll, event_file, max_cost, cost_poll, cost_scope, harbor_argv):
+    """Run HARBOR_ARGV; end harbor if it lingers --grace seconds after its job finished, or stop it
+    when the run's spend would pass --max-cost."""
+    ceiling = make_ceiling(max_cost, cost_poll, cost_scope, term_wait)
     result_path = os.path.join(job_dir, "result.json")
     interrupts = Interrupts()
     waker = Waker()
@@ -420,7 +529,11 @@ def run_cmd(job_dir, grace, term_wait, poll, event_file, harbor_argv):
         sys.exit(128 + interrupts.signum)
     proc = start_harbor(harbor_argv)
     interrupts.attach(proc)
-    outcome = supervise(proc, result_path, baseline, grace, term_wait, poll, waker)
+    if ceiling is not None:
+        ceiling.watch.running_since = datetime.now(timezone.utc)
+    outcome = supervise(proc, result_path, baseline, grace, term_wait, poll, waker, ceiling)
+    if outcome.spend is not None:
+        report_ceiling(outcome, job_dir, ceiling, event_file)
     report(outcome, job_dir, grace, term_wait, event_file)
     if interrupts.signum is not None:
         click.echo(interrupt_message(interrupts.signum, interrupts.forwarded, outcome.returncode), err=True)

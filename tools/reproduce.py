@@ -46,6 +46,14 @@ class Failure(Exception):
     """The pipeline cannot go on: one line for the user, who fixes the cause and runs it again."""
 
 
+class CeilingReached(Exception):
+    """A step stopped at MAX_COST (exit CEILING_EXIT, the message above): no relaunch, no next pass."""
+
+
+# scripts/lib-run.sh CEILING_EXIT: bench or mop-up stopped harbor at the run's spending ceiling.
+CEILING_EXIT = 75
+
+
 class Interrupted(Exception):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -518,6 +526,8 @@ class Supervisor:
             self.ensure_server()
             with self.step(name) as record:
                 rc, _, _ = self.run_child(argv, PROBE="0", AUTO_STOP="0")
+                if rc == CEILING_EXIT:
+                    raise CeilingReached(name)
                 if rc != 0:
                     raise Failure(f"the {name} step failed (exit {rc}, above): fix it before hours of benchmark, "
                                   f"then make reproduce RUN={self.cfg.run} again")
@@ -533,6 +543,8 @@ class Supervisor:
                     self.ensure_server()
                     rc, died, _ = self.run_child([self.script("bench.sh")], watch=True, PROBE="0", AUTO_STOP="0")
                     record.update(rc=rc, server_died=died)
+                    if rc == CEILING_EXIT:
+                        raise CeilingReached("bench")
                     if job_dir_exists(self.cfg.jobs_dir, self.cfg.job_name):
                         if died:
                             record["note"] = "the server died mid-bench; mop-up retries what it left"
@@ -600,6 +612,10 @@ class Supervisor:
                 if record["status"] == "running":
                     record["status"] = "interrupted"
                 self.save()
+            if rc == CEILING_EXIT:
+                record.update(rc=rc, status="cost-ceiling")
+                self.save()
+                raise CeilingReached(f"mop-up pass {number}")
             record.update(rc=rc, status="server-died" if died else "done")
             self.save()
             self.say(f"mop-up pass {number}: {record['status']} in {duration(time.monotonic() - started)}, "
@@ -629,6 +645,8 @@ class Supervisor:
         outcome, code = "done", 0
         try:
             self.run_steps()
+        except CeilingReached as e:
+            outcome, code = f"stopped at the cost ceiling (MAX_COST) during {e}", CEILING_EXIT
         except Interrupted as e:
             outcome, code = f"interrupted ({e})", 130
         except Failure as e:
@@ -646,6 +664,11 @@ class Supervisor:
             invocation.update(ended_at=now_iso(), outcome=outcome)
             self.state["current_step"] = None
             self.save()
+        if code == CEILING_EXIT:
+            for line in summary_lines(self.state, time.time()):
+                print(f"reproduce: {line}", flush=True)
+            self.say(f"{outcome}: the server is stopped and no other step was started. Raise MAX_COST, then "
+                     f"make reproduce RUN={self.cfg.run} resumes (make cost RUN={self.cfg.run} shows the spend)")
         if code == 130:
             self.say(f"{outcome}: the server is stopped; make reproduce RUN={self.cfg.run} resumes")
         return code
@@ -680,23 +703,14 @@ def cli():
 def targets_cmd(jobs_dir, job_name, verdicts):
     """Print, as a JSON list, the tasks a mop-up pass would retry now.
 
-    mop-up's own selection (tools/mopup.py select_tasks): the tally's errored and unfinished
-    tasks, plus the tasks harbor planned that never started (a bench killed early leaves them,
-    and no trial dir names them, so the tally alone cannot see them).
+    mop-up's own selection (tools/mopup_plan.py what_is_left, the plan's left_to_retry): the
+    tasks that lack attempts (errored by an infra rule or unfinished; with N_ATTEMPTS > 1,
+    any open attempt slot), plus the tasks harbor planned that never started (a bench killed
+    early leaves them, and no trial dir names them, so the tally alone cannot see them).
     """
-    import mopup  # noqa: PLC0415  (tools/ is on sys.path; heavy: harbor)
+    import mopup_plan  # noqa: PLC0415  (tools/ is on sys.path; heavy: harbor)
 
-    selection = ["--jobs-dir", str(jobs_dir), "--job-name", job_name]
-    if verdicts:
-        selection += ["--verdicts", str(verdicts)]
-    targets = mopup.run_tally(["retry-targets", *selection])
-    known = {row["task"] for row in mopup.run_tally(["tally", *selection]).get("per_task", [])}
-    planned: list = []
-    config, _, _ = mopup.read_job_config(mopup.main_job_dir(jobs_dir, job_name))
-    if config is not None:
-        with contextlib.suppress(Exception):  # a --repo dataset offline: mop-up cannot list them either
-            planned = mopup.planned_trial_configs(config)[1]
-    click.echo(json.dumps(sorted(mopup.select_tasks(targets, known, planned))))
+    click.echo(json.dumps(sorted(mopup_plan.what_is_left(jobs_dir, job_name, verdicts))))
 
 
 @cli.command("run")

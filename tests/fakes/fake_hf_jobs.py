@@ -42,8 +42,10 @@ Scenario (JSON; every key optional):
           "expose_url": "http://127.0.0.1:8123",  # status.exposeUrls[0]; default https://<id>--<port>.hf.jobs
           "error_if_exists": "/tmp/x/dead",        # once this file exists the job is ERROR: it died
           "scheduling_secs": 30,                   # durations: SCHEDULING this long after created_at
-          "running_secs": 3600                     # durations.runningSecs, fixed (a finished job);
+          "running_secs": 3600,                    # durations.runningSecs, fixed (a finished job);
                                                    # default: seconds since it started, until canceled
+          "running_secs_file": "/tmp/x/secs"       # once this file exists, its number is runningSecs
+                                                   # (a test moves a job's billed time forward at will)
         }
       },
       "hardware": [{"name": "h200", "usd_per_hour": 5.0, "gpu": "H200"}, ...],
@@ -133,6 +135,7 @@ class Job:
         self.command = list(spec.get("command") or [])
         self.scheduling_secs = spec.get("scheduling_secs")
         self.running_secs = spec.get("running_secs")
+        self.running_secs_file = spec.get("running_secs_file")
         self.inspections = 0
         self.canceled = False
         self.canceled_at: dt.datetime | None = None
@@ -162,7 +165,10 @@ class Job:
         created = _parse_iso(self.created_at)
         sched = self.scheduling_secs or 0
         started = created + dt.timedelta(seconds=sched)
-        if self.running_secs is not None:
+        if self.running_secs_file and os.path.exists(self.running_secs_file):
+            with open(self.running_secs_file, encoding="utf-8") as f:
+                running = int(f.read().strip())
+        elif self.running_secs is not None:
             running = self.running_secs
         else:
             until = self.canceled_at or dt.datetime.now(dt.timezone.utc)

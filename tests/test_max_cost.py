@@ -1,0 +1,285 @@
+"""MAX_COST, a spending ceiling per run: the real harbor, the real hf CLI, the fake Jobs API.
+
+End to end (the scratch checkout, fakes and scripted environment of tests/test_reproduce.py):
+the run's server is launched by the real `make serve` against the loopback Jobs API as an h200
+with an exposed port; harbor runs the bench with tests/harbor_env/scripted_env.py, where t-hang
+hangs. Once harbor is mid-trial on it, the test moves the server's billed time (the fake's
+running_secs_file) to two hours: the next check of the ceiling sees the spend past MAX_COST, and
+harbor is stopped as Ctrl-C stops it, the server cancelled, the event recorded. Then a mop-up
+with the ceiling raised completes the run. Every wait is for a condition (a log line, a file, a
+process's exit), never for a time.
+
+Unit tests: the projection, MAX_COST's validation, the spend measured from recorded hf answers
+(cost.py's RecordedHf), and the path where part of the spend is unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "tests" / "fakes"))
+import cost  # noqa: E402
+import cost_ceiling as CC  # noqa: E402
+from fake_hf_jobs import DEFAULT_HARDWARE  # noqa: E402
+from test_mopup import ALL_TASKS, DEFAULT_PLAN as PLAN  # noqa: E402
+from test_reproduce import JOB, RUN, TOKEN, JobsAPI, ModelServer, Tree, wait_for  # noqa: E402
+
+HANG_PLAN = dict(PLAN, **{"t-hang": ["hang", "pass"]})
+BILLED_SECS = 7200  # the server's running time the test sets mid-bench
+CEILING = "8"
+RAISED = "20"
+
+
+def h200_per_hour() -> float:
+    """What the run's server costs per hour, computed apart from cost.py: the fake's hardware
+    price of h200, plus the exposed port's flat price from env/flavor-prices.tsv."""
+    gpu = next(h["usd_per_hour"] for h in DEFAULT_HARDWARE if h["name"] == "h200")
+    port = next(float(line.split("\t")[1]) for line in (REPO / "env/flavor-prices.tsv").read_text().splitlines()
+                if line.startswith("exposed-ports\t"))
+    return gpu + port
+
+
+def script(tree: Tree, name: str) -> list[str]:
+    return [str(tree.root / "scripts" / name)]
+
+
+def run_script(tree: Tree, name: str, **settings: str) -> subprocess.CompletedProcess:
+    return subprocess.run(script(tree, name), cwd=tree.root, env=tree.env(**settings), capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+
+
+def manifest(tree: Tree) -> list[dict]:
+    return [json.loads(line) for line in (tree.state / "manifest.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def world(tmp_path):
+    made = []
+
+    def make(plan=HANG_PLAN):
+        server = ModelServer(tmp_path, "srv1")
+        secs = tmp_path / "srv1.running-secs"
+        api = JobsAPI(tmp_path, {"new_jobs": [{"id": "srv1", "expose_url": server.url, "running_secs_file": str(secs)},
+                                              {"id": "srv2", "expose_url": server.url}]})
+        made.extend([server, api])
+        tree = Tree(tmp_path, plan, api, [server])
+        tree.secs_file = secs
+        return tree
+
+    yield make
+    for thing in made:
+        thing.stop()
+
+
+def hang_started(tree: Tree) -> bool:
+    return any(r["task"] == "t-hang" for r in tree.executed())
+
+
+def test_max_cost_reached_mid_bench_stops_harbor_and_the_server_and_mopup_completes_the_run(world):
+    tree = world()
+    served = run_script(tree, "serve.sh")
+    assert served.returncode == 0, served.stderr
+    assert tree.server_json()["job_id"] == "srv1"
+
+    out = open(tree.tmp / "bench.log", "w")
+    bench = subprocess.Popen(script(tree, "bench.sh"), cwd=tree.root, env=tree.env(MAX_COST=CEILING, COST_POLL="1"),
+                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    wait_for(lambda: hang_started(tree) or bench.poll() is not None, 300, "harbor to start t-hang")
+    assert bench.poll() is None, (tree.tmp / "bench.log").read_text()
+    # Until now the server has billed a few seconds: the ceiling is far. Two hours from now on.
+    tree.secs_file.write_text(f"{BILLED_SECS}\n")
+    assert bench.wait(timeout=300) == CC.CEILING_EXIT
+    log = (tree.tmp / "bench.log").read_text()
+
+    spent = round(BILLED_SECS / 3600 * h200_per_hour(), 2)
+    # The event: exact figures, the prices' source, the signal that stopped harbor.
+    events = [e for e in manifest(tree) if e.get("event") == "cost-ceiling"]
+    assert len(events) == 1, log
+    e = events[0]
+    assert (e["run"], Path(e["job_dir"]).name, e["spent_usd"], e["ceiling_usd"], e["source"], e["signal"]) == \
+        (RUN, JOB, spent, float(CEILING), "cache", "INT")
+    # The check before harbor started asked the Hub (the fake) and cached the list; the watch reused it.
+    assert e["prices"].startswith("hf jobs hardware, read ") and "(cached in " in e["prices"]
+    assert e["burn_usd_per_hour"] == pytest.approx(h200_per_hour()) and e["poll_s"] == 1 and e["unknown"] == []
+    # One plain message: what was spent, the ceiling, how to continue.
+    assert (f"MAX_COST reached: run '{RUN}' has spent ${spent:,.2f} of its ${float(CEILING):,.2f} ceiling "
+            f"(already past it;") in log
+    assert f"raise MAX_COST (in runs/{RUN}.env, or MAX_COST=<usd> on the command line), then make mopup RUN={RUN}" in log
+    assert "harbor was stopped as Ctrl-C stops it (SIGINT)" in log
+    # The server was cancelled through the real hf CLI, recorded as make stop records it.
+    assert len(tree.api.cancels("srv1")) == 1 and tree.api.stages()["srv1"] == "CANCELED"
+    stops = [(m["job_id"], m["namespace"]) for m in manifest(tree) if m.get("event") == "server-stop"]
+    assert stops == [("srv1", "alice")] and "stop: stopped job alice/srv1 (was RUNNING, now CANCELED)" in log
+    # In that order: harbor stopped, then the server, then the exit.
+    assert log.index("MAX_COST reached") < log.index("stop: stopped job alice/srv1") < \
+        log.index("bench: stopped at the spending ceiling MAX_COST=8 (above)")
+    # harbor cancelled the hanging trial: its result.json says CancelledError, which mop-up retries.
+    hang = [t for t in (tree.jobs / JOB).iterdir() if t.name.startswith("t-hang__")]
+    assert len(hang) == 1
+    result = json.loads((hang[0] / "result.json").read_text())
+    assert result["exception_info"]["exception_type"] == "CancelledError"
+    assert json.loads((tree.jobs / JOB / "result.json").read_text())["finished_at"] is None
+    before = tree.all_trial_dirs()
+    assert TOKEN not in log
+
+    # Over the ceiling, a second bench or mop-up is refused before it launches anything.
+    again = run_script(tree, "mopup.sh", MAX_COST=CEILING, COST_POLL="1")
+    assert again.returncode == CC.CEILING_EXIT, again.stderr
+    assert f"has spent ${spent:,.2f} of its ${float(CEILING):,.2f} ceiling (already past it;" in again.stderr
+    assert "Nothing was launched." in again.stderr
+    assert tree.all_trial_dirs() == before and not (tree.state / "archive").exists()
+
+    # The ceiling raised, mop-up completes the run; nothing finished is lost or re-run.
+    mop = run_script(tree, "mopup.sh", MAX_COST=RAISED, COST_POLL="1")
+    assert mop.returncode == 0, mop.stdout + mop.stderr
+    assert before <= tree.all_trial_dirs(), "a trial dir was lost"
+    final = tree.tally()
+    assert (final["tasks"], final["passed"], final["failed"], final["errored"], final["unfinished"]) == (9, 6, 3, 0, 0)
+    assert sorted(r["task"] for r in tree.executed() if r["task"] == "t-hang") == ["t-hang", "t-hang"]
+    assert {r["task"] for r in tree.executed()} == ALL_TASKS
+    assert TOKEN not in mop.stdout + mop.stderr
+
+
+def test_reproduce_stops_at_the_ceiling_without_a_relaunch_or_another_pass(world):
+    tree = world()
+    proc = tree.start(MAX_COST=CEILING, COST_POLL="1")
+    wait_for(lambda: hang_started(tree) and tree.progress().get("current_step") == "bench" or proc.poll() is not None,
+             300, "the supervisor's bench to start t-hang")
+    assert proc.poll() is None
+    tree.secs_file.write_text(f"{BILLED_SECS}\n")
+    assert proc.wait(timeout=300) == CC.CEILING_EXIT
+    log = next(tree.tmp.glob("run-*.log")).read_text()
+    progress = tree.progress()
+    assert progress["mopup_passes"] == [], "a mop-up pass started after the ceiling"
+    assert len(tree.api.launches()) == 1 and tree.api.stages() == {"srv1": "CANCELED"}
+    assert [(s["job"], s["status"]) for s in progress["servers"]] == [("alice/srv1", "stopped")]
+    assert progress["invocations"][-1]["outcome"] == "stopped at the cost ceiling (MAX_COST) during bench"
+    assert "stopped at the cost ceiling (MAX_COST) during bench: the server is stopped and no other step was started" in log
+    assert len([e for e in manifest(tree) if e.get("event") == "cost-ceiling"]) == 1
+    # Run again without raising it: refused before anything is launched.
+    again = tree.reproduce(MAX_COST=CEILING, COST_POLL="1")
+    assert again.returncode == CC.CEILING_EXIT and "Nothing was launched." in again.stderr
+    assert len(tree.api.launches()) == 1
+
+
+# --- units ---------------------------------------------------------------------------------------
+
+
+def test_projection_passes_one_poll_early():
+    spend = CC.Spend(10.0, 3.6, "hub", "x")
+    assert spend.projected(60) == pytest.approx(10.06)
+    assert CC.would_pass(spend, 10.05, 60) is True
+    assert CC.would_pass(spend, 10.07, 60) is False
+    assert CC.would_pass(CC.Spend(10.0, 0.0, "hub", "x"), 10.0, 60) is False  # at, not past, and nothing burning
+    assert CC.would_pass(CC.Spend(10.01, 0.0, "hub", "x"), 10.0, 60) is True
+
+
+@pytest.mark.parametrize("text,value", [("50", 50.0), ("12.5", 12.5), ("0.01", 0.01)])
+def test_ceiling_accepts_positive_dollars(text, value):
+    assert CC.parse_ceiling(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "0", "0.0", "-5", "abc", "5e3", "1,000"])
+def test_ceiling_refuses_anything_else(text):
+    with pytest.raises(ValueError, match="MAX_COST must be a positive number of US dollars"):
+        CC.parse_ceiling(text)
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "5e3"])
+def test_bad_max_cost_is_refused_before_anything_runs(tmp_path, value):
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "CLI_SETTINGS", "DRY_RUN")}
+    env.update(RUN="qwen-t2", MAX_COST=value, STATE_ROOT=str(tmp_path / "state"))
+    for verb in ("print.sh", "bench.sh", "mopup.sh", "reproduce.sh"):
+        proc = subprocess.run([str(REPO / "scripts" / verb)], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1, (verb, proc.stderr)
+        assert (f"setting MAX_COST must be a positive number of US dollars (e.g. MAX_COST=50 or MAX_COST=12.5), "
+                f"or empty for no ceiling; got '{value}' (run 'qwen-t2')") in proc.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_dry_run_states_the_ceiling_and_writes_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "CLI_SETTINGS", "API_BASE")}
+    env.update(RUN="qwen-t2", MAX_COST="40", COST_POLL="90", DRY_RUN="1", STATE_ROOT=str(tmp_path / "state"))
+    for verb in ("bench.sh", "reproduce.sh"):
+        proc = subprocess.run([str(REPO / "scripts" / verb)], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert "MAX_COST=40: the run's spend (make cost RUN=qwen-t2) is checked before anything paid is launched, " \
+               "and every 90s while harbor runs; harbor is stopped before it would pass $40" in proc.stderr
+    printed = subprocess.run([str(REPO / "scripts/print.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert "# spending ceiling: MAX_COST=40 USD for the whole run (make cost RUN=qwen-t2); harbor and the server " \
+           "are stopped before its spend would pass it (bench, mop-up and reproduce check it every 90s)" \
+           in printed.stdout.splitlines()
+    unset = subprocess.run([str(REPO / "scripts/print.sh")], env={**env, "MAX_COST": ""}, capture_output=True,
+                           text=True, timeout=60)
+    assert "# spending ceiling: none (MAX_COST is unset; e.g. MAX_COST=50 in runs/qwen-t2.env caps the run at 50 USD)" \
+        in unset.stdout.splitlines()
+    assert not (tmp_path / "state").exists()
+
+
+def job(job_id: str, flavor: str, stage: str, running_secs: float | None, exposed: bool = False) -> dict:
+    """One job as `hf jobs inspect --json` prints it (huggingface_hub 2.4.0's JobInfo, snake_case)."""
+    row = {"id": job_id, "owner": {"name": "alice"}, "status": {"stage": stage}, "flavor": flavor,
+           "labels": {"project": "terminal-bench-harness", "run": "r"}, "created_at": "2026-12-01T10:00:00Z",
+           "started_at": "2026-12-01T10:00:00Z", "durations": {"running_secs": running_secs}}
+    if exposed:
+        row["expose"] = {"ports": [30000]}
+    return row
+
+
+def recorded(tmp_path: Path, jobs: list[dict]) -> tuple[cost.RecordedHf, CC.Scope]:
+    """The hf answers for a run whose manifest launched `jobs`, and its Scope."""
+    state = tmp_path / "state" / "r"
+    state.mkdir(parents=True)
+    (state / "manifest.jsonl").write_text("".join(
+        json.dumps({"event": "serve", "role": "server", "job_id": j["id"], "namespace": "alice"}) + "\n" for j in jobs))
+    hardware = [{"name": "h200", "accelerator": "H200", "cost/hour": "$5.00"},
+                {"name": "cpu-upgrade", "accelerator": "", "cost/hour": "$0.03"}]
+    calls = {"jobs hardware --json": hardware,
+             "jobs ps -a --json --limit 0 -l project=terminal-bench-harness -l run=r --namespace alice": [],
+             "jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice": []}
+    for j in jobs:
+        calls[f"jobs inspect --json alice/{j['id']}"] = [j]
+    hf = cost.RecordedHf(tmp_path / "rec.json", calls, "2026-12-01")
+    return hf, CC.Scope("r", state, str(tmp_path / "jobs"), "r", "alice")
+
+
+def test_spend_is_each_jobs_billed_time_times_its_price(tmp_path):
+    hf, scope = recorded(tmp_path, [job("srv", "h200", "RUNNING", 5400, exposed=True),
+                                    job("rb", "cpu-upgrade", "COMPLETED", 3600)])
+    spend = CC.measure(hf, scope)
+    port = cost.tsv_prices()["exposed-ports"]
+    assert spend.spent_usd == pytest.approx(round(1.5 * (5.00 + port) + 1 * 0.03, 6))
+    assert spend.burn_usd_per_hour == pytest.approx(5.00 + port)  # the finished job burns nothing
+    assert (spend.unknown, spend.billing, spend.source) == ([], ["alice/srv"], "recorded")
+
+
+def test_unknown_price_is_left_out_said_once_and_the_known_part_still_enforced(tmp_path, capsys):
+    hf, scope = recorded(tmp_path, [job("srv", "h200", "RUNNING", 7200), job("odd", "a100-mystery", "RUNNING", 3600)])
+    spend = CC.measure(hf, scope)
+    assert spend.spent_usd == pytest.approx(10.0) and spend.burn_usd_per_hour == pytest.approx(5.0)
+    assert spend.unknown == ["alice/odd (server, flavor a100-mystery): no price for its flavor"]
+    watch = CC.Watch(hf, scope, 9.0, 60, None)
+    assert watch.check().spent_usd == pytest.approx(10.0)  # past 9 on the known part alone
+    assert watch.check() is not None
+    err = capsys.readouterr().err
+    assert err.count("note: MAX_COST can only be enforced on the spend that is known ($10.00): alice/odd (server, "
+                     "flavor a100-mystery): no price for its flavor.") == 1
+    assert CC.Watch(hf, scope, 11.0, 60, None).check() is None  # 10 + 5 × 60/3600 = 10.08: under 11
+
+
+def test_hf_unreachable_is_said_and_the_run_goes_on(tmp_path, capsys):
+    hf, scope = recorded(tmp_path, [job("srv", "h200", "RUNNING", 3600)])
+    del hf.calls["jobs inspect --json alice/srv"]
+    spend = CC.measure(hf, scope)
+    assert spend.spent_usd == 0 and len(spend.unknown) == 1
+    assert spend.unknown[0].startswith("hf could not be asked: alice/srv (server, manifest (serve)): hf jobs inspect")
+    assert CC.Watch(hf, scope, 1.0, 60, None).check() is None
+    assert "MAX_COST can only be enforced on the spend that is known ($0.00)" in capsys.readouterr().err
