@@ -269,20 +269,11 @@ stage_checkout() {
 # as AUTO_STOP does (make stop's path, or the SERVER_JOB of a remote bench), unless AUTO_STOP=0
 # (make reproduce runs its steps so and stops the server itself); then exit CEILING_EXIT.
 stop_at_ceiling() {
-  local server_job=${SERVER_JOB:-}
   if [[ "$AUTO_STOP" != 1 ]]; then
     say "AUTO_STOP=0: the server is not stopped here (make reproduce stops it; otherwise make stop RUN=$RUN)"
-  elif [[ -n "$server_job" ]]; then
-    [[ "$server_job" =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9_-]+$ ]] || die "SERVER_JOB must be NAMESPACE/JOB_ID, got '$server_job'"
-    if hf jobs cancel -q "$server_job" >/dev/null; then
-      append_manifest server-stop "$(jq -cn --arg job_id "${server_job#*/}" --arg namespace "${server_job%%/*}" \
-        --arg endpoint "${API_BASE:-}" '{role: "server", job_id: $job_id, namespace: $namespace, endpoint: $endpoint, why: "cost-ceiling"}')"
-      say "MAX_COST: stopped the server job $server_job"
-    else
-      warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
-    fi
-  elif [[ -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ]]; then
-    RUN=$RUN "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
+  elif [[ -n "${SERVER_JOB:-}" || ( -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ) ]]; then
+    say "MAX_COST: stopping the run's server"
+    stop_run_server cost-ceiling
   else
     say "no server of this run to stop (API_BASE names a server started elsewhere)"
   fi

@@ -417,21 +417,31 @@ stop_server_if_done() {
     left=""
   if [[ "$left" == 0 ]]; then
     say "AUTO_STOP=1: nothing left to retry; stopping the server"
-    if [[ -n "$server_job" ]]; then
-      # As make stop's cancel_job does: the manifest says when the endpoint stopped serving.
-      if hf jobs cancel -q "$server_job" >/dev/null; then
-        append_manifest server-stop "$(jq -cn --arg job_id "${server_job#*/}" --arg namespace "${server_job%%/*}" \
-          --arg endpoint "${API_BASE:-}" '{role: "server", job_id: $job_id, namespace: $namespace, endpoint: $endpoint}')"
-      else
-        warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
-      fi
-    else
-      RUN=$RUN "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
-    fi
+    stop_run_server nothing-left
   elif [[ -n "$left" ]]; then
     say "AUTO_STOP=1: $left task(s) left to mop up, so the server is kept: make mopup RUN=$RUN (it stops the server once nothing is left), or make stop RUN=$RUN"
   else
     warn "AUTO_STOP=1: cannot tell whether tasks are left (no tally), so the server is kept: make stop RUN=$RUN when done"
+  fi
+}
+
+# stop_run_server WHY: stop the run's server, the SERVER_JOB a remote bench was told (its cancel
+# recorded in the manifest as make stop's cancel_job records one, with WHY), else make stop's
+# own path. A failure is a warning that says how to stop it by hand: the caller goes on.
+stop_run_server() {
+  local why=$1 server_job=${SERVER_JOB:-}
+  if [[ -z "$server_job" ]]; then
+    RUN=$RUN "$REPO_ROOT/scripts/stop.sh" || warn "could not stop the server: run make stop RUN=$RUN, or it bills on"
+    return 0
+  fi
+  [[ "$server_job" =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9_-]+$ ]] || die "SERVER_JOB must be NAMESPACE/JOB_ID, got '$server_job'"
+  if hf jobs cancel -q "$server_job" >/dev/null; then
+    append_manifest server-stop "$(jq -cn --arg job_id "${server_job#*/}" --arg namespace "${server_job%%/*}" \
+      --arg endpoint "${API_BASE:-}" --arg why "$why" \
+      '{role: "server", job_id: $job_id, namespace: $namespace, endpoint: $endpoint, why: $why}')"
+    say "stopped the server job $server_job"
+  else
+    warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
   fi
 }
 
