@@ -34,6 +34,7 @@ import pytest
 
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, trial_name, write_job
 from tests.test_mopup import JOB, MODEL, RUN_FILE, FakeServer, Tree, report_line, sha256
+from tests.test_tally_slots import attempts
 
 assert report_line  # a fixture, used by name
 REPO = Path(__file__).resolve().parents[1]
@@ -60,19 +61,8 @@ VERDICTS = "verdicts:\n  g:\n    outcome: errored\n    reason: SandboxError on e
 
 
 def specs(plan: dict, base: int = 0) -> list[TrialSpec]:
-    out = []
-    for task, attempts in plan.items():
-        for i, what in enumerate(attempts):
-            when = base + 10 * i
-            if what == "infra":
-                out.append(S(task, None, "SandboxError", "Sandbox API error (503)", finished=when, attempt=i))
-            elif what == "crash":
-                out.append(S(task, finished=None, attempt=i))
-            elif what == "timeout":
-                out.append(S(task, 0.0, "AgentTimeoutError", "Agent execution timed out", finished=when, attempt=i))
-            else:
-                out.append(S(task, what, finished=when, attempt=i))
-    return out
+    """Every task's attempts, as the tally's own slot tests write them."""
+    return [spec for task, plan_of_task in plan.items() for spec in attempts(task, plan_of_task, base=base)]
 
 
 def expected_missing() -> dict[str, int]:
