@@ -117,7 +117,11 @@ main() {
   # make tally at a run with nothing to tally.
   ((rc != 0)) || remember_run
   record_resolved
-  say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
+  if ((rc == CEILING_EXIT)); then # the watch's code, not harbor's: it stopped harbor at MAX_COST
+    say "harbor was stopped at the spending ceiling (MAX_COST=$MAX_COST); its summary is not the answer. The tally (make tally RUN=$RUN):"
+  else
+    say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
+  fi
   RUN=$RUN "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
   ((rc != CEILING_EXIT)) || stop_at_ceiling
   ((smoke)) || stop_server_if_done

@@ -114,6 +114,8 @@ def test_max_cost_reached_mid_bench_stops_harbor_and_the_server_and_mopup_comple
             f"(already past it;") in log
     assert f"raise MAX_COST (in runs/{RUN}.env, or MAX_COST=<usd> on the command line), then make mopup RUN={RUN}" in log
     assert "harbor was stopped as Ctrl-C stops it (SIGINT)" in log
+    assert "bench: harbor was stopped at the spending ceiling (MAX_COST=8); its summary is not the answer." in log
+    assert "harbor exited 75" not in log  # 75 is the watch's code, never harbor's
     # The server was cancelled through the real hf CLI, recorded as make stop records it.
     assert len(tree.api.cancels("srv1")) == 1 and tree.api.stages()["srv1"] == "CANCELED"
     stops = [(m["job_id"], m["namespace"]) for m in manifest(tree) if m.get("event") == "server-stop"]
