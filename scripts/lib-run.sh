@@ -271,7 +271,7 @@ stage_checkout() {
 stop_at_ceiling() {
   if [[ "$AUTO_STOP" != 1 ]]; then
     say "AUTO_STOP=0: the server is not stopped here (make reproduce stops it; otherwise make stop RUN=$RUN)"
-  elif [[ -n "${SERVER_JOB:-}" || ( -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ) ]]; then
+  elif run_has_server; then
     say "MAX_COST: stopping the run's server"
     stop_run_server cost-ceiling
   else

@@ -398,18 +398,10 @@ endpoint() {
 
 # AUTO_STOP=1: once a bench or mop-up leaves nothing for the run's server to do (no task to
 # retry by mop-up's own selection, tools/reproduce.py targets: with N_ATTEMPTS > 1, no task
-# with a missing attempt), stop it; while tasks are left, keep it for make mopup and say so: the decision to stop belongs to whoever runs the next step. A server
-# started elsewhere (API_BASE) is never touched, except the run's own server named by
-# SERVER_JOB, which is how a remote bench job (make bench WHERE=hf) knows it.
+# with a missing attempt), stop it; while tasks are left, keep it for make mopup and say so:
+# the decision to stop belongs to whoever runs the next step.
 stop_server_if_done() {
-  [[ "$AUTO_STOP" == 1 ]] || return 0
-  local server_job=${SERVER_JOB:-}
-  if [[ -n "$server_job" ]]; then
-    [[ "$server_job" =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9_-]+$ ]] ||
-      die "SERVER_JOB must be NAMESPACE/JOB_ID, got '$server_job'"
-  else
-    [[ -z "${API_BASE:-}" && -f "$(run_state_dir)/server.json" ]] || return 0
-  fi
+  [[ "$AUTO_STOP" == 1 ]] && run_has_server || return 0
   local left verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   left=$(cd "$REPO_ROOT" && "$REPO_ROOT/.venv/bin/python" tools/reproduce.py targets \
@@ -423,6 +415,13 @@ stop_server_if_done() {
   else
     warn "AUTO_STOP=1: cannot tell whether tasks are left (no tally), so the server is kept: make stop RUN=$RUN when done"
   fi
+}
+
+# run_has_server: is there a server of this run for bench or mop-up to stop? A server started
+# elsewhere (API_BASE) is never touched, except the run's own server named by SERVER_JOB,
+# which is how a remote bench job (make bench WHERE=hf) knows it.
+run_has_server() {
+  [[ -n "${SERVER_JOB:-}" || (-z "${API_BASE:-}" && -f "$(run_state_dir)/server.json") ]]
 }
 
 # stop_run_server WHY: stop the run's server, the SERVER_JOB a remote bench was told (its cancel

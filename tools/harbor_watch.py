@@ -340,9 +340,8 @@ class Outcome:
 class CeilingCheck:
     """Runs the spending ceiling's check when it is due (every --cost-poll seconds)."""
 
-    def __init__(self, watch, poll: float):
-        self.watch, self.poll = watch, poll
-        self.term_wait = 30.0
+    def __init__(self, watch, poll: float, term_wait: float = 30.0):
+        self.watch, self.poll, self.term_wait = watch, poll, term_wait
         # The verb checked the ceiling just before it started harbor: the first check is one poll on.
         self.due = time.monotonic() + poll
 
@@ -486,10 +485,8 @@ def make_ceiling(max_cost: str, poll: float, scope_json: str, term_wait: float) 
         scope = CC.scope_of(scope_json)
     except (ValueError, TypeError, KeyError) as err:
         raise click.UsageError(f"--max-cost {max_cost!r} --cost-scope: {err}") from None
-    check = CeilingCheck(CC.Watch(CC.C.LiveHf(timeout=scope.call_timeout), scope, ceiling, poll,
-                                  datetime.now(timezone.utc)), poll)
-    check.term_wait = term_wait
-    return check
+    return CeilingCheck(CC.Watch(CC.C.LiveHf(timeout=scope.call_timeout), scope, ceiling, poll,
+                                 datetime.now(timezone.utc)), poll, term_wait)
 
 
 # --------------------------------------------------------------------------- command line
