@@ -137,6 +137,10 @@ publish: ## RUN's result as a pull request to the model repo's .eval_results/, i
 
 # --- the project -------------------------------------------------------------------------
 
+.PHONY: check
+check: ## the fast tier, for every change: shellcheck, unit and contract tests, no end-to-end run
+	@scripts/test.sh check
+
 .PHONY: test
-test: ## every test: bats, pytest, shellcheck
+test: ## every test: shellcheck, bats, pytest, end-to-end runs included (what CI runs); TEST_JOBS=n at a time
 	@scripts/test.sh

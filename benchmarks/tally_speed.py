@@ -36,13 +36,12 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from harbor.models.trial.result import TrialResult
+
+from tests.fixtures.harbor_jobs import T0, TrialSpec, write_job
+from tools import tally as T
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from harbor.models.trial.result import TrialResult  # noqa: E402
-
-from tests.fixtures.harbor_jobs import T0, TrialSpec, write_job  # noqa: E402
-from tools import tally as T  # noqa: E402
 
 JOB = "bench-terminus2-tb21"
 N_JOB_DIRS = 5  # the job and 4 retry jobs

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Usage: scripts/cost.sh                  (RUN=<name> [JSON=1]; make cost)
-# What the run cost (tools/cost.py cost): every job it launched (state/<run>/manifest.jsonl,
+# What the run cost (python -m tools.cost cost): every job it launched (state/<run>/manifest.jsonl,
 # and jobs labelled run=<run>), every sandbox its trials used (label hf-sandbox=1, created while
 # one of its trials ran), each with flavor, running time (HF's durations), price and cost; totals
 # per role, GPU hours, wall-clock, dollars per scored attempt and per passed task (the tally),
@@ -38,17 +38,17 @@ run_cost_tool() {
   shift 2
   cd "$REPO_ROOT"
   if is_dry_run; then
-    show_cmd -- .venv/bin/python tools/cost.py "$@"
+    show_cmd -- .venv/bin/python -m tools.cost "$@"
     if [[ "$RUN" == example-* ]]; then
       say "note: run '$RUN' is a bundled example: the hf answers come from examples/state/$RUN/hf-recorded.json, no call is made"
       return 0
     fi
     say "the hf calls it makes$what_else:"
-    "$REPO_ROOT/.venv/bin/python" tools/cost.py "$@" --dry-run
+    tool cost "$@" --dry-run
     return 0
   fi
   [[ "$RUN" == example-* ]] || hf_token "$why" >/dev/null
-  "$REPO_ROOT/.venv/bin/python" tools/cost.py "$@"
+  tool cost "$@"
 }
 
 main() {

@@ -208,7 +208,7 @@ watch_harbor() {
   local job_dir=$1 ceiling=()
   shift
   [[ -z "$MAX_COST" ]] || ceiling=(--max-cost "$MAX_COST" --cost-poll "$COST_POLL" --cost-scope "$(cost_scope_json)")
-  "$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/harbor_watch.py" run --job-dir "$job_dir" \
+  tool harbor_watch run --job-dir "$job_dir" \
     --grace "$LINGER_GRACE" --event-file "$(run_state_dir)/manifest.jsonl" "${ceiling[@]}" -- "$@"
 }
 
@@ -246,7 +246,7 @@ refuse_over_ceiling() {
     return 0
   fi
   local rc=0
-  "$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/cost_ceiling.py" check --max-cost "$MAX_COST" --poll "$COST_POLL" \
+  tool cost_ceiling check --max-cost "$MAX_COST" --poll "$COST_POLL" \
     --scope "$(cost_scope_json)" || rc=$?
   ((rc == 0)) || exit "$rc"
 }

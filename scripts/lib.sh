@@ -23,6 +23,11 @@ if [[ -d "$REPO_ROOT/.venv/bin" && ":$PATH:" != *":$REPO_ROOT/.venv/bin:"* ]]; t
   PATH="$REPO_ROOT/.venv/bin:$PATH"
 fi
 
+# tool NAME ARGS...: the project's Python tool tools/NAME.py, run as the module tools.NAME with
+# .venv's Python. tools/ is one package; make setup makes it importable from .venv wherever the
+# working directory is (docs/design.md decision 21).
+tool() { "$REPO_ROOT/.venv/bin/python" -m "tools.$1" "${@:2}"; }
+
 say() { printf '%s: %s\n' "$SCRIPT_NAME" "$*" >&2; }
 warn() { printf '%s: warning: %s\n' "$SCRIPT_NAME" "$*" >&2; }
 die() {
@@ -397,14 +402,14 @@ endpoint() {
 # --- the server's end ------------------------------------------------------------------------
 
 # AUTO_STOP=1: once a bench or mop-up leaves nothing for the run's server to do (no task to
-# retry by mop-up's own selection, tools/reproduce.py targets: with N_ATTEMPTS > 1, no task
+# retry by mop-up's own selection, python -m tools.reproduce targets: with N_ATTEMPTS > 1, no task
 # with a missing attempt), stop it; while tasks are left, keep it for make mopup and say so:
 # the decision to stop belongs to whoever runs the next step.
 stop_server_if_done() {
   [[ "$AUTO_STOP" == 1 ]] && run_has_server || return 0
   local left verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
-  left=$(cd "$REPO_ROOT" && "$REPO_ROOT/.venv/bin/python" tools/reproduce.py targets \
+  left=$(cd "$REPO_ROOT" && tool reproduce targets \
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${verdicts[@]}" 2>/dev/null | jq -e 'length') ||
     left=""
   if [[ "$left" == 0 ]]; then

@@ -54,14 +54,19 @@ main() {
   trap 'rm -rf "$TMP_DIR"' EXIT
   local uv
   uv=$(find_uv "$version")
+  # The current lock is uv's starting point (-o reads its pins as preferences): changing one pin
+  # moves only what that pin needs, not every package with a newer release since the last lock.
+  [[ ! -f "$ENV_DIR/requirements.lock" ]] || cp "$ENV_DIR/requirements.lock" "$TMP_DIR/resolved"
+  "$uv" "${args[@]}" -o "$TMP_DIR/resolved" ||
+    die "uv could not resolve env/requirements.txt (its message is above); env/requirements.lock is unchanged"
   {
     printf '# The lock of env/requirements.txt: every package .venv holds, with its hashes. Do not\n'
     printf '# edit: change a pin in env/requirements.txt, then run make lock (scripts/lock.sh).\n'
     printf '# Resolved by uv %s for CPython %s on Linux x86_64 (--python-version %s\n' "$version" "$LOCK_PYTHON" "$LOCK_PYTHON"
     printf '# --python-platform %s), whichever machine ran it: the target of make setup\n' "$LOCK_PLATFORM"
     printf '# here and in the HF Jobs image python:3.12. Each package lists the hashes of all its files.\n'
-    "$uv" "${args[@]}"
-  } >"$TMP_DIR/lock" || die "uv could not resolve env/requirements.txt (its message is above); env/requirements.lock is unchanged"
+    cat "$TMP_DIR/resolved" # uv rewrote it whole: its own header, then the packages
+  } >"$TMP_DIR/lock"
   mv "$TMP_DIR/lock" "$ENV_DIR/requirements.lock"
   say "wrote env/requirements.lock: $(grep -c '^[A-Za-z0-9]' "$ENV_DIR/requirements.lock") packages, each with its hashes (uv $version)"
 }

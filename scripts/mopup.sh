@@ -15,8 +15,6 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/argv.sh"
 source "$(dirname "$0")/lib-run.sh"
 
-readonly PY="$REPO_ROOT/.venv/bin/python"
-readonly MOPUP="$REPO_ROOT/tools/mopup.py"
 
 # The shell-quoted TASKS setting for a list of task names (one per line on stdin).
 tasks_setting() {
@@ -87,7 +85,10 @@ main() {
   state=$(run_state_dir)
   case "$verb" in
     mopup) ;;
-    archive) exec "$PY" "$MOPUP" archive --state-dir "$state" ;;
+    archive)
+      tool mopup archive --state-dir "$state"
+      return
+      ;;
     restore)
       local trials
       split_words trials "${TRIALS:-}"
@@ -97,7 +98,8 @@ main() {
         return 0
       }
       hold_run_lock "make mopup-restore"
-      exec "$PY" "$MOPUP" restore --state-dir "$state" "${trials[@]}"
+      tool mopup restore --state-dir "$state" "${trials[@]}"
+      return
       ;;
     *) die "unknown verb '$verb' (mopup, archive, restore)" ;;
   esac
@@ -139,7 +141,7 @@ main() {
   # The same manual verdicts as make tally: a task with a verdict is never retried.
   local verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
-  "$PY" "$MOPUP" plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --state-dir "$state" \
+  tool mopup plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --state-dir "$state" \
     --mode "$MOPUP_MODE" --n-concurrent "$N_CONCURRENT" --current-config "$work/current-config.json" \
     "${verdicts[@]}" --out "$work/plan.json"
   local mode batch
@@ -192,7 +194,7 @@ main() {
   mkdir -p "$state/mopup-plans"
   cp "$work/plan.json" "$state/mopup-plans/$batch.json.tmp"
   mv -f "$state/mopup-plans/$batch.json.tmp" "$state/mopup-plans/$batch.json"
-  "$PY" "$MOPUP" prepare --plan "$work/plan.json" --state-dir "$state"
+  tool mopup prepare --plan "$work/plan.json" --state-dir "$state"
 
   local rc=0 harbor_job_dir
   for ((step = 0; step < steps; step++)); do
@@ -215,7 +217,7 @@ main() {
   done
 
   RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
-  "$PY" "$MOPUP" report --plan "$work/plan.json"
+  tool mopup report --plan "$work/plan.json"
   ((rc != CEILING_EXIT)) || stop_at_ceiling # MAX_COST stopped harbor: stop the server, exit CEILING_EXIT
   stop_server_if_done
   # Harbor also exits non-zero when a trial ended in CancelledError, after writing every

@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib-run.sh"
 main() {
   resolve_run
   load_settings
-  local argv=("$REPO_ROOT/.venv/bin/python" tools/pin.py plan --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
+  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.pin plan --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
     --run-file "$RUNS_DIR/$RUN.env" --manifest "$(run_state_dir)/manifest.jsonl")
   cd "$REPO_ROOT"
   if is_dry_run; then

@@ -17,7 +17,7 @@ main() {
   require JOBS_DIR JOB_NAME AGENT MODEL
   [[ -z "$BUCKET" || "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
     die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
-  local argv=("$REPO_ROOT/.venv/bin/python" tools/publish.py publish
+  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.publish publish
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run "$RUN"
     --model-repo "${EVAL_MODEL_REPO:-$MODEL}" --dataset-repo "$DATASET_REPO"
     --eval-dataset "$EVAL_DATASET" --task-id "$EVAL_TASK_ID" --agent "$AGENT" --k "$N_ATTEMPTS"

@@ -26,7 +26,7 @@ accounting_options() {
 # report_py SUBCOMMAND ARGS...: tools/report.py from the repository root. A subcommand that
 # writes files gets --dry-run under DRY_RUN=1, after the command it stands for is said.
 report_py() {
-  local argv=(.venv/bin/python tools/report.py "$@")
+  local argv=(.venv/bin/python -m tools.report "$@")
   case "$1" in
     render | html | results)
       if is_dry_run; then

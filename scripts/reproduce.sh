@@ -37,7 +37,7 @@ abs_jobs_dir() {
 
 retry_targets_argv() {
   local -n _rt=$1
-  _rt=(.venv/bin/python tools/reproduce.py targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME")
+  _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME")
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _rt+=(--verdicts "runs/$RUN.verdicts.yaml")
 }
 
@@ -157,7 +157,7 @@ main() {
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   cd "$REPO_ROOT"
   # The supervisor inherits the lock on fd 9 and passes it to every step it runs.
-  exec "$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tools/reproduce.py" run --run "$RUN" --repo "$REPO_ROOT" \
+  exec "$REPO_ROOT/.venv/bin/python" -m tools.reproduce run --run "$RUN" --repo "$REPO_ROOT" \
     --state-dir "$(run_state_dir)" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --api-base "${API_BASE:-}" \
     "${verdicts[@]}" --mopup-passes "$MOPUP_PASSES" --max-relaunches "$MAX_RELAUNCHES" \
     --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL"

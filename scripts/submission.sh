@@ -17,7 +17,7 @@ main() {
   validate_values
   require JOBS_DIR JOB_NAME AGENT MODEL
   local out=${OUT:-.}
-  local argv=("$REPO_ROOT/.venv/bin/python" tools/submission.py build
+  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.submission build
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --out "$out" --run "$RUN"
     --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}"
     --agent-display-name "$AGENT_DISPLAY_NAME" --agent-org-display-name "$AGENT_ORG_DISPLAY_NAME"

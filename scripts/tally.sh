@@ -59,10 +59,10 @@ main() {
   [[ "$RUN" != "$DEFAULT_RUN" ]] ||
     say "note: the bundled example ships one deliberately corrupt result.json (sqlite-with-gcov__afbbaf4), to show how an unreadable trial is reported: the warning at the end is expected"
   if is_dry_run; then
-    show_cmd -- .venv/bin/python tools/tally.py "${args[@]}"
+    show_cmd -- .venv/bin/python -m tools.tally "${args[@]}"
     return 0
   fi
-  "$REPO_ROOT/.venv/bin/python" tools/tally.py "${args[@]}"
+  tool tally "${args[@]}"
 }
 
 main "$@"

@@ -203,7 +203,7 @@ printed_argv() {
   # (two infra-errored slots); every other task's slots are settled.
   cp -r "$REPO/examples/jobs" "$BATS_TEST_TMPDIR/jobs"
   export JOBS_DIR="$BATS_TEST_TMPDIR/jobs" JOB_NAME=example-leaderboard-tb21
-  run "$REPO/.venv/bin/python" "$REPO/tools/reproduce.py" targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
+  run "$REPO/.venv/bin/python" -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
   assert_success
   assert_output '["cobol-modernization"]'
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"

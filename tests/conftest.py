@@ -1,19 +1,21 @@
-"""pytest setup shared by the Python tests: the repo root on sys.path.
+"""pytest setup shared by the Python tests.
 
-So tests import `tools.tally` and `tests.fixtures.harbor_jobs` as modules, whatever
-directory pytest is started from.
+Tests import the repository's packages by name (`tools.tally`, `tests.fixtures.harbor_jobs`):
+make setup makes the repository importable from .venv (scripts/setup.sh, tools.pth), so no
+test touches sys.path.
 """
 
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import os
+import signal
 
 # Every harbor the tests start (end to end with tests/harbor_env) runs offline: harbor 0.25.0
 # sends usage telemetry when a job ends (harbor/telemetry.py) and, with no network, waits
 # about 12 s for it before exiting. The tests have nothing to report.
-import os  # noqa: E402
-
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
+
+# Tests signal their children (Ctrl-C to harbor, to the watchdog, to a launch) and expect SIGINT
+# to act. A runner started in the background by a non-interactive shell (nohup make test &) has
+# SIGINT ignored, and every child would inherit that: the outcome would depend on how the suite
+# was launched. A handled signal is reset to its default in a child at exec; an ignored one is not.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)

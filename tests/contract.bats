@@ -11,8 +11,37 @@ setup() {
   export OPENAI_API_KEY=$TEST_TOKEN OPENAI_BASE_URL=$TEST_ENDPOINT
 }
 
+# Every run's resolved settings and its bench and smoke JobConfig (the real harbor's
+# --print-config), each resolved once for the whole file, concurrently, and read by the tests
+# below: harbor starts 16 times, not once per test and assertion.
+setup_file() {
+  load test_helper
+  export HOME="$BATS_FILE_TMPDIR/home" STATE_ROOT="$BATS_FILE_TMPDIR/state" HF_HOME="$BATS_FILE_TMPDIR/hf-home"
+  mkdir -p "$HOME" "$HF_HOME"
+  use_real_clis
+  export OPENAI_API_KEY=$TEST_TOKEN OPENAI_BASE_URL=$TEST_ENDPOINT
+  local dir="$BATS_FILE_TMPDIR/resolved" run_name mode
+  mkdir -p "$dir"
+  for run_name in $(runs); do
+    RUN=$run_name "$REPO/tests/bin/argv-of" settings >"$dir/$run_name.settings"
+    for mode in bench smoke; do
+      (print_config "$run_name" "$mode" >"$dir/$run_name.$mode.json" 2>"$dir/$run_name.$mode.err" ||
+        : >"$dir/$run_name.$mode.rejected") 3>&- &
+    done
+  done
+  wait
+}
+
 runs() { basename -s .env "$REPO"/runs/*.env; }
-setting() { RUN=$1 "$REPO/tests/bin/argv-of" settings | sed -n "s/^$2=//p"; }
+# setting RUN NAME: the run's resolved value, from setup_file's copy when it has one.
+setting() {
+  local cached="$BATS_FILE_TMPDIR/resolved/$1.settings"
+  if [[ -f "$cached" ]]; then
+    sed -n "s/^$2=//p" "$cached"
+  else
+    RUN=$1 "$REPO/tests/bin/argv-of" settings | sed -n "s/^$2=//p"
+  fi
+}
 argv_of() {
   local -n _out=$3
   mapfile -d '' _out < <(RUN=$1 "$REPO/tests/bin/argv-of" "$2")
@@ -68,11 +97,19 @@ print_config() {
   "${argv[@]}" --print-config
 }
 
+# resolved_config RUN MODE: setup_file's print_config of RUN MODE; fails, with harbor's words,
+# when harbor rejected the argv.
+resolved_config() {
+  local base="$BATS_FILE_TMPDIR/resolved/$1.$2"
+  [[ ! -e "$base.rejected" ]] || fail "$1 $2: harbor rejected the argv: $(cat "$base.err")"
+  cat "$base.json"
+}
+
 @test "bench and smoke: the real harbor --print-config resolves every run to what the run says" {
   local run_name mode config want_tasks want_n_tasks
   for run_name in $(runs); do
     for mode in bench smoke; do
-      config=$(print_config "$run_name" "$mode") || fail "$run_name $mode: harbor rejected the argv"
+      config=$(resolved_config "$run_name" "$mode")
       assert_equal "$(jq -r '.agents | length' <<<"$config")" 1
       assert_equal "$(jq -r '.agents[0].name' <<<"$config")" "$(setting "$run_name" AGENT)"
       assert_equal "$(jq -r '.agents[0].model_name' <<<"$config")" "openai/$(setting "$run_name" MODEL)"
@@ -121,14 +158,14 @@ print_config() {
 
 @test "bench: hf-sandbox runs carry flavor and idle timeout; mini-swe-agent forwards templates, not values" {
   local config
-  config=$(print_config qwen-mswea bench)
+  config=$(resolved_config qwen-mswea bench)
   assert_equal "$(jq -c '.environment' <<<"$config")" \
     '{"type":"hf-sandbox","kwargs":{"flavor":"cpu-upgrade","job_timeout":"2h"}}'
   # shellcheck disable=SC2016
   assert_equal "$(jq -c '.agents[0].env' <<<"$config")" \
     '{"OPENAI_API_KEY":"${OPENAI_API_KEY}","OPENAI_BASE_URL":"${OPENAI_BASE_URL}"}'
   assert_equal "$(jq -c '.agents[0].kwargs // {}' <<<"$config")" '{}'
-  config=$(print_config qwen-t2 bench)
+  config=$(resolved_config qwen-t2 bench)
   assert_equal "$(jq -c '.agents[0].kwargs' <<<"$config")" '{"reasoning_effort":"low"}'
   assert_equal "$(jq -c '.agents[0].env // {}' <<<"$config")" '{}'
 }
@@ -137,7 +174,7 @@ print_config() {
   local run_name mode config
   for run_name in $(runs); do
     for mode in bench smoke; do
-      config=$(print_config "$run_name" "$mode")
+      config=$(resolved_config "$run_name" "$mode")
       [[ "$config" != *"$TEST_TOKEN"* ]] || fail "$run_name $mode: the token is in the config"
       [[ "$config" != *"hf.jobs"* ]] || fail "$run_name $mode: an endpoint is frozen into the config"
       [[ "$config" != *"api_base"* ]] || fail "$run_name $mode: api_base is frozen into the config"

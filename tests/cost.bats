@@ -4,6 +4,7 @@
 # durations, checked to the cent against figures computed here; the price fallback; the
 # sandbox behind an infra-errored trial; the bundled example, offline.
 
+# bats file_tags=e2e
 setup() {
   load test_helper
   load fakes/fakes

@@ -3,6 +3,7 @@
 # the real hf CLI against the loopback fake of the HF Jobs API, whose run creates the job and
 # then waits before answering, so the interrupt lands while HF bills and the client has no id.
 
+# bats file_tags=e2e
 setup() {
   load test_helper
   load fakes/fakes

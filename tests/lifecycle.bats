@@ -3,6 +3,7 @@
 # the loopback fake of the HF Jobs API and a loopback OpenAI-compatible server. The state is
 # written here as serve.sh writes it; its endpoint is the fake model server.
 
+# bats file_tags=e2e
 setup() {
   load test_helper
   load fakes/fakes

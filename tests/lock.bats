@@ -9,23 +9,32 @@ setup() {
   use_stubs
 }
 
+# Only this test's own processes are ended: the other tests of the file run at the same time.
 teardown() {
-  [[ -z "${HOLDER_PID:-}" ]] || kill "$HOLDER_PID" 2>/dev/null || true
-  pkill -f "sleep 3[0-9]\.5" 2>/dev/null || true
+  local pid
+  for pid in ${HOLDER_PID:-} ${CHILD_PID:-}; do
+    kill "$pid" 2>/dev/null || true
+  done
+}
+
+# wait_until CONDITION...: until the command succeeds, failing after 60 s (a bound, never a
+# timing the test relies on: the condition is the event).
+wait_until() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  fail "timed out waiting for: $*"
 }
 
 # hold_lock_in_background RUN OPERATION: a process that takes RUN's lock as OPERATION and
-# keeps it (sleep 30.5, a duration the teardown can find).
+# keeps it until the test ends (teardown kills it; ten minutes at most).
 hold_lock_in_background() {
-  RUN=$1 bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"; hold_run_lock "$1"; exec sleep 30.5' \
+  RUN=$1 bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"; hold_run_lock "$1"; exec sleep 600' \
     "$REPO" "$2" 3>&- &
   HOLDER_PID=$!
-  local i
-  for ((i = 0; i < 50; i++)); do
-    [[ -s "$STATE_ROOT/$1/lock.json" ]] && return 0
-    sleep 0.1
-  done
-  fail "the holder did not take the lock"
+  wait_until test -s "$STATE_ROOT/$1/lock.json"
 }
 
 # A snapshot of the state dir: names, sizes and contents, lock.json aside.
@@ -55,16 +64,15 @@ state_snapshot() {
 }
 
 @test "a bench in harbor holds the run: a second bench started meanwhile refuses; the first finishes" {
-  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT STUB_HARBOR_SLEEP=3 \
+  # The stub harbor runs until the test says so: the second bench certainly meets the first.
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT STUB_HARBOR_UNTIL="$BATS_TEST_TMPDIR/harbor-may-exit" \
     "$REPO/scripts/bench.sh" >"$BATS_TEST_TMPDIR/first.log" 2>&1 3>&- &
-  local first=$! i
-  for ((i = 0; i < 100; i++)); do
-    grep -q '^== harbor' "$STUB_LOG" && break
-    sleep 0.1
-  done
+  local first=$!
+  wait_until grep -q '^== harbor' "$STUB_LOG"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_failure 1
   assert_output --partial "run 'qwen-t2' is busy: make bench (pid $first) has held it since"
+  : >"$BATS_TEST_TMPDIR/harbor-may-exit"
   wait "$first"
   # Exactly one harbor ran.
   run grep -c '^== harbor' "$STUB_LOG"
@@ -72,16 +80,17 @@ state_snapshot() {
 }
 
 @test "the lock outlives a killed verb while a process it started (harbor) still runs" {
-  RUN=qwen-t2 bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"; hold_run_lock "make bench"; sleep 31.5 & echo $! >"$1"' \
+  RUN=qwen-t2 bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"; hold_run_lock "make bench"; sleep 600 & echo $! >"$1"' \
     "$REPO" "$BATS_TEST_TMPDIR/child.pid" 3>&-
   local child
   child=$(<"$BATS_TEST_TMPDIR/child.pid")
+  CHILD_PID=$child
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_failure 1
   assert_output --partial "has exited, but a process it started still holds the lock: $child(sleep)"
   kill "$child"
-  # Once the last holder is gone, the run is free again.
-  sleep 0.2
+  # Once the last holder has exited (a zombie holds no fd), the run is free again.
+  wait_until bash -c '! grep -qs "^State:[[:space:]]*[RSDT]" "/proc/$0/status"' "$child"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
 }

@@ -126,6 +126,7 @@ remote_script() {
   assert_line "           SERVER_JOB=alice/job1"
 }
 
+# bats test_tags=e2e
 @test "inside a remote bench job, AUTO_STOP cancels the named server only when nothing is left to retry" {
   use_stubs
   # The bundled example's job dirs: 3 infra-errored tasks and 1 unfinished, so mop-up needs the server.

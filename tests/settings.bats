@@ -328,11 +328,11 @@ printed_block() {
   before=$(written_files)
   run mk results DRY_RUN=1
   assert_success
-  assert_line "report: would run: .venv/bin/python tools/report.py results --figures-dir docs/results example-terminus2 example-mswea"
+  assert_line "report: would run: .venv/bin/python -m tools.report results --figures-dir docs/results example-terminus2 example-mswea"
   run mk report DRY_RUN=1
   assert_success
-  assert_line "report: would run: .venv/bin/python tools/report.py render example-terminus2 example-mswea"
-  assert_line "report: would run: .venv/bin/python tools/report.py html example-terminus2 example-mswea"
+  assert_line "report: would run: .venv/bin/python -m tools.report render example-terminus2 example-mswea"
+  assert_line "report: would run: .venv/bin/python -m tools.report html example-terminus2 example-mswea"
   assert_equal "$(written_files)" "$before"
 }
 
@@ -342,13 +342,27 @@ printed_block() {
   assert_line "## Comparison: example-terminus2-tb21 vs example-mswea-tb21"
 }
 
-@test "make test DRY_RUN=1 lists the suites and runs none" {
-  run mk test DRY_RUN=1
+@test "make test and make check DRY_RUN=1 list their suites, TEST_JOBS at a time, and run none" {
+  command -v parallel >/dev/null || fail "GNU parallel is not installed (apt-get install parallel): bats --jobs needs it"
+  run mk test DRY_RUN=1 TEST_JOBS=3
   assert_success
   assert_equal "${#lines[@]}" 3
   assert_line --index 0 --regexp '^test: would run: \.venv/bin/shellcheck -x .*scripts/argv\.sh scripts/bench\.sh .*tests/test_helper\.bash'
+  assert_line --index 1 "test: would run: .venv/bin/bats --jobs 3 tests/"
+  assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q -n 3 --dist loadgroup tests/"
+  # The fast tier: the same suites without the tests tagged e2e.
+  run mk check DRY_RUN=1 TEST_JOBS=3
+  assert_success
+  assert_equal "${#lines[@]}" 3
+  assert_line --index 1 "test: would run: .venv/bin/bats --jobs 3 --filter-tags '!e2e' tests/"
+  assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q -n 3 --dist loadgroup -m 'not e2e' tests/"
+  # One at a time, and a bad count refused.
+  run mk test DRY_RUN=1 TEST_JOBS=1
   assert_line --index 1 "test: would run: .venv/bin/bats tests/"
   assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q tests/"
+  run mk check DRY_RUN=1 TEST_JOBS=two
+  assert_failure
+  assert_output --partial "TEST_JOBS must be a positive whole number, got 'two'"
 }
 
 # --- 8. the bundled examples are never served or benched -------------------------------------

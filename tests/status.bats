@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # make status (scripts/status.sh) through the real hf CLI against the fake HF Jobs API.
 
+# bats file_tags=e2e
 setup() {
   load test_helper
   load fakes/fakes

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
+from tools import cost
 
-import cost  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_sandboxes_are_found_by_the_label_huggingface_hub_sets():

@@ -31,7 +31,7 @@ from tools import harbor_watch as hw
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python")
-WATCH = str(REPO / "tools" / "harbor_watch.py")
+WATCH = "tools.harbor_watch"  # run as a module, as scripts/lib-run.sh runs it
 BOUND_S = 60
 
 # A stand-in for harbor. argv: MODE JOB_DIR MARKS_DIR. It records what happened to it as
@@ -124,7 +124,7 @@ class Scene:
         self.fake.write_text(FAKE_HARBOR)
 
     def argv(self, mode: str, grace: float = 1, term_wait: float = 5, poll: float = 0.2) -> list[str]:
-        return [PYTHON, WATCH, "run", "--job-dir", str(self.job_dir), "--grace", str(grace),
+        return [PYTHON, "-m", WATCH, "run", "--job-dir", str(self.job_dir), "--grace", str(grace),
                 "--term-wait", str(term_wait), "--poll", str(poll), "--event-file", str(self.events),
                 "--", PYTHON, str(self.fake), mode, str(self.job_dir), str(self.marks)]
 
@@ -350,7 +350,7 @@ def test_ctrl_c_at_the_terminal_reaches_harbor_once(scene):
 
 
 def test_harbor_that_cannot_start_is_one_line(scene):
-    proc = subprocess.run([PYTHON, WATCH, "run", "--job-dir", str(scene.job_dir), "--grace", "1", "--",
+    proc = subprocess.run([PYTHON, "-m", WATCH, "run", "--job-dir", str(scene.job_dir), "--grace", "1", "--",
                            str(scene.tmp / "no-such-harbor"), "run"], capture_output=True, text=True,
                           timeout=BOUND_S)
     assert proc.returncode == 1
@@ -360,7 +360,7 @@ def test_harbor_that_cannot_start_is_one_line(scene):
 
 
 def test_no_harbor_argv_is_a_usage_error(scene):
-    proc = subprocess.run([PYTHON, WATCH, "run", "--job-dir", str(scene.job_dir), "--grace", "1"],
+    proc = subprocess.run([PYTHON, "-m", WATCH, "run", "--job-dir", str(scene.job_dir), "--grace", "1"],
                           capture_output=True, text=True, timeout=BOUND_S)
     assert proc.returncode == 2
     assert "Missing argument 'HARBOR_ARGV...'" in proc.stderr
@@ -369,6 +369,7 @@ def test_no_harbor_argv_is_a_usage_error(scene):
 # --------------------------------------------------------------------------- the real harbor
 
 
+@pytest.mark.e2e
 def test_real_harbor_that_exits_by_itself_is_left_alone(tmp_path):
     dataset = tmp_path / "dataset"
     shutil.copytree(REPO / "tests" / "datasets" / "mopup", dataset)
@@ -383,7 +384,7 @@ def test_real_harbor_that_exits_by_itself_is_left_alone(tmp_path):
     harbor = [str(REPO / ".venv" / "bin" / "harbor"), "run", "-a", "oracle", "-p", str(dataset),
               "--include-task-name", "t-pass", "--include-task-name", "t-fail", "--env", "scripted_env:ScriptedEnv",
               "--jobs-dir", str(jobs), "--job-name", "watched", "-n", "2", "-y", "-q"]
-    proc = subprocess.run([PYTHON, WATCH, "run", "--job-dir", str(jobs / "watched"), "--grace", "10",
+    proc = subprocess.run([PYTHON, "-m", WATCH, "run", "--job-dir", str(jobs / "watched"), "--grace", "10",
                            "--poll", "0.5", "--event-file", str(events), "--", *harbor],
                           env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -437,6 +438,33 @@ def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
     assert (marks / "signals").read_text().split() == ["SIGINT", "SIGTERM"]
     assert hw.exit_code(outcome, None) == hw.CEILING_EXIT == 75
     assert hw.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
+
+
+def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_term_first(tmp_path):
+    # nohup make bench & from a script: SIGINT is ignored from the shell down, harbor included,
+    # so a SIGINT would only cost term_wait seconds. The check reads how it was started.
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        check = hw.CeilingCheck(watch=None, poll=60)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert check.first_signal == "TERM" and hw.CeilingCheck(watch=None, poll=60).first_signal == "INT"
+    proc = subprocess.Popen([PYTHON, str(tmp_path / "stubborn.py"), str(marks)], start_new_session=True)
+    waker = hw.Waker()
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while not (marks / "ready").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        outcome = hw.stop_at_ceiling(proc, object(), BOUND_S, waker, check.first_signal)
+    finally:
+        waker.close()
+        stop_session(proc)
+    assert (outcome.ceiling_signal, outcome.returncode) == ("TERM", 7)
+    assert (marks / "signals").read_text().split() == ["SIGTERM"]  # no SIGINT, no wait for it
 
 
 def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):

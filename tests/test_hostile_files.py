@@ -27,12 +27,11 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec as S
 from tests.fixtures.harbor_jobs import trial_name, write_job
+from tools import report
 from tools import safe_read as SR
 from tools import tally as T
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-import report  # noqa: E402
 
 TOOL_TIMEOUT = 120  # seconds; a guard against a hang, never an assertion
 ADDRESS_SPACE = 2 << 30  # 2 GiB: a tool reading /dev/zero dies instead of the machine
@@ -53,9 +52,9 @@ def _limit_memory():
 
 
 def run_tool(tool: str, *args, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """tools/<tool> in a child with a strict UTF-8 stdout, a timeout and a memory limit."""
+    """The module tools.<tool> in a child with a strict UTF-8 stdout, a timeout and a memory limit."""
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, str(REPO / "tools" / tool), *[os.fspath(a) for a in args]],
+    return subprocess.run([sys.executable, "-m", f"tools.{tool}", *[os.fspath(a) for a in args]],
                           capture_output=True, timeout=TOOL_TIMEOUT, env=env, cwd=cwd,
                           preexec_fn=_limit_memory)
 
@@ -91,7 +90,7 @@ def test_symlink_loops_are_unreadable_and_the_tally_goes_on(tmp_path, dataset):
     os.symlink("config.json", d / "config.json")      # a crashed trial whose config.json loops
     os.symlink(".", trial(job, "a") / "self")         # inside a trial dir: never walked
 
-    proc = run_tool("tally.py", "tally", job, "--json")
+    proc = run_tool("tally", "tally", job, "--json")
     no_traceback(proc)
     assert proc.returncode == 0
     doc = json.loads(proc.stdout)
@@ -148,7 +147,7 @@ def test_fifo_socket_device_or_dir_as_result_json_is_never_opened(tmp_path, data
     job = write_job(tmp_path / "jobs", "f", [S(t, 1.0) for t in tasks] + [S("cfg", finished=None)], dataset=dataset)
     expected = _plant_special_files(job)
 
-    proc = run_tool("tally.py", "tally", job, "--json")
+    proc = run_tool("tally", "tally", job, "--json")
     no_traceback(proc)
     assert proc.returncode == 0
     doc = json.loads(proc.stdout)
@@ -159,7 +158,7 @@ def test_fifo_socket_device_or_dir_as_result_json_is_never_opened(tmp_path, data
 
 def test_a_fifo_as_the_policy_file_is_refused(tmp_path):
     os.mkfifo(tmp_path / "policy.yaml")
-    proc = run_tool("tally.py", "policy", "check", "--policy", tmp_path / "policy.yaml")
+    proc = run_tool("tally", "policy", "check", "--policy", tmp_path / "policy.yaml")
     no_traceback(proc)
     assert proc.returncode == 1
     assert proc.stderr.decode() == (f"Error: policy {tmp_path / 'policy.yaml'}: not a regular file (a FIFO); "
@@ -170,7 +169,7 @@ def test_check_submission_never_opens_a_fifo_or_device(tmp_path, dataset):
     job = write_job(tmp_path / "jobs", "f", [S(t, 1.0) for t in ("a", "fifo", "sock", "dev", "dir")]
                     + [S("cfg", finished=None)], dataset=dataset)
     expected = _plant_special_files(job)
-    proc = run_tool("report.py", "check-submission", job, "--format", "json")
+    proc = run_tool("report", "check-submission", job, "--format", "json")
     no_traceback(proc)
     assert proc.returncode == 1
     problems = json.loads(proc.stdout)[str(job)]["problems"]
@@ -220,7 +219,7 @@ def test_non_utf8_trial_dir_names_are_escaped_and_the_markdown_survives(tmp_path
     md = tmp_path / "tally.md"
     md.write_text("the previous tally\n")
 
-    proc = run_tool("tally.py", "tally", job, "--json", "--markdown", md)
+    proc = run_tool("tally", "tally", job, "--json", "--markdown", md)
     no_traceback(proc)
     assert proc.returncode == 0
     text = proc.stdout.decode("utf-8")  # strict: valid UTF-8
@@ -232,7 +231,7 @@ def test_non_utf8_trial_dir_names_are_escaped_and_the_markdown_survives(tmp_path
     written = md.read_bytes().decode("utf-8")
     assert "| task\\xff | unfinished | - | - | 0 |" in written
 
-    proc = run_tool("tally.py", "tally", job)
+    proc = run_tool("tally", "tally", job)
     no_traceback(proc)
     assert proc.returncode == 0
     assert "  task\\xff: -: 1 trial dir(s), none with a readable result.json" in proc.stdout.decode("utf-8")
@@ -293,7 +292,7 @@ def test_check_submission_reports_a_non_utf8_result_and_goes_on(tmp_path, datase
     raw = bad.read_bytes()
     bad.write_bytes(raw.replace(b'"task_name": "bad"', b'"task_name": "b\xffd"'))
     offset = bad.read_bytes().index(b"\xff")
-    proc = run_tool("report.py", "check-submission", job, "--format", "json")
+    proc = run_tool("report", "check-submission", job, "--format", "json")
     no_traceback(proc)
     assert proc.returncode == 1
     verdict = json.loads(proc.stdout)[str(job)]
@@ -398,7 +397,7 @@ def test_a_200_mb_result_json_is_refused_by_size(tmp_path, dataset):
         _huge_result(big)
         size = big.stat().st_size
         cap = f"over the 64 MiB cap for a result.json ({size:,} bytes); not read"
-        proc = run_tool("tally.py", "tally", job, "--json")
+        proc = run_tool("tally", "tally", job, "--json")
         no_traceback(proc)
         assert proc.returncode == 0
         doc = json.loads(proc.stdout)
@@ -406,7 +405,7 @@ def test_a_200_mb_result_json_is_refused_by_size(tmp_path, dataset):
         assert doc["unreadable"] == [{"path": str(big), "error": cap}]
         assert len(proc.stdout) < 100_000  # the message was never carried into the output
 
-        proc = run_tool("report.py", "check-submission", job, "--format", "json")
+        proc = run_tool("report", "check-submission", job, "--format", "json")
         no_traceback(proc)
         assert proc.returncode == 1
         assert (f"{big}: not a valid TrialResult ({cap}); re-run the trial or remove it from the submission"

@@ -108,6 +108,7 @@ def locked_versions() -> dict[str, str]:
     return {normalize(m["name"]): m["version"] for m in (PIN.match(line) for line in logical_lines(LOCK)) if m}
 
 
+@pytest.mark.e2e
 def test_make_setup_on_a_fresh_copy_installs_exactly_the_locked_versions(tmp_path):
     """A fresh clone's `make setup` (scripts/setup.sh on a copy of the tracked files, a new .venv):
     hash-checked, from this machine's registries, and nothing but the lock in the venv."""
@@ -126,3 +127,13 @@ def test_make_setup_on_a_fresh_copy_installs_exactly_the_locked_versions(tmp_pat
     installed = {normalize(p["name"]): p["version"] for p in json.loads(listed)}
     installed.pop("pip", None)  # the venv's own installer, not a requirement
     assert installed == locked_versions()
+    # tools/ is importable by name from the fresh .venv, whatever the working directory, and it
+    # is the clone's own (tools.pth names the clone); the packages are compiled to bytecode.
+    where = subprocess.run([str(clone / ".venv/bin/python"), "-c", "import tools.tally; print(tools.tally.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    assert where == str(clone / "tools" / "tally.py")
+    site = Path(subprocess.run([str(clone / ".venv/bin/python"), "-c",
+                                "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    assert (site / "tools.pth").read_text() == f"{clone}\n"
+    assert list((site / "harbor" / "cli").glob("__pycache__/jobs.cpython-*.pyc"))

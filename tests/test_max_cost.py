@@ -18,19 +18,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from test_mopup import ALL_TASKS, DEFAULT_PLAN as PLAN
+from test_reproduce import JOB, RUN, TOKEN, JobsAPI, ModelServer, Tree, wait_for
+
+from tests.fakes.fake_hf_jobs import DEFAULT_HARDWARE
+from tools import cost
+from tools import cost_ceiling as CC
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-sys.path.insert(0, str(REPO / "tests" / "fakes"))
-import cost  # noqa: E402
-import cost_ceiling as CC  # noqa: E402
-from fake_hf_jobs import DEFAULT_HARDWARE  # noqa: E402
-from test_mopup import ALL_TASKS, DEFAULT_PLAN as PLAN  # noqa: E402
-from test_reproduce import JOB, RUN, TOKEN, JobsAPI, ModelServer, Tree, wait_for  # noqa: E402
 
 HANG_PLAN = dict(PLAN, **{"t-hang": ["hang", "pass"]})
 BILLED_SECS = 7200  # the server's running time the test sets mid-bench
@@ -83,6 +82,7 @@ def hang_started(tree: Tree) -> bool:
     return any(r["task"] == "t-hang" for r in tree.executed())
 
 
+@pytest.mark.e2e
 def test_max_cost_reached_mid_bench_stops_harbor_and_the_server_and_mopup_completes_the_run(world):
     tree = world()
     served = run_script(tree, "serve.sh")
@@ -150,6 +150,7 @@ def test_max_cost_reached_mid_bench_stops_harbor_and_the_server_and_mopup_comple
     assert TOKEN not in mop.stdout + mop.stderr
 
 
+@pytest.mark.e2e
 def test_reproduce_stops_at_the_ceiling_without_a_relaunch_or_another_pass(world):
     tree = world()
     proc = tree.start(MAX_COST=CEILING, COST_POLL="1")

@@ -27,6 +27,9 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from tools import mopup
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "fake-org/fake-model"
@@ -156,7 +159,7 @@ class Tree:
         return {t: sha256(t / "result.json") for t, r in self.results().items() if r["task_name"] in SCORED}
 
     def tally(self) -> dict:
-        proc = subprocess.run([str(REPO / ".venv/bin/python"), str(REPO / "tools/tally.py"), "tally",
+        proc = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.tally", "tally",
                                "--jobs-dir", str(self.root / "jobs"), "--job-name", JOB, "--json"],
                               capture_output=True, text=True, check=True)
         return json.loads(proc.stdout)
@@ -215,6 +218,7 @@ def settled_tasks(tree: Tree) -> set[str]:
 # --- scenarios -------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_mopup_retries_exactly_the_infra_tasks_then_does_nothing(tmp_path, server, report_line):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
@@ -247,6 +251,7 @@ def test_mopup_retries_exactly_the_infra_tasks_then_does_nothing(tmp_path, serve
     assert {t: sha256(t / "result.json") for t in tree.results()} == snapshot
 
 
+@pytest.mark.e2e
 def test_archive_lists_and_restores(tmp_path, server):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
@@ -267,6 +272,7 @@ def test_archive_lists_and_restores(tmp_path, server):
     assert bad.returncode == 1 and "not in the archive" in bad.stderr
 
 
+@pytest.mark.e2e
 def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path, server):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
@@ -284,6 +290,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path, server):
     assert tree.executed("mopup") == [] and not tree.state.exists()
 
 
+@pytest.mark.e2e
 def test_new_endpoint_same_model_resumes_without_edits(tmp_path, server, report_line):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
@@ -303,6 +310,7 @@ def test_new_endpoint_same_model_resumes_without_edits(tmp_path, server, report_
     assert relaunched.base not in (tree.job_dir / "config.json").read_text()
 
 
+@pytest.mark.e2e
 def test_endpoint_serving_another_model_is_refused(tmp_path, server):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
@@ -320,6 +328,7 @@ def test_endpoint_serving_another_model_is_refused(tmp_path, server):
     assert {t: sha256(t / "result.json") for t in tree.results()} == before
 
 
+@pytest.mark.e2e
 def test_concurrency_change_patches_config_and_lock_together(tmp_path, server, report_line):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
@@ -340,6 +349,7 @@ def test_concurrency_change_patches_config_and_lock_together(tmp_path, server, r
     assert_mopup_kept_everything(tree, before_dirs, hashes)
 
 
+@pytest.mark.e2e
 def test_changed_setting_runs_a_standalone_retry_job(tmp_path, server, report_line):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
@@ -370,6 +380,7 @@ def test_changed_setting_runs_a_standalone_retry_job(tmp_path, server, report_li
     assert len(tree.executed("mopup")) == 4
 
 
+@pytest.mark.e2e
 def test_crash_mid_run_retries_unfinished_and_never_started(tmp_path, server, report_line):
     plan = dict(DEFAULT_PLAN, **{"t-hang": ["hang", "pass"]})
     tree = Tree(tmp_path, plan, server)
@@ -418,6 +429,7 @@ def test_crash_mid_run_retries_unfinished_and_never_started(tmp_path, server, re
     assert (final["passed"], final["failed"], final["errored"], final["unfinished"]) == (6, 3, 0, 0)
 
 
+@pytest.mark.e2e
 def test_interrupted_mopup_can_be_run_again(tmp_path, server, report_line):
     # The first mop-up dies while harbor is re-running t-readtimeout (its attempt 2 hangs).
     plan = dict(DEFAULT_PLAN, **{"t-readtimeout": ["ReadTimeout", "hang", "pass"]})
@@ -452,10 +464,6 @@ def test_interrupted_mopup_can_be_run_again(tmp_path, server, report_line):
 
 
 # --- tools/mopup.py, function by function ------------------------------------------------------
-
-sys.path.insert(0, str(REPO / "tools"))
-import mopup  # noqa: E402
-from click.testing import CliRunner  # noqa: E402
 
 BASE_CONFIG = {
     "job_name": "j", "jobs_dir": "jobs", "n_concurrent_trials": 3, "agent_timeout_multiplier": 4.0,
@@ -550,6 +558,7 @@ def test_report_fails_when_harbor_ran_an_unplanned_trial(tmp_path):
     assert result.exit_code == 1 and "did not plan" in result.output and "t-b__2222222" in result.output
 
 
+@pytest.mark.e2e
 def test_changed_task_files_make_resume_impossible(tmp_path, server, report_line):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
@@ -585,6 +594,7 @@ def test_bad_input_names_the_problem_and_changes_nothing(tmp_path, server, setti
     assert not (tree.root / "jobs").exists() and tree.manifest() == [] and tree.executed() == []
 
 
+@pytest.mark.e2e
 def test_job_result_left_empty_by_a_kill_is_archived_not_fatal(tmp_path, server, report_line):
     # Harbor rewrites <job>/result.json at every trial start and end; a kill mid-write leaves
     # it empty, and `harbor job resume` then dies before running anything (seen for real

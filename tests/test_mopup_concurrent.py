@@ -11,6 +11,8 @@ from __future__ import annotations
 import subprocess
 import time
 
+import pytest
+
 from test_mopup import DEFAULT_PLAN, INFRA, SCORED, Tree, sha256, wasted_work
 from test_mopup import report_line, server  # noqa: F401  (pytest fixtures)
 
@@ -22,6 +24,7 @@ def wait_for(predicate, what: str, seconds: float = 120) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.e2e
 def test_a_second_mopup_refuses_while_the_first_is_mid_trial(tmp_path, server, report_line):
     plan = {**DEFAULT_PLAN, "t-readtimeout": ["ReadTimeout", "slow-pass"]}
     tree = Tree(tmp_path, plan, server)

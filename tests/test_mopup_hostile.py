@@ -28,12 +28,10 @@ from click.testing import CliRunner
 
 from tests.test_mopup import (DEFAULT_PLAN, INFRA, JOB, MODEL, SCORED, FakeServer, Tree,
                               assert_mopup_kept_everything, report_line, sha256, wasted_work)
+from tools import mopup, mopup_archive
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLS = REPO / "tools"
-sys.path.insert(0, str(TOOLS))
-import mopup  # noqa: E402
-import mopup_archive  # noqa: E402
 
 assert report_line  # a fixture, used by name
 RUN = "mopup-test"  # the run of tests/test_mopup.py's Tree
@@ -75,7 +73,7 @@ def env(**extra: str) -> dict:
 
 def run_tool(t: Tree, *args: str, timeout: float = 90, **extra_env: str) -> subprocess.CompletedProcess:
     """tools/mopup.py in its own process group; on a hang, the whole group is killed (the tally too)."""
-    proc = subprocess.Popen([sys.executable, str(TOOLS / "mopup.py"), *args], cwd=t.root, env=env(**extra_env),
+    proc = subprocess.Popen([sys.executable, "-m", "tools.mopup", *args], cwd=t.root, env=env(**extra_env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -182,6 +180,7 @@ FALLBACKS = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("where, kind, why", FALLBACKS, ids=[f"{w}-{k}" for w, k, _ in FALLBACKS])
 def test_a_file_harbor_cannot_resume_with_makes_a_retry_job(tree, where, kind, why):
     path = job_file(tree, where)
@@ -198,6 +197,7 @@ def test_a_file_harbor_cannot_resume_with_makes_a_retry_job(tree, where, kind, w
     assert snapshot(tree.root / "jobs") == before and not tree.state.exists()
 
 
+@pytest.mark.e2e
 def test_forced_resume_names_the_broken_file_and_changes_nothing(tree):
     break_file(tree.job_dir / "config.json", "truncated")
     before = snapshot(tree.root / "jobs")
@@ -210,6 +210,7 @@ def test_forced_resume_names_the_broken_file_and_changes_nothing(tree):
     assert snapshot(tree.root / "jobs") == before and not (tree.root / "mopup-plan.json").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("task, kind", [("t-pass", "array"), ("t-pass", "null"), ("t-sandbox", "array"),
                                         ("t-sandbox", "not-utf8")])
 def test_an_unreadable_trial_result_is_archived_and_rerun(tree, task, kind):
@@ -223,6 +224,7 @@ def test_an_unreadable_trial_result_is_archived_and_rerun(tree, task, kind):
     assert len(p["archive"]) == len(INFRA | {task})
 
 
+@pytest.mark.e2e
 def test_an_errored_trial_without_any_readable_file_still_leaves_the_job(tree):
     # Its task comes from the dir's name, as the tally reads it: harbor must not keep it.
     broken = trial(tree, "t-sandbox")
@@ -240,6 +242,7 @@ SPECIALS = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("where, also", SPECIALS, ids=[w for w, _ in SPECIALS])
 def test_a_fifo_the_tally_would_open_stops_mopup_without_hanging(tree, where, also):
     for other, kind in also.items():
@@ -256,6 +259,7 @@ def test_a_fifo_the_tally_would_open_stops_mopup_without_hanging(tree, where, al
     assert not (tree.root / "mopup-plan.json").exists() and not tree.state.exists()
 
 
+@pytest.mark.e2e
 def test_a_broken_job_config_is_mopped_up_by_a_retry_job_with_no_wasted_work(tree, report_line):
     server = FakeServer(tree.root.parent, MODEL)
     try:
@@ -319,6 +323,7 @@ def children():
 needs_proc = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
 
 
+@pytest.mark.e2e
 @needs_proc
 def test_prepare_refuses_while_a_process_holds_a_file_in_a_trial_dir(tree, children):
     planned(tree)
@@ -341,6 +346,7 @@ def test_prepare_refuses_while_a_process_holds_a_file_in_a_trial_dir(tree, child
     assert len(tree.archived()) == len(INFRA)
 
 
+@pytest.mark.e2e
 @needs_proc
 def test_prepare_refuses_while_harbor_works_on_the_job(tree, children, tmp_path):
     planned(tree)
@@ -368,6 +374,7 @@ def test_prepare_refuses_while_harbor_works_on_the_job(tree, children, tmp_path)
     assert result.exit_code == 1 and f"pid {children[2].pid} (sleep) is still using jobs/{JOB}. " in result.output
 
 
+@pytest.mark.e2e
 def test_without_proc_prepare_notes_it_cannot_check_and_goes_on(tree, monkeypatch, tmp_path):
     planned(tree)
     monkeypatch.setattr(mopup_archive, "PROC", tmp_path / "no-proc")
@@ -387,6 +394,7 @@ def killed_prepare(t: Tree, point: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.e2e
 def test_a_dir_moved_by_a_mopup_killed_before_its_record_is_listed_and_restorable(tree):
     p = planned(tree)
     first = Path(p["archive"][0]["src"])
@@ -407,6 +415,7 @@ def test_a_dir_moved_by_a_mopup_killed_before_its_record_is_listed_and_restorabl
     assert invoke("archive", "--state-dir", f"state/{RUN}").output.startswith("restored  ")
 
 
+@pytest.mark.e2e
 def test_rerunning_a_killed_prepare_finishes_it_and_completes_the_manifest(tree):
     p = planned(tree)
     killed_prepare(tree, "after-rename#2")  # two dirs moved, the second without its record
@@ -420,6 +429,7 @@ def test_rerunning_a_killed_prepare_finishes_it_and_completes_the_manifest(tree)
                                             for line in lines)
 
 
+@pytest.mark.e2e
 def test_a_kill_before_the_rename_moves_nothing(tree):
     p = planned(tree)
     before = snapshot(tree.root / "jobs")
@@ -431,6 +441,7 @@ def test_a_kill_before_the_rename_moves_nothing(tree):
     assert tree.archived() == {a["src"] for a in p["archive"]}
 
 
+@pytest.mark.e2e
 def test_a_manifest_record_whose_dir_is_gone_is_listed_missing(tree, tmp_path):
     p = planned(tree)
     assert invoke(*prepare_args()).exit_code == 0
@@ -483,6 +494,7 @@ def test_a_manifest_line_cut_short_by_a_kill_is_skipped_and_never_glued_to_the_n
 # --- 4. no stray temp files ---------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("nth, where", [(1, "backup"), (3, "job")])
 def test_a_temp_file_left_by_a_kill_is_removed_by_the_next_prepare_and_nothing_else(tree, nth, where):
     p = planned(tree, n_concurrent=1)  # a concurrency patch: two backups, then two files rewritten
@@ -525,6 +537,7 @@ def no_space(*_args, **_kwargs):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
+@pytest.mark.e2e
 def test_a_full_disk_at_the_first_record_moves_nothing(tree, monkeypatch):
     planned(tree)
     before = snapshot(tree.root / "jobs")
@@ -536,6 +549,7 @@ def test_a_full_disk_at_the_first_record_moves_nothing(tree, monkeypatch):
     assert snapshot(tree.root / "jobs") == before
 
 
+@pytest.mark.e2e
 def test_a_full_disk_mid_archive_says_what_was_moved_and_where_it_is_recorded(tree, monkeypatch):
     p = planned(tree)
     real_rename, calls = os.rename, []
@@ -558,6 +572,7 @@ def test_a_full_disk_mid_archive_says_what_was_moved_and_where_it_is_recorded(tr
     assert tree.archived() == {p["archive"][0]["src"]} and second.is_dir()
 
 
+@pytest.mark.e2e
 def test_a_full_disk_while_patching_the_concurrency_leaves_the_files_as_they_were(tree, monkeypatch):
     p = planned(tree, n_concurrent=1)
     original = {n: (tree.job_dir / n).read_bytes() for n in ("config.json", "lock.json")}
@@ -580,6 +595,7 @@ def test_a_full_disk_while_patching_the_concurrency_leaves_the_files_as_they_wer
     assert not list(tree.job_dir.glob("*.mopup-tmp"))
 
 
+@pytest.mark.e2e
 def test_a_full_disk_while_writing_the_plan(tree, monkeypatch):
     monkeypatch.setattr(mopup_archive, "_write_file", no_space)
     result = invoke("plan", "--jobs-dir", "jobs", "--job-name", JOB, "--run", RUN, "--state-dir", f"state/{RUN}",

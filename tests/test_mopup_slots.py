@@ -239,6 +239,7 @@ def settled_hashes(tree: Tree) -> dict[Path, str]:
     return out
 
 
+@pytest.mark.e2e
 def test_retry_jobs_run_exactly_the_missing_attempts(tmp_path, server, report_line):
     tree = k5_tree(tmp_path, server)
     missing = {t: m for t, m in bench_missing().items() if m}
@@ -272,6 +273,7 @@ def test_retry_jobs_run_exactly_the_missing_attempts(tmp_path, server, report_li
     assert sum(ran.values()) == len(tree.executed("mopup"))
 
 
+@pytest.mark.e2e
 def test_resume_in_place_runs_exactly_the_missing_attempts(tmp_path, server, report_line):
     tree = k5_tree(tmp_path, server)
     missing = {t: m for t, m in bench_missing().items() if m}

@@ -10,7 +10,7 @@ environment (/proc/<pid>/environ) is private to its user, which is where the tok
 so that is not checked.
 
 A leak is the token or any 12-character piece of it. A self-test first proves the watcher
-catches one: a `sleep 5` with the token in its argv.
+catches one: a `sleep` with the token in its argv.
 """
 
 from __future__ import annotations
@@ -164,30 +164,30 @@ def test_the_watcher_catches_a_token_in_argv(secret_part):
     word = token if secret_part == "whole" else f"--x={token[7:7 + PIECE]}"
     with ArgvWatcher(token) as watcher:
         # sleep's argv[0] is free text: the token rides in it, as a leaked flag would.
-        sleeper = subprocess.Popen([word, "5"], executable=shutil.which("sleep"))
+        sleeper = subprocess.Popen([word, "60"], executable=shutil.which("sleep"))
         try:
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 60  # a bound: the sleeper lives until it is seen
             while not watcher.leaks and time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)
         finally:
             sleeper.kill()
             sleeper.wait()
     assert [leak.pid for leak in watcher.leaks] == [sleeper.pid]
-    assert watcher.leaks[0].argv == [word, "5"]
+    assert watcher.leaks[0].argv == [word, "60"]
 
 
 def test_the_watcher_ignores_a_token_in_the_environment():
     token = new_token()
     with ArgvWatcher(token) as watcher:
-        sleeper = subprocess.Popen(["sleep", "5"], env={**os.environ, "HF_TOKEN": token})
+        sleeper = subprocess.Popen(["sleep", "60"], env={**os.environ, "HF_TOKEN": token})
         try:
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 60  # a bound: the sleeper lives until it is seen
             while not any(s.pid == sleeper.pid for s in watcher.seen.values()) and time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)
         finally:
             sleeper.kill()
             sleeper.wait()
-    assert any(s.pid == sleeper.pid and s.argv == ["sleep", "5"] for s in watcher.seen.values())
+    assert any(s.pid == sleeper.pid and s.argv == ["sleep", "60"] for s in watcher.seen.values())
     assert watcher.leaks == []
 
 
@@ -267,6 +267,7 @@ def scratch_home(tmp: Path) -> tuple[Path, Path]:
     return home, bin_dir
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("agent", ["terminus-2", "mini-swe-agent"])
 def test_bench_and_mopup_never_put_the_token_in_argv(tmp_path, monkeypatch, agent):
     token = new_token()

@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-import pin  # noqa: E402
+from harbor.models.job.config import RetryConfig
+from harbor.models.job.lock import HarborLockInfo, JobLock, TaskLock, TrialLock, VerifierLock
+from harbor.models.trial.config import AgentConfig, EnvironmentConfig
 
-from harbor.models.job.config import RetryConfig  # noqa: E402
-from harbor.models.job.lock import HarborLockInfo, JobLock, TaskLock, TrialLock, VerifierLock  # noqa: E402
-from harbor.models.trial.config import AgentConfig, EnvironmentConfig  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 URL = "https://huggingface.co/datasets/harborframework/terminal-bench-2.1"
 SHA_A = "a" * 40
@@ -44,7 +42,7 @@ def plan(tmp_path: Path, *extra: str, run_file: str = RUN_FILE) -> subprocess.Co
     rf = tmp_path / "run.env"
     if not rf.exists():
         rf.write_text(run_file)
-    return subprocess.run([sys.executable, str(REPO / "tools/pin.py"), "plan", "--jobs-dir", str(tmp_path / "jobs"),
+    return subprocess.run([sys.executable, "-m", "tools.pin", "plan", "--jobs-dir", str(tmp_path / "jobs"),
                            "--job-name", "job", "--run-file", str(rf), *extra], capture_output=True, text=True)
 
 

@@ -85,7 +85,7 @@ def client_env(tmp_path: Path, endpoint: str, token: str | None = TOKEN) -> dict
 
 
 def publish_argv(*extra: str) -> list[str]:
-    return [sys.executable, str(REPO / "tools" / "publish.py"), "publish", "--jobs-dir", str(EXAMPLE_JOBS),
+    return [sys.executable, "-m", "tools.publish", "publish", "--jobs-dir", str(EXAMPLE_JOBS),
             "--job-name", "example-terminus2-tb21", "--run", "example-terminus2", "--model-repo", "Qwen/Qwen3.8-27B-FP8",
             "--dataset-repo", "https://huggingface.co/datasets/harborframework/terminal-bench-2.1",
             "--task-id", "terminalbench_2_1", "--agent", "terminus-2", "--k", "1", "--bucket", "alice/tb-runs",

@@ -19,9 +19,9 @@ from uuid import UUID, uuid5
 import pytest
 from click.testing import CliRunner
 
+from tools import report
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-import report  # noqa: E402
 
 GOLDEN = REPO / "tests" / "golden" / "report"
 REGEN = os.environ.get("REPORT_REGEN") == "1"
@@ -220,7 +220,7 @@ def test_compare_empty_matrix(in_golden, tmp_path):
 def test_compare_run_without_tally(in_golden):
     result = CliRunner().invoke(report.cli, ["compare", "alpha.json", "missing.json"])
     assert result.exit_code == 1
-    assert "no tally at missing.json" in result.output and "tools/tally.py tally" in result.output
+    assert "no tally at missing.json" in result.output and "python -m tools.tally tally" in result.output
 
 
 def test_compare_unknown_run_lists_known_runs(in_golden):

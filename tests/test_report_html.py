@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tools import report
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-import report  # noqa: E402
 
 GOLDEN = REPO / "tests" / "golden" / "report"
 REGEN = os.environ.get("REPORT_REGEN") == "1"

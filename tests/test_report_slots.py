@@ -10,19 +10,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from test_report import write_job
+
+from tools import report
+from tools import tally_core as TC
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-sys.path.insert(0, str(REPO / "tests"))
-import report  # noqa: E402
-import tally_core as TC  # noqa: E402
-from test_report import write_job  # noqa: E402
 
 P, F = (1.0, None), (0.0, None)
 INFRA = (None, "SandboxError")
@@ -229,6 +228,6 @@ def test_the_report_never_rewrites_a_stale_price_cache(tmp_path):
                                    prices_max_age=100.0)
     cache = tmp_path / "prices.json"
     cache.write_text(json.dumps({"read_epoch": 1000.0, "prices": {}}))
-    from report_cost import fresh_cache
+    from tools.report_cost import fresh_cache
     assert fresh_cache(settings, now=1050.0) == cache
     assert fresh_cache(settings, now=1101.0) is None  # stale: cost.py is given no cache to write

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import reproduce
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-import reproduce  # noqa: E402
 
 MODEL = "fake-org/fake-model"
 RUN = "repro-test"
@@ -193,7 +193,7 @@ class Tree:
         return json.loads((self.state / "reproduce.json").read_text())
 
     def tally(self) -> dict:
-        proc = subprocess.run([str(REPO / ".venv/bin/python"), str(REPO / "tools/tally.py"), "tally",
+        proc = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.tally", "tally",
                                "--jobs-dir", str(self.jobs), "--job-name", JOB, "--json"],
                               capture_output=True, text=True, check=True)
         return json.loads(proc.stdout)
@@ -314,6 +314,7 @@ def world(tmp_path):
 # --- end to end -----------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_happy_path_serve_to_stop(world, report_line):
     tree = world()
     proc = tree.reproduce()
@@ -353,6 +354,7 @@ def test_happy_path_serve_to_stop(world, report_line):
     assert "serve: skipped (no step left needs the server)" in again.stderr
 
 
+@pytest.mark.e2e
 def test_a_harbor_that_lingers_after_its_result_is_ended_and_the_pipeline_goes_on(world, report_line):
     """Run 2: harbor printed its summary, then stayed alive (an unclosed aiohttp session) until
     its job timeout. Here the real harbor's bench run is followed by a hang; the watchdog gives it
@@ -394,6 +396,7 @@ exit $rc
     assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
 
 
+@pytest.mark.e2e
 def test_server_dies_mid_bench_is_relaunched_and_mopup_continues(world, report_line):
     plan = dict(PLAN, **{"t-readtimeout": ["server-dies", "pass"]})
     tree = world(plan)
@@ -421,6 +424,7 @@ def test_server_dies_mid_bench_is_relaunched_and_mopup_continues(world, report_l
     assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
 
 
+@pytest.mark.e2e
 def test_sigkilled_twice_resumes_without_a_second_server(world, report_line):
     # t-hang takes 4 s each attempt: the supervisor is killed while harbor runs it, in bench and
     # then in the first mop-up pass (a crashed trial is unfinished, so mop-up retries it).
@@ -464,6 +468,7 @@ def test_sigkilled_twice_resumes_without_a_second_server(world, report_line):
     assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
 
 
+@pytest.mark.e2e
 def test_crash_loop_stops_with_a_clear_message_and_nothing_billing(world, report_line):
     bad = [{"id": "bad1", "stages": ["ERROR"], "message": "CUDA out of memory", "logs": ["OOM"]},
            {"id": "bad2", "stages": ["ERROR"], "message": "CUDA out of memory", "logs": ["OOM"]},
@@ -500,7 +505,7 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 --n-concurrent 3 -y" in bench
     assert 'OPENAI_API_KEY="$(hf auth token)"' in bench and "--ak reasoning_effort=low" in bench
     assert mopup.startswith("mopup    RUN=qwen-t2 AUTO_STOP=0 PROBE=1 scripts/mopup.sh   (at most 3 pass(es)")
-    assert "tools/reproduce.py targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2, lists tasks" in mopup
+    assert "python -m tools.reproduce targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2, lists tasks" in mopup
     assert "relaunched at most 2 time(s)" in mopup
     assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
     assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh")
@@ -558,7 +563,7 @@ def test_bundled_example_and_bad_settings_are_refused(tmp_path):
 
 
 def test_the_supervisor_refuses_to_run_without_the_lock(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "tools/reproduce.py"), "run", "--run", "r", "--repo", str(REPO),
+    proc = subprocess.run([sys.executable, "-m", "tools.reproduce", "run", "--run", "r", "--repo", str(REPO),
                            "--state-dir", str(tmp_path / "s"), "--jobs-dir", str(tmp_path / "j"), "--job-name", "j"],
                           env={k: v for k, v in os.environ.items() if k != "RUN_LOCK_HELD"}, capture_output=True,
                           text=True, pass_fds=())

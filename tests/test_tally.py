@@ -10,12 +10,11 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from tests.fixtures.harbor_jobs import DELETE, T0, TrialSpec, rewrite_result, trial_name, write_job
+from tests.fixtures.harbor_jobs import DELETE, TrialSpec, rewrite_result, trial_name, write_job
 from tools import tally as T
 
 S = TrialSpec

@@ -41,7 +41,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -50,12 +49,10 @@ from typing import Any
 
 import click
 
-TOOLS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TOOLS_DIR.parent
-sys.path.insert(0, str(TOOLS_DIR))
+from tools import safe_read as SR
+from tools import tally_core as T
 
-import safe_read as SR  # noqa: E402  (tools/ is on sys.path)
-import tally_core as T  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 TSV_PRICES = REPO_ROOT / "env" / "flavor-prices.tsv"
 SANDBOX_LABEL = "hf-sandbox=1"  # huggingface_hub 2.4.0 _sandbox.py: SANDBOX_LABEL = "hf-sandbox", value "1"

@@ -34,10 +34,7 @@ from pathlib import Path
 
 import click
 
-TOOLS_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(TOOLS_DIR))
-
-import cost as C  # noqa: E402  (tools/ is on sys.path)
+from tools import cost as C
 
 # The exit code of a stop at the ceiling, for bench, mop-up and make reproduce alike (EX_TEMPFAIL:
 # nothing is wrong, the run continues once the ceiling is raised). harbor itself exits 0, 1 or 128+N.

@@ -342,6 +342,10 @@ class CeilingCheck:
 
     def __init__(self, watch, poll: float, term_wait: float = 30.0):
         self.watch, self.poll, self.term_wait = watch, poll, term_wait
+        # Started with SIGINT ignored (a background job of a script: nohup make bench &), harbor
+        # inherited that and would never see a SIGINT. Then the stop starts at TERM, which harbor
+        # 0.25.0 turns into the same KeyboardInterrupt (harbor/cli/jobs.py _handle_sigterm).
+        self.first_signal = "TERM" if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else "INT"
         # The verb checked the ceiling just before it started harbor: the first check is one poll on.
         self.due = time.monotonic() + poll
 
@@ -374,11 +378,12 @@ def watch_until_finished(proc: subprocess.Popen, result_path: str, baseline: str
     return None
 
 
-def stop_at_ceiling(proc: subprocess.Popen, spend, term_wait: float, waker: Waker) -> Outcome:
-    """SIGINT (Ctrl-C), then TERM, then KILL, each after term_wait seconds."""
+def stop_at_ceiling(proc: subprocess.Popen, spend, term_wait: float, waker: Waker, first: str = "INT") -> Outcome:
+    """SIGINT (Ctrl-C), then TERM, then KILL, each after term_wait seconds; from TERM on when
+    `first` is "TERM" (harbor ignores SIGINT)."""
     outcome = Outcome(None, spend=spend)
-    for sig, name, wait in ((signal.SIGINT, "INT", term_wait), (signal.SIGTERM, "TERM", term_wait),
-                            (signal.SIGKILL, "KILL", KILL_WAIT_S)):
+    steps = ((signal.SIGINT, "INT", term_wait), (signal.SIGTERM, "TERM", term_wait), (signal.SIGKILL, "KILL", KILL_WAIT_S))
+    for sig, name, wait in steps[[name for _, name, _ in steps].index(first):]:
         if proc.poll() is not None:
             break
         # harbor alone, not our process group: the verb that started us must not see a Ctrl-C.
@@ -413,7 +418,7 @@ def supervise(proc: subprocess.Popen, result_path: str, baseline: str | None, gr
     if finish is None:
         return Outcome(proc.returncode)
     if not isinstance(finish, str):
-        return stop_at_ceiling(proc, finish, term_wait, waker)
+        return stop_at_ceiling(proc, finish, term_wait, waker, ceiling.first_signal)
     return end_lingering(proc, finish, grace, term_wait, waker)
 
 
@@ -440,15 +445,17 @@ def start_harbor(argv: tuple[str, ...]) -> subprocess.Popen:
 
 
 def report_ceiling(outcome: Outcome, job_dir: str, ceiling, event_file: str | None) -> None:
-    import cost_ceiling as CC  # noqa: PLC0415  (only with --max-cost: it loads tools/cost.py)
+    from tools import cost_ceiling as CC  # noqa: PLC0415  (only with --max-cost: it loads tools/cost.py)
 
     watch = ceiling.watch
+    sent = "SIGINT, then TERM" if ceiling.first_signal == "INT" else "TERM (harbor ignores SIGINT, as a background job does)"
     how = {"INT": "harbor was stopped as Ctrl-C stops it (SIGINT)",
-           "TERM": f"harbor was stopped (SIGINT, then TERM {seconds(ceiling.term_wait)} later)",
-           "KILL": "harbor was killed (SIGINT, then TERM, then KILL)",
+           "TERM": (f"harbor was stopped (SIGINT, then TERM {seconds(ceiling.term_wait)} later)"
+                    if ceiling.first_signal == "INT" else f"harbor was stopped with {sent}"),
+           "KILL": f"harbor was killed ({sent}, then KILL)",
            None: f"harbor had exited by itself (exit {outcome.returncode})"}[outcome.ceiling_signal]
     if outcome.survived:
-        how = "harbor was sent SIGINT, TERM and KILL and is still there (stuck in the kernel?): stop it by hand"
+        how = f"harbor was sent {sent} and KILL and is still there (stuck in the kernel?): stop it by hand"
     note = trials_note(trials_without_result(job_dir), job_dir)
     what = f"{how}; its running trials end as CancelledError, which mop-up retries. {note}"
     click.echo(f"{PREFIX} " + CC.reached_message(watch.scope.run, outcome.spend, watch.ceiling, watch.poll_s, what),
@@ -478,7 +485,7 @@ def make_ceiling(max_cost: str, poll: float, scope_json: str, term_wait: float) 
     """The ceiling's check, or None without --max-cost."""
     if not max_cost:
         return None
-    import cost_ceiling as CC  # noqa: PLC0415  (loads tools/cost.py and the tally: only when asked)
+    from tools import cost_ceiling as CC  # noqa: PLC0415  (loads tools/cost.py and the tally: only when asked)
 
     try:
         ceiling = CC.parse_ceiling(max_cost)

@@ -39,24 +39,20 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import Counter
 from pathlib import Path
 
 import click
 
-TOOLS_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(TOOLS_DIR))
-
 # read_manifest, patch_concurrency and the names from mopup_harbor / mopup_plan are here for
 # tests and tools/reproduce.py, which call them as mopup.*.
-from mopup_archive import (  # noqa: E402,F401  (tools/ is on sys.path)
+from tools.mopup_archive import (  # noqa: F401
     AGAIN, WriteFailed, append_manifest, archive_inventory, archive_trials, describe_archived,
     manifest_path, move_dir, patch_concurrency, read_manifest, read_manifest_lines,
     refuse_live_writers, remove_stale_temps, restore_one, shown, what_moved, write_atomically)
-from mopup_harbor import (  # noqa: E402,F401
+from tools.mopup_harbor import (  # noqa: F401
     config_differences, planned_trial_configs, read_job_config, redacted_secrets, trial_dirs_of, trial_task)
-from mopup_plan import (  # noqa: E402,F401
+from tools.mopup_plan import (  # noqa: F401
     NO_MATCH_FILTER, build_plan, describe_plan, left_to_retry, main_job_dir, run_job_dirs, what_is_left)
 
 

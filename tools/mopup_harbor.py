@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from mopup_archive import file_kind, shown, special_file  # tools/ is on sys.path
+from tools.mopup_archive import file_kind, shown, special_file
 
 # Job-config fields that may differ without making a resume run something different:
 # where the job lives (harbor rebinds both on resume) and the concurrency (mop-up patches

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import click
 
-import tally_core  # tools/ is on sys.path
-from mopup_harbor import (job_result_readable, lock_blockers, lock_mismatch, config_differences,
-                          planned_trial_configs, read_job_config, read_json_object, redacted_secrets,
-                          refuse_special_files, simulate_resume, task_of, trial_dirs_of, trial_task)
-from slots import INFRA_RULES
+from tools import tally_core
+from tools.mopup_harbor import (job_result_readable, lock_blockers, lock_mismatch, config_differences,
+                                planned_trial_configs, read_job_config, read_json_object, redacted_secrets,
+                                refuse_special_files, simulate_resume, task_of, trial_dirs_of, trial_task)
+from tools.slots import INFRA_RULES
 
 # Passed to `harbor job resume -f`: exception types are Python class names, which cannot
 # contain '-', so this matches no trial. Without an explicit -f, harbor's default
@@ -320,7 +320,7 @@ def describe_plan(plan: dict, state_dir: Path) -> str:
             lines.append("nothing leaves any job; new trials land in "
                          f"{Path(plan['jobs_dir']) / plan['retry_job_name']}/<task>__<id>/")
         else:
-            lines.append(f"one retry job per number of missing attempts m (harbor's -k m; 1 is its default, no flag); "
+            lines.append("one retry job per number of missing attempts m (harbor's -k m; 1 is its default, no flag); "
                          "nothing leaves any job; new trials land in:")
             for job in plan["retry_jobs"]:
                 lines.append(f"  {Path(plan['jobs_dir']) / job['job_name']}/  -k {job['attempts']}: "

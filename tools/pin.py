@@ -30,9 +30,8 @@ from pathlib import Path
 
 import click
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from safe_read import manifest_events, read_json_object, write_atomic  # noqa: E402
-from tally_core import run_job_dirs  # noqa: E402
+from tools.safe_read import manifest_events, read_json_object, write_atomic
+from tools.tally_core import run_job_dirs
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
 LOCK_CAP = 64 << 20

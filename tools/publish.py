@@ -2,7 +2,7 @@
 """publish: a run's result on the Hub, as an eval result on the model and a write-up in a bucket.
 
 Usage:
-  tools/publish.py publish --jobs-dir D --job-name N --run RUN --model-repo REPO
+  python -m tools.publish publish --jobs-dir D --job-name N --run RUN --model-repo REPO
       --dataset-repo URL [--eval-dataset ID] [--task-id ID] --agent A --k K
       [--bucket NS/NAME] [--submitter USER] [--timeouts-unscored] [--dry-run]
 
@@ -44,12 +44,8 @@ from pathlib import Path
 import click
 import yaml
 
-try:
-    from tools import report as R
-    from tools import tally_core as T
-except ImportError:  # run as tools/publish.py
-    import report as R
-    import tally_core as T
+from tools import report as R
+from tools import tally_core as T
 
 EVAL_RESULTS_DOCS = "https://huggingface.co/docs/hub/eval-results"
 # The number published, from the tally's JSON. Today: pass_rate (passed / scored attempts).

@@ -2,14 +2,14 @@
 """report: compare tallied runs, draw them, and check them against the leaderboard rules.
 
 Usage:
-  tools/report.py compare [--timeouts-unscored] [--format md|json] [-o FILE] RUN...
-  tools/report.py render  [--timeouts-unscored] [--out-dir DIR] [--dry-run] RUN...
-  tools/report.py html    [--timeouts-unscored] [-o FILE] [--dry-run] RUN...
-  tools/report.py results [--timeouts-unscored] [--readme README.md] [--figures-dir DIR] [--dry-run] RUN...
-  tools/report.py check-submission [--format md|json] [RUN...]
+  python -m tools.report compare [--timeouts-unscored] [--format md|json] [-o FILE] RUN...
+  python -m tools.report render  [--timeouts-unscored] [--out-dir DIR] [--dry-run] RUN...
+  python -m tools.report html    [--timeouts-unscored] [-o FILE] [--dry-run] RUN...
+  python -m tools.report results [--timeouts-unscored] [--readme README.md] [--figures-dir DIR] [--dry-run] RUN...
+  python -m tools.report check-submission [--format md|json] [RUN...]
 
 RUN is any of:
-  * a tally JSON file (`tools/tally.py tally ... --json > FILE.json`),
+  * a tally JSON file (`python -m tools.tally tally ... --json > FILE.json`),
   * a harbor job dir (tallied as `--jobs-dir PARENT --job-name BASENAME`),
   * a run name from runs/ (its JOBS_DIR and JOB_NAME resolved by scripts/lib.sh, then tallied).
 check-submission with no RUN acts on the last run used (state/last-run), like `make`.
@@ -45,42 +45,23 @@ from typing import Iterable
 
 import click
 
-try:
-    from tools import safe_read as SR
-    from tools.report_cost import attach_costs, run_cost  # noqa: F401
-    from tools.report_html import (CSS, STYLES, Style, cost_figure, cost_figure_svg, figure_bytes,  # noqa: F401
-                                   heatmap_figure, html_report, md_table_to_html, outcome_bar_figure,
-                                   render_figures, short_exception, slug)
-    from tools.report_load import (COUNT_FIELDS, OUTCOMES, REGENERATE, REPO_ROOT, SCORED, TALLY_FIELDS,  # noqa: F401
-                                   TASK_FIELDS, RunSettings, display_path, fail, known_runs, load_run,
-                                   load_tally_file, resolve_run_settings, run_settings, run_tally, validate_tally)
-    from tools.report_stats import (ACCOUNTING_TEXT, Z95, agent_of, cell_of, check_same_tasks, compare,  # noqa: F401
-                                    mcnemar_exact_p, pair_flips, pair_fractions, paired_bootstrap, policy_text,
-                                    run_summary, wilson_interval)
-    from tools.report_submission import (MIN_TRIALS, check_submission, config_problems,  # noqa: F401
-                                         display_path_in, read_trial_result, submission_markdown, task_of_dir)
-    from tools.report_text import (RESULTS_END, RESULTS_START, caption, cell_text, compare_markdown,  # noqa: F401
-                                   flips_table, human, interval_text, matrix_table, num, outcome_table,
-                                   p_text, paired_table, pct, replace_results_section, results_markdown,
-                                   summary_table)
-except ImportError:  # run as tools/report.py, or imported with tools/ on sys.path
-    import safe_read as SR
-    from report_cost import attach_costs, run_cost  # noqa: F401
-    from report_html import (CSS, STYLES, Style, cost_figure, cost_figure_svg, figure_bytes,  # noqa: F401
-                             heatmap_figure, html_report, md_table_to_html, outcome_bar_figure,
-                             render_figures, short_exception, slug)
-    from report_load import (COUNT_FIELDS, OUTCOMES, REGENERATE, REPO_ROOT, SCORED, TALLY_FIELDS,  # noqa: F401
-                             TASK_FIELDS, RunSettings, display_path, fail, known_runs, load_run,
-                             load_tally_file, resolve_run_settings, run_settings, run_tally, validate_tally)
-    from report_stats import (ACCOUNTING_TEXT, Z95, agent_of, cell_of, check_same_tasks, compare,  # noqa: F401
-                              mcnemar_exact_p, pair_flips, pair_fractions, paired_bootstrap, policy_text,
-                              run_summary, wilson_interval)
-    from report_submission import (MIN_TRIALS, check_submission, config_problems,  # noqa: F401
-                                   display_path_in, read_trial_result, submission_markdown, task_of_dir)
-    from report_text import (RESULTS_END, RESULTS_START, caption, cell_text, compare_markdown,  # noqa: F401
-                             flips_table, human, interval_text, matrix_table, num, outcome_table,
-                             p_text, paired_table, pct, replace_results_section, results_markdown,
-                             summary_table)
+from tools import safe_read as SR
+from tools.report_cost import attach_costs, run_cost  # noqa: F401
+from tools.report_html import (CSS, STYLES, Style, cost_figure, cost_figure_svg, figure_bytes,  # noqa: F401
+                               heatmap_figure, html_report, md_table_to_html, outcome_bar_figure,
+                               render_figures, short_exception, slug)
+from tools.report_load import (COUNT_FIELDS, OUTCOMES, REGENERATE, REPO_ROOT, SCORED, TALLY_FIELDS,  # noqa: F401
+                               TASK_FIELDS, RunSettings, display_path, fail, known_runs, load_run,
+                               load_tally_file, resolve_run_settings, run_settings, run_tally, validate_tally)
+from tools.report_stats import (ACCOUNTING_TEXT, Z95, agent_of, cell_of, check_same_tasks, compare,  # noqa: F401
+                                mcnemar_exact_p, pair_flips, pair_fractions, paired_bootstrap, policy_text,
+                                run_summary, wilson_interval)
+from tools.report_submission import (MIN_TRIALS, check_submission, config_problems,  # noqa: F401
+                                     display_path_in, read_trial_result, submission_markdown, task_of_dir)
+from tools.report_text import (RESULTS_END, RESULTS_START, caption, cell_text, compare_markdown,  # noqa: F401
+                               flips_table, human, interval_text, matrix_table, num, outcome_table,
+                               p_text, paired_table, pct, replace_results_section, results_markdown,
+                               summary_table)
 
 
 # --- CLI ------------------------------------------------------------------------------------------------

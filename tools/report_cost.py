@@ -16,12 +16,8 @@ import json
 import time
 from pathlib import Path
 
-try:
-    from tools import safe_read as SR
-    from tools.report_load import REPO_ROOT, RunSettings
-except ImportError:  # run as tools/report.py, or imported with tools/ on sys.path
-    import safe_read as SR
-    from report_load import REPO_ROOT, RunSettings
+from tools import safe_read as SR
+from tools.report_load import REPO_ROOT, RunSettings
 
 EXAMPLES_STATE = REPO_ROOT / "examples" / "state"
 
@@ -52,10 +48,7 @@ def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
              recorded: Path | None = None) -> dict:
     """{known, total_usd, usd_per_pass, usd_per_scored_attempt, per_role, prices, price_source}
     or {known: false, why}. state_dir/recorded default as make cost's (scripts/cost.sh)."""
-    try:
-        from tools import cost as C
-    except ImportError:
-        import cost as C
+    from tools import cost as C  # noqa: PLC0415  (heavy: the hf calls' code, only when a cost is asked for)
     example = settings.run.startswith("example-")
     if state_dir is None:
         state_dir = EXAMPLES_STATE / settings.run if example else settings.state_dir

@@ -16,16 +16,10 @@ import html
 import io
 import re
 
-try:
-    from tools.report_load import OUTCOMES
-    from tools.report_text import (caption, cell_text, cost_notes, flips_table,
-                                   interval_text, paired_caption, paired_table, pct,
-                                   run_interval, summary_table, usd, PAIRED_TITLE)
-except ImportError:  # run as tools/report.py, or imported with tools/ on sys.path
-    from report_load import OUTCOMES
-    from report_text import (caption, cell_text, cost_notes, flips_table,
-                             interval_text, paired_caption, paired_table, pct,
-                             run_interval, summary_table, usd, PAIRED_TITLE)
+from tools.report_load import OUTCOMES
+from tools.report_text import (caption, cell_text, cost_notes, flips_table,
+                               interval_text, paired_caption, paired_table, pct,
+                               run_interval, summary_table, usd, PAIRED_TITLE)
 
 
 # --- pictures --------------------------------------------------------------------------------

@@ -18,12 +18,8 @@ from typing import Any
 
 import click
 
-try:
-    from tools import safe_read as SR
-    from tools import tally_core as TC
-except ImportError:  # run as tools/report.py, or imported with tools/ on sys.path
-    import safe_read as SR
-    import tally_core as TC
+from tools import safe_read as SR
+from tools import tally_core as TC
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +32,7 @@ TALLY_FIELDS = (
 )
 TASK_FIELDS = ("task", "outcome")
 COUNT_FIELDS = ("tasks", *OUTCOMES, "scored")
-REGENERATE = "Regenerate it with: tools/tally.py tally ... --json"
+REGENERATE = "Regenerate it with: python -m tools.tally tally ... --json"
 
 
 def fail(message: str) -> None:
@@ -48,7 +44,7 @@ def validate_tally(tally: Any, source: str) -> dict:
     """Check the fields this tool reads, and their types; name what is wrong and the fix."""
     if not isinstance(tally, dict):
         fail(f"{source}: not a tally (a JSON object was expected). "
-             f"Make one with: tools/tally.py tally --jobs-dir D --job-name N --json")
+             f"Make one with: python -m tools.tally tally --jobs-dir D --job-name N --json")
     missing = [f for f in TALLY_FIELDS if f not in tally]
     if missing:
         fail(f"{source}: tally JSON lacks {', '.join(missing)}. {REGENERATE}")
@@ -96,7 +92,7 @@ def load_tally_file(path: Path) -> dict:
         raw = SR.read_regular(path, SR.TALLY_CAP, "a tally file")
     except FileNotFoundError:
         fail(f"no tally at {path}: the file does not exist. "
-             f"Write one with: tools/tally.py tally --jobs-dir D --job-name N --json > {path}")
+             f"Write one with: python -m tools.tally tally --jobs-dir D --job-name N --json > {path}")
     except SR.Unreadable as e:
         fail(f"{path}: {e}")
     try:
@@ -165,7 +161,7 @@ def resolve_run_settings(name: str) -> tuple[str, Path, str]:
 
 def run_tally(jobs_dir: Path, job_name: str, timeouts_unscored: bool, label: str,
               verdicts: Path | None = None) -> dict:
-    """The run's tally, from the tally's library (what `tools/tally.py tally --json` prints)."""
+    """The run's tally, from the tally's library (what `python -m tools.tally tally --json` prints)."""
     try:
         policy = TC.load_policy()
         verdict_map = TC.load_verdicts(str(verdicts)) if verdicts else {}
@@ -195,7 +191,7 @@ def load_run(arg: str, timeouts_unscored: bool = False) -> dict:
         return run_tally(resolved.parent, resolved.name, timeouts_unscored, arg)
     if arg.endswith(".json"):
         fail(f"no tally at {arg}: the file does not exist. Write one with: "
-             f"tools/tally.py tally --jobs-dir D --job-name N --json > {arg}")
+             f"python -m tools.tally tally --jobs-dir D --job-name N --json > {arg}")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", arg) or arg not in known_runs():
         fail(f"{arg!r} is neither a tally JSON file, a job dir, nor a run. "
              f"Known runs: {' '.join(known_runs()) or '(none in runs/)'}")

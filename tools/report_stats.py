@@ -27,14 +27,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-try:
-    from tools import safe_read as SR
-    from tools import slots as SL
-    from tools.report_load import OUTCOMES, SCORED, display_path, fail
-except ImportError:  # run as tools/report.py, or imported with tools/ on sys.path
-    import safe_read as SR
-    import slots as SL
-    from report_load import OUTCOMES, SCORED, display_path, fail
+from tools import safe_read as SR
+from tools import slots as SL
+from tools.report_load import OUTCOMES, SCORED, display_path, fail
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 

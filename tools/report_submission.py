@@ -10,12 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-try:
-    from tools import safe_read as SR
-    from tools.report_load import display_path
-except ImportError:  # run as tools/report.py, or imported with tools/ on sys.path
-    import safe_read as SR
-    from report_load import display_path
+from tools import safe_read as SR
+from tools.report_load import display_path
 
 MULTIPLIERS = ("timeout_multiplier", "agent_timeout_multiplier", "verifier_timeout_multiplier",
                "agent_setup_timeout_multiplier", "environment_build_timeout_multiplier")

@@ -10,12 +10,8 @@ source; a run whose cost cannot be known says why, in one line.
 
 from __future__ import annotations
 
-try:
-    from tools import slots as SL
-    from tools.report_load import OUTCOMES, SCORED, fail
-except ImportError:  # run as tools/report.py, or imported with tools/ on sys.path
-    import slots as SL
-    from report_load import OUTCOMES, SCORED, fail
+from tools import slots as SL
+from tools.report_load import OUTCOMES, SCORED, fail
 
 RESULTS_START = "<!-- results:start -->"
 RESULTS_END = "<!-- results:end -->"

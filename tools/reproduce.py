@@ -708,7 +708,7 @@ def targets_cmd(jobs_dir, job_name, verdicts):
     any open attempt slot), plus the tasks harbor planned that never started (a bench killed
     early leaves them, and no trial dir names them, so the tally alone cannot see them).
     """
-    import mopup_plan  # noqa: PLC0415  (tools/ is on sys.path; heavy: harbor)
+    from tools import mopup_plan  # noqa: PLC0415  (heavy: harbor)
 
     click.echo(json.dumps(sorted(mopup_plan.what_is_left(jobs_dir, job_name, verdicts))))
 

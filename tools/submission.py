@@ -2,7 +2,7 @@
 """submission: a run's job dirs laid out as a Terminal-Bench leaderboard submission.
 
 Usage:
-  tools/submission.py build --jobs-dir D --job-name N --out OUT --version V
+  python -m tools.submission build --jobs-dir D --job-name N --out OUT --version V
       --agent-display-name A --agent-org-display-name O --agent-url U
       --model-name M --model-provider P --model-display-name MD --model-org-display-name MO
       [--run RUN] [--dry-run]
@@ -41,14 +41,9 @@ from pathlib import Path
 import click
 import yaml
 
-try:
-    from tools import report as R
-    from tools import safe_read as SR
-    from tools import tally_core as T
-except ImportError:  # run as tools/submission.py
-    import report as R
-    import safe_read as SR
-    import tally_core as T
+from tools import report as R
+from tools import safe_read as SR
+from tools import tally_core as T
 
 LEADERBOARD_README = "https://huggingface.co/datasets/harborframework/terminal-bench-2-leaderboard"
 
@@ -235,7 +230,7 @@ def dry_run_text(plan: Plan) -> str:
     for src, dst in plan.copies:
         lines.append(f"would copy {src}/ to {dst}/ ({count_files(src)} files, as harbor wrote them)")
     lines += [left_out_line(t) for t in plan.left_out]
-    lines.append(f"would then check it: tools/report.py check-submission {plan.dest}/<job> ...")
+    lines.append(f"would then check it: python -m tools.report check-submission {plan.dest}/<job> ...")
     return "\n".join(lines) + "\n"
 
 

@@ -73,20 +73,12 @@ import click
 
 # The library (tools/tally_core.py); its public names are re-exported, so `tally.X` keeps
 # working for every caller and test that knew them here.
-try:
-    from tools import safe_read as SR
-    from tools import slots as SL
-    from tools.tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_POLICY, EXIT_EMPTY, OUTCOMES,  # noqa: F401
-                                   REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify,
-                                   load_policy, load_verdicts, next_retry_job_name, resolve_job_dirs,
-                                   retry_job_name, retry_number, retry_targets, run_job_dirs, tally)
-except ImportError:  # run as tools/tally.py, or imported with tools/ on sys.path
-    import safe_read as SR
-    import slots as SL
-    from tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_POLICY, EXIT_EMPTY, OUTCOMES,  # noqa: F401
-                             REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify,
-                             load_policy, load_verdicts, next_retry_job_name, resolve_job_dirs,
-                             retry_job_name, retry_number, retry_targets, run_job_dirs, tally)
+from tools import safe_read as SR
+from tools import slots as SL
+from tools.tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_POLICY, EXIT_EMPTY, OUTCOMES,  # noqa: F401
+                               REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify,
+                               load_policy, load_verdicts, next_retry_job_name, resolve_job_dirs,
+                               retry_job_name, retry_number, retry_targets, run_job_dirs, tally)
 
 
 # --------------------------------------------------------------------------- rendering

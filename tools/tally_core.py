@@ -20,12 +20,8 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-try:
-    from tools import safe_read as SR
-    from tools import slots as SL
-except ImportError:  # run as tools/tally.py, or imported with tools/ on sys.path (mop-up)
-    import safe_read as SR
-    import slots as SL
+from tools import safe_read as SR
+from tools import slots as SL
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POLICY = REPO_ROOT / "env" / "outcome-policy.yaml"

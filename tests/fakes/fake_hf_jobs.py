@@ -77,7 +77,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from loopback import serve_for, write_port_file  # beside this file
+from tests.fakes.loopback import serve_for, write_port_file
 
 TERMINAL = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
 HARDWARE_PATH = "/api/jobs/hardware"

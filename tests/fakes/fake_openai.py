@@ -37,7 +37,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from loopback import serve_for, write_port_file  # beside this file
+from tests.fakes.loopback import serve_for, write_port_file
 
 THINKING = "The user asks for 2+2. That is 4."
 

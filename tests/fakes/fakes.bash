@@ -35,10 +35,11 @@ fakes_setup() {
   unset AI_AGENT AGENT CLAUDECODE
 }
 
-# _wait_for_file FILE PID: until FILE exists (5 s at most), failing early if PID died.
+# _wait_for_file FILE PID: until FILE exists, failing early if PID died. The 60 s are a bound
+# for a fake that hangs, not a timing: a loaded machine may take seconds to start Python.
 _wait_for_file() {
   local i
-  for ((i = 0; i < 50; i++)); do
+  for ((i = 0; i < 600; i++)); do
     [[ -s "$1" ]] && return 0
     kill -0 "$2" 2>/dev/null || {
       echo "fake (pid $2) exited before writing $1" >&2
@@ -46,7 +47,7 @@ _wait_for_file() {
     }
     sleep 0.1
   done
-  echo "fake (pid $2) did not write $1 within 5 s" >&2
+  echo "fake (pid $2) did not write $1 within 60 s" >&2
   return 1
 }
 
