@@ -46,6 +46,9 @@ main() {
   # shell would pass them to a script. make's list of its own command-line names must not
   # reach them: under it, every such setting would be ignored (scripts/lib.sh load_settings).
   unset CLI_SETTINGS
+  # The tests start the project's tools hundreds of times: let Python keep their bytecode
+  # (__pycache__/, ignored by git) instead of compiling them on every start.
+  unset PYTHONDONTWRITEBYTECODE
   is_dry_run || [[ -x .venv/bin/bats && -x .venv/bin/pytest && -f tests/node_modules/bats-assert/load.bash ]] ||
     die "test tools missing: run make setup first"
   local jobs shell_files bats_args=() pytest_args=()

@@ -30,7 +30,7 @@ snapshot() {
     "sandboxes RUN=example-terminus2 TASK=circuit-fibsqrt" "pull RUN=gptoss-t2 BUCKET=alice/tb"
     "mopup RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "mopup-archive RUN=qwen-t2"
     "mopup-restore RUN=qwen-t2 TRIALS=all" "tally" "compare" "report" "results"
-    "check-submission RUN=example-terminus2" "pin RUN=example-terminus2" "test"
+    "check-submission RUN=example-terminus2" "pin RUN=example-terminus2" "test" "check"
     "submission RUN=example-terminus2" "publish RUN=example-terminus2"
   )
   for target in "${verbs[@]}"; do

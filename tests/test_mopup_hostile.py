@@ -34,6 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 TOOLS = REPO / "tools"
 
 assert report_line  # a fixture, used by name
+# One worker runs this module when the suite runs in parallel: its tests share one real bench
+# (the benched fixture), which each worker would otherwise run again.
+pytestmark = pytest.mark.xdist_group("mopup_hostile")
 RUN = "mopup-test"  # the run of tests/test_mopup.py's Tree
 SAFE = "a retry job is safe (it leaves this job as it is)"
 NO_SERVER = SimpleNamespace(base="http://127.0.0.1:9/v1")  # plan and prepare never call the model
