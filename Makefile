@@ -1,7 +1,8 @@
 # The front door. Each target is one line calling scripts/; `make` prints the menu.
 # Settings are overridable on the command line: make bench RUN=qwen-t2 N_CONCURRENT=1.
 # Command-line variables reach the scripts through their environment, never through a
-# recipe: no recipe expands a variable a user gives, so no value is ever read as shell code.
+# recipe, and as their literal text (make functions and $$ in them are not expanded): no value
+# a user gives is ever read as shell code or as make's.
 
 # Strict flags through SHELL itself, so they also hold on GNU Make 3.81 (no .SHELLFLAGS).
 SHELL := /bin/bash -euo pipefail
@@ -12,6 +13,11 @@ MAKEFLAGS += --no-builtin-rules --no-print-directory
 # user's shell happens to export is ignored (scripts/lib.sh, load_settings).
 override CLI_SETTINGS := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export CLI_SETTINGS
+# Each of them stays its literal text: make exports a command-line variable to the scripts'
+# environment by expanding it, which would run RUNS='$(shell ...)' as a command. Redefined as a
+# simple variable holding its own unexpanded value (and exported again: a redefined variable no
+# longer is by itself), it reaches the scripts as given.
+$(foreach v,$(CLI_SETTINGS),$(eval override $(v) := $$(value $(v)))$(eval export $(v)))
 
 .PHONY: help
 help: ## this menu

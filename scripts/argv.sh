@@ -39,14 +39,22 @@ validate_reasoning_effort() {
     die "setting REASONING_EFFORT must be one of $REASONING_EFFORTS (what $AGENT accepts), got '$REASONING_EFFORT' (run '$RUN')"
 }
 
-# refuse_key_in_argv: mini-swe-agent runs inside the task environment, and harbor 0.25.0's
-# docker environment hands it its environment as arguments: DockerEnvironment._compose_exec
-# (harbor/environments/docker/docker.py) adds `-e KEY=value` for every variable of the merged
-# exec env (BaseEnvironment._merge_env, where the agent's --ae OPENAI_API_KEY lands), and
-# _run_docker_compose_command runs that argv with asyncio.create_subprocess_exec.
+# The agents that run inside the task environment: their key is in the environment harbor merges
+# for each exec (BaseEnvironment._merge_env, where --ae lands). terminus-2 calls the model from
+# harbor's own process; oracle calls none.
+readonly INSTALLED_AGENTS="mini-swe-agent"
+
+# refuse_key_in_argv: an installed agent on an environment whose exec hands that environment to a
+# local command as arguments (docker compose exec -e KEY=value, and the like) would put its key in
+# an argv every local user can read. Which environments do is decided by class, with harbor's own
+# classes (tools/environments.py), so a podman, a kata or a module:Class path is caught as docker is.
 refuse_key_in_argv() {
-  [[ "$AGENT" == mini-swe-agent && "$ENV_TYPE" == docker ]] || return 0
-  die "run '$RUN': mini-swe-agent on ENV_TYPE=docker is refused: harbor's docker environment runs 'docker compose … exec -e OPENAI_API_KEY=<token>', so the key sits in a process's argv, readable by every local user (ps). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
+  [[ " $INSTALLED_AGENTS " == *" $AGENT "* ]] || return 0
+  local exposure
+  exposure=$(tool environments argv-exposure "$ENV_TYPE" 2>&1) ||
+    die "run '$RUN': ${exposure#Error: }. $AGENT runs inside the environment with its key, so an environment that cannot be checked is refused"
+  [[ -z "$exposure" ]] ||
+    die "run '$RUN': $AGENT on ENV_TYPE=$ENV_TYPE is refused: $exposure, so its key (OPENAI_API_KEY=<token>) would sit in a local process's argv, readable by every local user (ps). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
 }
 
 # Checks every setting the commands use; exits with the setting's name on the first bad one.

@@ -119,6 +119,8 @@ main() {
   record_resolved
   if ((rc == CEILING_EXIT)); then # the watch's code, not harbor's: it stopped harbor at MAX_COST
     say "harbor was stopped at the spending ceiling (MAX_COST=$MAX_COST); its summary is not the answer. The tally (make tally RUN=$RUN):"
+  elif ((rc == WATCH_FAILED_EXIT)); then # the watch's code: it failed, and stopped harbor first
+    say "harbor's watch failed and stopped harbor (its message is above). The tally (make tally RUN=$RUN):"
   else
     say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
   fi
@@ -127,6 +129,7 @@ main() {
   ((smoke)) || stop_server_if_done
   # Harbor exits 0 when every trial failed, and 1 on a config, lock or preflight failure, or
   # when a trial was cancelled after every result was written.
+  ((rc != WATCH_FAILED_EXIT)) || die "harbor's watch failed and stopped harbor: its unfinished trials are retried by make mopup RUN=$RUN"
   ((rc == 0)) || die "harbor exited $rc: a config, lock or preflight failure, or a cancelled trial (CancelledError); the tally above shows what finished"
 }
 

@@ -222,6 +222,10 @@ watch_harbor() {
 # The exit code of a stop at the ceiling (tools/cost_ceiling.py CEILING_EXIT): make reproduce
 # recognises it, and neither relaunches a server nor starts another mop-up pass.
 readonly CEILING_EXIT=75
+# The exit code of a watch that failed itself (tools/harbor_watch.py WATCH_FAILED_EXIT): it
+# stopped harbor first, as at the ceiling, and said why.
+# shellcheck disable=SC2034  # read by bench.sh and mopup.sh
+readonly WATCH_FAILED_EXIT=70
 
 # cost_scope_json: the run tools/cost_ceiling.py measures, as JSON data (its Scope's fields).
 cost_scope_json() {

@@ -173,6 +173,16 @@ inspect_or_die() {
   die "$HF_ERROR"
 }
 
+# foreign_labels: nothing when JOB_INFO (inspect_job) is labelled as this project's job of RUN, as
+# every job the scripts launch is (scripts/argv.sh); else its labels as JSON (never raw text), the
+# reason not to cancel it: a server.json can name any job, and a job of another project or run
+# is not make stop's to cancel.
+foreign_labels() {
+  jq -r --arg project "$(sanitize_label "$PROJECT_LABEL")" --arg run "$(sanitize_label "$RUN")" \
+    'if (.labels | type) == "object" and .labels.project == $project and .labels.run == $run then empty
+     else (.labels // {}) | tojson end' <<<"$JOB_INFO"
+}
+
 # cancel_job: `hf jobs cancel` the recorded job, and note in the run manifest when its
 # endpoint stopped serving.
 cancel_job() {

@@ -73,6 +73,11 @@ resolve_run() {
     die "unknown run '$RUN'. Known runs: $(list_runs | tr '\n' ' ')(files in runs/)"
 }
 
+# abs_jobs_dir: JOBS_DIR as an absolute path (a relative one is the repository's).
+abs_jobs_dir() {
+  if [[ "$JOBS_DIR" == /* ]]; then printf '%s' "$JOBS_DIR"; else printf '%s/%s' "$REPO_ROOT" "$JOBS_DIR"; fi
+}
+
 remember_run() {
   is_dry_run && return 0
   mkdir -p "$STATE_ROOT"
@@ -133,19 +138,22 @@ require() {
 }
 
 # require_number NAME...: a positive integer or decimal (concurrency, multiplier, port, …).
+# Every count and duration a setting holds is below a billion (31 years in seconds): bash's
+# arithmetic wraps past 2^63, and READY_TIMEOUT=99999999999999999999 once made its deadline
+# negative, so the server was cancelled at once.
 require_number() {
   local name
   for name in "$@"; do
-    [[ "${!name}" =~ ^[0-9]+([.][0-9]+)?$ && ! "${!name}" =~ ^0+([.]0+)?$ ]] ||
-      die "setting $name must be a positive number, got '${!name}' (run '$RUN')"
+    [[ "${!name}" =~ ^[0-9]{1,9}([.][0-9]+)?$ && ! "${!name}" =~ ^0+([.]0+)?$ ]] ||
+      die "setting $name must be a positive number below 1000000000, got '${!name}' (run '$RUN')"
   done
 }
 
 require_integer() {
   local name
   for name in "$@"; do
-    [[ "${!name}" =~ ^[1-9][0-9]*$ ]] ||
-      die "setting $name must be a positive whole number, got '${!name}' (run '$RUN')"
+    [[ "${!name}" =~ ^[1-9][0-9]{0,8}$ ]] ||
+      die "setting $name must be a positive whole number below 1000000000, got '${!name}' (run '$RUN')"
   done
 }
 

@@ -222,6 +222,7 @@ main() {
   stop_server_if_done
   # Harbor also exits non-zero when a trial ended in CancelledError, after writing every
   # result: the report above is the truth; a rerun of mop-up picks up what is left.
+  ((rc != WATCH_FAILED_EXIT)) || die "harbor's watch failed and stopped harbor (its message is above); the tally above is what is on disk. Run 'make mopup RUN=$RUN' again to retry what is left"
   ((rc == 0)) || die "harbor exited $rc; the tally above is what is on disk. This mop-up has finished: run 'make mopup RUN=$RUN' again to retry what is left"
 }
 

@@ -38,7 +38,7 @@ main() {
   fi
   # Pulling writes the run's job dirs: not while a mop-up or bench here writes them too.
   hold_run_lock "make pull"
-  mkdir -p "$REPO_ROOT/$JOBS_DIR"
+  mkdir -p "$(abs_jobs_dir)"
   cd "$REPO_ROOT"
   say "pulling: $(show_cmd -- "${argv[@]}")"
   "${argv[@]}" || die "hf buckets sync failed (above); nothing local was deleted (it never passes --delete)"

@@ -31,10 +31,6 @@ supervisor_settings() {
 }
 
 # The run's jobs dir as an absolute path (settings give it relative to the repository).
-abs_jobs_dir() {
-  if [[ "$JOBS_DIR" == /* ]]; then printf '%s' "$JOBS_DIR"; else printf '%s/%s' "$REPO_ROOT" "$JOBS_DIR"; fi
-}
-
 retry_targets_argv() {
   local -n _rt=$1
   _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME")

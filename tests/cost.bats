@@ -59,7 +59,8 @@ scripted_run() {
               \"running_secs\": 1800, \"labels\": {$SBX}},
     \"sb3\": {\"stages\": [\"CANCELED\"], \"flavor\": \"cpu-basic\", \"port\": 49983, \"created_at\": \"2026-01-01T01:30:03.000Z\",
               \"running_secs\": 900, \"labels\": {$SBX},
-              \"logs\": [\"sbx-server 0.7.0 listening on :49983\", \"sbx-server: idle for 601917ms, shutting down\"]},
+              \"logs\": [\"sbx-server 0.7.0 listening on :49983\", \"\\u001b[2J\\u001b]0;pwned\\u0007cleared\",
+                       \"sbx-server: idle for 601917ms, shutting down\"]},
     \"sb-other\": {\"stages\": [\"COMPLETED\"], \"flavor\": \"cpu-basic\", \"port\": 49983, \"created_at\": \"2026-01-01T05:00:00.000Z\",
               \"running_secs\": 999, \"labels\": {$SBX}}}}"
   manifest
@@ -162,6 +163,9 @@ alice/sb3 sandbox label hf-sandbox=1, created during trial qwen3_8-27b-fp8-termi
   assert_line --index 0 "task-c (errored: SandboxError)"
   assert_output --partial "sandbox alice/sb3  CANCELED  cpu-basic  created 2026-01-01T01:30:03Z"
   assert_output --partial "| sbx-server: idle for 601917ms, shutting down"
+  # A log's escape sequences are shown, never sent to the terminal.
+  assert_output --partial '| \x1b[2J\x1b]0;pwned\x07cleared'
+  refute_output --partial $'\e'
   assert_output --partial "=> IDLE SHUTDOWN: the sandbox stopped itself after 10m02s with no command running"
   # qwen-t2 sets SANDBOX_IDLE_TIMEOUT=2h: a sandbox that idled out after 10 minutes never got it.
   assert_output --partial "SANDBOX_IDLE_TIMEOUT is 2h, longer than that: this sandbox did not get it"

@@ -112,27 +112,27 @@ assert_nothing_changed() {
 @test "non-numeric concurrency is refused" {
   RUN=qwen-t2 N_CONCURRENT=three API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_failure
-  assert_output --partial "setting N_CONCURRENT must be a positive whole number, got 'three'"
+  assert_output --partial "setting N_CONCURRENT must be a positive whole number below 1000000000, got 'three'"
   assert_nothing_changed
 }
 
 @test "zero concurrency is refused" {
   RUN=qwen-t2 N_CONCURRENT=0 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_failure
-  assert_output --partial "setting N_CONCURRENT must be a positive whole number, got '0'"
+  assert_output --partial "setting N_CONCURRENT must be a positive whole number below 1000000000, got '0'"
 }
 
 @test "a non-numeric multiplier is refused" {
   RUN=qwen-t2 AGENT_TIMEOUT_MULTIPLIER=4x API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_failure
-  assert_output --partial "setting AGENT_TIMEOUT_MULTIPLIER must be a positive number, got '4x'"
+  assert_output --partial "setting AGENT_TIMEOUT_MULTIPLIER must be a positive number below 1000000000, got '4x'"
   assert_nothing_changed
 }
 
 @test "a non-numeric port is refused" {
   RUN=qwen-t2 PORT=30k HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
   assert_failure
-  assert_output --partial "setting PORT must be a positive whole number, got '30k'"
+  assert_output --partial "setting PORT must be a positive whole number below 1000000000, got '30k'"
   assert_nothing_changed
 }
 

@@ -264,3 +264,15 @@ PY
   run grep -c -x '== harbor' "$STUB_LOG"
   assert_output 0
 }
+
+@test "pull into an absolute JOBS_DIR syncs there, and makes no dir inside the repository" {
+  use_stubs
+  local jobs="$BATS_TEST_TMPDIR/elsewhere/jobs"
+  RUN=qwen-t2 BUCKET=alice/tb JOBS_DIR=$jobs run "$REPO/scripts/pull.sh"
+  assert_success
+  assert [ -d "$jobs" ]
+  assert [ ! -e "$REPO/${BATS_TEST_TMPDIR#/}" ]  # once made as "$REPO_ROOT/$JOBS_DIR"
+  run sed -n '/^== hf$/,/^==/p' "$STUB_LOG"
+  assert_line "hf://buckets/alice/tb"
+  assert_line "$jobs"
+}

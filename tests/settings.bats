@@ -137,7 +137,11 @@ in_lib() {
   for name in READY_TIMEOUT READY_POLL PROBE_TIMEOUT IDLE_WARN_AFTER LOG_TAIL PROBE_MAX_TOKENS; do
     run env RUN=qwen-t2 "$name=0" "$REPO/scripts/print.sh"
     assert_failure
-    assert_output "print: setting $name must be a positive whole number, got '0' (run 'qwen-t2')"
+    assert_output "print: setting $name must be a positive whole number below 1000000000, got '0' (run 'qwen-t2')"
+    # Past bash's arithmetic it would wrap: READY_TIMEOUT's deadline went negative, the server was cancelled.
+    run env RUN=qwen-t2 "$name=99999999999999999999" "$REPO/scripts/print.sh"
+    assert_failure
+    assert_output "print: setting $name must be a positive whole number below 1000000000, got '99999999999999999999' (run 'qwen-t2')"
   done
   for name in SERVER_TIMEOUT BENCH_TIMEOUT; do
     run env RUN=qwen-t2 "$name=0h" "$REPO/scripts/print.sh"
@@ -232,11 +236,28 @@ print(" ".join(t2))')
 
 # --- 4. mini-swe-agent on local Docker -------------------------------------------------------
 
-@test "mini-swe-agent with ENV_TYPE=docker is refused: its key would sit in docker's argv" {
-  RUN=qwen-mswea ENV_TYPE=docker run "$REPO/scripts/print.sh"
+@test "mini-swe-agent on an environment that puts its key in a local argv is refused, by class not by name" {
+  local env_type cls argv
+  while IFS='|' read -r env_type cls argv; do
+    RUN=qwen-mswea ENV_TYPE=$env_type run "$REPO/scripts/print.sh"
+    assert_failure
+    assert_output "print: run 'qwen-mswea': mini-swe-agent on ENV_TYPE=$env_type is refused: $cls runs '$argv', so its key (OPENAI_API_KEY=<token>) would sit in a local process's argv, readable by every local user (ps). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
+  done <<'ENVS'
+docker|harbor.environments.docker.docker:DockerEnvironment (a DockerEnvironment)|docker compose ... exec -e KEY=value
+podman|harbor.environments.podman:PodmanEnvironment (a DockerEnvironment)|docker compose ... exec -e KEY=value
+kata|harbor.environments.kata:KataEnvironment (a DockerEnvironment)|docker compose ... exec -e KEY=value
+harbor.environments.docker.docker:DockerEnvironment|harbor.environments.docker.docker:DockerEnvironment (a DockerEnvironment)|docker compose ... exec -e KEY=value
+sbx|harbor.environments.sbx.environment:DockerSandboxesEnvironment (a DockerSandboxesEnvironment)|docker sandbox exec --env KEY=value
+apple-container|harbor.environments.apple_container:AppleContainerEnvironment (a AppleContainerEnvironment)|container exec -e KEY=value
+ENVS
+  # An import path that cannot be loaded cannot be checked: refused too, naming why.
+  RUN=qwen-mswea ENV_TYPE=no_such_module:Env run "$REPO/scripts/print.sh"
   assert_failure
-  assert_output "print: run 'qwen-mswea': mini-swe-agent on ENV_TYPE=docker is refused: harbor's docker environment runs 'docker compose … exec -e OPENAI_API_KEY=<token>', so the key sits in a process's argv, readable by every local user (ps). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
+  assert_output "print: run 'qwen-mswea': cannot load the environment class of ENV_TYPE=no_such_module:Env: Failed to import module 'no_such_module': No module named 'no_such_module'. mini-swe-agent runs inside the environment with its key, so an environment that cannot be checked is refused"
+  # terminus-2 keeps its key in harbor's own process: local Docker is fine for it.
   RUN=qwen-tb3-smoke run "$REPO/scripts/print.sh"
+  assert_success
+  RUN=qwen-mswea run "$REPO/scripts/print.sh"
   assert_success
 }
 
@@ -305,6 +326,18 @@ printed_block() {
   run mk check-submission "RUN=example-terminus2 \`touch $pwned\`"
   assert_failure
   assert [ ! -e "$pwned" ]
+}
+
+@test "a command-line value is its literal text: make never expands a make function in it" {
+  # make exported a command-line variable by expanding it: RUNS='$(shell ...)' ran the command.
+  local pwned="$BATS_TEST_TMPDIR/pwned"
+  run mk compare "RUNS=\$(shell touch $pwned)"
+  assert_failure
+  assert_output --partial "'\$(shell' is neither a tally JSON file, a job dir, nor a run."
+  assert [ ! -e "$pwned" ]
+  run mk print RUN=qwen-t2 "SERVER_JOB=\$(shell touch $pwned)" "MODEL=org/m\$\$x"
+  assert [ ! -e "$pwned" ]
+  assert_output --partial "--model-path 'org/m\$\$x'"  # what was typed, not make's $$ -> $
 }
 
 @test "no recipe pastes a make variable of user input" {

@@ -12,8 +12,11 @@ teardown() { stop_fakes; }
 
 cancels() { count_requests "$FAKE_HF_RECORD" POST "/api/jobs/alice/$1/cancel"; }
 
+# The labels every server make serve launches carries (scripts/argv.sh).
+RUN_LABELS='"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "server"}'
+
 @test "stop: cancels a running server; a second stop says it is already stopped" {
-  start_fake_hf_jobs '{"jobs": {"job1": {"stages": ["RUNNING"], "flavor": "h200"}}}'
+  start_fake_hf_jobs "{\"jobs\": {\"job1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", $RUN_LABELS}}}"
   write_server_state qwen-t2 job1 "https://job1--30000.hf.jobs/v1"
 
   RUN=qwen-t2 run "$REPO/scripts/stop.sh"
@@ -30,6 +33,26 @@ cancels() { count_requests "$FAKE_HF_RECORD" POST "/api/jobs/alice/$1/cancel"; }
   # The manifest says when the endpoint stopped serving: once, for the one real cancel.
   run jq -c '[.event, .job_id, .endpoint, (.at | test("^20[0-9-]+T[0-9:]+Z$"))]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
   assert_output '["server-stop","job1","https://job1--30000.hf.jobs/v1",true]'
+}
+
+@test "stop: a job that is not this run's server is never cancelled, whatever server.json says" {
+  start_fake_hf_jobs '{"jobs": {
+    "theirs": {"stages": ["RUNNING"], "flavor": "h200", "labels": {"project": "someone-else", "run": "qwen-t2"}},
+    "other-run": {"stages": ["RUNNING"], "flavor": "h200", "labels": {"project": "terminal-bench-harness", "run": "gptoss-t2"}},
+    "bare": {"stages": ["RUNNING"], "flavor": "h200"}}}'
+  local job want
+  for job in theirs other-run bare; do
+    write_server_state qwen-t2 "$job" "https://$job--30000.hf.jobs/v1"
+    RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+    assert_failure 1
+    case $job in
+      theirs) want='{"project":"someone-else","run":"qwen-t2"}' ;;
+      other-run) want='{"project":"terminal-bench-harness","run":"gptoss-t2"}' ;;
+      bare) want='{}' ;;
+    esac
+    assert_output "stop: job alice/$job, which $STATE_ROOT/qwen-t2/server.json names, is not this run's server: its labels are $want, not project=terminal-bench-harness run=qwen-t2. Nothing was cancelled. If you mean to stop it: hf jobs cancel alice/$job"
+    [ "$(cancels "$job")" -eq 0 ]
+  done
 }
 
 @test "stop: a server that already ended on its own (ERROR) is not cancelled" {

@@ -78,3 +78,109 @@ def test_idle_advice_names_the_fix():
     assert "Fix: SANDBOX_IDLE_TIMEOUT (unset: harbor's default, 10 minutes;" in "\n".join(cost.idle_advice(601917, "", "r"))
     assert cost.idle_shutdown(["x", "sbx-server: idle for 601917ms, shutting down"]) == 601917
     assert cost.idle_shutdown(["sbx-server: exec pid=1 exited 0"]) is None
+
+
+# --- prices, durations and times from a cache or an hf answer are data with limits ----------------
+
+HARDWARE = [{"name": "h200", "accelerator": "H200", "cost/hour": "$5.00"},
+            {"name": "cpu-basic", "accelerator": "", "cost/hour": "free"}]
+
+
+class Hub:
+    """hf jobs hardware --json as the live CLI answers it (or fails), for load_prices."""
+
+    where = "https://huggingface.co"
+    dry_run = False
+
+    def __init__(self, up: bool = True):
+        self.up, self.calls = up, 0
+
+    def __call__(self, *args: str) -> str:
+        self.calls += 1
+        if not self.up:
+            raise cost.HfFailed("hf jobs hardware --json: no answer within 60s")
+        return json.dumps(HARDWARE)
+
+
+def cache_file(tmp_path, prices, read_epoch=1000.0, **extra):
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"read_at": "2026-12-01T10:00:00Z", "read_epoch": read_epoch, "endpoint": Hub.where,
+                                "prices": prices, "gpu": {"h200": True, "cpu-basic": False}, **extra}))
+    return path
+
+
+@pytest.mark.parametrize("prices, read_epoch, why", [
+    ({"h200": -5.0}, 1000.0, "prices that are not 0 to $10,000/h (or a free GPU): 'h200': -5.0"),
+    ({"h200": float("nan")}, 1000.0, "prices that are not 0 to $10,000/h (or a free GPU): 'h200': nan"),
+    ({"h200": 0}, 1000.0, "prices that are not 0 to $10,000/h (or a free GPU): 'h200': 0"),
+    ({"h200": "5"}, 1000.0, "prices that are not 0 to $10,000/h (or a free GPU): 'h200': '5'"),
+    ({"h200": 5.0}, 1e300, "read_epoch 1e+300 is not a past time"),
+    ({"h200": 5.0}, "soon", "read_epoch 'soon' is not a past time"),
+])
+def test_a_hostile_price_cache_is_discarded_and_never_prices_a_run(tmp_path, prices, read_epoch, why):
+    # Each let a $50 spend pass a $10 ceiling (a negative, NaN or zero price; a cache "read" in the
+    # far future never goes stale), or ended the ceiling's check in a traceback.
+    cache = cache_file(tmp_path, prices, read_epoch)
+    hub = Hub()
+    got = cost.load_prices(hub, cache, max_age=86400, now=2000.0)
+    assert (got.source, got.per_hour["h200"], hub.calls) == ("hub", 5.0, 1)  # the Hub is asked instead
+    cache = cache_file(tmp_path, prices, read_epoch)
+    offline = cost.load_prices(Hub(up=False), cache, max_age=86400, now=2000.0)
+    assert offline.source == "tsv" and offline.per_hour["h200"] > 0
+    assert f"the price cache {cache} was discarded ({why})" in offline.label
+
+
+def test_a_valid_cache_is_used_and_only_a_cpu_flavor_may_be_free(tmp_path):
+    cache = cache_file(tmp_path, {"h200": 5.0, "cpu-basic": 0})
+    hub = Hub()
+    got = cost.load_prices(hub, cache, max_age=86400, now=2000.0)
+    assert (got.source, got.per_hour, hub.calls) == ("cache", {"h200": 5.0, "cpu-basic": 0.0}, 0)
+    assert cost.parse_hardware(HARDWARE + [{"name": "a100", "accelerator": "A100", "cost/hour": "free"},
+                                           {"name": "b", "accelerator": "B", "cost/hour": "$-3"}])[0] == \
+        {"h200": 5.0, "cpu-basic": 0.0}
+
+
+def test_hostile_hf_answers_are_unpriced_with_a_reason_and_never_total_less_than_nothing(tmp_path):
+    from tests.test_max_cost import job, recorded
+    from tools import cost_ceiling as CC
+
+    odd = [job("neg", "h200", "RUNNING", -2_000_000_000), job("huge", "h200", "RUNNING", 1e308),
+           job("nan", "h200", "RUNNING", float("nan")), job("ok", "h200", "COMPLETED", 3600)]
+    flavor_dict = {**job("dict", "h200", "RUNNING", 3600), "flavor": {"name": "h200"}}
+    year_one = {**job("old", "h200", "RUNNING", None), "created_at": "0001-01-01T00:00:00Z",
+                "started_at": "0001-01-01T00:00:00+14:00", "durations": {"scheduling_secs": "x"}}
+    hf, scope = recorded(tmp_path, [*odd, flavor_dict, year_one])
+    hf.calls["jobs inspect --json alice/null"] = [None]
+    with (scope.state_dir / "manifest.jsonl").open("a") as manifest:
+        manifest.write(json.dumps({"event": "serve", "role": "server", "job_id": "null", "namespace": "alice"}) + "\n")
+    spend = CC.measure(hf, scope)
+    assert spend.spent_usd == pytest.approx(5.0)  # "ok" alone: an hour of h200
+    assert sorted(spend.unknown) == sorted([
+        "alice/dict (server, flavor ?): no price for its flavor",
+        "alice/huge (server, flavor h200): no running time from HF",
+        "alice/nan (server, flavor h200): no running time from HF",
+        "alice/neg (server, flavor h200): no running time from HF",
+        "alice/old (server, flavor h200): no running time from HF",
+        "hf could not be asked: alice/null (server, manifest (serve)): a job is None, not an object",
+    ])
+    assert cost.idle_shutdown(["sbx-server: idle for 1" + "0" * 400 + "ms, shutting down"]) is None
+    assert cost.idle_shutdown(["sbx-server: idle for 900000ms, shutting down"]) == 900000
+
+
+def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from tools import cost_ceiling as CC
+
+    monkeypatch.setattr(cost, "TSV_PRICES", tmp_path / "prices.tsv")
+    (tmp_path / "prices.tsv").write_text("h200\t-5\ncpu-upgrade\tnan\n")
+    cache_file(tmp_path, {"h200": -1.0})
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the Hub does not answer
+    state = tmp_path / "state"
+    state.mkdir()
+    scope = json.dumps({"run": "r", "state_dir": str(state), "jobs_dir": str(tmp_path / "jobs"), "job_name": "r",
+                        "namespace": "alice", "prices_cache": str(tmp_path / "prices.json"), "call_timeout": 5})
+    result = CliRunner().invoke(CC.cli, ["check", "--max-cost", "10", "--scope", scope])
+    assert result.exit_code == 1, result.output
+    assert "MAX_COST=10 cannot be enforced: no valid price is known (env/flavor-prices.tsv, an offline copy" in \
+        result.output

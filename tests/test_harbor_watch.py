@@ -472,3 +472,54 @@ def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):
     assert "readonly CEILING_EXIT=75" in lib
     from tools import cost_ceiling, reproduce
     assert hw.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce.CEILING_EXIT == 75
+    assert "readonly WATCH_FAILED_EXIT=70" in lib and hw.WATCH_FAILED_EXIT == 70
+
+
+# --- the watch never dies quietly --------------------------------------------------------------------
+
+def test_a_spend_that_cannot_be_measured_is_one_line_and_the_watch_goes_on(capsys):
+    # A result.json with "n_input_tokens": 1e999 once made the measure raise OverflowError,
+    # and the watch died with harbor still running: no ceiling, no linger watchdog.
+    class Unmeasurable:
+        def check(self):
+            raise OverflowError("cannot convert float infinity to integer")
+
+    check = hw.CeilingCheck(Unmeasurable(), poll=0.5)
+    check.due = 0  # due now
+    assert check() is None
+    assert capsys.readouterr().err == (
+        "harbor_watch: note: the spend could not be measured (OverflowError: cannot convert float infinity to "
+        "integer); harbor goes on, the next check is in 0.5 s.\n")
+    assert check.due > time.monotonic()  # the next check is a poll away, not at once in a loop
+
+
+# The watch with a fault injected where it supervises, once the fake harbor is ready for signals.
+FAILING_WATCH = r'''
+import os, sys, time
+from pathlib import Path
+from tools import harbor_watch as hw
+def broken(*_args, **_kwargs):
+    ready = Path(os.environ["MARKS"]) / "ready"
+    while not ready.exists():
+        time.sleep(0.05)
+    raise RuntimeError("injected fault")
+hw.supervise = broken
+hw.cli(prog_name="harbor_watch")
+'''
+
+
+def test_a_watch_that_fails_stops_harbor_with_sigint_records_it_and_says_so(scene):
+    proc = subprocess.Popen([PYTHON, "-c", FAILING_WATCH, *scene.argv("count-signals", term_wait=BOUND_S)[3:]],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "MARKS": str(scene.marks)})
+    try:
+        _, err = proc.communicate(timeout=BOUND_S)
+    finally:
+        stop_session(proc)
+    assert proc.returncode == hw.WATCH_FAILED_EXIT == 70
+    assert scene.signals() == ["SIGINT"]  # harbor was stopped as Ctrl-C stops it, and exited
+    assert ("harbor_watch: the watch failed (RuntimeError: injected fault); harbor was stopped (INT) so that it "
+            "does not run on unwatched.") in err
+    [event] = scene.event_lines()
+    assert (event["event"], event["job_dir"], event["error"], event["signal"]) == \
+        ("watch-failed", str(scene.job_dir), "RuntimeError: injected fault", "INT")

@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec as S
-from tests.fixtures.harbor_jobs import trial_name, write_job
+from tests.fixtures.harbor_jobs import rewrite_result, trial_name, write_job
 from tools import report
 from tools import safe_read as SR
 from tools import tally as T
@@ -113,8 +113,26 @@ def test_a_looping_retry_job_dir_is_reported_and_keeps_its_number(tmp_path, data
     assert T.next_retry_job_name(jobs, "j") == "j-retry-2"  # mop-up never reuses the looping name
     doc = T.tally(dirs, policy)
     assert outcomes(doc) == {"a": "passed"}
-    assert doc["unreadable"] == [{"path": str(jobs / "j-retry-1"),
-                                  "error": "cannot list the job dir: Too many levels of symbolic links"}]
+    assert doc["unreadable"] == [{"path": str(jobs / "j-retry-1"), "error": "symlink to j-retry-1, not followed"}]
+
+
+def test_a_job_dir_that_is_a_symlink_is_never_followed(tmp_path, dataset, policy):
+    # jobs/<job>-retry-1 -> ~/.cache/huggingface once brought the HF token into a submission;
+    # <job>-retry-2 -> . brought in every other run's job dirs.
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "j", [S("a", 1.0)], dataset=dataset)
+    secrets = tmp_path / "home" / ".cache" / "huggingface"
+    write_job(secrets.parent, "huggingface", [S("b", 0.0)], dataset=dataset)  # what a followed link would count
+    (secrets / "token").write_text("hf_" + "x" * 34 + "\n")
+    os.symlink(secrets, jobs / "j-retry-1")
+    os.symlink(".", jobs / "j-retry-2")
+    dirs = T.run_job_dirs(jobs, "j")
+    assert [d.name for d in dirs] == ["j", "j-retry-1", "j-retry-2"]  # the names are the run's: never reused
+    assert T.next_retry_job_name(jobs, "j") == "j-retry-3"
+    doc = T.tally(dirs, policy)
+    assert outcomes(doc) == {"a": "passed"}  # nothing of what the links point at
+    assert doc["unreadable"] == [{"path": str(jobs / "j-retry-1"), "error": f"symlink to {secrets}, not followed"},
+                                 {"path": str(jobs / "j-retry-2"), "error": "symlink to ., not followed"}]
 
 
 # --------------------------------------------------------------------------- 2. FIFO, socket, device, dir
@@ -426,3 +444,46 @@ def test_a_long_message_is_classified_whole_and_carried_capped(tmp_path, dataset
     assert (entry["outcome"], entry["rule"]) == ("errored", "infra-message")  # the pattern at the very end
     assert entry["exception_message"] == long[:500] + f"… (truncated, {len(long):,} chars)"
     assert len(r.stdout) < 20_000 and md.stat().st_size < 20_000
+
+
+# --------------------------------------------------------------------------- numbers out of range
+
+def test_non_finite_and_absurd_numbers_are_left_out_with_a_note_by_every_reader(tmp_path, dataset, policy):
+    # Each once ended a verb in a traceback (OverflowError, "date value out of range") or grew the
+    # tally to 3.4 GB (n_attempts 100000000).
+    job = write_job(tmp_path / "jobs", "n", [S("ok", 1.0), S("inf", 1.0), S("nan", 0.0), S("neg", 1.0),
+                                             S("late", 0.0), S("early", exc="SandboxError")], dataset=dataset)
+    for task, old, new in (("inf", '"n_input_tokens": 120000', '"n_input_tokens": 1e999'),
+                           ("nan", '"n_output_tokens": 9000', '"n_output_tokens": NaN'),
+                           ("neg", '"n_cache_tokens": 80000', '"n_cache_tokens": -Infinity')):
+        path = trial(job, task) / "result.json"
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new))
+    rewrite_result(trial(job, "late") / "result.json", finished_at="9999-12-31T23:59:59-14:00")
+    rewrite_result(trial(job, "early") / "result.json", finished_at="0001-01-01T00:00:00+14:00")
+    config = json.loads((job / "config.json").read_text())
+    (job / "config.json").write_text(json.dumps({**config, "n_attempts": 100000000}))
+
+    proc = run_tool("tally", "tally", job, "--json")
+    no_traceback(proc)
+    assert proc.returncode == 0
+    doc = json.loads(proc.stdout)
+    assert outcomes(doc) == {"ok": "passed", "inf": "passed", "nan": "failed", "neg": "passed", "late": "failed",
+                             "early": "errored"}
+    assert "n_attempts" not in doc and doc["tasks"] == 6  # k = 1: one slot per task, not 100000000
+    # The token totals hold every readable count and nothing else: 6 trials' worth, less the three left out.
+    assert doc["tokens"] == {"input": 5 * 120_000, "cache": 5 * 80_000, "output": 5 * 9_000}
+    shown = lambda task: str(trial(job, task) / "result.json")  # noqa: E731
+    for line in (f"{shown('inf')}: n_input_tokens inf is not a token count (0 to 1e+15); left out of the token totals",
+                 f"{shown('nan')}: n_output_tokens nan is not a token count (0 to 1e+15); left out of the token totals",
+                 f"{shown('neg')}: n_cache_tokens -inf is not a token count (0 to 1e+15); left out of the token totals",
+                 f"{shown('late')}: finished_at '9999-12-31T23:59:59-14:00' is not an ISO-8601 time of the years "
+                 f"2000-2199; this trial ranks below every timestamped attempt of its task",
+                 f"{job / 'config.json'}: n_attempts 100000000 is not a number of attempts (1 to 100); the tally "
+                 f"counts 1 per task"):
+        assert line in doc["warnings"]
+    # The other readers of the same files: the leaderboard check and mop-up's selection.
+    no_traceback(run_tool("report", "check-submission", job, "--format", "json"))
+    from tools import mopup_plan
+    assert sorted(mopup_plan.left_to_retry(T.tally([job], policy), [])) == ["early"]

@@ -293,3 +293,20 @@ def test_resume_in_place_runs_exactly_the_missing_attempts(tmp_path, server, rep
     assert f"re-ran {sum(missing.values())} of {sum(missing.values())} planned trials" in out
     assert [p.name for p in tree.job_dirs()] == [JOB]
     assert_filled(tree, before_dirs, hashes, report_line)
+
+
+@pytest.mark.parametrize("name, why", [
+    ("t-sandbox\nt-pass", "a control character or a leading '-': not one task's name"),  # became two arguments
+    ("t-\x1b[31m", "a control character or a leading '-': not one task's name"),
+    ("-rf", "a control character or a leading '-': not one task's name"),
+    ("t-[ab]", "a glob character: it would match more than itself"),
+])
+def test_a_task_name_harbor_could_not_take_as_one_name_is_refused_and_nothing_changes(tmp_path, name, why):
+    from tools import mopup_plan
+    jobs = tmp_path / "jobs"
+    write_job(jobs, JOB, [TrialSpec("t-pass", reward=1.0), TrialSpec(name, exc="SandboxError")])
+    before = sorted(p.relative_to(jobs) for p in jobs.rglob("*"))
+    with pytest.raises(Exception) as caught:
+        mopup_plan.what_is_left(jobs, JOB)
+    assert f"these task names: {name!r} ({why})." in str(caught.value.message)
+    assert sorted(p.relative_to(jobs) for p in jobs.rglob("*")) == before

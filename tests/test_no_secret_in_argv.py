@@ -15,6 +15,7 @@ catches one: a `sleep` with the token in its argv.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import secrets
@@ -25,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -317,3 +319,48 @@ def test_bench_and_mopup_never_put_the_token_in_argv(tmp_path, monkeypatch, agen
     assert files_holding(tmp_path, token) == []
     for phase, text in outputs.items():
         assert not holds_secret(text.encode(), pieces(token)), f"{phase} printed the token"
+
+
+# --- environments whose exec would put the key in a local argv: refused before harbor starts -------
+
+# A custom environment given by import path: a subclass of harbor's Podman environment.
+CUSTOM_ENV = """\
+from harbor.environments.podman import PodmanEnvironment
+
+
+class MyPodman(PodmanEnvironment):
+    pass
+"""
+
+
+@pytest.mark.parametrize("env_type", ["podman", "kata", "harbor.environments.docker.docker:DockerEnvironment",
+                                      "my_podman:MyPodman"])
+def test_mini_swe_agent_is_refused_where_its_key_would_reach_a_local_argv(tmp_path, env_type):
+    # harbor 0.25.0 ran `docker compose ... exec -e OPENAI_API_KEY=<token>` for each of these
+    # while only ENV_TYPE=docker was refused: the watcher caught it.
+    token = new_token()
+    (tmp_path / "my_podman.py").write_text(CUSTOM_ENV)
+    tree = Tree(tmp_path, PLAN, SimpleNamespace(base="http://127.0.0.1:9/v1"))  # never called
+    (tree.root / "runs" / "mopup-test.env").write_text(run_file("mini-swe-agent").replace(
+        "ENV_TYPE=scripted_env:ScriptedEnv", f"ENV_TYPE={env_type}"))
+    env = tree.env("bench", HF_TOKEN=token, PYTHONPATH=str(tmp_path))
+    with ArgvWatcher(token) as watcher:
+        proc = subprocess.run([str(tree.root / "scripts" / "bench.sh")], cwd=tree.root, env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert f"bench: run 'mopup-test': mini-swe-agent on ENV_TYPE={env_type} is refused: " in proc.stderr
+    assert "(a DockerEnvironment) runs 'docker compose ... exec -e KEY=value', so its key" in proc.stderr
+    assert not (tree.root / "jobs").exists() and tree.executed() == []  # harbor never started
+    assert watcher.leaks == []
+
+
+def test_the_environments_refused_still_put_the_environment_in_their_argv():
+    # What tools/environments.py relies on, read in harbor 0.25.0's own code: if an upgrade moves
+    # the environment out of argv, or a new environment puts it there, this says where to look.
+    from harbor.environments.apple_container import AppleContainerEnvironment
+    from harbor.environments.docker.docker import DockerEnvironment
+    from harbor.environments.sbx import local as sbx_local
+
+    assert 'exec_command.extend(["-e", f"{key}={value}"])' in inspect.getsource(DockerEnvironment)
+    assert 'args.extend(["--env", f"{key}={value}"])' in inspect.getsource(sbx_local)
+    assert 'exec_cmd.extend(["-e", f"{key}={value}"])' in inspect.getsource(AppleContainerEnvironment)

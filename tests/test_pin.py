@@ -26,9 +26,9 @@ SHA_B = "b" * 40
 RUN_FILE = "# a run\nSERVER=qwen3.8-27b-fp8-sglang-h200\nJOB_NAME=job\nDATASET_REPO=" + URL + "\n"
 
 
-def write_lock(job_dir: Path, commits: dict[str, str], version: str = "0.25.0") -> None:
-    """lock.json with one trial per task, each resolved to URL at its commit."""
-    trials = [TrialLock(task=TaskLock(name=task, type="git", digest="sha256:" + "0" * 64, git_url=URL,
+def write_lock(job_dir: Path, commits: dict[str, str], version: str = "0.25.0", url: str = URL) -> None:
+    """lock.json with one trial per task, each resolved to `url` at its commit."""
+    trials = [TrialLock(task=TaskLock(name=task, type="git", digest="sha256:" + "0" * 64, git_url=url,
                                       git_commit_id=sha),
                         agent=AgentConfig(name="oracle"), environment=EnvironmentConfig(), verifier=VerifierLock())
               for task, sha in commits.items()]
@@ -83,6 +83,10 @@ def test_an_empty_dataset_ref_line_is_replaced_in_place(tmp_path):
     ("other-pin", f"pins DATASET_REF={SHA_B}, but the jobs of job ran {SHA_A}"),
     ("no-lock", "no lock.json in the jobs of job"),
     ("broken-lock", "is not a lock.json harbor 0.25.0 can read"),
+    # A trailing newline passed the sha check ("$" matches before it) and added a blank line.
+    ("newline-commit", f"the recorded dataset commit '{SHA_A}\\n' is not a 40-hex sha: pin by hand"),
+    # Printed as escapes, never as the terminal's own control sequences.
+    ("escapes-in-url", f"ran tasks from 2 dataset commits: {SHA_A} (https://x\\x1b]0;pwned\\x07/ds), {SHA_B} "),
 ])
 def test_what_cannot_be_pinned_is_one_line_and_changes_nothing(tmp_path, case, expect):
     run_file = RUN_FILE
@@ -91,6 +95,10 @@ def test_what_cannot_be_pinned_is_one_line_and_changes_nothing(tmp_path, case, e
     elif case == "other-pin":
         write_lock(tmp_path / "jobs" / "job", {"t1": SHA_A})
         run_file = RUN_FILE + f"DATASET_REF={SHA_B}\n"
+    elif case == "newline-commit":
+        write_lock(tmp_path / "jobs" / "job", {"t1": SHA_A + "\n"})
+    elif case == "escapes-in-url":
+        write_lock(tmp_path / "jobs" / "job", {"t1": SHA_A, "t2": SHA_B}, url="https://x\x1b]0;pwned\x07/ds")
     elif case == "no-lock":
         (tmp_path / "jobs" / "job").mkdir(parents=True)
     else:
@@ -100,6 +108,7 @@ def test_what_cannot_be_pinned_is_one_line_and_changes_nothing(tmp_path, case, e
     proc = plan(tmp_path, "--write")
     assert proc.returncode == 1
     assert expect in proc.stderr and "Traceback" not in proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
     assert (tmp_path / "run.env").read_text() == run_file
 
 

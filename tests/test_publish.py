@@ -200,3 +200,71 @@ def test_the_dataset_id_comes_from_the_dataset_url():
         "harborframework/terminal-bench-2.1"
     assert P.eval_file_path("harborframework/terminal-bench-2.1", "mini-swe-agent") == \
         ".eval_results/terminal-bench-2.1_mini-swe-agent.yaml"
+
+
+# --- nothing secret leaves ----------------------------------------------------------------------------
+
+def hostile_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the bundled run, and outside it a token file (as ~/.cache/huggingface/token)."""
+    import shutil
+
+    jobs = tmp_path / "jobs"
+    for job in ("example-terminus2-tb21", "example-terminus2-tb21-retry-1"):
+        shutil.copytree(EXAMPLE_JOBS / job, jobs / job, symlinks=True)
+    secrets = tmp_path / "home" / ".cache" / "huggingface"
+    secrets.mkdir(parents=True)
+    (secrets / "token").write_text("hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\n")
+    return jobs, secrets
+
+
+def hostile_publish(tmp_path: Path, jobs: Path, hub, *extra: str) -> subprocess.CompletedProcess:
+    argv = [a if a != str(EXAMPLE_JOBS) else str(jobs) for a in publish_argv(*extra)]
+    return subprocess.run(argv, capture_output=True, text=True, env=client_env(tmp_path, hub.endpoint), cwd=REPO,
+                          timeout=120)
+
+
+def test_links_and_hard_links_out_of_the_run_are_never_pushed(tmp_path, hub):
+    jobs, secrets = hostile_run(tmp_path)
+    os.symlink(secrets, jobs / "example-terminus2-tb21-retry-2")  # a job dir that is a link
+    trial = next(p for p in (jobs / "example-terminus2-tb21").iterdir() if p.is_dir())
+    os.symlink(secrets / "token", trial / "agent" / "token-link")  # an absolute link in a trial
+    os.link(secrets / "token", trial / "agent" / "token-hard")    # a second name of the token file
+    proc = hostile_publish(tmp_path, jobs, hub, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert f"  not pushed: {jobs}/example-terminus2-tb21-retry-2 (a symlink, never followed)\n" in proc.stdout
+    assert f"  not pushed: {trial}/agent/token-link (a symlink, never followed)\n" in proc.stdout
+    assert f"  not pushed: {trial}/agent/token-hard (a hard link: its other name may be outside the run)\n" in proc.stdout
+    assert "token" not in "".join(line for line in proc.stdout.splitlines(keepends=True) if not line.startswith("  not"))
+    assert hub.requests() == []
+
+
+def test_a_credential_in_a_file_refuses_the_publish_naming_file_and_line(tmp_path, hub):
+    jobs, _ = hostile_run(tmp_path)
+    trial = next(p for p in (jobs / "example-terminus2-tb21").iterdir() if p.is_dir())
+    leaked = trial / "agent" / "trajectory.json"
+    leaked.write_text('{\n  "steps": [\n    {"observation": "HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"}\n  ]\n}\n')
+    for extra in (("--dry-run",), ()):
+        proc = hostile_publish(tmp_path, jobs, hub, *extra)
+        assert proc.returncode == 1
+        assert (f"make publish refused: a credential may be in the files it would upload: {leaked}:3: what looks "
+                f"like an HF token (hf_A…6789). Nothing was uploaded.") in proc.stderr
+        assert "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789" not in proc.stderr + proc.stdout
+    assert hub.requests() == []
+    # The literal value of this machine's token is found whatever its shape.
+    leaked.write_text(f"the key was {TOKEN}\n")
+    proc = hostile_publish(tmp_path, jobs, hub, "--dry-run")
+    assert proc.returncode == 1
+    assert f"{leaked}:1: the value of $HF_TOKEN (hf_f…nted)" in proc.stderr
+
+
+def test_settings_reach_the_published_readme_as_text_never_as_markdown_or_html():
+    tally = {"passed": 1, "failed": 0, "errored": 0, "unclassified": 0, "unfinished": 0, "tasks": 1, "scored": 1,
+             "accounting": "timeouts-scored", "pass_rate": 1.0, "per_task": [{"finished_at": "2026-09-04T10:00:00Z"}]}
+    model = "evil](https://x.example) <img src=x onerror=alert(1)> `rm` *b*\n# heading"
+    text = P.readme_text(tally, run="r|x", model_repo=model, agent="terminus-2", k=1, dataset_repo="d",
+                         job_dirs=[Path("j`x")], eval_path="e.yaml")
+    assert "<img" not in text and "](https://x.example)" not in text and "\n# heading" not in text
+    assert ("- Model: [evil\\]\\(https://x.example\\) &lt;img src=x onerror=alert\\(1\\)&gt; \\`rm\\` \\*b\\*\\\\n# "
+            "heading](https://huggingface.co/evil%5D%28https%3A//x.example%29%20%3Cimg%20src%3Dx%20onerror%3Dalert"
+            "%281%29%3E%20%60rm%60%20%2Ab%2A%0A%23%20heading)") in text
+    assert "- j\\`x/" in text and "RUN=r\\|x" in text

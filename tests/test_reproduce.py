@@ -601,6 +601,27 @@ def test_state_is_replaced_atomically_and_checked(tmp_path):
         reproduce.load_state(path, "r")
 
 
+@pytest.mark.e2e
+def test_a_state_file_of_the_wrong_shape_is_refused_and_the_server_is_stopped_first(world):
+    # Each of these once crashed the supervisor before its cleanup: no cancel, the GPU billing on.
+    tree = world()
+    served = subprocess.run([str(tree.root / "scripts" / "serve.sh")], cwd=tree.root, env=tree.env(),
+                            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert served.returncode == 0, served.stderr
+    for bad, why in (({"steps": []}, "steps is [], not an object"),
+                     ({"steps": {"serve": "done"}}, "steps holds something other than objects"),
+                     ({"invocations": {}}, "invocations is {}, not a list"),
+                     ({"server": 1}, "server is 1, not an object or null")):
+        written = json.dumps({**reproduce.new_state(RUN), **bad})
+        (tree.state / "reproduce.json").write_text(written)
+        proc = tree.reproduce()
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert (f"is not the supervisor state make reproduce writes ({why}): move it aside and run make reproduce "
+                f"RUN={RUN} again") in proc.stderr
+        assert (tree.state / "reproduce.json").read_text() == written  # refused, not rewritten
+    assert len(tree.api.cancels("srv1")) == 1  # stopped before the first refusal; already stopped after
+
+
 def test_trial_dirs_cover_the_job_and_its_retry_jobs_only(tmp_path):
     for d in ("j/t-a__1", "j-retry-1/t-b__2", "jobs/j/t-c__3", "j-smoke/t-d__4", "jx/t-e__5"):
         (tmp_path / d).mkdir(parents=True)

@@ -171,12 +171,13 @@ def test_settings_win_over_what_is_derived(tmp_path):
 
 def test_an_existing_submission_is_refused_and_left_as_it_is(tmp_path):
     valid_job(tmp_path / "jobs")
-    dest = tmp_path / "out/submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8"
+    out = tmp_path / "my out; touch pwned"  # the advice is pasted into a shell: it must stay one word
+    dest = out / "submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8"
     dest.mkdir(parents=True)
     (dest / "mine.txt").write_text("keep me")
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
+    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", out))
     assert result.exit_code == 1
-    assert "already exists; nothing was changed" in result.output
+    assert f"already exists; nothing was changed. Remove it (rm -r -- '{dest}')" in result.output
     assert [p.name for p in dest.iterdir()] == ["mine.txt"]
 
 
@@ -206,11 +207,49 @@ def test_version_of_the_dataset(repo, version):
     assert S.version_of(repo) == version
 
 
-def test_a_symlink_in_a_job_is_copied_as_a_link_never_followed(tmp_path):
+def test_a_symlink_in_a_job_is_copied_as_a_link_only_when_it_stays_in_the_job(tmp_path):
     job = valid_job(tmp_path / "jobs")
     (tmp_path / "outside.txt").write_text("secret")
-    os.symlink(tmp_path / "outside.txt", job / "fix-git__0000000" / "agent" / "link.txt")
+    agent = job / "fix-git__0000000" / "agent"
+    os.symlink(tmp_path / "outside.txt", agent / "absolute.txt")  # to the HF token, to /etc/passwd
+    os.symlink("../../../outside.txt", agent / "climbing.txt")
+    (agent / "log.txt").write_text("a log\n")
+    os.symlink("log.txt", agent / "inside.txt")
+    os.link(tmp_path / "outside.txt", agent / "hard.txt")  # a second name of a file outside
     result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
-    copied = tmp_path / "out/submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8/good-job/fix-git__0000000/agent/link.txt"
-    assert copied.is_symlink(), result.output
-    assert os.readlink(copied) == str(tmp_path / "outside.txt")
+    copied = tmp_path / "out/submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8/good-job/fix-git__0000000/agent"
+    assert (copied / "inside.txt").is_symlink() and os.readlink(copied / "inside.txt") == "log.txt", result.output
+    for name in ("absolute.txt", "climbing.txt", "hard.txt"):
+        assert not os.path.lexists(copied / name), name
+    assert f"submission: left out {agent / 'absolute.txt'}: a symlink to {tmp_path / 'outside.txt'}, out of the job dir" \
+        in result.output
+    assert f"submission: left out {agent / 'climbing.txt'}: a symlink to ../../../outside.txt, out of the job dir" \
+        in result.output
+    assert f"submission: left out {agent / 'hard.txt'}: a hard link: its other name may be outside the run" \
+        in result.output
+    assert (tmp_path / "outside.txt").read_text() == "secret" and os.path.islink(agent / "absolute.txt")  # untouched
+
+
+@pytest.mark.parametrize("out, why", [("/proc", "a system directory"), ("/dev/null", "a system directory"),
+                                      ("/", "the filesystem root")])
+def test_an_out_that_is_not_a_directory_of_ones_own_is_refused(tmp_path, out, why):
+    valid_job(tmp_path / "jobs")
+    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", Path(out)))
+    assert result.exit_code == 1, result.output
+    assert f"OUT={out} is {why}: give a directory of your own" in result.output
+    assert not os.path.exists("/submissions")
+    (tmp_path / "a-file").write_text("")
+    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "a-file"))
+    assert result.exit_code == 1
+    assert f"OUT={tmp_path / 'a-file'} exists and is not a directory" in result.output
+
+
+def test_a_credential_in_the_run_refuses_the_submission_before_anything_is_written(tmp_path):
+    job = valid_job(tmp_path / "jobs")
+    leaked = job / "fix-git__0000000" / "agent" / "trajectory.json"
+    leaked.write_text('{"observation": "export OPENAI_API_KEY=sk-proj-Ab3dEfGhIjKlMnOpQrStUvWxYz0123456789"}\n')
+    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
+    assert result.exit_code == 1
+    assert (f"make submission refused: a credential may be in the files it would upload: {leaked}:1: what looks like "
+            f"an OpenAI or Anthropic key (sk-p…6789). Nothing was written.") in result.output
+    assert not (tmp_path / "out").exists()

@@ -424,7 +424,7 @@ def test_odd_and_missing_timestamps_rank_first_and_are_reported(tmp_path, policy
     # a: the odd timestamp ranks below the timestamped attempt (reward 0).
     assert outcomes(report) == {"a": "failed", "b": "passed"}
     assert report["warnings"] == [
-        f"{odd}: finished_at 'yesterday-ish' is not an ISO-8601 time; this trial ranks below every timestamped attempt of its task",
+        f"{odd}: finished_at 'yesterday-ish' is not an ISO-8601 time of the years 2000-2199; this trial ranks below every timestamped attempt of its task",
         "a: scored attempts disagree (passed at (no finished_at), failed at 2026-09-03T08:05:00Z); the latest counts: failed",
         f"1 result.json file(s) lack field(s) finished_at (not harbor 0.25's TrialResult?): {gone}",
     ]

@@ -37,6 +37,7 @@ Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix)
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -64,6 +65,42 @@ ROLE_OF_LABEL = {"server": "server", "bench": "remote-bench", "mopup": "remote-m
 ROLES = ("server", "remote-bench", "remote-mopup", "supervisor", "sandbox")
 
 
+# What a price, a duration and a time may be, read from a cache anyone could edit or an hf answer:
+# outside these they are left out with a note, never priced with. A negative price or duration
+# made a $50 spend read as far under a $10 ceiling, and make cost total -$2.9M; 1e308 s or a NaN
+# made no sense of any total; a time in year 1 or 9999 overflowed.
+PRICE_CAP = 10_000.0                  # USD per hour: h200x8 costs $40
+DURATION_CAP = 10 * 365 * 86400.0     # seconds: no job runs ten years
+YEARS = (2000, 2199)
+CLOCK_SKEW = 300.0                    # seconds a cache's read_epoch may be ahead of this clock
+IDLE_CAP_MS = 10 * 365 * 86400 * 1000
+
+
+def finite_in(value: Any, low: float, high: float) -> float | None:
+    """`value` as a float when it is a real number (not a bool, a NaN or an infinity) in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:  # an int past float's range
+        return None
+    return x if math.isfinite(x) and low <= x <= high else None
+
+
+def valid_prices(raw: Any, gpu: dict) -> tuple[dict[str, float], list[str]]:
+    """({flavor: USD/h}, what was discarded): a price is a finite number from 0 to PRICE_CAP, and
+    only a CPU flavor may be free (a GPU at $0 would make the ceiling inert)."""
+    kept, dropped = {}, []
+    for flavor, value in (raw.items() if isinstance(raw, dict) else []):
+        price = finite_in(value, 0.0, PRICE_CAP)
+        is_gpu = gpu.get(flavor) if isinstance(gpu.get(flavor), bool) else not str(flavor).startswith("cpu")
+        if not isinstance(flavor, str) or price is None or (price == 0 and is_gpu):
+            dropped.append(f"{SR.clip(repr(flavor), 60)}: {SR.clip(repr(value), 60)}")
+        else:
+            kept[flavor] = price
+    return kept, dropped
+
+
 class CostError(click.ClickException):
     """A user-facing error: one line saying what and how to fix."""
 
@@ -72,13 +109,16 @@ class CostError(click.ClickException):
 
 
 def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 time of the years YEARS, else None."""
     if not isinstance(value, str) or not value:
         return None
     try:
         t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+        year = t.astimezone(timezone.utc).year
+    except (ValueError, OverflowError):
         return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return t if YEARS[0] <= year <= YEARS[1] else None
 
 
 def iso(t: datetime | None) -> str | None:
@@ -224,20 +264,21 @@ def parse_hardware(rows: Any) -> tuple[dict[str, float], dict[str, bool]]:
         cost = str(row.get("cost/hour", "")).strip()
         if cost == "free":
             per_hour[row["name"]] = 0.0
-        elif m := re.fullmatch(r"\$([0-9]+(?:\.[0-9]+)?)", cost.replace(",", "")):
+        elif (m := re.fullmatch(r"\$([0-9]{1,9}(?:\.[0-9]+)?)", cost.replace(",", ""))) and float(m.group(1)) > 0:
             per_hour[row["name"]] = float(m.group(1))
         else:
             continue
         gpu[row["name"]] = bool(row.get("accelerator"))
+    per_hour, _ = valid_prices(per_hour, gpu)  # "free" for a GPU flavor, a price past the cap: left out
     if not per_hour:
         raise HfFailed("hf jobs hardware --json: no flavor with a price (fields name, cost/hour)")
     return per_hour, gpu
 
 
-def tsv_prices(path: Path = TSV_PRICES) -> dict[str, float]:
+def tsv_prices(path: Path | None = None) -> dict[str, float]:
     out = {}
     try:
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in (path or TSV_PRICES).read_text(encoding="utf-8").splitlines():
             parts = line.split("\t")
             if line.startswith("#") or len(parts) != 2:
                 continue
@@ -247,7 +288,43 @@ def tsv_prices(path: Path = TSV_PRICES) -> dict[str, float]:
                 continue
     except OSError:
         pass
+    exposed = out.pop("exposed-ports", None)
+    out, _ = valid_prices(out, {})
+    if finite_in(exposed, 0.0, PRICE_CAP) is not None:
+        out["exposed-ports"] = exposed
     return out
+
+
+def read_price_cache(cache: Path | None, where: str, now: float) -> tuple[dict | None, str | None]:
+    """(the cache as {prices, gpu, read_at, read_epoch}, or None; why it was discarded, or None).
+
+    A cache is used whole or not at all: a price, a read time or a field that fails its check
+    discards it (the Hub is asked again, or the TSV used), and the reason is said beside the figures.
+    """
+    if cache is None or not cache.is_file():
+        return None, None
+    try:
+        raw = SR.parse_json(SR.read_regular(cache, 1 << 20, what="a price cache"))
+    except (OSError, SR.Unreadable) as e:
+        return None, f"the price cache {rel(cache)} is unreadable ({SR.clip(str(e), 120)}), not used"
+    if not isinstance(raw, dict) or raw.get("endpoint") != where:
+        return None, None  # another endpoint's prices (or not ours): not an error, just not used
+    gpu = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
+    gpu = {k: v for k, v in gpu.items() if isinstance(k, str) and isinstance(v, bool)}
+    prices, dropped = valid_prices(raw.get("prices"), gpu)
+    read_epoch = finite_in(raw.get("read_epoch"), 0.0, now + CLOCK_SKEW)
+    problems = []
+    if not isinstance(raw.get("prices"), dict) or not (prices or dropped):
+        problems.append("no prices")
+    if dropped:
+        problems.append("prices that are not 0 to $10,000/h (or a free GPU): " + ", ".join(dropped[:3]))
+    if read_epoch is None:
+        problems.append(f"read_epoch {SR.clip(repr(raw.get('read_epoch')), 40)} is not a past time")
+    if not isinstance(raw.get("read_at"), str):
+        problems.append("no read_at")
+    if problems:
+        return None, f"the price cache {rel(cache)} was discarded ({'; '.join(problems)})"
+    return {"prices": prices, "gpu": gpu, "read_at": SR.printable(raw["read_at"])[:40], "read_epoch": read_epoch}, None
 
 
 def load_prices(hf, cache: Path | None, max_age: float, now: float | None = None) -> Prices:
@@ -259,23 +336,16 @@ def load_prices(hf, cache: Path | None, max_age: float, now: float | None = None
     if isinstance(hf, RecordedHf):
         per_hour, gpu = parse_hardware(hf_json(hf, "jobs", "hardware", "--json"))
         return Prices(per_hour, gpu, "recorded", f"hf jobs hardware, {where}", hf.recorded_at, exposed)
-    cached = None
-    if cache is not None and cache.is_file():
-        try:
-            cached = json.loads(cache.read_text(encoding="utf-8"))
-            if not isinstance(cached.get("prices"), dict) or cached.get("endpoint") != where:
-                cached = None
-        except (OSError, ValueError, AttributeError):
-            cached = None
-    if cached and now - float(cached.get("read_epoch", 0)) <= max_age:
-        return Prices({k: float(v) for k, v in cached["prices"].items()}, cached.get("gpu") or {}, "cache",
+    cached, discarded = read_price_cache(cache, where, now)
+    if cached and now - cached["read_epoch"] <= max_age:
+        return Prices(cached["prices"], cached["gpu"], "cache",
                       f"hf jobs hardware, read {cached['read_at']} (cached in {rel(cache)})", cached["read_at"], exposed)
     try:
         per_hour, gpu = parse_hardware(hf_json(hf, "jobs", "hardware", "--json"))
     except HfFailed as e:
-        why = str(e)
+        why = str(e) + (f"; {discarded}" if discarded else "")
         if cached:
-            return Prices({k: float(v) for k, v in cached["prices"].items()}, cached.get("gpu") or {}, "cache",
+            return Prices(cached["prices"], cached["gpu"], "cache",
                           f"hf jobs hardware, read {cached['read_at']} (stale cache: {why})", cached["read_at"], exposed)
         prices = {k: v for k, v in tsv.items() if k != "exposed-ports"}
         return Prices(prices, {}, "tsv", f"env/flavor-prices.tsv, an offline copy (hf jobs hardware unavailable: {why})",
@@ -374,37 +444,54 @@ def run_tally(jobs_dir: str, job_name: str, run: str, verdicts: str | None) -> d
 # --------------------------------------------------------------------------- jobs and their cost
 
 
-def normalise_job(raw: dict) -> dict:
-    """inspect's and ps's rows in one shape."""
+def text_field(value: Any) -> str | None:
+    """A name from an hf answer: a short printable string, else None."""
+    return SR.printable(value)[:200] if isinstance(value, str) and value else None
+
+
+def normalise_job(raw: Any) -> dict:
+    """inspect's and ps's rows in one shape, every field checked: a wrong type is None."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"a job is {SR.clip(repr(raw), 60)}, not an object")
     status = raw.get("status")
     stage = status.get("stage") if isinstance(status, dict) else status
     owner = raw.get("owner") if isinstance(raw.get("owner"), dict) else {}
-    return {"id": raw.get("id"), "namespace": owner.get("name"), "stage": stage or "UNKNOWN",
-            "flavor": raw.get("flavor"), "labels": raw.get("labels") or {},
+    labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
+    return {"id": text_field(raw.get("id")), "namespace": text_field(owner.get("name")),
+            "stage": text_field(stage) or "UNKNOWN",
+            "flavor": text_field(raw.get("flavor")),
+            "labels": {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)},
             "created_at": parse_time(raw.get("created_at")), "started_at": parse_time(raw.get("started_at")),
             "finished_at": parse_time(raw.get("finished_at")),
             "durations": raw.get("durations") if isinstance(raw.get("durations"), dict) else None,
-            "exposed": bool(raw.get("expose")), "image": raw.get("docker_image")}
+            "exposed": bool(raw.get("expose")), "image": text_field(raw.get("docker_image"))}
 
 
 def running_time(job: dict, now: datetime) -> tuple[float | None, str]:
     """(seconds the job ran, where that figure comes from)."""
     d = job["durations"]
-    if d and isinstance(d.get("running_secs"), (int, float)):
-        return float(d["running_secs"]), "durations.running_secs"
-    if d and "running_secs" in d and d["running_secs"] is None and job["stage"] in ("SCHEDULING", "CANCELED", "ERROR"):
+    if d and d.get("running_secs") is not None:
+        secs = finite_in(d["running_secs"], 0.0, DURATION_CAP)
+        if secs is None:
+            return None, f"unknown (durations.running_secs {SR.clip(repr(d['running_secs']), 40)} is not 0 to 10 years)"
+        return secs, "durations.running_secs"
+    if d and "running_secs" in d and job["stage"] in ("SCHEDULING", "CANCELED", "ERROR"):
         return 0.0, "durations (never ran)"
     if job["started_at"] and job["finished_at"]:
-        return (job["finished_at"] - job["started_at"]).total_seconds(), "started_at..finished_at"
+        secs = (job["finished_at"] - job["started_at"]).total_seconds()
+        if 0 <= secs <= DURATION_CAP:
+            return secs, "started_at..finished_at"
+        return None, "unknown (finished_at is not after started_at)"
     if job["started_at"]:
-        return max(0.0, (now - job["started_at"]).total_seconds()), "started_at..now (local clock)"
+        return min(DURATION_CAP, max(0.0, (now - job["started_at"]).total_seconds())), "started_at..now (local clock)"
     return None, "unknown (no durations, no started_at)"
 
 
 def run_interval(job: dict, secs: float | None) -> tuple[datetime, datetime] | None:
     start = job["started_at"]
-    if start is None and job["created_at"] and job["durations"] and job["durations"].get("scheduling_secs") is not None:
-        start = job["created_at"] + timedelta(seconds=job["durations"]["scheduling_secs"])
+    scheduling = finite_in((job["durations"] or {}).get("scheduling_secs"), 0.0, DURATION_CAP)
+    if start is None and job["created_at"] and scheduling is not None:
+        start = job["created_at"] + timedelta(seconds=scheduling)
     if start is None or secs is None:
         return None
     return start, start + timedelta(seconds=secs)
@@ -588,7 +675,8 @@ def idle_shutdown(lines: list[str]) -> int | None:
     """The idle time (ms) of an `sbx-server: idle for <ms>ms, shutting down` line, if any."""
     for line in reversed(lines):
         if m := IDLE_SHUTDOWN.search(line):
-            return int(m.group(1))
+            ms = int(m.group(1)) if len(m.group(1)) <= 15 else None
+            return ms if ms is not None and ms <= IDLE_CAP_MS else None
     return None
 
 
@@ -624,7 +712,8 @@ def sandboxes_report(hf, *, run: str, namespace: str | None, manifest: Path, rep
                     log_error = None
                 except HfFailed as err:
                     lines, log_error = [], str(err)
-                lines = [ln for ln in lines if not ln.startswith("===== Job started")][-tail:]
+                # Printed to a terminal: a log's own escape sequences are shown, never obeyed.
+                lines = [SR.printable(ln)[:2000] for ln in lines if not ln.startswith("===== Job started")][-tail:]
                 ms = idle_shutdown(lines)
                 boxes.append({"job": target, "stage": j["stage"], "flavor": j["flavor"], "created_at": iso(j["created_at"]),
                               "finished_at": iso(j["finished_at"]), "found_by": f"label {SANDBOX_LABEL}, created while "

@@ -61,6 +61,7 @@ class Spend:
     prices_label: str
     unknown: list[str] = field(default_factory=list)  # what is left out of spent_usd, and why
     billing: list[str] = field(default_factory=list)  # the jobs counted in the burn
+    priced_flavors: int = 1  # how many flavors have a valid price: 0, and no figure means anything
 
     def projected(self, poll_s: float) -> float:
         return self.spent_usd + self.burn_usd_per_hour * poll_s / 3600
@@ -114,7 +115,8 @@ def measure(hf, scope: Scope, *, running_since: datetime | None = None, now: dat
         if job["stage"] not in TERMINAL and row["usd_per_hour"] is not None:
             burn += row["usd_per_hour"] + (row["exposed_port_usd_per_hour"] or 0)
             billing.append(row["job"])
-    return Spend(round(spent, 6), round(burn, 6), prices.source, prices.label, unknown, billing)
+    return Spend(round(spent, 6), round(burn, 6), prices.source, prices.label, unknown, billing,
+                 len(prices.per_hour))
 
 
 def usd(x: float) -> str:
@@ -212,6 +214,12 @@ def check(max_cost, poll, scope_json, as_json):
         click.echo(f"note: MAX_COST={max_cost} cannot be checked now ({e}); harbor's watch checks it again "
                    f"every {poll:g} s.", err=True)
         return
+    if not spend.priced_flavors:
+        # Every price failed its check (the cache, the Hub's answer, env/flavor-prices.tsv): a
+        # ceiling measured with none would read $0 for ever. Refused, rather than pretending.
+        raise click.ClickException(f"MAX_COST={max_cost} cannot be enforced: no valid price is known "
+                                   f"({spend.prices_label}). Nothing was launched. Fix env/flavor-prices.tsv or "
+                                   f"let hf jobs hardware answer, or unset MAX_COST.")
     if as_json:
         click.echo(json.dumps({**spend.__dict__, "ceiling_usd": ceiling, "projected_usd": spend.projected(poll),
                                "would_pass": would_pass(spend, ceiling, poll)}))

@@ -37,8 +37,11 @@ one came from Ctrl-C and harbor has it already), and it keeps waiting for harbor
 
 Exit codes: harbor's own when it exits by itself (128+N when a signal N ended it); 0 when
 this tool ended harbor after its job had finished (the work is done, and a line on stderr
-says so); 75 when it stopped harbor at the spending ceiling; 130 / 143 when this process was interrupted by SIGINT / SIGTERM (after passing it
-on); 1 when harbor cannot be started; 2 usage.
+says so); 75 when it stopped harbor at the spending ceiling; 130 / 143 when this process was
+interrupted by SIGINT / SIGTERM (after passing it on); 70 when the watch itself failed (it stops
+harbor first, as at the ceiling: harbor never runs on unwatched); 1 when harbor cannot be
+started; 2 usage. A spend that cannot be measured (an hf answer or a file it cannot read) is one
+line on stderr, and the watch goes on.
 
 Event (--event-file, one JSON line appended, only when harbor lingered):
   {"event": "harbor-lingered", "job_dir", "finished_at" (harbor's own, naive local time),
@@ -46,6 +49,8 @@ Event (--event-file, one JSON line appended, only when harbor lingered):
   {"event": "cost-ceiling", "run", "job_dir", "spent_usd", "ceiling_usd", "burn_usd_per_hour",
    "projected_usd", "poll_s", "source" (of the prices), "prices", "unknown", "signal": "INT" |
    "TERM" | "KILL" (the last one sent), "at"}
+  {"event": "watch-failed", "job_dir", "error" (its type and message), "signal": "INT" | "TERM" |
+   "KILL" | null (harbor had exited), "at"}
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ RESULT_CAP = 64 << 20
 # After KILL the kernel ends a process at once, unless it is stuck in the kernel (D state).
 KILL_WAIT_S = 10.0
 EVENT = "harbor-lingered"
+FAILED_EVENT = "watch-failed"
+WATCH_FAILED_EXIT = 70  # EX_SOFTWARE: the watch itself failed; harbor was stopped first
 CEILING_EXIT = 75  # tools/cost_ceiling.py CEILING_EXIT: stopped at MAX_COST
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
 PREFIX = "harbor_watch:"
@@ -342,19 +349,20 @@ class CeilingCheck:
 
     def __init__(self, watch, poll: float, term_wait: float = 30.0):
         self.watch, self.poll, self.term_wait = watch, poll, term_wait
-        # Started with SIGINT ignored (a background job of a script: nohup make bench &), harbor
-        # inherited that and would never see a SIGINT. Then the stop starts at TERM, which harbor
-        # 0.25.0 turns into the same KeyboardInterrupt (harbor/cli/jobs.py _handle_sigterm).
-        self.first_signal = "TERM" if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else "INT"
+        self.first_signal = first_stop_signal()
         # The verb checked the ceiling just before it started harbor: the first check is one poll on.
         self.due = time.monotonic() + poll
 
     def __call__(self):
         if self.watch is None or time.monotonic() < self.due:
             return None
-        spend = self.watch.check()
         self.due = time.monotonic() + self.poll
-        return spend
+        try:
+            return self.watch.check()
+        except Exception as err:  # noqa: BLE001  (whatever a file or an hf answer holds: the watch goes on)
+            click.echo(f"{PREFIX} note: the spend could not be measured ({type(err).__name__}: "
+                       f"{str(err)[:200]}); harbor goes on, the next check is in {seconds(self.poll)}.", err=True)
+            return None
 
     def until_due(self) -> float:
         return max(0.0, self.due - time.monotonic()) if self.watch is not None else float("inf")
@@ -376,6 +384,13 @@ def watch_until_finished(proc: subprocess.Popen, result_path: str, baseline: str
         else:
             waker.sleep(poll)
     return None
+
+
+def first_stop_signal() -> str:
+    """"INT", or "TERM" when this process (so harbor) was started with SIGINT ignored (a background
+    job of a script: nohup make bench &): harbor would never see a SIGINT. TERM is what harbor
+    0.25.0 turns into the same KeyboardInterrupt (harbor/cli/jobs.py _handle_sigterm)."""
+    return "TERM" if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else "INT"
 
 
 def stop_at_ceiling(proc: subprocess.Popen, spend, term_wait: float, waker: Waker, first: str = "INT") -> Outcome:
@@ -468,6 +483,30 @@ def report_ceiling(outcome: Outcome, job_dir: str, ceiling, event_file: str | No
             click.echo(error, err=True)
 
 
+def stop_after_failure(proc: subprocess.Popen, err: BaseException, job_dir: str, term_wait: float,
+                       first: str, event_file: str | None) -> int:
+    """The watch itself failed (a bug, not harbor's doing): harbor must not go on alone, with no
+    ceiling and no linger watchdog, holding the run's lock. Stop it as at the ceiling (SIGINT:
+    its running trials become CancelledError, which mop-up retries), record it, and say so."""
+    waker = Waker()
+    try:
+        outcome = stop_at_ceiling(proc, None, term_wait, waker, first)
+    finally:
+        waker.close()
+    what = f"{type(err).__name__}: {str(err)[:300]}"
+    stopped = (f"harbor was stopped ({outcome.ceiling_signal})" if outcome.ceiling_signal
+               else f"harbor had exited (exit {proc.returncode})")
+    click.echo(f"{PREFIX} the watch failed ({what}); {stopped} so that it does not run on unwatched. "
+               f"{trials_note(trials_without_result(job_dir), job_dir)} This is a bug of tools/harbor_watch.py: "
+               f"please report it with the line above.", err=True)
+    if event_file:
+        error = append_event(event_file, {"event": FAILED_EVENT, "job_dir": os.path.abspath(job_dir), "error": what,
+                                          "signal": outcome.ceiling_signal, "at": utc_now()})
+        if error:
+            click.echo(error, err=True)
+    return WATCH_FAILED_EXIT
+
+
 def report(outcome: Outcome, job_dir: str, grace: float, term_wait: float, event_file: str | None) -> None:
     if outcome.last_signal is None:
         return
@@ -535,7 +574,11 @@ def run_cmd(job_dir, grace, term_wait, poll, event_file, max_cost, cost_poll, co
     interrupts.attach(proc)
     if ceiling is not None:
         ceiling.watch.running_since = datetime.now(timezone.utc)
-    outcome = supervise(proc, result_path, baseline, grace, term_wait, poll, waker, ceiling)
+    try:
+        outcome = supervise(proc, result_path, baseline, grace, term_wait, poll, waker, ceiling)
+    except Exception as err:  # noqa: BLE001  (never leave harbor running alone)
+        waker.close()
+        sys.exit(stop_after_failure(proc, err, job_dir, term_wait, first_stop_signal(), event_file))
     if outcome.spend is not None:
         report_ceiling(outcome, job_dir, ceiling, event_file)
     report(outcome, job_dir, grace, term_wait, event_file)

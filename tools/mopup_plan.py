@@ -40,6 +40,9 @@ from tools.slots import INFRA_RULES
 NO_MATCH_FILTER = "mopup-archived-first-matches-nothing"
 
 GLOB_CHARS = re.compile(r"[*?\[\]]")
+# Nor can it take a name holding a control character (a newline splits it in two in mop-up's own
+# lists: "t-sandbox\nt-pass" re-ran a passed task) or starting with '-' (read as an option).
+NOT_A_NAME = re.compile(r"[\x00-\x1f\x7f]|^-")
 
 
 def now_utc() -> datetime:
@@ -91,10 +94,17 @@ def left_to_retry(report: dict, planned: list) -> dict[str, dict]:
     for name in sorted({task_of(c) for c in planned} - known - set(tasks)):
         tasks[name] = {"task": name, "outcome": "unfinished", "exception_type": None, "trial_dirs": [],
                        "note": "never started", "missing": k}
-    for name in tasks:
-        if GLOB_CHARS.search(name):
-            raise click.ClickException(
-                f"task name {name!r} holds a glob character: harbor's --include-task-name would match more than it")
+    refused = []
+    for name in sorted(tasks):
+        if NOT_A_NAME.search(name):
+            refused.append(f"{name!r} (a control character or a leading '-': not one task's name)")
+        elif GLOB_CHARS.search(name):
+            refused.append(f"{name!r} (a glob character: it would match more than itself)")
+    if refused:
+        raise click.ClickException(
+            f"mop-up cannot give harbor's --include-task-name these task names: {'; '.join(refused)}. Nothing was "
+            f"changed. A name comes from the trial's result.json (task_name), else its dir: harbor never writes "
+            f"such a name, so look at those trial dirs (make tally lists them) before anything is re-run.")
     return dict(sorted(tasks.items()))
 
 

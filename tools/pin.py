@@ -30,10 +30,10 @@ from pathlib import Path
 
 import click
 
-from tools.safe_read import manifest_events, read_json_object, write_atomic
+from tools.safe_read import manifest_events, printable, read_json_object, write_atomic
 from tools.tally_core import run_job_dirs
 
-SHA = re.compile(r"^[0-9a-f]{40}$")
+SHA = re.compile(r"[0-9a-f]{40}")  # fullmatch: "$" would let a trailing newline through
 LOCK_CAP = 64 << 20
 
 
@@ -54,9 +54,11 @@ def read_lock(job_dir: Path) -> dict | None:
     except Exception as e:  # noqa: BLE001  (any unreadable lock is one line)
         raise PinError(f"{path} is not a lock.json harbor 0.25.0 can read ({str(e).splitlines()[0]}): "
                        "pin by hand with DATASET_REF=<40-hex sha> in the run file") from e
-    commits = sorted({(t.task.git_url or "", t.task.git_commit_id) for t in lock.trials
+    # Printable from here on: the URL and the commit are printed, and written into the manifest.
+    commits = sorted({(printable(t.task.git_url or ""), printable(t.task.git_commit_id)) for t in lock.trials
                       if t.task.type == "git" and t.task.git_commit_id})
-    return {"job": job_dir.name, "harbor_version": lock.harbor.version, "commits": commits,
+    version = printable(lock.harbor.version) if lock.harbor.version else lock.harbor.version
+    return {"job": job_dir.name, "harbor_version": version, "commits": commits,
             "tasks": len(lock.trials), "local_tasks": sum(1 for t in lock.trials if t.task.type == "local")}
 
 
@@ -113,7 +115,7 @@ def plan(jobs_dir: Path, job_name: str, run_file: Path, manifest: Path | None) -
         notes.append("dataset: a local path (nothing to pin)")
     else:
         commit = commits[0]["commit"]
-        if not SHA.match(commit):
+        if not SHA.fullmatch(commit):
             raise PinError(f"the recorded dataset commit '{commit}' is not a 40-hex sha: pin by hand")
         pinned = current_value(old, "DATASET_REF")
         if pinned and pinned != commit:

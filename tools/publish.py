@@ -35,16 +35,20 @@ Exit codes: 0 published (or --dry-run printed its plan); 1 a user error or a Hub
 from __future__ import annotations
 
 import datetime as dt
+import html
 import os
 import re
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import yaml
 
+from tools import credentials as CR
 from tools import report as R
+from tools import safe_read as SR
 from tools import tally_core as T
 
 EVAL_RESULTS_DOCS = "https://huggingface.co/docs/hub/eval-results"
@@ -119,19 +123,27 @@ def eval_result_yaml(tally: dict, *, run: str, dataset_id: str, task_id: str, ag
     return header + yaml.safe_dump([entry], sort_keys=False, allow_unicode=True, width=1000)
 
 
+def md(text: object) -> str:
+    """A setting's or a name's text as literal Markdown, on one line: no link, emphasis, code span,
+    table cell or HTML that it did not mean (MODEL once reached the published README as written)."""
+    escaped = html.escape(SR.printable(str(text)), quote=False)  # &, <, > first: entities stay as typed
+    return re.sub(r"([\\`*_{}\[\]()!|~])", r"\\\1", escaped)
+
+
 def readme_text(tally: dict, *, run: str, model_repo: str, agent: str, k: int, dataset_repo: str,
                 job_dirs: list[Path], eval_path: str) -> str:
-    """The run's write-up, pushed to the bucket beside its job dirs."""
+    """The run's write-up, pushed to the bucket beside its job dirs. Every text from a setting or
+    a file name is written through md(); the model's link through a quoted URL."""
     counts = " | ".join(str(tally[o]) for o in ("passed", "failed", "errored", "unclassified", "unfinished"))
     lines = [
-        f"# Terminal-Bench run `{run}`: {model_repo} with {agent}",
+        f"# Terminal-Bench run {md(run)}: {md(model_repo)} with {md(agent)}",
         "",
-        f"- Model: [{model_repo}](https://huggingface.co/{model_repo})",
-        f"- Agent: {agent}, {k} attempt{'s' if k != 1 else ''} per task",
-        f"- Dataset: {dataset_repo}",
-        f"- Accounting: {tally['accounting']}",
-        f"- Result: **{score_of(tally)}%** ({SCORE_TEXT}: {tally['passed']}/{tally['scored']}), "
-        f"dated {eval_date(tally)}; on the model as `{eval_path}`",
+        f"- Model: [{md(model_repo)}](https://huggingface.co/{urllib.parse.quote(model_repo, safe='/')})",
+        f"- Agent: {md(agent)}, {k} attempt{'s' if k != 1 else ''} per task",
+        f"- Dataset: {md(dataset_repo)}",
+        f"- Accounting: {md(tally['accounting'])}",
+        f"- Result: **{score_of(tally)}%** ({md(SCORE_TEXT)}: {tally['passed']}/{tally['scored']}), "
+        f"dated {eval_date(tally)}; on the model as {md(eval_path)}",
         "",
         "| tasks | passed | failed | errored | unclassified | unfinished |",
         "|---|---|---|---|---|---|",
@@ -139,10 +151,10 @@ def readme_text(tally: dict, *, run: str, model_repo: str, agent: str, k: int, d
         "",
         "Job dirs (harbor's own files, as harbor wrote them), at this bucket's root:",
         "",
-        *[f"- `{d.name}/`" for d in job_dirs],
+        *[f"- {md(d.name)}/" for d in job_dirs],
         "",
-        f"Reproduce: `make reproduce RUN={run}`; tally these job dirs: `make pull RUN={run} BUCKET=<this bucket>` "
-        f"then `make tally RUN={run}`.",
+        f"Reproduce: make reproduce RUN={md(run)}; tally these job dirs: make pull RUN={md(run)} BUCKET=&lt;this "
+        f"bucket&gt; then make tally RUN={md(run)}.",
         "",
     ]
     return "\n".join(lines)
@@ -152,7 +164,7 @@ def readme_text(tally: dict, *, run: str, model_repo: str, agent: str, k: int, d
 class Plan:
     bucket: str
     bucket_files: list[tuple[str | bytes, str]]  # (local path or bytes, path in the bucket)
-    skipped: list[str]                           # what is not a regular file, never uploaded
+    skipped: list[str]                           # what is never uploaded, each with why
     model_repo: str
     eval_path: str
     eval_yaml: str
@@ -162,18 +174,29 @@ class Plan:
 
 
 def job_files(job_dirs: list[Path]) -> tuple[list[tuple[str, str]], list[str]]:
-    """Every regular file of the job dirs as (local path, <job>/<relative path>); symlinks and
-    special files are listed apart and never followed or opened."""
+    """Every regular file of the job dirs as (local path, <job>/<relative path>). What could lead
+    out of the run's tree is listed apart, with why, and never followed or read: a symlink (a job
+    dir that is one too: os.walk would follow it to ~/.cache/huggingface or another run), a special
+    file, and a file with another hard link (its other name may be anywhere, a token file's)."""
     files, skipped = [], []
     for job in job_dirs:
+        if os.path.islink(job):
+            skipped.append(f"{job} (a symlink, never followed)")
+            continue
         for root, dirs, names in os.walk(job):
-            skipped += [os.path.join(root, d) for d in dirs if os.path.islink(os.path.join(root, d))]
+            skipped += [f"{os.path.join(root, d)} (a symlink, never followed)" for d in dirs
+                        if os.path.islink(os.path.join(root, d))]
             dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
             for name in sorted(names):
                 path = os.path.join(root, name)
                 rel = os.path.relpath(path, job.parent).replace(os.sep, "/")
-                if os.path.islink(path) or not os.path.isfile(path):
-                    skipped.append(path)
+                st = os.lstat(path)
+                if os.path.islink(path):
+                    skipped.append(f"{path} (a symlink, never followed)")
+                elif not os.path.isfile(path):
+                    skipped.append(f"{path} (not a regular file)")
+                elif st.st_nlink > 1:
+                    skipped.append(f"{path} (a hard link: its other name may be outside the run)")
                 else:
                     files.append((path, rel))
     return files, skipped
@@ -204,7 +227,7 @@ def dry_run_text(plan: Plan) -> str:
            "  README.md:"]
     out += [f"    {line}" for line in plan.readme.splitlines()]
     out += [f"  {dest}" for _, dest in plan.bucket_files[1:]]
-    out += [f"  not pushed (not a regular file): {p}" for p in plan.skipped]
+    out += [f"  not pushed: {p}" for p in plan.skipped]
     out += [f"would open a pull request on model {plan.model_repo}:",
             f"  HfApi().create_commit({plan.model_repo!r}, [CommitOperationAdd({plan.eval_path!r}, <the YAML>)], "
             f"commit_message={plan.commit_message!r}, commit_description=<below>, create_pr=True)",
@@ -284,6 +307,13 @@ def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset,
     plan = plan_publish(tally, job_dirs, run=run, model_repo=model_repo, dataset_repo=dataset_repo,
                         eval_dataset=eval_dataset, task_id=task_id, agent=agent, k=k,
                         bucket=bucket or "<BUCKET>", submitter=submitter, endpoint=constants.ENDPOINT)
+    # Nothing leaves with a credential in it: every file, the README and the YAML, dry run or not.
+    findings = CR.scan_files([p for p, _ in plan.bucket_files if isinstance(p, str)])
+    secrets = CR.machine_secrets()
+    findings += CR.scan_bytes("README.md (generated)", plan.readme.encode("utf-8"), secrets)
+    findings += CR.scan_bytes(f"{plan.eval_path} (generated)", plan.eval_yaml.encode("utf-8"), secrets)
+    if findings:
+        R.fail(CR.refusal(findings, "make publish"))
     if dry_run:
         if not bucket:
             R.echo("publish: note: BUCKET is empty; <BUCKET> stands in for it (a real publish needs it)", err=True)

@@ -46,6 +46,11 @@ class Failure(Exception):
     """The pipeline cannot go on: one line for the user, who fixes the cause and runs it again."""
 
 
+class BadState(Failure):
+    """state/<run>/reproduce.json is not what the supervisor writes: refused, once the server it
+    would have stopped is stopped."""
+
+
 class CeilingReached(Exception):
     """A step stopped at MAX_COST (exit CEILING_EXIT, the message above): no relaunch, no next pass."""
 
@@ -135,17 +140,52 @@ def new_state(run: str) -> dict:
             "invocations": [], "last_server_step_ended_at": None, "tally_output": None}
 
 
+# The type of every field of reproduce.json, and of the records in its containers: what the
+# supervisor reads must be what it writes, or a crash before its cleanup leaves the server billing.
+STATE_SHAPE = {"run": str, "created_at": str, "updated_at": str, "current_step": (str, type(None)),
+               "steps": dict, "server": (dict, type(None)), "servers": list, "relaunches": int,
+               "mopup_passes": list, "invocations": list, "last_server_step_ended_at": (str, type(None)),
+               "tally_output": (str, type(None))}
+RECORDS = ("steps", "servers", "mopup_passes", "invocations")  # each holds JSON objects
+
+
+def shape_problems(state: dict) -> list[str]:
+    """What in a loaded reproduce.json is not the shape this module writes (new_state, the steps)."""
+    names = {str: "a string", dict: "an object", list: "a list", int: "a whole number", type(None): "null"}
+    problems = []
+    for key, kinds in STATE_SHAPE.items():
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        value = state.get(key)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            problems.append(f"{key} is {json.dumps(value)[:60]}, not {' or '.join(names[k] for k in kinds)}")
+    for key in RECORDS:
+        value = state.get(key)
+        records = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+        if any(not isinstance(r, dict) for r in records):
+            problems.append(f"{key} holds something other than objects")
+    server = state.get("server")
+    if isinstance(server, dict) and not isinstance(server.get("job"), str):
+        problems.append("server has no job name")
+    return problems
+
+
 def load_state(path: Path, run: str) -> dict:
     if not path.exists():
         return new_state(run)
     try:
         state = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise Failure(f"{path} is not readable JSON ({e}): move it aside and run make reproduce RUN={run} "
-                      "again (the job dirs and state/ stay; finished steps are found again from them)") from e
+        raise BadState(f"{path} is not readable JSON ({e}): move it aside and run make reproduce RUN={run} "
+                       "again (the job dirs and state/ stay; finished steps are found again from them)") from e
     if not isinstance(state, dict) or state.get("run") != run:
-        raise Failure(f"{path} is not this run's supervisor state: move it aside and run it again")
-    return {**new_state(run), **state}
+        raise BadState(f"{path} is not this run's supervisor state: move it aside and run it again")
+    state = {**new_state(run), **state}
+    problems = shape_problems(state)
+    if problems:
+        raise BadState(f"{path} is not the supervisor state make reproduce writes ({'; '.join(problems)}): move it "
+                       f"aside and run make reproduce RUN={run} again (finished steps are found again from the "
+                       f"job dirs)")
+    return state
 
 
 def save_state(path: Path, state: dict) -> None:
@@ -208,10 +248,10 @@ def summary_lines(state: dict, now: float) -> list[str]:
 
 
 class Supervisor:
-    def __init__(self, cfg: Config, token: str):
+    def __init__(self, cfg: Config, token: str, state: dict | None = None):
         self.cfg = cfg
         self.token = token  # for /health only: in a request header, never in argv or output
-        self.state = load_state(cfg.state_file, cfg.run)
+        self.state = state if state is not None else load_state(cfg.state_file, cfg.run)
         self.child: subprocess.Popen | None = None
         self.interrupted: int | None = None
         self.relaunches_now = 0
@@ -325,10 +365,16 @@ class Supervisor:
             sj = json.loads(self.cfg.server_json.read_text())
         except (OSError, ValueError):
             return None
+        if not isinstance(sj, dict):
+            raise Failure(f"{self.cfg.server_json} is not a server record (a JSON object): check make jobs, then "
+                          "remove the file")
         job = f"{sj.get('namespace')}/{sj.get('job_id')}"
-        if not JOB_RE.match(job):
-            raise Failure(f"{self.cfg.server_json} names no valid job ('{job}'): check make jobs, then remove the file")
-        return {"job": job, "endpoint": sj.get("endpoint") or "", "launched_at": sj.get("launched_at")}
+        if not JOB_RE.fullmatch(job):
+            raise Failure(f"{self.cfg.server_json} names no valid job ({json.dumps(job)[:80]}): check make jobs, then "
+                          "remove the file")
+        endpoint = sj.get("endpoint") if isinstance(sj.get("endpoint"), str) else ""
+        launched = sj.get("launched_at") if isinstance(sj.get("launched_at"), str) else None
+        return {"job": job, "endpoint": endpoint, "launched_at": launched}
 
     def health(self) -> Health:
         if self.cfg.api_base:
@@ -350,9 +396,10 @@ class Supervisor:
         if proc.returncode != 0:
             return "NOT-FOUND" if "Not Found" in proc.stderr + proc.stdout else None
         try:
-            return json.loads(proc.stdout)[0]["status"]["stage"]
+            stage = json.loads(proc.stdout)[0]["status"]["stage"]
         except (ValueError, LookupError, TypeError):
             return None
+        return stage[:40] if isinstance(stage, str) else None
 
     def http_status(self, endpoint: str) -> str:
         request = urllib.request.Request(health_url(endpoint), headers={"Authorization": f"Bearer {self.token}"})
@@ -478,6 +525,12 @@ class Supervisor:
                          f"{rec['job'] if rec else '<job>'}")
                 return False
             time.sleep(min(15, max(1, deadline - time.monotonic())))
+
+    def release_recorded_server(self) -> None:
+        """Stop the server of state/<run>/server.json whatever reproduce.json says (make stop's path)."""
+        self.say("the supervisor state cannot be used (below); stopping the run's server first, so that it "
+                 "does not bill on")
+        self.stop_server()
 
     def release_server(self, why: str) -> None:
         """Stop the run's server once nothing needs it (never one given by API_BASE)."""
@@ -741,6 +794,12 @@ def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_
                  max_relaunches=max_relaunches, idle_stop_after=idle_stop_after, health_poll=health_poll)
     try:
         supervisor = Supervisor(cfg, token)
+    except BadState as e:
+        # Its own record of the server cannot be read, and the run must not bill on for that: the
+        # run's server (state/<run>/server.json, make stop's record) is stopped before the refusal.
+        if cfg.server_json.exists() and not cfg.api_base:
+            Supervisor(cfg, token, state=new_state(run)).release_recorded_server()
+        raise click.ClickException(str(e)) from e
     except Failure as e:
         raise click.ClickException(str(e)) from e
     sys.exit(supervisor.run())

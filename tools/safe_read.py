@@ -27,6 +27,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import stat
 import tempfile
 from typing import Any
@@ -57,6 +58,23 @@ def shown(text: str) -> str:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a surrogate that came from JSON (\ud800), not from a name
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with each control character written as its escape (\\x1b, \\n), as shown() writes
+    undecodable bytes: safe to print to a terminal and to keep on one line."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], shown(text))
+
+
+def link_target(path: str | os.PathLike) -> str:
+    """Where the symlink `path` points, printable; what went wrong when it cannot be read."""
+    try:
+        return printable(os.readlink(path))
+    except OSError as e:
+        return f"(unreadable: {e.strerror or e})"
 
 
 def clip(text: str | None, limit: int = MESSAGE_CAP) -> str | None:

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,7 @@ from pathlib import Path
 import click
 import yaml
 
+from tools import credentials as CR
 from tools import report as R
 from tools import safe_read as SR
 from tools import tally_core as T
@@ -148,6 +151,8 @@ class Plan:
     metadata: str                     # metadata.yaml's text
     copies: list[tuple[Path, Path]]   # (job dir of the run, its copy in dest)
     left_out: list[Path]              # crashed trial dirs (no result.json), not copied
+    linked_jobs: list[Path]           # job dir names that are symlinks: never followed, not copied
+    outside: list[tuple[Path, str]]   # what could lead out of the run's tree, not copied, and why
 
 
 def crashed_trial_dirs(job_dir: Path) -> list[Path]:
@@ -165,15 +170,54 @@ def crashed_trial_dirs(job_dir: Path) -> list[Path]:
     return [Path(t) for t in trials if not os.path.lexists(os.path.join(t, "result.json"))]
 
 
+def leads_outside(job_dir: Path) -> list[tuple[Path, str]]:
+    """What in a job dir could carry something from outside the run into the submission, and why:
+    a symlink whose target is absolute or leaves the job dir (an upload reads through it: the HF
+    token, /etc/passwd), and a file with a second hard link (its other name may be a token file).
+    Symlinks inside the job are copied as links; nothing is ever followed."""
+    found = []
+    root = os.path.realpath(job_dir)
+    for where, dirs, files in os.walk(job_dir):
+        for name in sorted(dirs + files):
+            path = Path(where) / name
+            try:
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    target = os.readlink(path)
+                    resolved = os.path.realpath(os.path.join(where, target))
+                    if os.path.isabs(target) or os.path.commonpath([root, resolved]) != root:
+                        found.append((path, f"a symlink to {SR.link_target(path)}, out of the job dir"))
+                elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    found.append((path, "a hard link: its other name may be outside the run"))
+            except (OSError, ValueError) as e:
+                found.append((path, f"cannot be inspected ({getattr(e, 'strerror', None) or e})"))
+    return found
+
+
+def check_out(out: Path) -> None:
+    """OUT is a directory of the user's: not a file, a device, a pseudo filesystem, or /."""
+    real = Path(os.path.realpath(out))
+    if real == Path("/") or any(real == Path(p) or Path(p) in real.parents for p in ("/proc", "/sys", "/dev")):
+        R.fail(f"OUT={out} is {'the filesystem root' if real == Path('/') else 'a system directory'}: give a "
+               f"directory of your own (OUT=. builds ./submissions/...)")
+    if os.path.lexists(out) and not out.is_dir():
+        R.fail(f"OUT={out} exists and is not a directory: give a directory (OUT=. builds ./submissions/...)")
+
+
 def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta: Metadata) -> Plan:
     """What build writes, decided before anything is: refusals change nothing."""
     problems = meta.problems()
     if problems:
         R.fail("the leaderboard's metadata.yaml needs every field: " + "; ".join(problems))
+    check_out(out)
     try:
         job_dirs = T.run_job_dirs(jobs_dir, job_name)
     except T.TallyError as e:
         R.fail(str(e))
+    # A job dir name that is a symlink could lead anywhere (~/.cache/huggingface, another run):
+    # never followed, never copied, listed.
+    linked = [d for d in job_dirs if d.is_symlink()]
+    job_dirs = [d for d in job_dirs if not d.is_symlink()]
     if not job_dirs:
         R.fail(f"no job dir of {job_name!r} under {jobs_dir}: nothing to submit (make bench, or make pull)")
     dest = submission_dir(out, version, meta)
@@ -189,10 +233,27 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
         if resolved_dest == src or src in resolved_dest.parents or resolved_dest in src.parents:
             R.fail(f"OUT ({out}) overlaps the run's job dir {d}: pick an OUT outside the jobs dir")
     if os.path.lexists(dest):
-        R.fail(f"{dest} already exists; nothing was changed. Remove it (rm -r {dest}) "
+        R.fail(f"{dest} already exists; nothing was changed. Remove it (rm -r -- {shlex.quote(str(dest))}) "
                f"or give another OUT=dir")
-    return Plan(dest=dest, metadata=metadata_yaml(meta), copies=[(d, dest / d.name) for d in job_dirs],
-                left_out=[t for d in job_dirs for t in crashed_trial_dirs(d)])
+    plan = Plan(dest=dest, metadata=metadata_yaml(meta), copies=[(d, dest / d.name) for d in job_dirs],
+                left_out=[t for d in job_dirs for t in crashed_trial_dirs(d)], linked_jobs=linked,
+                outside=[found for d in job_dirs for found in leads_outside(d)])
+    # The tree is for upload: nothing in it may hold a credential (tools/credentials.py).
+    findings = CR.scan_files([str(p) for p in copied_files(plan)])
+    if findings:
+        R.fail(CR.refusal(findings, "make submission", nothing="written"))
+    return plan
+
+
+def copied_files(plan: Plan) -> list[Path]:
+    """The regular files build copies: the job dirs less what is left out."""
+    skip = set(plan.left_out) | {p for p, _ in plan.outside}
+    files = []
+    for src, _ in plan.copies:
+        for where, dirs, names in os.walk(src):
+            dirs[:] = [d for d in dirs if Path(where) / d not in skip]
+            files += [Path(where) / n for n in names if Path(where) / n not in skip]
+    return files
 
 
 def count_files(root: Path) -> int:
@@ -201,12 +262,12 @@ def count_files(root: Path) -> int:
 
 def build(plan: Plan) -> None:
     """Write the tree: into a temp dir beside it, then renamed into place (all or nothing)."""
-    plan.dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = plan.dest.with_name(f".{plan.dest.name}.tmp-{os.getpid()}")
     try:
+        plan.dest.parent.mkdir(parents=True, exist_ok=True)
         tmp.mkdir()
         (tmp / "metadata.yaml").write_text(plan.metadata, encoding="utf-8")
-        left_out = set(plan.left_out)
+        left_out = set(plan.left_out) | {p for p, _ in plan.outside}
         for src, dst in plan.copies:
             # symlinks=True: a link is copied as a link, never followed out of the job.
             # shutil refuses a FIFO or device (SpecialFileError) instead of hanging on it.
@@ -223,6 +284,15 @@ def left_out_line(trial: Path) -> str:
             f"its attempt slot is for mop-up to fill)")
 
 
+def linked_job_line(job: Path) -> str:
+    return (f"left out {SR.shown(str(job))}: a symlink to {SR.link_target(job)}, never followed (a job dir is "
+            f"copied only where it is)")
+
+
+def outside_line(path: Path, why: str) -> str:
+    return f"left out {SR.shown(str(path))}: {why}"
+
+
 def dry_run_text(plan: Plan) -> str:
     lines = [f"would create {plan.dest}/",
              f"would write {plan.dest / 'metadata.yaml'}:"]
@@ -230,6 +300,8 @@ def dry_run_text(plan: Plan) -> str:
     for src, dst in plan.copies:
         lines.append(f"would copy {src}/ to {dst}/ ({count_files(src)} files, as harbor wrote them)")
     lines += [left_out_line(t) for t in plan.left_out]
+    lines += [linked_job_line(j) for j in plan.linked_jobs]
+    lines += [outside_line(p, why) for p, why in plan.outside]
     lines.append(f"would then check it: python -m tools.report check-submission {plan.dest}/<job> ...")
     return "\n".join(lines) + "\n"
 
@@ -273,6 +345,10 @@ def build_cmd(jobs_dir, job_name, out, run, dry_run, **settings):
     R.echo(f"submission: built {plan.dest}/ (metadata.yaml and {len(plan.copies)} job dirs)", err=True)
     for trial in plan.left_out:
         R.echo(f"submission: {left_out_line(trial)}", err=True)
+    for job in plan.linked_jobs:
+        R.echo(f"submission: {linked_job_line(job)}", err=True)
+    for path, why in plan.outside:
+        R.echo(f"submission: {outside_line(path, why)}", err=True)
     verdict = R.check_submission([dst for _, dst in plan.copies], run=run)
     R.echo(R.submission_markdown(f"submission {plan.dest}", verdict), nl=False)
     if not verdict["ok"]:

@@ -105,10 +105,10 @@ def run_job_dirs(jobs_dir: str | os.PathLike, job_name: str) -> list[Path]:
 
 
 def _dir_or_unresolvable(entry: os.DirEntry) -> bool:
-    # A job dir that is a symlink loop is still the run's: the scan reports it as
-    # unreadable, and mop-up's numbering must not reuse its name.
+    # A job dir name that is a symlink (to a dir, a loop, nothing) is still the run's name: the
+    # scan reports it, never following it (scan_job_dir), and mop-up's numbering must not reuse it.
     try:
-        return entry.is_dir()
+        return entry.is_symlink() or entry.is_dir()
     except OSError:
         return True
 
@@ -318,17 +318,37 @@ class ScanNotes:
         self.unreadable_warnings.append(f"{SR.shown(path)}: {consequence}")
 
 
+# What a trial's figures may be, read from files anyone could have edited: outside these they are
+# left out with a note, never computed with (9999-12-31T23:59:59-14:00 overflowed, 1e999 tokens
+# could not be counted, n_attempts 100000000 grew the tally to 3.4 GB).
+YEARS = (2000, 2199)      # a trial's timestamps
+TOKENS_CAP = 10 ** 15     # tokens of one trial
+MAX_ATTEMPTS = 100        # harbor's -k: the leaderboard asks for 5
+
+
 def parse_timestamp(value: Any) -> tuple[datetime | None, bool]:
-    """(UTC datetime or None, was_naive). Harbor writes trial times as UTC with `Z`."""
+    """(UTC datetime or None, was_naive). Harbor writes trial times as UTC with `Z`; a time
+    outside YEARS is no time."""
     if not isinstance(value, str):
         return None, False
     try:
         dt = datetime.fromisoformat(value)
-    except ValueError:
+        utc = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
         return None, False
-    if dt.tzinfo is None:
-        return dt.replace(tzinfo=timezone.utc), True
-    return dt.astimezone(timezone.utc), False
+    if not YEARS[0] <= utc.year <= YEARS[1]:
+        return None, False
+    return utc, dt.tzinfo is None
+
+
+def count_of(value: Any, cap: int) -> int | None:
+    """A whole count in [0, cap] (an int, or a float with no fraction), else None: never a
+    bool, a NaN, an infinity or a negative number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    return int(value) if 0 <= value <= cap else None
 
 
 def _task_from_config(trial_dir: str) -> str | None:
@@ -404,8 +424,8 @@ def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
         notes.naive.append(path)
     elif finished_at is None and "finished_at" in data:
         notes.warnings.append(
-            f"{path}: finished_at {_short_repr(data.get('finished_at'))} is not an ISO-8601 time; "
-            f"this trial ranks below every timestamped attempt of its task")
+            f"{path}: finished_at {_short_repr(data.get('finished_at'))} is not an ISO-8601 time of the years "
+            f"{YEARS[0]}-{YEARS[1]}; this trial ranks below every timestamped attempt of its task")
 
     reward = None
     verifier = data.get("verifier_result")
@@ -435,10 +455,13 @@ def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
     tokens = None
     agent = data.get("agent_result")
     if isinstance(agent, dict):
-        tokens = tuple(
-            int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-            for v in (agent.get("n_input_tokens"), agent.get("n_cache_tokens"), agent.get("n_output_tokens"))
-        )
+        fields = ("n_input_tokens", "n_cache_tokens", "n_output_tokens")
+        tokens = tuple(count_of(agent.get(name), TOKENS_CAP) for name in fields)
+        bad = [f"{name} {_short_repr(agent[name])}" for name, n in zip(fields, tokens)
+               if n is None and agent.get(name) is not None]
+        if bad:
+            notes.warnings.append(f"{path}: {', '.join(bad)} is not a token count (0 to {TOKENS_CAP:.0e}); "
+                                  f"left out of the token totals")
 
     agent_seconds = None
     timing = data.get("agent_execution")
@@ -465,6 +488,12 @@ def scan_job_dir(job_dir: str | os.PathLike, notes: ScanNotes,
     caps its message, so a run of huge messages never sits in memory whole).
     """
     job_dir = os.path.abspath(job_dir)
+    if os.path.islink(job_dir):
+        # A run's job dir is read where it is: a link could lead anywhere (~/.cache/huggingface,
+        # another run), and what is read here is what submission and publish would copy.
+        error = f"symlink to {SR.link_target(job_dir)}, not followed"
+        notes.refuse(job_dir, error, f"{error} (a job dir is read only where it is); no trial of it is counted")
+        return []
     try:
         dirs, refused, others = SR.trial_dir_entries(job_dir)
     except SR.Unreadable as e:
@@ -576,7 +605,7 @@ def tally(
     for d in dirs:
         trials.extend(scan_job_dir(d, notes, settle))
     _resolve_truncated(trials)
-    k = attempts or _job_attempts(dirs)
+    k = attempts or _job_attempts(dirs, notes)
 
     by_task: dict[str, list[Trial]] = {}
     for t in trials:
@@ -699,15 +728,21 @@ def tally(
 _INFRA_RULES = SL.INFRA_RULES
 
 
-def _job_attempts(dirs: list[str]) -> int:
-    """k: n_attempts of the run's first job (its config.json); 1 when unknown."""
+def _job_attempts(dirs: list[str], notes: ScanNotes) -> int:
+    """k: n_attempts of the run's first job (its config.json); 1 when unknown or out of range (noted)."""
     if not dirs:
         return 1
+    path = os.path.join(dirs[0], "config.json")
     try:
-        value = SR.read_json_object(os.path.join(dirs[0], "config.json"), what="a config.json").get("n_attempts", 1)
+        value = SR.read_json_object(path, what="a config.json").get("n_attempts", 1)
     except (OSError, SR.Unreadable):
         return 1
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+    k = count_of(value, MAX_ATTEMPTS)
+    if k is None or k < 1:
+        notes.warnings.append(f"{SR.shown(path)}: n_attempts {_short_repr(value)} is not a number of attempts "
+                              f"(1 to {MAX_ATTEMPTS}); the tally counts 1 per task")
+        return 1
+    return k
 
 
 def _count_types(trials: Iterable[Trial]) -> dict[str, int]:
