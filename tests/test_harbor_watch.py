@@ -418,7 +418,8 @@ for _ in range(600):
 '''
 
 
-def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
+def stop_stubborn_at_ceiling(tmp_path: Path, spend, term_wait: float, first: str = "INT"):
+    """STUBBORN started, ready for signals, then stopped as at the ceiling: (outcome, its signals)."""
     marks = tmp_path / "marks"
     marks.mkdir()
     (tmp_path / "stubborn.py").write_text(STUBBORN)
@@ -429,13 +430,18 @@ def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
         while not (marks / "ready").exists():
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        spend = object()
-        outcome = hw.stop_at_ceiling(proc, spend, 1, waker)
+        outcome = hw.stop_at_ceiling(proc, spend, term_wait, waker, first)
     finally:
         waker.close()
         stop_session(proc)
+    return outcome, (marks / "signals").read_text().split()
+
+
+def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
+    spend = object()
+    outcome, signals = stop_stubborn_at_ceiling(tmp_path, spend, 1)
     assert (outcome.spend, outcome.ceiling_signal, outcome.returncode, outcome.survived) == (spend, "TERM", 7, False)
-    assert (marks / "signals").read_text().split() == ["SIGINT", "SIGTERM"]
+    assert signals == ["SIGINT", "SIGTERM"]
     assert hw.exit_code(outcome, None) == hw.CEILING_EXIT == 75
     assert hw.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
 
@@ -443,28 +449,15 @@ def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
 def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_term_first(tmp_path):
     # nohup make bench & from a script: SIGINT is ignored from the shell down, harbor included,
     # so a SIGINT would only cost term_wait seconds. The check reads how it was started.
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    (tmp_path / "stubborn.py").write_text(STUBBORN)
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         check = hw.CeilingCheck(watch=None, poll=60)
     finally:
         signal.signal(signal.SIGINT, before)
     assert check.first_signal == "TERM" and hw.CeilingCheck(watch=None, poll=60).first_signal == "INT"
-    proc = subprocess.Popen([PYTHON, str(tmp_path / "stubborn.py"), str(marks)], start_new_session=True)
-    waker = hw.Waker()
-    try:
-        deadline = time.monotonic() + BOUND_S
-        while not (marks / "ready").exists():
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        outcome = hw.stop_at_ceiling(proc, object(), BOUND_S, waker, check.first_signal)
-    finally:
-        waker.close()
-        stop_session(proc)
+    outcome, signals = stop_stubborn_at_ceiling(tmp_path, object(), BOUND_S, check.first_signal)
     assert (outcome.ceiling_signal, outcome.returncode) == ("TERM", 7)
-    assert (marks / "signals").read_text().split() == ["SIGTERM"]  # no SIGINT, no wait for it
+    assert signals == ["SIGTERM"]  # no SIGINT, no wait for it
 
 
 def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):
