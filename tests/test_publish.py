@@ -204,6 +204,10 @@ def test_the_dataset_id_comes_from_the_dataset_url():
 
 # --- nothing secret leaves ----------------------------------------------------------------------------
 
+# An HF token's shape, built here so that no token-shaped string is tracked in the repository.
+LEAKED = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz" + "0123456789"
+
+
 def hostile_run(tmp_path: Path) -> tuple[Path, Path]:
     """A copy of the bundled run, and outside it a token file (as ~/.cache/huggingface/token)."""
     import shutil
@@ -213,7 +217,7 @@ def hostile_run(tmp_path: Path) -> tuple[Path, Path]:
         shutil.copytree(EXAMPLE_JOBS / job, jobs / job, symlinks=True)
     secrets = tmp_path / "home" / ".cache" / "huggingface"
     secrets.mkdir(parents=True)
-    (secrets / "token").write_text("hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\n")
+    (secrets / "token").write_text(LEAKED + "\n")
     return jobs, secrets
 
 
@@ -242,13 +246,13 @@ def test_a_credential_in_a_file_refuses_the_publish_naming_file_and_line(tmp_pat
     jobs, _ = hostile_run(tmp_path)
     trial = next(p for p in (jobs / "example-terminus2-tb21").iterdir() if p.is_dir())
     leaked = trial / "agent" / "trajectory.json"
-    leaked.write_text('{\n  "steps": [\n    {"observation": "HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"}\n  ]\n}\n')
+    leaked.write_text('{\n  "steps": [\n    {"observation": "HF_TOKEN=' + LEAKED + '"}\n  ]\n}\n')
     for extra in (("--dry-run",), ()):
         proc = hostile_publish(tmp_path, jobs, hub, *extra)
         assert proc.returncode == 1
         assert (f"make publish refused: a credential may be in the files it would upload: {leaked}:3: what looks "
                 f"like an HF token (hf_A…6789). Nothing was uploaded.") in proc.stderr
-        assert "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789" not in proc.stderr + proc.stdout
+        assert LEAKED not in proc.stderr + proc.stdout
     assert hub.requests() == []
     # The literal value of this machine's token is found whatever its shape.
     leaked.write_text(f"the key was {TOKEN}\n")
