@@ -71,11 +71,11 @@ def sha256(path: Path) -> str:
 class FakeServer:
     """tests/fakes/fake_openai.py on a free loopback port, serving one model id."""
 
-    def __init__(self, tmp: Path, model: str):
+    def __init__(self, tmp: Path, model: str, *options: str):
         port_file = tmp / f"port-{model.replace('/', '_')}-{time.monotonic_ns()}"
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "tests/fakes/fake_openai.py"), "--port-file", str(port_file),
-             "--model", model, "--max-lifetime", "300"],
+             "--model", model, "--max-lifetime", "300", *options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while not (port_file.exists() and port_file.read_text().strip()):

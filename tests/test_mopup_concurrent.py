@@ -32,17 +32,20 @@ def test_a_second_mopup_refuses_while_the_first_is_mid_trial(tmp_path, server, r
     before_dirs = tree.trial_dirs()
     hashes = {t: sha256(t / "result.json") for t, r in tree.results().items() if r["task_name"] in SCORED}
 
+    release = tmp_path / "release-the-slow-trial"
     first = subprocess.Popen([str(tree.root / "scripts" / "mopup.sh")], cwd=tree.root,
-                             env=tree.env("mopup", SCRIPTED_ENV_SLOW="8"),
+                             env=tree.env("mopup", SCRIPTED_ENV_RELEASE=str(release)),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        # The first mop-up's harbor has started the slow trial: it is writing the job now.
+        # The first mop-up's harbor has started the slow trial, which runs until released: it is
+        # writing the job while the second starts, however slow the machine.
         wait_for(lambda: any(r["behaviour"] == "slow-pass" for r in tree.executed("mopup")),
                  "the first mop-up's slow trial")
         second = tree.mopup()
         # The first is still running: the refusal came at once, not after waiting for it.
         assert first.poll() is None
     finally:
+        release.touch()
         out_first, _ = first.communicate(timeout=300)
 
     assert second.returncode == 1, second.stdout + second.stderr

@@ -217,9 +217,13 @@ class FakeHFAPI:
         self.proc.wait(timeout=10)
 
 
-# Per agent, the multiplier of the tasks' 1 s agent timeout: terminus-2 calls the model from
-# harbor, and needs a few seconds to get its first calls in; mini-swe-agent's run is one exec.
-MULTIPLIER = {"terminus-2": "3", "mini-swe-agent": "1"}
+# Per agent, the multiplier of the tasks' 1 s agent timeout. terminus-2 calls the model from
+# harbor and ends its trial when the model marks the task complete twice (TASK_COMPLETE): the
+# timeout is only a bound, long enough on a loaded machine. mini-swe-agent's run is one exec.
+MULTIPLIER = {"terminus-2": "60", "mini-swe-agent": "1"}
+# terminus-2's answer format (harbor 0.25.0, terminus_json_plain_parser.py: analysis, plan,
+# commands), with the task marked complete: it asks once to confirm, then the trial ends.
+TASK_COMPLETE = json.dumps({"analysis": "done", "plan": "none", "commands": [], "task_complete": True})
 
 
 def run_file(agent: str) -> str:
@@ -275,7 +279,7 @@ def test_bench_and_mopup_never_put_the_token_in_argv(tmp_path, monkeypatch, agen
     token = new_token()
     # The fake model server answers 401 to any other key: the token must reach it, by env.
     monkeypatch.setenv("FAKE_OPENAI_EXPECT_TOKEN", token)
-    server = FakeServer(tmp_path, MODEL)
+    server = FakeServer(tmp_path, MODEL, "--answer", TASK_COMPLETE)
     monkeypatch.delenv("FAKE_OPENAI_EXPECT_TOKEN")
     hf_api = FakeHFAPI(tmp_path)
     try:

@@ -170,7 +170,7 @@ class Tree:
             PYTHONPATH=str(REPO / "tests" / "harbor_env"),
             SCRIPTED_ENV_PLAN=str(self.plan_file), SCRIPTED_ENV_LOG=str(self.log),
             SCRIPTED_ENV_SERVER_PID_FILE=str(self.servers[0].pid_file), SCRIPTED_ENV_SERVER_DEAD_FILE=str(self.dead_file),
-            SCRIPTED_ENV_SLOW="4", HEALTH_POLL="1")
+            HEALTH_POLL="1")
         env.update(settings)
         return env
 
@@ -426,23 +426,24 @@ def test_server_dies_mid_bench_is_relaunched_and_mopup_continues(world, report_l
 
 @pytest.mark.e2e
 def test_sigkilled_twice_resumes_without_a_second_server(world, report_line):
-    # t-hang takes 4 s each attempt: the supervisor is killed while harbor runs it, in bench and
+    # t-hang runs until released: the supervisor is killed while harbor runs it, in bench and
     # then in the first mop-up pass (a crashed trial is unfinished, so mop-up retries it).
     plan = dict(PLAN, **{"t-hang": ["slow-pass"]})
     tree = world(plan)
+    release = tree.tmp / "release-t-hang"
     seen: set[str] = set()
 
     def hang_attempts():
         return [r for r in tree.executed() if r["task"] == "t-hang"]
 
-    first = tree.start()
+    first = tree.start(SCRIPTED_ENV_RELEASE=str(release))
     wait_for(lambda: len(hang_attempts()) >= 1 or first.poll() is not None, 300, "bench to reach t-hang")
     assert first.poll() is None, "the supervisor ended before bench reached t-hang"
     assert tree.progress()["current_step"] == "bench"
     kill_session(first)
     seen |= tree.all_trial_dirs()
 
-    second = tree.start()
+    second = tree.start(SCRIPTED_ENV_RELEASE=str(release))
     wait_for(lambda: len(hang_attempts()) >= 2 or second.poll() is not None, 300, "mop-up to reach t-hang")
     assert second.poll() is None, "the supervisor ended before mop-up reached t-hang"
     assert tree.progress()["current_step"] == "mopup"
@@ -450,7 +451,8 @@ def test_sigkilled_twice_resumes_without_a_second_server(world, report_line):
     seen |= tree.all_trial_dirs()
     assert len(tree.api.launches()) == 1
 
-    third = tree.reproduce()
+    release.touch()  # the third life runs t-hang to its end
+    third = tree.reproduce(SCRIPTED_ENV_RELEASE=str(release))
     assert third.returncode == 0, third.stdout + third.stderr
     assert "serve: skipped (server job alice/srv1 is healthy" in third.stderr
     assert "bench: skipped (done before)" in third.stderr or "bench: skipped (its job dir exists" in third.stderr

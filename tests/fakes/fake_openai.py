@@ -3,7 +3,7 @@
 Usage:
     python tests/fakes/fake_openai.py --port-file PORT_FILE [--record REQUESTS.jsonl]
         [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-for SECONDS]
-        [--reasoning none|sglang|vllm|inline] [--max-lifetime 120]
+        [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -19,6 +19,9 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
                  usage.completion_tokens_details.reasoning_tokens
         vllm     message.reasoning, no reasoning token count
         inline   <think>...</think> inside message.content (no reasoning parser)
+                                 The answer is "4" (the probe's question), or --answer's TEXT:
+                                 e.g. terminus-2's JSON marking its task complete, so that a
+                                 trial ends on the agent's own decision, not on its timeout.
 
 Every request is appended to --record as one JSON line:
     {"method": "GET", "path": "/health", "status": 503, "auth": "ok", "body": null}
@@ -47,6 +50,7 @@ class State:
         self.model = args.model
         self.health_503_left = args.health_503
         self.reasoning = args.reasoning
+        self.answer = args.answer
         self.record_path = args.record
         self.expect_token = os.environ.get("FAKE_OPENAI_EXPECT_TOKEN")
         self.lock = threading.Lock()
@@ -65,7 +69,7 @@ class State:
 
 
 def completion(state: State, request: dict) -> dict:
-    message: dict = {"role": "assistant", "content": "4"}
+    message: dict = {"role": "assistant", "content": state.answer}
     usage: dict = {"prompt_tokens": 20, "completion_tokens": 2, "total_tokens": 22}
     if state.reasoning == "none":
         message["reasoning_content"] = None
@@ -78,7 +82,7 @@ def completion(state: State, request: dict) -> dict:
         message["reasoning"] = THINKING
         usage.update(completion_tokens=14, total_tokens=34)
     elif state.reasoning == "inline":
-        message["content"] = f"<think>\n{THINKING}\n</think>\n\n4"
+        message["content"] = f"<think>\n{THINKING}\n</think>\n\n{state.answer}"
         usage.update(completion_tokens=16, total_tokens=36)
     return {
         "id": "chatcmpl-fake",
@@ -147,6 +151,7 @@ def main() -> None:
     parser.add_argument("--health-503", type=int, default=0)
     parser.add_argument("--refuse-for", type=float, default=0.0)
     parser.add_argument("--reasoning", choices=["none", "sglang", "vllm", "inline"], default="none")
+    parser.add_argument("--answer", default="4")
     parser.add_argument("--max-lifetime", type=float, default=120.0)
     args = parser.parse_args()
 

@@ -25,8 +25,10 @@ Behaviours, each raised where the real failure surfaces, so harbor records it as
   AgentTimeoutError   the agent's exec outlasts the task's 1 s agent timeout (reward 0)
   ContextWindowExceededError  raised during the agent run (the verifier still runs: reward 0)
   hang                start() sleeps for an hour: the test kills harbor mid-trial
-  slow-pass           start() sleeps SCRIPTED_ENV_SLOW seconds (6), then the trial passes:
-                      harbor is mid-trial for a while, and a test acts meanwhile
+  slow-pass           start() waits until the file SCRIPTED_ENV_RELEASE exists (ten minutes
+                      at most), then the trial passes: harbor is mid-trial until the test,
+                      having acted meanwhile, releases it. Without SCRIPTED_ENV_RELEASE it
+                      waits SCRIPTED_ENV_SLOW seconds (6).
   server-dies         the model server dies under the run: start() SIGKILLs the pid in the
                       file SCRIPTED_ENV_SERVER_PID_FILE (the fake model server, so its endpoint
                       stops answering), creates SCRIPTED_ENV_SERVER_DEAD_FILE (the fake Jobs
@@ -147,7 +149,13 @@ class ScriptedEnv(BaseEnvironment):
         if b == "hang":
             await asyncio.sleep(3600)
         if b == "slow-pass":
-            await asyncio.sleep(float(os.environ.get("SCRIPTED_ENV_SLOW", "6")))
+            release = os.environ.get("SCRIPTED_ENV_RELEASE")
+            if not release:
+                await asyncio.sleep(float(os.environ.get("SCRIPTED_ENV_SLOW", "6")))
+            for _ in range(12000):  # on an event, bounded: a test that forgot to release ends
+                if not release or Path(release).exists():
+                    break
+                await asyncio.sleep(0.05)
 
     async def stop(self, delete):
         pass
