@@ -17,7 +17,7 @@ It then times, on the same tree and in the same process:
                  files the way a naive tally would, without reading any of them
 
 Then it grows every agent/ dir --scale times (more files, same total per file) and
-times all three again. Prints a Markdown table (paste it into the README). Timings are
+times all three again. Prints a Markdown table (paste it into docs/tally.md §5). Timings are
 warm-cache (the tree was just written); tally is the median of 3 runs, the others 1.
 The temporary tree is removed at the end unless --keep. Disk: about
 trials * (agent_files * scale + 8) inodes and 4 KiB each.

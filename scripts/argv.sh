@@ -51,6 +51,7 @@ readonly INSTALLED_AGENTS="mini-swe-agent"
 refuse_key_in_argv() {
   [[ " $INSTALLED_AGENTS " == *" $AGENT "* ]] || return 0
   local exposure
+  needs_setup python # the check asks harbor's own classes
   exposure=$(tool environments argv-exposure "$ENV_TYPE" 2>&1) ||
     die "run '$RUN': ${exposure#Error: }. $AGENT runs inside the environment with its key, so an environment that cannot be checked is refused"
   [[ -z "$exposure" ]] ||
@@ -222,12 +223,97 @@ remote_job_argv() {
   _argv+=("$BENCH_IMAGE" -- bash -c "$script")
 }
 
+# duration_seconds VALUE: an hf jobs --timeout (<number>[s|m|h|d], as require_duration checks
+# it) in whole seconds.
+duration_seconds() {
+  awk -v v="$1" 'BEGIN { u = substr(v, length(v)); m = u == "d" ? 86400 : u == "h" ? 3600 : u == "m" ? 60 : 1
+    printf "%.0f", (v + 0) * m }'
+}
+
+# run_task_count: how many tasks the current settings bench: TASKS' words, else DATASET_PATH's
+# task dirs, else DATASET_TASKS, at most N_TASKS; nothing when none of them says.
+run_task_count() {
+  local words n=""
+  split_words words "$TASKS"
+  if ((${#words[@]})); then
+    n=${#words[@]}
+  elif [[ -n "$DATASET_PATH" && -d "$DATASET_PATH" ]]; then
+    n=$(find "$DATASET_PATH" -mindepth 2 -maxdepth 2 -name task.toml | wc -l)
+  elif [[ -n "$DATASET_TASKS" ]]; then
+    n=$DATASET_TASKS
+  fi
+  [[ -z "$N_TASKS" ]] || [[ -n "$n" && "$n" -le "$N_TASKS" ]] || n=$N_TASKS
+  printf '%s' "$n"
+}
+
+# RUN_ESTIMATE_SECS, RUN_ESTIMATE_TEXT: the longest the current settings' harbor run should take
+# when every trial uses its whole agent timeout: tasks × attempts × AGENT_TIMEOUT_ESTIMATE ×
+# AGENT_TIMEOUT_MULTIPLIER ÷ N_CONCURRENT. Both empty when the task count is unknown. A figure
+# for a timeout to clear, not a prediction: mop-up passes and server loading come on top.
+estimate_run_length() {
+  local tasks
+  tasks=$(run_task_count)
+  RUN_ESTIMATE_SECS="" RUN_ESTIMATE_TEXT=""
+  [[ -n "$tasks" ]] || return 0
+  RUN_ESTIMATE_SECS=$(awk -v t="$tasks" -v k="$N_ATTEMPTS" -v a="$AGENT_TIMEOUT_ESTIMATE" \
+    -v m="$AGENT_TIMEOUT_MULTIPLIER" -v n="$N_CONCURRENT" 'BEGIN { printf "%.0f", t * k * a * m / n }')
+  RUN_ESTIMATE_TEXT="$(awk -v s="$RUN_ESTIMATE_SECS" 'BEGIN { printf "%.1f", s / 3600 }') h ($tasks task(s) × $N_ATTEMPTS attempt(s) × ${AGENT_TIMEOUT_ESTIMATE} s AGENT_TIMEOUT_ESTIMATE × $AGENT_TIMEOUT_MULTIPLIER multiplier ÷ $N_CONCURRENT at a time)"
+}
+
+# check_timeouts REMOTE_JOB [WHOLE_RUN]: warn, with the numbers, when a timeout would end the
+# run's work before it is done: the server's (SERVER_TIMEOUT) shorter than its loading
+# (READY_TIMEOUT) plus the run's estimated length (unless WHOLE_RUN=0: a mop-up retries part of
+# it), and, for a remote harbor or mop-up job (REMOTE_JOB=1), its
+# --timeout (BENCH_TIMEOUT) shorter than the server's. HF stops the job there, its unfinished
+# trials wait for mop-up, and what still runs bills on.
+check_timeouts() {
+  local bench server
+  server=$(duration_seconds "$SERVER_TIMEOUT")
+  if [[ "${1:-0}" == 1 ]]; then
+    bench=$(duration_seconds "$BENCH_TIMEOUT")
+    ((bench >= server)) ||
+      warn "BENCH_TIMEOUT=$BENCH_TIMEOUT ($bench s) is shorter than the server's SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s): HF stops the remote job first while the server bills on. Leave BENCH_TIMEOUT empty to use SERVER_TIMEOUT"
+  fi
+  [[ "${2:-1}" == 1 ]] || return 0
+  estimate_run_length
+  [[ -z "$RUN_ESTIMATE_SECS" ]] || ((server >= RUN_ESTIMATE_SECS + READY_TIMEOUT)) ||
+    warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: READY_TIMEOUT=$READY_TIMEOUT s of loading, then up to $RUN_ESTIMATE_TEXT. Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
+}
+
 validate_remote_settings() {
   require BUCKET BENCH_FLAVOR BENCH_IMAGE BENCH_TIMEOUT
   [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
     die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
   [[ "$BENCH_TIMEOUT" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
     die "setting BENCH_TIMEOUT must be a number with an optional unit s, m, h or d, got '$BENCH_TIMEOUT'"
+}
+
+# run_files_not_committed: the files that make this run which git does not hold as they are on
+# disk: runs/<run>.env, runs/<run>.verdicts.yaml and env/servers/<server>.env. One line each,
+# PATH<TAB>WHY. A remote job runs from this checkout's tracked files, so stage_checkout adds
+# these as they are on disk: a user's own new run reaches the job it was launched for.
+run_files_not_committed() {
+  local path
+  for path in "runs/$RUN.env" "runs/$RUN.verdicts.yaml" "env/servers/$SERVER.env"; do
+    [[ -e "$REPO_ROOT/$path" || -L "$REPO_ROOT/$path" ]] || continue
+    if ! git -C "$REPO_ROOT" ls-files --error-unmatch -- "$path" >/dev/null 2>&1; then
+      printf '%s\tis not tracked by git\n' "$path"
+    elif ! git -C "$REPO_ROOT" diff --quiet HEAD -- "$path" 2>/dev/null; then
+      printf '%s\thas uncommitted changes\n' "$path"
+    fi
+  done
+}
+
+# note_staged_run_files: say which of the run's files go into a remote job as they are on disk
+# (run_files_not_committed), and how to commit them; a link is refused, as nothing that leaves
+# the machine follows one.
+note_staged_run_files() {
+  local path why
+  while IFS=$'\t' read -r path why; do
+    [[ ! -L "$REPO_ROOT/$path" ]] ||
+      die "$path is a symbolic link, and a remote job gets files, never where a link leads: copy the file itself into ${path%/*}/"
+    say "note: $path $why: it goes into the job as it is on disk (the manifest records every setting). To keep the run reproducible from the repository: git add $path && git commit"
+  done < <(run_files_not_committed)
 }
 
 # What a dry run shows where a remote job mounts its copy of this checkout (stage_checkout).

@@ -17,13 +17,16 @@ source "$(dirname "$0")/lib-run.sh"
 # it; the job runs on after this returns (scripts/argv.sh, remote_bench_argv).
 bench_remotely() {
   local base=$1 smoke=$2 argv stage
+  validate_remote_settings
+  ((smoke)) || check_timeouts 1
+  note_staged_run_files
   if is_dry_run; then
     remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER" "$smoke"
+    with_launch_label argv
     show_cmd -- "${argv[@]}"
     refuse_over_ceiling
     return 0
   fi
-  validate_remote_settings
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
   hold_run_lock "make $( ((smoke)) && echo smoke || echo bench) WHERE=hf"
   refuse_over_ceiling
@@ -59,6 +62,7 @@ record_resolved() {
 }
 
 main() {
+  is_dry_run || needs_setup python hf harbor
   local smoke=0
   [[ "${1:-}" != --smoke ]] || smoke=1
   resolve_run

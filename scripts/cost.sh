@@ -52,6 +52,7 @@ run_cost_tool() {
 }
 
 main() {
+  needs_setup python
   resolve_run
   load_settings
   validate_values

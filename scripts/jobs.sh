@@ -25,6 +25,7 @@ prices_json() {
 }
 
 main() {
+  is_dry_run || needs_setup hf
   # No run, so no settings files: but make's command line is still checked, and ALL typed.
   [[ -z "${CLI_SETTINGS+x}" ]] || check_command_line
   [[ "${ALL:-0}" == 0 || "${ALL:-0}" == 1 ]] || die "setting ALL must be 0 or 1, got '$ALL'"

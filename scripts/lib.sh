@@ -15,6 +15,8 @@ readonly ENV_DIR="$REPO_ROOT/env"
 STATE_ROOT="${STATE_ROOT:-$REPO_ROOT/state}"
 readonly STATE_ROOT
 SCRIPT_NAME=$(basename "$0" .sh)
+# make smoke is scripts/bench.sh --smoke: its messages say smoke (lib.sh sees the script's arguments).
+[[ "$SCRIPT_NAME" != bench || "${1:-}" != --smoke ]] || SCRIPT_NAME=smoke
 readonly SCRIPT_NAME
 
 # The project's own tools come first, so `hf` and `harbor` are the pinned ones; a caller
@@ -26,7 +28,29 @@ fi
 # tool NAME ARGS...: the project's Python tool tools/NAME.py, run as the module tools.NAME with
 # .venv's Python. tools/ is one package; make setup makes it importable from .venv wherever the
 # working directory is (docs/design.md decision 21).
-tool() { "$REPO_ROOT/.venv/bin/python" -m "tools.$1" "${@:2}"; }
+tool() {
+  needs_setup python
+  "$REPO_ROOT/.venv/bin/python" -m "tools.$1" "${@:2}"
+}
+
+# needs_setup WHAT...: what this verb runs is installed, each WHAT one of python (.venv's, for
+# the project's tools), hf or harbor (on PATH: .venv's, or one the user installed, which make
+# stop is glad of); else one line saying make setup, not a shell's "No such file or directory".
+needs_setup() {
+  local what
+  for what in "$@"; do
+    case "$what" in
+      python) [[ -x "$REPO_ROOT/.venv/bin/python" ]] ;;
+      *) command -v "$what" >/dev/null 2>&1 ;;
+    esac || die "$(needs_setup_what "$what") is not installed yet: run make setup first (it builds .venv with the pinned harbor, hf and this project's tools)"
+  done
+}
+needs_setup_what() {
+  case "$1" in
+    python) printf ".venv (this project's Python tools)" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
 
 say() { printf '%s: %s\n' "$SCRIPT_NAME" "$*" >&2; }
 warn() { printf '%s: warning: %s\n' "$SCRIPT_NAME" "$*" >&2; }
@@ -69,8 +93,16 @@ resolve_run() {
     say "RUN not given; using the last run, $RUN (state/last-run)"
   fi
   [[ -n "${RUN:-}" ]] || die "no RUN given. Pick one: make <verb> RUN=<name>, with <name> one of: $(list_runs | tr '\n' ' ')"
-  [[ "$RUN" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ && -f "$RUNS_DIR/$RUN.env" ]] ||
-    die "unknown run '$RUN'. Known runs: $(list_runs | tr '\n' ' ')(files in runs/)"
+  [[ "$RUN" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ && -f "$RUNS_DIR/$RUN.env" ]] || unknown_run
+}
+
+# unknown_run: RUN names no file in runs/: say the closest run when it looks like a typo of one.
+unknown_run() {
+  local runs suggestion
+  mapfile -t runs < <(list_runs)
+  suggestion=$(closest_name "$RUN" "${runs[@]}")
+  [[ -z "$suggestion" ]] || die "unknown run '$RUN': did you mean $suggestion? (RUN=$suggestion; known runs: ${runs[*]}, files in runs/)"
+  die "unknown run '$RUN'. Known runs: ${runs[*]} (files in runs/; your own: runs/<name>.env)"
 }
 
 # abs_jobs_dir: JOBS_DIR as an absolute path (a relative one is the repository's).
@@ -125,6 +157,8 @@ load_settings() {
   # shellcheck disable=SC2034  # read by argv.sh
   COMMAND_LINE_PAIRS=("${overrides[@]}")
   JOB_NAME=${JOB_NAME:-$RUN}
+  # A remote harbor job needs the server for as long as the server lives (check_bench_timeout).
+  BENCH_TIMEOUT=${BENCH_TIMEOUT:-$SERVER_TIMEOUT}
   note_ignored "${from_shell[@]}"
 }
 
@@ -224,7 +258,8 @@ validate_values() {
   [[ -z "$PORT" ]] || require_port PORT
   require_duration SERVER_TIMEOUT BENCH_TIMEOUT
   require_flag AUTO_STOP KEEP_SERVER PROBE FOLLOW ALL DRY_RUN
-  require_integer COST_POLL
+  require_integer COST_POLL AGENT_TIMEOUT_ESTIMATE
+  [[ -z "$DATASET_TASKS" ]] || require_integer DATASET_TASKS
   [[ -z "$MAX_COST" || ( "$MAX_COST" =~ ^[0-9]+([.][0-9]+)?$ && ! "$MAX_COST" =~ ^0+([.]0+)?$ ) ]] ||
     die "setting MAX_COST must be a positive number of US dollars (e.g. MAX_COST=50 or MAX_COST=12.5), or empty for no ceiling; got '$MAX_COST' (run '$RUN')"
   [[ "$WHERE" == local || "$WHERE" == hf ]] ||
@@ -357,6 +392,15 @@ show_cmd() {
     out+="$(quote_word "$word") "
   done
   printf '%s\n' "${out% }"
+}
+
+# with_launch_label VAR: the hf jobs run argv in array VAR as launch_job runs it, with the label
+# unique to each launch (launch=<id>, drawn at launch) shown as a placeholder: what a dry run or
+# make print shows is word for word what runs, but for that one value.
+with_launch_label() {
+  local -n _launch=$1
+  [[ "${_launch[*]:0:3}" == "hf jobs run" ]] || die "with_launch_label: not an hf jobs run line: ${_launch[*]}"
+  _launch=("${_launch[@]:0:3}" --label "launch=<unique per launch>" "${_launch[@]:3}")
 }
 
 # show_cmd_wrapped [ENV=VALUE...] -- ARGV...: show_cmd folded for reading, one option and its

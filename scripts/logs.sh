@@ -8,6 +8,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib-server.sh"
 
 main() {
+  is_dry_run || needs_setup hf
   resolve_run
   load_settings
   validate_values

@@ -31,6 +31,8 @@ tasks_setting() {
 mopup_remotely() {
   local base argv stage
   validate_remote_settings
+  check_timeouts 1 0 # a mop-up retries part of the run: no whole-run estimate
+  note_staged_run_files
   if ! base=$(endpoint); then
     is_dry_run || die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
     base=$(display_endpoint)
@@ -38,6 +40,7 @@ mopup_remotely() {
   fi
   if is_dry_run; then
     remote_mopup_argv argv launch "$base" "$STAGE_PLACEHOLDER"
+    with_launch_label argv
     show_cmd -- "${argv[@]}"
     return 0
   fi
@@ -78,13 +81,14 @@ step_argv() {
 }
 
 main() {
+  needs_setup python
   local verb=${1:-mopup}
   resolve_run
   load_settings
   local state
   state=$(run_state_dir)
   case "$verb" in
-    mopup) ;;
+    mopup) needs_setup harbor ;;
     archive)
       tool mopup archive --state-dir "$state"
       return

@@ -11,6 +11,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib-run.sh"
 
 main() {
+  needs_setup python
   resolve_run
   load_settings
   local argv=("$REPO_ROOT/.venv/bin/python" -m tools.pin plan --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"

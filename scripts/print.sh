@@ -21,6 +21,7 @@ print_serve() {
   local argv
   printf '# %s: serve (%s on %s)\n' "$RUN" "$MODEL" "$SERVER_FLAVOR"
   serve_argv argv launch
+  with_launch_label argv
   show_cmd_wrapped -- "${argv[@]}"
 }
 
@@ -45,12 +46,41 @@ print_remote_bench() {
   local base=$1 argv
   [[ -n "$BUCKET" ]] ||
     die "WHERE=hf: harbor runs as an HF Job writing into a bucket; name it with BUCKET=<namespace>/<name> (make print RUN=$RUN WHERE=hf BUCKET=…)"
+  validate_remote_settings
   printf '\n# %s: smoke test as an HF Job (one task, job %s-smoke, writing into %s)\n' "$RUN" "$JOB_NAME" "$BUCKET"
   remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER" 1
+  with_launch_label argv
   show_cmd_wrapped -- "${argv[@]}"
   printf '\n# %s: bench as an HF Job (harbor writing into %s)\n' "$RUN" "$BUCKET"
   remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER"
+  with_launch_label argv
   show_cmd_wrapped -- "${argv[@]}"
+  print_staged
+}
+
+# print_staged: the run's files a remote job gets as they are on disk, because git does not hold
+# them so (what bench, mop-up and reproduce WHERE=hf say when they launch).
+print_staged() {
+  local path why lines=()
+  while IFS=$'\t' read -r path why; do
+    [[ ! -L "$REPO_ROOT/$path" ]] ||
+      die "$path is a symbolic link, and a remote job gets files, never where a link leads: copy the file itself into ${path%/*}/"
+    lines+=("$path $why: the job gets it as it is on disk; to keep the run reproducible from the repository: git add $path && git commit")
+  done < <(run_files_not_committed)
+  ((${#lines[@]})) || return 0
+  printf '\n# not in this checkout'"'"'s commit (a remote job starts from a copy of the tracked files, and these as they are on disk):\n'
+  printf '#   - %s\n' "${lines[@]}"
+}
+
+# print_timeouts: how long the jobs may live against how long the run may take, so a timeout that
+# would cut it short is seen before it is paid for.
+print_timeouts() {
+  estimate_run_length
+  local need="the run's length is not estimated (set TASKS, N_TASKS or DATASET_TASKS)"
+  [[ -z "$RUN_ESTIMATE_TEXT" ]] || need="the run may take up to $RUN_ESTIMATE_TEXT, then mop-up"
+  printf '\n# timeouts: the server lives at most SERVER_TIMEOUT=%s' "$SERVER_TIMEOUT"
+  [[ "$WHERE" != hf ]] || printf ', the remote harbor job BENCH_TIMEOUT=%s' "$BENCH_TIMEOUT"
+  printf '; %s\n' "$need"
 }
 
 # print_ceiling: the run's spending ceiling (MAX_COST), or that it has none.
@@ -66,6 +96,7 @@ print_ceiling() {
 print_commands() {
   local base
   base=$(display_endpoint)
+  check_timeouts "$([[ "$WHERE" == hf ]] && echo 1 || echo 0)"
   print_header
   print_serve
   if [[ "$WHERE" == hf ]]; then
@@ -73,6 +104,7 @@ print_commands() {
   else
     print_local_bench "$base"
   fi
+  print_timeouts
   print_ceiling
   print_unpinned
 }

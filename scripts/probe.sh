@@ -49,6 +49,7 @@ request_body() {
 }
 
 main() {
+  is_dry_run || needs_setup hf
   resolve_run
   load_settings
   validate_values

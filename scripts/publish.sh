@@ -11,6 +11,7 @@
 source "$(dirname "$0")/lib.sh"
 
 main() {
+  needs_setup python
   resolve_run
   load_settings
   validate_values

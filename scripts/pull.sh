@@ -9,6 +9,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/lib-run.sh"
 
 main() {
+  is_dry_run || needs_setup hf
   resolve_run
   load_settings
   validate_values

@@ -37,6 +37,21 @@ retry_targets_argv() {
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _rt+=(--verdicts "runs/$RUN.verdicts.yaml")
 }
 
+# smoke_redundant: why the smoke step would only run the bench's very tasks (one task, the one
+# the bench runs: a one-task run such as qwen-tb3-smoke would run its 3 h task twice), or
+# nothing when the smoke is a real first look at a bigger run.
+smoke_redundant() {
+  local tasks smoke_task
+  split_words tasks "$TASKS"
+  if ((${#tasks[@]} == 1)); then
+    smoke_task=${SMOKE_TASK:-${tasks[0]}}
+    [[ "$smoke_task" == "${tasks[0]}" ]] || return 0
+    printf 'the bench runs one task, %s, the very task the smoke would run' "${tasks[0]}"
+  elif ((${#tasks[@]} == 0)) && [[ "$N_TASKS" == 1 && -z "$SMOKE_TASK" ]]; then
+    printf 'the bench runs one task (N_TASKS=1), the very task the smoke would run'
+  fi
+}
+
 # plan_line STEP TEXT: one step of the plan, on one line.
 plan_line() { printf '%-8s %s\n' "$1" "$2"; }
 
@@ -52,17 +67,23 @@ print_plan() {
     plan_line serve "skipped: API_BASE=$(quote_word "$API_BASE") is a server started elsewhere (never stopped by this)"
   else
     serve_argv argv launch
+    with_launch_label argv
     plan_line serve "$(show_cmd -- "${argv[@]}")   (skipped while the recorded server is healthy; then waits for /health 200)"
   fi
   plan_line probe "$(show_cmd "RUN=$RUN" -- scripts/probe.sh)"
-  local smoke_argv
-  mapfile -d '' -t smoke_argv < <(
-    apply_smoke_settings
-    local s=()
-    bench_argv s
-    printf '%s\0' "${s[@]}"
-  )
-  plan_line smoke "$(show_cmd "${env_display[@]}" -- "${smoke_argv[@]}")   (scripts/bench.sh --smoke, PROBE=0 AUTO_STOP=0)"
+  local smoke_argv skip_smoke
+  skip_smoke=$(smoke_redundant)
+  if [[ -n "$skip_smoke" ]]; then
+    plan_line smoke "skipped: $skip_smoke"
+  else
+    mapfile -d '' -t smoke_argv < <(
+      apply_smoke_settings
+      local s=()
+      bench_argv s
+      printf '%s\0' "${s[@]}"
+    )
+    plan_line smoke "$(show_cmd "${env_display[@]}" -- "${smoke_argv[@]}")   (scripts/bench.sh --smoke, PROBE=0 AUTO_STOP=0)"
+  fi
   bench_argv argv
   plan_line bench "$(show_cmd "${env_display[@]}" -- "${argv[@]}")   (scripts/bench.sh, PROBE=0 AUTO_STOP=0; the server is checked every ${HEALTH_POLL}s)"
   retry_targets_argv rt
@@ -99,8 +120,10 @@ supervisor_argv() {
 # (make status and make stop find it there).
 reproduce_remotely() {
   local argv stage namespace=$HF_NAMESPACE
+  note_staged_run_files
   if is_dry_run; then
     supervisor_argv argv launch "$STAGE_PLACEHOLDER"
+    with_launch_label argv
     show_cmd -- "${argv[@]}"
     say "dry run: inside that job, make reproduce runs the plan of WHERE=local (make reproduce RUN=$RUN DRY_RUN=1 shows it)"
     return 0
@@ -133,11 +156,13 @@ reproduce_remotely() {
 }
 
 main() {
+  is_dry_run || needs_setup python hf harbor
   resolve_run
   load_settings
   validate_settings
   refuse_bundled_example reproduce
   supervisor_settings
+  check_timeouts 0
   refuse_over_ceiling # MAX_COST: a run at its ceiling launches nothing (dry run: states the ceiling)
   case "$WHERE" in
     local) ;;
@@ -156,7 +181,7 @@ main() {
   exec "$REPO_ROOT/.venv/bin/python" -m tools.reproduce run --run "$RUN" --repo "$REPO_ROOT" \
     --state-dir "$(run_state_dir)" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --api-base "${API_BASE:-}" \
     "${verdicts[@]}" --mopup-passes "$MOPUP_PASSES" --max-relaunches "$MAX_RELAUNCHES" \
-    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL"
+    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL" --skip-smoke "$(smoke_redundant)"
 }
 
 # Sourced (tests build the WHERE=hf argv with supervisor_argv), it defines and runs nothing.

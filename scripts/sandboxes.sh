@@ -10,6 +10,7 @@
 source "$(dirname "$0")/cost.sh"
 
 main() {
+  needs_setup python
   resolve_run
   load_settings
   validate_values

@@ -30,13 +30,16 @@ refuse_if_serving() {
 }
 
 main() {
+  is_dry_run || needs_setup hf
   resolve_run
   refuse_bundled_example serve
   load_settings
   validate_settings
   local argv
+  check_timeouts 0
   serve_argv argv launch
   if is_dry_run; then
+    with_launch_label argv
     show_cmd -- "${argv[@]}"
     return 0
   fi

@@ -66,6 +66,7 @@ supervisor_status() {
 }
 
 main() {
+  is_dry_run || needs_setup hf
   resolve_run
   load_settings
   validate_values

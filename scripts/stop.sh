@@ -51,6 +51,7 @@ stop_supervisor() {
 }
 
 main() {
+  is_dry_run || needs_setup hf
   resolve_run
   load_settings
   if ! is_dry_run && [[ -d "$(run_state_dir)" ]]; then

@@ -24,6 +24,7 @@ has_job_dirs() {
 }
 
 main() {
+  needs_setup python
   if [[ -z "${RUN:-}" && ! -f "$STATE_ROOT/last-run" ]]; then
     RUN=$DEFAULT_RUN
     say "no RUN given: tallying the bundled example ($RUN)"

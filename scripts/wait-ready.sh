@@ -93,6 +93,7 @@ health_url() {
 }
 
 main() {
+  is_dry_run || needs_setup hf
   resolve_run
   load_settings
   validate_values

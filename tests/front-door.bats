@@ -50,7 +50,7 @@ assert_nothing_changed() {
 @test "DRY_RUN=1 serve and bench print the command, run nothing, write nothing" {
   DRY_RUN=1 RUN=qwen-mswea HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
   assert_success
-  assert_output --partial "hf jobs run --detach -q --flavor h200"
+  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200"
   assert_output --partial "--default-chat-template-kwargs '{\"enable_thinking\": false}'"
   DRY_RUN=1 RUN=qwen-mswea HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
@@ -74,11 +74,24 @@ assert_nothing_changed() {
 }
 
 @test "unknown RUN: the error lists the runs" {
-  RUN=qwen-t3 run "$REPO/scripts/bench.sh"
+  RUN=llama-405b run "$REPO/scripts/bench.sh"
   assert_failure
-  assert_output --partial "bench: unknown run 'qwen-t3'. Known runs: "
-  assert_output --partial "qwen-t2"
-  assert_output --partial "qwen-mswea"
+  assert_equal "${#lines[@]}" 1
+  assert_output "bench: unknown run 'llama-405b'. Known runs: $(cd "$REPO/runs" && ls -- *.env | sed 's/[.]env$//' | paste -sd' ') (files in runs/; your own: runs/<name>.env)"
+  assert_nothing_changed
+}
+
+@test "unknown RUN that is a typo of a run: the error names the closest one" {
+  for typo in qwen-t3 qwen_t2 Qwen-T2 qwn-t2; do
+    RUN=$typo run "$REPO/scripts/bench.sh"
+    assert_failure
+    assert_equal "${#lines[@]}" 1
+    assert_output --partial "bench: unknown run '$typo': did you mean qwen-t2? (RUN=qwen-t2; known runs: "
+  done
+  RUN=qwen-mswae run "$REPO/scripts/tally.sh"
+  assert_output --partial "tally: unknown run 'qwen-mswae': did you mean qwen-mswea? "
+  RUN=qwen-tb3-smoek run "$REPO/scripts/print.sh"
+  assert_output --partial "print: unknown run 'qwen-tb3-smoek': did you mean qwen-tb3-smoke? "
   assert_nothing_changed
 }
 
@@ -258,4 +271,67 @@ assert_nothing_changed() {
     assert_output --regexp "state/qwen-t2/server.json (is not the JSON make serve writes|names no valid job)"
     refute_output --partial "parse error"
   done
+}
+
+# A copy of this checkout's files (tracked, and new ones not ignored) without .venv, as a fresh
+# clone is before make setup; PATH without .venv and without the stubs, as a new user's is.
+fresh_copy_without_setup() {
+  FRESH="$BATS_TEST_TMPDIR/fresh"
+  mkdir -p "$FRESH"
+  (cd "$REPO" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$FRESH"
+  assert [ ! -e "$FRESH/.venv" ]
+  NO_SETUP_PATH=/usr/local/bin:/usr/bin:/bin
+  unset PROBE READY_POLL STUB_LOG # use_stubs' settings: a new user's shell has none
+  run env PATH="$NO_SETUP_PATH" bash -c 'command -v hf harbor'
+  assert_failure # this machine has no hf or harbor outside .venv: the test would prove nothing
+}
+
+@test "before make setup, every verb that needs .venv, hf or harbor says make setup in one line" {
+  fresh_copy_without_setup
+  local fix="is not installed yet: run make setup first (it builds .venv with the pinned harbor, hf and this project's tools)"
+  local venv=".venv (this project's Python tools) $fix" case verb what
+  for case in "tally|tally|$venv" "compare|report|$venv" "report|report|$venv" "results|report|$venv" \
+    "check-submission RUN=example-terminus2|report|$venv" "cost RUN=example-terminus2|cost|$venv" \
+    "pin RUN=qwen-t2|pin|$venv" "submission RUN=example-terminus2|submission|$venv" \
+    "publish RUN=example-terminus2|publish|$venv" "mopup RUN=qwen-t2 DRY_RUN=1|mopup|$venv" \
+    "mopup-archive RUN=qwen-t2|mopup|$venv" "sandboxes RUN=qwen-t2|sandboxes|$venv" \
+    "bench RUN=qwen-t2|bench|$venv" "smoke RUN=qwen-t2|smoke|$venv" "reproduce RUN=qwen-t2|reproduce|$venv" \
+    "bench RUN=qwen-mswea DRY_RUN=1|bench|$venv" \
+    "serve RUN=qwen-t2|serve|hf $fix" "status RUN=qwen-t2|status|hf $fix" "logs RUN=qwen-t2|logs|hf $fix" \
+    "stop RUN=qwen-t2|stop|hf $fix" "jobs|jobs|hf $fix" "probe RUN=qwen-t2|probe|hf $fix" \
+    "pull RUN=qwen-t2 BUCKET=ns/bucket|pull|hf $fix"; do
+    IFS='|' read -r verb script what <<<"$case"
+    # shellcheck disable=SC2086  # the verb and its settings are words
+    run env PATH="$NO_SETUP_PATH" HF_TOKEN="$TEST_TOKEN" make -C "$FRESH" --no-print-directory $verb
+    assert_failure
+    assert_equal "${lines[0]}" "$script: $what"
+    assert_equal "${#lines[@]}" 2 # and make's own "Error 1"
+    assert [ ! -e "$FRESH/.venv" ]
+  done
+  assert [ ! -e "$STATE_ROOT" ]
+  assert [ ! -e "$FRESH/state" ]
+}
+
+@test "before make setup, what needs no tool still works: make print and the dry runs of serve and bench" {
+  fresh_copy_without_setup
+  run env PATH="$NO_SETUP_PATH" make -C "$FRESH" --no-print-directory print RUN=qwen-t2
+  assert_success
+  assert_output --partial "# qwen-t2: bench"
+  run env PATH="$NO_SETUP_PATH" make -C "$FRESH" --no-print-directory serve RUN=qwen-t2 DRY_RUN=1
+  assert_success
+  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --detach"
+  run env PATH="$NO_SETUP_PATH" make -C "$FRESH" --no-print-directory bench RUN=qwen-t2 DRY_RUN=1
+  assert_success
+  assert_output --partial "harbor run --agent terminus-2"
+  assert [ ! -e "$STATE_ROOT" ]
+}
+
+@test "make smoke speaks as smoke, not as bench" {
+  RUN=qwen-t2 DRY_RUN=1 run "$REPO/scripts/bench.sh" --smoke
+  assert_success
+  assert_line --index 0 "smoke: note: no server yet (make serve RUN=qwen-t2 starts one); the commands below show its endpoint as a placeholder"
+  refute_output --partial "bench: "
+  RUN=example-terminus2 run "$REPO/scripts/bench.sh" --smoke
+  assert_failure
+  assert_output --partial "smoke: run 'example-terminus2' is a bundled example"
 }

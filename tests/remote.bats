@@ -11,7 +11,7 @@ remote_argv() {
   local -n _out=$1
   mkdir -p "$BATS_TEST_TMPDIR/stage"
   mapfile -d '' _out < <(
-    RUN=$2 BUCKET=alice/tb-results bash -c '
+    env RUN="$2" BUCKET=alice/tb-results "${@:3}" bash -c '
       source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
       load_settings; remote_bench_argv argv dry-run "$1" "$2"; printf "%s\0" "${argv[@]}"' "$REPO" "$TEST_ENDPOINT" \
       "$BATS_TEST_TMPDIR/stage")
@@ -20,13 +20,15 @@ remote_argv() {
 @test "remote bench: the real hf jobs run --dry-run accepts make bench as a job for every benchable run" {
   use_real_clis
   local run_name argv
+  declare -A server_timeout=([qwen-t2]=4d [gptoss-t2]=12h [qwen-mswea]=12h)
   for run_name in qwen-t2 gptoss-t2 qwen-mswea; do
     remote_argv argv "$run_name"
     run "${argv[@]}"
     assert_success
     assert_line "  image    python:3.12"
     assert_line "  flavor   cpu-upgrade"
-    assert_line "  timeout  24h"
+    # BENCH_TIMEOUT is empty: the job lives as long as the run's server (its SERVER_TIMEOUT).
+    assert_line "  timeout  ${server_timeout[$run_name]}"
     assert_line "  env      RUN=$run_name"
     assert_line "           OPENAI_BASE_URL=$TEST_ENDPOINT"
     assert_line "  secrets  HF_TOKEN=***"
@@ -275,4 +277,104 @@ PY
   run sed -n '/^== hf$/,/^==/p' "$STUB_LOG"
   assert_line "hf://buckets/alice/tb"
   assert_line "$jobs"
+}
+
+# scratch_checkout: a git checkout of this repository's files (tracked and new, as on disk) in
+# the test's dir, committed, with .venv linked: a place where a run file can be new or changed
+# without touching the repository the other tests read.
+scratch_checkout() {
+  SCRATCH="$BATS_TEST_TMPDIR/checkout"
+  mkdir -p "$SCRATCH"
+  (cd "$REPO" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$SCRATCH"
+  ln -s "$REPO/.venv" "$SCRATCH/.venv"
+  ln -s "$REPO/tests/node_modules" "$SCRATCH/tests/node_modules" 2>/dev/null || true
+  git -C "$SCRATCH" init -q
+  git -C "$SCRATCH" add -A
+  git -C "$SCRATCH" -c user.name=t -c user.email=t@example.com commit -q -m scratch
+  # The stubs stay first: lib.sh puts the checkout's own .venv/bin first unless PATH has it.
+  export PATH="$REPO/tests/stubs:$SCRATCH/.venv/bin:$PATH"
+}
+
+@test "remote jobs get the run the user means: a new or changed run file goes in as on disk, and says so" {
+  use_stubs
+  scratch_checkout
+  sed 's/^JOB_NAME=.*/JOB_NAME=mine-job/' "$SCRATCH/runs/qwen-t2.env" >"$SCRATCH/runs/mine.env"
+  local note="note: runs/mine.env is not tracked by git: it goes into the job as it is on disk (the manifest records every setting). To keep the run reproducible from the repository: git add runs/mine.env && git commit"
+  # make print says it first, before anything is paid.
+  RUN=mine WHERE=hf BUCKET=alice/tb run "$SCRATCH/scripts/print.sh"
+  assert_success
+  assert_line "# not in this checkout's commit (a remote job starts from a copy of the tracked files, and these as they are on disk):"
+  assert_line "#   - runs/mine.env is not tracked by git: the job gets it as it is on disk; to keep the run reproducible from the repository: git add runs/mine.env && git commit"
+  # The dry run says it, and writes nothing.
+  RUN=mine WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT DRY_RUN=1 run "$SCRATCH/scripts/bench.sh"
+  assert_success
+  assert_line "bench: $note"
+  assert [ ! -e "$STATE_ROOT" ]
+  # The launch stages it: the job's checkout holds the file, byte for byte.
+  RUN=mine WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$SCRATCH/scripts/bench.sh"
+  assert_success
+  assert_line "bench: $note"
+  run diff <( (git -C "$SCRATCH" ls-files; echo runs/mine.env) | LC_ALL=C sort) "$STUB_LOG.staged"
+  assert_success
+  cmp "$SCRATCH/runs/mine.env" "$STUB_LOG.staged-runs/mine.env"
+  # A tracked run file with changes: it goes in as on disk (the copy is of the working tree), with its note.
+  echo "N_CONCURRENT=2" >>"$SCRATCH/runs/qwen-t2.env"
+  RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$SCRATCH/scripts/mopup.sh"
+  assert_success
+  assert_line "mopup: note: runs/qwen-t2.env has uncommitted changes: it goes into the job as it is on disk (the manifest records every setting). To keep the run reproducible from the repository: git add runs/qwen-t2.env && git commit"
+  cmp "$SCRATCH/runs/qwen-t2.env" "$STUB_LOG.staged-runs/qwen-t2.env"
+  RUN=qwen-t2 WHERE=hf BUCKET=alice/tb run "$SCRATCH/scripts/print.sh"
+  assert_line "#   - runs/qwen-t2.env has uncommitted changes: the job gets it as it is on disk; to keep the run reproducible from the repository: git add runs/qwen-t2.env && git commit"
+  # Committed: no note.
+  git -C "$SCRATCH" add runs && git -C "$SCRATCH" -c user.name=t -c user.email=t@example.com commit -q -m runs
+  RUN=mine WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT DRY_RUN=1 run "$SCRATCH/scripts/bench.sh"
+  assert_success
+  refute_output --partial "note: runs/"
+}
+
+@test "a run file that is a link is refused for a remote job: nothing that leaves follows a link" {
+  use_stubs
+  scratch_checkout
+  cp "$SCRATCH/runs/qwen-t2.env" "$BATS_TEST_TMPDIR/outside.env"
+  ln -s "$BATS_TEST_TMPDIR/outside.env" "$SCRATCH/runs/linked.env"
+  RUN=linked WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$SCRATCH/scripts/bench.sh"
+  assert_failure
+  assert_output --partial "bench: runs/linked.env is a symbolic link, and a remote job gets files, never where a link leads: copy the file itself into runs/"
+  run grep -c -x 'run' "$STUB_LOG"
+  assert_output 0
+  assert [ ! -e "$STATE_ROOT/linked/manifest.jsonl" ]
+}
+
+@test "remote bench: its --timeout is the server's unless set, and one that would end the run early is warned of" {
+  use_real_clis
+  local argv
+  # Set: the real hf takes it as given.
+  remote_argv argv qwen-t2-leaderboard BENCH_TIMEOUT=9d
+  run "${argv[@]}"
+  assert_success
+  assert_line "  timeout  9d"
+  remote_argv argv qwen-t2-leaderboard
+  run "${argv[@]}"
+  assert_line "  timeout  7d"
+  # Shorter than the server's: one warning, with both figures; make print shows the value.
+  RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb BENCH_TIMEOUT=24h run "$REPO/scripts/print.sh"
+  assert_success
+  assert_line "print: warning: BENCH_TIMEOUT=24h (86400 s) is shorter than the server's SERVER_TIMEOUT=7d (604800 s): HF stops the remote job first while the server bills on. Leave BENCH_TIMEOUT empty to use SERVER_TIMEOUT"
+  assert_line "# timeouts: the server lives at most SERVER_TIMEOUT=7d, the remote harbor job BENCH_TIMEOUT=24h; the run may take up to 37.1 h (89 task(s) × 5 attempt(s) × 900 s AGENT_TIMEOUT_ESTIMATE × 1 multiplier ÷ 3 at a time), then mop-up"
+  assert_equal "$(grep -c "is shorter than" <<<"$output")" 1
+  # Long enough: no warning. 89 × 5 × 900 s ÷ 3 = 133500 s, and 2700 s of loading before it.
+  RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb run "$REPO/scripts/print.sh"
+  refute_output --partial "is shorter than"
+  # The server too short for the estimate (the bench follows it): the warning names the sum.
+  RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT SERVER_TIMEOUT=136199s DRY_RUN=1 run "$REPO/scripts/bench.sh"
+  assert_success
+  assert_line "bench: warning: SERVER_TIMEOUT=136199s (136199 s) is shorter than the run may need: READY_TIMEOUT=2700 s of loading, then up to 37.1 h (89 task(s) × 5 attempt(s) × 900 s AGENT_TIMEOUT_ESTIMATE × 1 multiplier ÷ 3 at a time). Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
+  assert_output --partial "--timeout 136199s "
+  RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT SERVER_TIMEOUT=136200s DRY_RUN=1 run "$REPO/scripts/bench.sh"
+  refute_output --partial "is shorter than"
+  # A task count from TASKS (3 tasks × 1 attempt × 900 s × 4 ÷ 3 = 3600 s): an hour and loading fit 1h45m, not 1h.
+  RUN=qwen-t2 TASKS="a b c" SERVER_TIMEOUT=1h DRY_RUN=1 run "$REPO/scripts/serve.sh"
+  assert_line --partial "serve: warning: SERVER_TIMEOUT=1h (3600 s) is shorter than the run may need: READY_TIMEOUT=2700 s of loading, then up to 1.0 h (3 task(s) × 1 attempt(s)"
+  RUN=qwen-t2 TASKS="a b c" SERVER_TIMEOUT=105m DRY_RUN=1 run "$REPO/scripts/serve.sh"
+  refute_output --partial "is shorter than"
 }

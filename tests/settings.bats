@@ -57,7 +57,7 @@ in_lib() {
   use_stubs
   DRY_RUN=1 HF_TOKEN=$TEST_TOKEN run mk serve RUN=qwen-t2
   assert_success
-  assert_output --partial "hf jobs run --detach -q --flavor h200"
+  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200"
   run grep -c -x run "$STUB_LOG"
   assert_output 0
   assert [ ! -e "$STATE_ROOT" ]
@@ -268,7 +268,7 @@ ENVS
 printed_block() {
   local run=$1 verb=$2 block
   shift 2
-  block=$(env "$@" RUN="$run" "$REPO/scripts/print.sh" | awk -v v="$verb" '
+  block=$(env "$@" RUN="$run" "$REPO/scripts/print.sh" 2>/dev/null | awk -v v="$verb" '
     /^# / { take = ($0 ~ (": " v)) ; next } take && NF { print } take && !NF { exit }')
   [[ -n "$block" ]] || return 1
   block=$(sed -E '1s/(^|[[:space:]])(hf jobs run|harbor run)/\1printf "%s\\n" \2/' <<<"$block")
@@ -283,9 +283,8 @@ printed_block() {
     [[ "$run" != example-* ]] || continue
     run printed_block "$run" bench WHERE=hf BUCKET=alice/tb-results API_BASE="$TEST_ENDPOINT"
     assert_success
-    # The golden's launch label is unique to each launch: launch_job adds it, print cannot.
-    assert_output "$(sed -e '1s/^== //' -e '/^--label$/{N;/\nlaunch=<unique per launch>$/d}' \
-      "$REPO/tests/golden/argv/$run.remote-bench")"
+    # The launch label is unique to each launch: print shows the golden's placeholder for it.
+    assert_output "$(sed -e '1s/^== //' "$REPO/tests/golden/argv/$run.remote-bench")"
   done
   RUN=qwen-t2 WHERE=hf BUCKET=alice/tb-results run "$REPO/scripts/print.sh"
   assert_line "# qwen-t2: smoke test as an HF Job (one task, job qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke, writing into alice/tb-results)"
@@ -352,6 +351,16 @@ printed_block() {
   run mk check-submission RUN=example-terminus2
   assert_failure
   assert_line "run example-terminus2-tb21: does NOT meet the Terminal-Bench leaderboard rules (5 problems):"
+}
+
+@test "a bare make check-submission says which remembered run it checks, and that its job has not run yet" {
+  mkdir -p "$STATE_ROOT"
+  echo qwen-t2 >"$STATE_ROOT/last-run"
+  run mk check-submission
+  assert_failure
+  assert_equal "${lines[0]}" "report: RUN not given; using the last run, qwen-t2 (state/last-run)"
+  assert_equal "${lines[1]}" "Error: no tally for run qwen-t2: its job dir jobs/qwen3_8-27b-fp8-terminus2-tb21-full-v2 does not exist yet (make bench runs it; RUN=<run> names another run)"
+  refute_output --partial "JOBS_DIR"
 }
 
 # --- 7. DRY_RUN writes nothing ---------------------------------------------------------------

@@ -139,5 +139,43 @@ def test_check_submission_on_the_bundled_example_by_run_name(monkeypatch):
     assert re.search(rf"{job}/sqlite-with-gcov__\w+/result.json: not a valid TrialResult "
                      r"\(truncated JSON: a string starting at line 3 column 5 never ends\)", out)
     assert "13 of 13 tasks have fewer than 5 valid trials: build-pov-ray (1), circuit-fibsqrt (2)" in out
-    assert ("set N_ATTEMPTS=5 in runs/example-terminus2.env and bench the run with it "
-            "(make bench RUN=example-terminus2)") in out
+    # A bundled example is never benched: the advice names no verb the project refuses.
+    assert ("(+3 more); run example-terminus2 is a bundled example, shipped to show this refusal, and is "
+            "never benched: a run of your own sets it in its run file (as runs/qwen-t2-leaderboard.env "
+            "does)") in out
+    assert "make bench" not in out
+
+
+@pytest.mark.parametrize("runs", [["example-leaderboard"], ["example-terminus2"], ["example-terminus2", "example-mswea"]])
+def test_every_text_of_every_picture_is_inside_its_figure(runs):
+    """One run's heatmap is narrower than its title and caption: measured with matplotlib's own
+    renderer, no text may run past the figure's edges (a clipped title, a cut caption)."""
+    from matplotlib.text import Text
+
+    from tools import report_html
+    from tools import report_load
+    cmp = report.compare([report_load.load_run(run) for run in runs])
+    for make in (report_html.heatmap_figure, report_html.outcome_bar_figure):
+        fig = make(cmp)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        width, height = fig.bbox.width, fig.bbox.height
+        texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+        assert any("Per-task" in t.get_text() or "Outcome per" in t.get_text() for t in texts)
+        for t in texts:
+            box = t.get_window_extent(renderer)
+            assert box.x0 >= -0.5 and box.y0 >= -0.5 and box.x1 <= width + 0.5 and box.y1 <= height + 0.5, (
+                f"{make.__name__} of {runs}: {t.get_text()!r} at {box} outside the figure ({width} × {height})")
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+
+def test_wrap_to_width_measures_the_drawn_text():
+    from tools import report_html
+    text = "Per-task pass fraction per run (≠: the runs disagree; listed first)"
+    one = report_html.text_width_in(text, 10, "bold")
+    assert 4.0 < one < 6.5  # about 70 characters at 10 pt bold
+    wrapped = report_html.wrap_to_width(text, one / 2 + 0.3, 10, "bold")
+    assert wrapped.count("\n") == 1 and wrapped.replace("\n", " ") == text
+    assert all(report_html.text_width_in(line, 10, "bold") <= one / 2 + 0.3 for line in wrapped.split("\n"))
+    assert report_html.wrap_to_width(text, 100, 10) == text

@@ -355,6 +355,43 @@ def test_happy_path_serve_to_stop(world, report_line):
 
 
 @pytest.mark.e2e
+def test_a_one_task_run_is_benched_once_the_smoke_skipped(world):
+    """A run of one task (qwen-tb3-smoke: one 3 h task) would run it twice, smoke and bench."""
+    tree = world()
+    proc = tree.reproduce(TASKS="t-pass")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "reproduce: [3/8] smoke: skipped (the bench runs one task, t-pass, the very task the smoke would run)" \
+        in proc.stderr.splitlines()
+    assert [(r["job"], r["task"]) for r in tree.executed()] == [(JOB, "t-pass")]
+    progress = tree.progress()
+    assert progress["steps"]["smoke"]["status"] == "skipped"
+    assert [progress["steps"][s]["status"] for s in ("bench", "mopup", "tally", "stop")] == ["done"] * 4
+    assert not (tree.jobs / f"{JOB}-smoke").exists()
+
+
+def plan_of(tmp_path, **settings) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "API_BASE", "CLI_SETTINGS", "HF_TOKEN")}
+    env.update(DRY_RUN="1", STATE_ROOT=str(tmp_path / "state"), **settings)
+    proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "state").exists()
+    return proc.stdout.splitlines()
+
+
+def test_the_plan_of_a_one_task_run_skips_the_smoke_and_says_why(tmp_path):
+    smoke = [line for line in plan_of(tmp_path, RUN="qwen-tb3-smoke") if line.startswith("smoke ")]
+    assert smoke == ["smoke    skipped: the bench runs one task, atrx-vep-crispr, the very task the smoke would run"]
+    smoke = [line for line in plan_of(tmp_path, RUN="qwen-t2", N_TASKS="1") if line.startswith("smoke ")]
+    assert smoke == ["smoke    skipped: the bench runs one task (N_TASKS=1), the very task the smoke would run"]
+    # A smoke of another task, or of one of several, is a real first look: it stays.
+    for settings in ({"RUN": "qwen-tb3-smoke", "SMOKE_TASK": "fix-git"}, {"RUN": "qwen-t2", "TASKS": "fix-git path-tracing"},
+                     {"RUN": "qwen-t2", "N_TASKS": "1", "SMOKE_TASK": "fix-git"}, {"RUN": "qwen-t2"}):
+        smoke = [line for line in plan_of(tmp_path, **settings) if line.startswith("smoke ")]
+        assert len(smoke) == 1 and "harbor run" in smoke[0] and "skipped" not in smoke[0], settings
+
+
+@pytest.mark.e2e
 def test_a_harbor_that_lingers_after_its_result_is_ended_and_the_pipeline_goes_on(world, report_line):
     """Run 2: harbor printed its summary, then stayed alive (an unclosed aiohttp session) until
     its job timeout. Here the real harbor's bench run is followed by a hang; the watchdog gives it
@@ -500,7 +537,8 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     lines = proc.stdout.splitlines()
     assert [line.split()[0] for line in lines] == list(reproduce.STEPS)
     serve, probe, smoke, bench, mopup, tally, stop, _ = lines
-    assert serve.startswith("serve    hf jobs run --detach -q --flavor h200 --expose 30000 --secrets HF_TOKEN --timeout 4d")
+    assert serve.startswith("serve    hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200 --expose 30000 "
+                            "--secrets HF_TOKEN --timeout 4d")
     assert "lmsysorg/sglang:latest -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8" in serve
     assert probe == "probe    RUN=qwen-t2 scripts/probe.sh"
     assert "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke --n-concurrent 1 -y" in smoke and "--n-tasks 1" in smoke

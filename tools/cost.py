@@ -795,7 +795,7 @@ common = [
     click.option("--recorded", type=click.Path(dir_okay=False), help="Answer hf calls from this recording (bundled examples)."),
     click.option("--dry-run", is_flag=True, help="Print the hf calls; run none, write nothing."),
     click.option("--call-timeout", type=float, default=60.0, show_default=True, help="Seconds each hf call may take."),
-    click.option("--json", "as_json", is_flag=True, help="Print JSON (fields in the README)."),
+    click.option("--json", "as_json", is_flag=True, help="Print JSON (fields: docs/cost.md §4)."),
 ]
 
 

@@ -73,14 +73,17 @@ def heatmap_figure(cmp: dict):
     col_w, row_h = 2.1, 0.26
     fig_w = 2.6 + col_w * n_runs
     differ = "pass fractions differ" if cmp.get("attempts_mode") else "outcomes differ"
-    text = wrap_caption(caption(cmp) + f" ≠: {differ} ({cmp['disagreements']} of {n_tasks} tasks).", 110)
+    # Wrapped to the figure's own width, measured: one run's figure is narrower than its title.
+    text = wrap_to_width(caption(cmp) + f" ≠: {differ} ({cmp['disagreements']} of {n_tasks} tasks).",
+                         fig_w - 0.25, CAPTION_SIZE)
     extra = caption_room(cmp, text)
     fig_h = 2.05 + row_h * n_tasks + extra
     fig = plt.figure(figsize=(fig_w, fig_h), dpi=150)
     ax = fig.add_axes((2.4 / fig_w, (0.95 + extra) / fig_h, col_w * n_runs / fig_w, row_h * n_tasks / fig_h))
     title = ("Per-task pass fraction per run (≠: the runs disagree; listed first)"
              if cmp.get("attempts_mode") else "Per-task outcome per run (≠: the runs disagree; listed first)")
-    fig.text(0.02, 1 - 0.12 / fig_h, title, fontsize=10, weight="bold", va="top")
+    fig.text(0.02, 1 - 0.12 / fig_h, wrap_to_width(title, fig_w * 0.98 - 0.1, 10, "bold"), fontsize=10,
+             weight="bold", va="top")
     for i, row in enumerate(rows):
         for j, cell in enumerate(row["cells"]):
             style, label = cell_style(cell)
@@ -105,9 +108,9 @@ def heatmap_figure(cmp: dict):
     if cmp["disagreements"] and cmp["disagreements"] < n_tasks:
         ax.axhline(cmp["disagreements"], color="black", linewidth=1.6)
     handles = fraction_legend_handles(Patch) if cmp.get("attempts_mode") else legend_handles(Patch)
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7,
+    fig.legend(handles=handles, loc="lower center", ncol=legend_columns(handles, fig_w - 0.2, 7), fontsize=7,
                frameon=False, bbox_to_anchor=(0.5, (0.42 + extra) / fig_h))
-    fig.text(0.5, 0.06 / fig_h, text, ha="center", va="bottom", fontsize=6.5)
+    fig.text(0.5, 0.06 / fig_h, text, ha="center", va="bottom", fontsize=CAPTION_SIZE)
     return fig
 
 
@@ -145,13 +148,48 @@ def fraction_legend_handles(Patch) -> list:
 
 
 def caption_room(cmp: dict, text: str) -> float:
-    """Inches more below the legend for a k > 1 caption (longer: it states each run's k)."""
-    return 0.1 * (text.count("\n") + 1) if cmp.get("attempts_mode") else 0.0
+    """Inches more below the legend for the caption: a k > 1 caption's every line (longer: it
+    states each run's k); a k = 1 caption's lines past the three the layout holds."""
+    lines = text.count("\n") + 1
+    return 0.1 * lines if cmp.get("attempts_mode") else 0.11 * max(0, lines - 3)
 
 
 def wrap_caption(text: str, width: int) -> str:
     import textwrap
     return "\n".join(textwrap.wrap(text, width))
+
+
+CAPTION_SIZE = 6.5
+
+
+def text_width_in(text: str, size: float, weight: str = "normal") -> float:
+    """Width in inches of one line of `text` as matplotlib draws it in its default font."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+    width, _, _ = TextToPath().get_text_width_height_descent(text, FontProperties(size=size, weight=weight),
+                                                             ismath=False)
+    return width / 72
+
+
+def legend_columns(handles: list, width_in: float, size: float) -> int:
+    """Columns of a one-row legend, or of two rows when one row would be wider than `width_in`:
+    each entry is its label and about 0.5 in of swatch and spacing."""
+    row = sum(text_width_in(h.get_label(), size) + 0.5 for h in handles)
+    return len(handles) if row <= width_in else -(-len(handles) // 2)
+
+
+def wrap_to_width(text: str, width_in: float, size: float, weight: str = "normal") -> str:
+    """`text` wrapped at word boundaries into lines no wider than `width_in` inches when drawn."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        trial = f"{line} {word}" if line else word
+        if line and text_width_in(trial, size, weight) > width_in:
+            lines.append(line)
+            line = word
+        else:
+            line = trial
+    return "\n".join([*lines, line] if line else lines)
 
 
 def outcome_bar_figure(cmp: dict):

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,9 @@ def run_settings(name: str) -> RunSettings:
     )
     if proc.returncode != 0:
         fail(proc.stderr.strip() or f"cannot resolve run {name!r}")
+    if not name:
+        # resolve_run's note (RUN not given; using the last run, …): which run this is, said.
+        sys.stderr.write(proc.stderr)
     run, jobs_dir, job_name, verdicts, state_dir, ns, label, timeout, max_age, root = proc.stdout.split("\n")[:10]
     return RunSettings(run, _absolute(jobs_dir), job_name, Path(verdicts) if verdicts else None,
                        _absolute(state_dir), ns, label, _seconds(timeout, 60.0), _seconds(max_age, 86400.0),
@@ -167,6 +171,10 @@ def run_tally(jobs_dir: Path, job_name: str, timeouts_unscored: bool, label: str
         verdict_map = TC.load_verdicts(str(verdicts)) if verdicts else {}
         dirs = TC.resolve_job_dirs((), str(jobs_dir), job_name)
     except TC.TallyError as e:
+        if not (jobs_dir / job_name).exists():
+            # The run is known, its job has not run yet: that, not a setting, is what to fix.
+            fail(f"no tally for {label}: its job dir {display_path(str(jobs_dir / job_name))} does not exist yet "
+                 f"(make bench runs it; RUN=<run> names another run)")
         fail(f"no tally for {label} ({jobs_dir / job_name}): {e}")
     report = TC.tally(dirs, policy, verdict_map, timeouts_unscored, run=job_name,
                       verdicts_path=str(verdicts) if verdicts else None)

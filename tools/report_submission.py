@@ -25,9 +25,20 @@ def _env_file(run: str | None) -> str:
     return f"runs/{run or '<run>'}.env"
 
 
+def _bench_it(run: str | None) -> str:
+    """How to run the job again with the fix, never a verb the project refuses: a bundled
+    example (example-*) ships its job dirs to show a refusal and is never benched."""
+    if run and run.startswith("example-"):
+        return (f"run {run} is a bundled example, shipped to show this refusal, and is never benched: "
+                f"a run of your own sets it in its run file (as runs/qwen-t2-leaderboard.env does)")
+    return f"make bench RUN={run or '<run>'}"
+
+
 def _not_ours(run: str | None) -> str:
     # harbor flags this repository never passes: the job was started some other way.
-    return f"this repository never sets it; start the job with make bench RUN={run or '<run>'}"
+    if run and run.startswith("example-"):
+        return f"this repository never sets it; {_bench_it(run)}"
+    return f"this repository never sets it; start the job with {_bench_it(run)}"
 
 
 def _number_or_none(value: Any) -> float | None:
@@ -164,9 +175,10 @@ def check_submission(job_dirs: list[Path], min_trials: int = MIN_TRIALS, run: st
     if short:
         shown = ", ".join(f"{t} ({valid_per_task[t]})" for t in short[:10])
         more = f" (+{len(short) - 10} more)" if len(short) > 10 else ""
+        fix = (f"set N_ATTEMPTS={min_trials} in {_env_file(run)} and bench the run with it ({_bench_it(run)})"
+               if not (run and run.startswith("example-")) else _bench_it(run))
         problems.append(f"{len(short)} of {len(seen_tasks)} tasks have fewer than {min_trials} valid "
-                        f"trials: {shown}{more}; set N_ATTEMPTS={min_trials} in {_env_file(run)} and bench "
-                        f"the run with it (make bench RUN={run or '<run>'})")
+                        f"trials: {shown}{more}; {fix}")
     if not n_trials and not any("no such job dir" in p for p in problems):
         problems.append("no trial dirs found: nothing to submit")
     return {"ok": not problems, "job_dirs": [SR.shown(display_path(str(d))) for d in job_dirs],

@@ -78,6 +78,7 @@ class Config:
     max_relaunches: int
     idle_stop_after: int
     health_poll: float
+    skip_smoke: str = ""  # why the smoke step is not run (it would run the bench's very tasks); "": run it
 
     @property
     def state_file(self) -> Path:
@@ -576,6 +577,9 @@ class Supervisor:
             if step_done(st, name):
                 self.skip(name, "done before")
                 continue
+            if name == "smoke" and self.cfg.skip_smoke:
+                self.skip(name, self.cfg.skip_smoke)
+                continue
             self.ensure_server()
             with self.step(name) as record:
                 rc, _, _ = self.run_child(argv, PROBE="0", AUTO_STOP="0")
@@ -778,8 +782,9 @@ def targets_cmd(jobs_dir, job_name, verdicts):
 @click.option("--max-relaunches", type=click.IntRange(min=0), default=2)
 @click.option("--idle-stop-after", type=click.IntRange(min=1), default=600)
 @click.option("--health-poll", type=click.FloatRange(min=0.1), default=30.0)
+@click.option("--skip-smoke", default="", help="Why the smoke step is skipped (it would run the bench's very tasks).")
 def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_passes, max_relaunches,
-        idle_stop_after, health_poll):
+        idle_stop_after, health_poll, skip_smoke):
     """Supervise RUN from nothing to its tally (scripts/reproduce.sh execs this under the run's lock)."""
     lock = state_dir / "lock"
     if os.environ.get("RUN_LOCK_HELD") != str(lock) or not _fd_open(LOCK_FD):
@@ -791,7 +796,8 @@ def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_
                                    "endpoint and the sandboxes need it)")
     cfg = Config(run=run, repo=repo.resolve(), state_dir=state_dir, jobs_dir=jobs_dir, job_name=job_name,
                  api_base=api_base.rstrip("/"), verdicts=verdicts, mopup_passes=mopup_passes,
-                 max_relaunches=max_relaunches, idle_stop_after=idle_stop_after, health_poll=health_poll)
+                 max_relaunches=max_relaunches, idle_stop_after=idle_stop_after, health_poll=health_poll,
+                 skip_smoke=skip_smoke)
     try:
         supervisor = Supervisor(cfg, token)
     except BadState as e:
