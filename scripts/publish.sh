@@ -21,7 +21,8 @@ main() {
   local argv=("$REPO_ROOT/.venv/bin/python" -m tools.publish publish
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run "$RUN"
     --model-repo "${EVAL_MODEL_REPO:-$MODEL}" --dataset-repo "$DATASET_REPO"
-    --eval-dataset "$EVAL_DATASET" --task-id "$EVAL_TASK_ID" --agent "$AGENT" --k "$N_ATTEMPTS"
+    --eval-dataset "$EVAL_DATASET" --task-id "$EVAL_TASK_ID" --dataset-revision "$DATASET_REF"
+    --agent "$AGENT" --k "$N_ATTEMPTS"
     --bucket "$BUCKET" --submitter "$SUBMITTER")
   case "${TIMEOUTS:-scored}" in
     scored) ;;

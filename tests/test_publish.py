@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tools import publish as P
+from tools import report
 
 REPO = Path(__file__).resolve().parent.parent
 FAKES = REPO / "tests" / "fakes"
@@ -126,6 +127,69 @@ def test_publish_pushes_the_bucket_then_opens_the_pull_request(tmp_path, hub):
     assert [f["value"]["path"] for f in files] == [EVAL_PATH]
     assert files[0]["value"]["text"] == expected_yaml(hub.endpoint)
     assert reqs.index(batches[0]) < reqs.index(commits[1])
+    # Then read back: the Hub parsed the file it got, and model_info lists the entry.
+    (info,) = [r for r in reqs if r["method"] == "GET" and r["path"] == "/api/models/Qwen/Qwen3.8-27B-FP8"]
+    assert info["query"] == {"expand": ["evalResults"]} and reqs.index(commits[1]) < reqs.index(info)
+    assert ("publish: the Hub parsed it: model_info(expand=['evalResults']) lists harborframework/terminal-bench-2.1 "
+            "/ terminalbench_2_1 = 50.0 (1 eval result(s) on Qwen/Qwen3.8-27B-FP8)") in proc.stderr.splitlines()
+
+
+def test_a_result_the_hub_has_not_parsed_is_said_and_is_no_failure(tmp_path):
+    fake = FakeHub(tmp_path, "--no-parse")
+    try:
+        proc = subprocess.run(publish_argv(), capture_output=True, text=True, env=client_env(tmp_path, fake.endpoint),
+                              cwd=REPO, timeout=120)
+    finally:
+        fake.stop()
+    assert proc.returncode == 0, proc.stderr
+    assert ("publish: the Hub does not list harborframework/terminal-bench-2.1 / terminalbench_2_1 = 50.0 among "
+            "Qwen/Qwen3.8-27B-FP8's 0 eval result(s) yet: it reads the file once parsed; check the pull request's page"
+            ) in proc.stderr.splitlines()
+
+
+def test_the_entry_is_huggingface_hubs_own_and_round_trips(tmp_path):
+    """The YAML is what huggingface_hub's EvalResultEntry serialises, and parses back to the same
+    entry: dataset id, task id, revision (DATASET_REF), value, date, source and notes."""
+    import yaml
+    from huggingface_hub import EvalResultEntry, parse_eval_result_entries
+
+    tally = report.run_tally(EXAMPLE_JOBS, "example-terminus2-tb21", False, "run example-terminus2")
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    text = P.eval_result_yaml(tally, run="example-terminus2", dataset_id="harborframework/terminal-bench-2.1",
+                              task_id="terminalbench_2_1", agent="terminus-2", k=1, source_url="https://h/buckets/a/b",
+                              submitter="alice", dataset_revision=rev)
+    (entry,) = parse_eval_result_entries(yaml.safe_load(text))
+    assert entry == EvalResultEntry(
+        dataset_id="harborframework/terminal-bench-2.1", task_id="terminalbench_2_1", value=50.0, dataset_revision=rev,
+        date="2026-09-04", source_url="https://h/buckets/a/b", source_name="Terminal-Bench run example-terminus2: job "
+        "dirs and README", source_user="alice", notes="agent: terminus-2; k = 1 attempt per task; accounting: "
+        "timeouts-scored (pass rate = passed / scored attempts: 4/8, 3 errored, unscored)")
+    assert "    revision: " + rev in text.splitlines()
+
+
+def test_a_k_run_publishes_the_boards_figure_and_never_a_provisional_one(tmp_path, hub):
+    """k > 1: the value is passed / (tasks × k); with slots open (the bundled k = 5 example has
+    two) a real publish is refused with the mop-up command, and a dry run says so."""
+    argv = [sys.executable, "-m", "tools.publish", "publish", "--jobs-dir", str(EXAMPLE_JOBS),
+            "--job-name", "example-leaderboard-tb21", "--run", "mine", "--model-repo", "Qwen/Qwen3.8-27B-FP8",
+            "--dataset-repo", "https://huggingface.co/datasets/harborframework/terminal-bench-2.1",
+            "--task-id", "terminalbench_2_1", "--agent", "terminus-2", "--k", "5", "--bucket", "alice/tb-runs"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=client_env(tmp_path, hub.endpoint), cwd=REPO,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert ("run mine: 2 of 30 attempt slots are open, so its leaderboard figure (43.33%) is provisional: fill them "
+            "first, make mopup RUN=mine") in proc.stderr
+    assert hub.requests() == []
+    proc = subprocess.run([*argv, "--dry-run"], capture_output=True, text=True, env=client_env(tmp_path, hub.endpoint),
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "      value: 43.33" in proc.stdout.splitlines()  # 13 passed of 6 tasks × 5
+    assert ("leaderboard resolution rate = passed / (tasks × k): 13/30 (6 tasks × 5)") in proc.stdout
+    # Every slot filled: the same figure, not provisional.
+    rows = [{"task": t, "outcome": "passed", "slots": s, "slot_trials": ["x"] * 2, "verdict": None}
+            for t, s in (("a", ["passed", "failed"]), ("b", ["passed", "passed"]))]
+    tally = {"n_attempts": 2, "per_task": rows, "pass_rate": 0.5, "passed": 3, "scored": 4}
+    assert P.score_of(tally) == 75.0 and not P.board_of(tally)["provisional"]
 
 
 def test_dry_run_shows_the_yaml_and_every_call_and_calls_nothing(tmp_path, hub):
@@ -190,7 +254,7 @@ def test_a_refused_pull_request_is_one_line_after_the_bucket_push(tmp_path):
     assert TOKEN not in proc.stdout + proc.stderr
 
 
-def test_score_reads_the_configured_field_and_falls_back_to_passed_over_scored():
+def test_a_k1_score_is_passed_over_scored():
     assert P.score_of({"pass_rate": 0.6235294, "passed": 53, "scored": 85}) == 62.35
     assert P.score_of({"pass_rate": None, "passed": 53, "scored": 85}) == 62.35
 

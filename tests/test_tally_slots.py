@@ -163,6 +163,53 @@ def test_run_figures_against_independent_computation(k5, policy):
     assert abs(means[100] - b["low"]) < 0.05 and abs(means[3899] - b["high"]) < 0.05
 
 
+def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(k5, policy, tmp_path):
+    """passed / (tasks × k), errored and open slots not passed; the interval from the k replicates
+    (each a rate over every task), and a task-level bootstrap, all recomputed here."""
+    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS)
+    lb = report["leaderboard"]
+    n = len(SLOTS)
+    passed = count(SLOTS, "✓")
+    assert (lb["passed"], lb["trials"], lb["tasks"], lb["k"]) == (18, 45, 9, 5) == (passed, n * K, n, K)
+    assert lb["value"] == 18 / 45
+    # Open: b's errored slot, c's unfinished one, d's five (g's are closed by its verdict).
+    assert (lb["open_slots"], lb["provisional"]) == (7, True)
+    rates = [sum(s[j] == "✓" for s in SLOTS.values()) / n for j in range(K)]
+    assert lb["replicate_rates"] == pytest.approx(rates)
+    assert statistics.mean(rates) == pytest.approx(lb["value"])  # the replicates' mean is the figure
+    se = statistics.stdev(rates) / math.sqrt(K)
+    assert lb["replicate_stderr"] == pytest.approx(se)
+    assert (lb["interval95"]["low"], lb["interval95"]["high"]) == pytest.approx(
+        (max(0, 18 / 45 - 2.776 * se), min(1, 18 / 45 + 2.776 * se)))
+    per_task = np.array([s.count("✓") / K for s in SLOTS.values()])
+    rng = np.random.default_rng(0)
+    means = [per_task[rng.integers(0, n, size=n)].mean() for _ in range(10_000)]
+    assert (lb["bootstrap95"]["low"], lb["bootstrap95"]["high"]) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
+    # Shown first, before the outcome table, in the text and the Markdown; provisional said.
+    md = tmp_path / "t.md"
+    r = CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--run-name", "fx5",
+                                   "--markdown", str(md)])
+    lines = r.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("Leaderboard resolution rate: "))
+    assert first < lines.index("| Outcome | Attempts | % of 45 (9 tasks × 5) |")
+    assert lines[first].startswith("Leaderboard resolution rate: 40.00% (18 passed of 45 trials = 9 tasks × 5; "
+                                   "errored and open slots count as not passed), 95% interval ")
+    # No verdicts file here: g's five slots are open too (7 + 5).
+    assert lines[first + 1] == ("PROVISIONAL: 12 of 45 slots are open (counted as not passed until mop-up fills "
+                                "them: make mopup RUN=fx5)")
+    assert md.read_text().splitlines()[8].startswith("**Leaderboard resolution rate: 40.00%")
+
+
+def test_a_run_with_every_slot_filled_is_not_provisional(policy):
+    """A finished slot set: the figure is passed / (tasks × k), nothing open."""
+    from tools import slots as SL
+    outs = [["passed"] * 3 + ["failed"] * 2, ["failed"] * 5, ["passed"] * 5]
+    lb = SL.leaderboard_figure(outs, 5, 0)
+    assert (lb["value"], lb["provisional"], lb["open_slots"]) == (8 / 15, False, 0)
+    assert lb["replicate_rates"] == [2 / 3, 2 / 3, 2 / 3, 1 / 3, 1 / 3]
+    assert not [line for line in SL.headline_lines({"leaderboard": lb, "run": "r"}) if "PROVISIONAL" in line]
+
+
 def test_timeouts_unscored_fills_the_slots_the_same_trials(k5, policy):
     report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS, timeouts_unscored=True)
     assert {e["task"]: e["slots_text"] for e in report["per_task"]} == SLOTS_UNSCORED
@@ -208,7 +255,7 @@ def test_cli_text_json_and_markdown(k5, tmp_path):
     doc = json.loads(CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--json"]).stdout)
     assert set(doc) - TOP_FIELDS == {"n_attempts", "slots", "rerolled_trials", "mean_task_pass_fraction",
                                      "tasks_with_scored_attempts", "pass_at_k", "replicates", "replicate_mean",
-                                     "replicate_stderr", "bootstrap95"}
+                                     "replicate_stderr", "bootstrap95", "leaderboard"}
     assert {"slots", "slots_text", "slot_trials", "passed_attempts", "scored_attempts", "pass_fraction",
             "rerolled"} <= set(doc["per_task"][0])
     r = CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--attempts", "0"])

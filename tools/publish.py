@@ -17,15 +17,23 @@ saved `hf auth login`, read by huggingface_hub itself: never printed, never in a
    eval-results format: `HfApi.create_commit(model_repo, [CommitOperationAdd(...)],
    create_pr=True)`. The format is the Hub's "Evaluation Results" page,
    https://huggingface.co/docs/hub/eval-results ("Adding Evaluation Results"): a YAML list of
-   results in `.eval_results/*.yaml`, each with `dataset: {id, task_id}`, `value`, `date`,
-   `source: {url, name, user}` and `notes`. One file per benchmark variant (the Hub's own
+   results in `.eval_results/*.yaml`, each with `dataset: {id, task_id, revision}`, `value`,
+   `date`, `source: {url, name, user}` and `notes`, built with huggingface_hub's own
+   `EvalResultEntry` and `eval_result_entries_to_yaml` (huggingface_hub/_eval_results.py), so
+   the file is what the Hub's parser reads back. `revision` is the dataset commit the run is
+   pinned to (DATASET_REF); `task_id` is the benchmark's, as named in its dataset's `eval.yaml`
+   (EVAL_TASK_ID). One file per benchmark variant (the Hub's own
    community-evals guidance keeps variants of one benchmark in separate files): here
    `.eval_results/<dataset name>_<agent>.yaml`, e.g. terminal-bench-2.1_terminus-2.yaml.
    Scores of terminal-bench on the Hub are percentages (moonshotai/Kimi-K2-Instruct's
    `.eval_results`: dataset harborframework/terminal-bench-2.0, task_id terminalbench_2,
    value 27.8, notes naming the agent).
 
-The value is the tally's pass rate (passed / scored, SCORE_FIELD below), in percent.
+The value, in percent: for a k > 1 run, the leaderboard's own figure, its resolution rate
+passed / (tasks × k) over the slots (tools/slots.py leaderboard_figure), and a real publish is
+refused while slots are open (provisional); for a k = 1 run, which the board does not take, the
+tally's pass rate, passed / scored. After the pull request, `model_info(model, expand=
+["evalResults"])` is read back and the result says whether the Hub lists the entry.
 --dry-run prints every file (the YAML and README text, every bucket path) and every call,
 and calls nothing: no token is needed for it.
 
@@ -48,30 +56,42 @@ import yaml
 
 from tools import credentials as CR
 from tools import report as R
+from tools import report_stats as RS
 from tools import safe_read as SR
 from tools import tally_core as T
 
 EVAL_RESULTS_DOCS = "https://huggingface.co/docs/hub/eval-results"
-# The number published, from the tally's JSON. Today: pass_rate (passed / scored attempts).
-# When the tally grows its k-attempt fields, switch here to the mean over tasks of each task's
-# pass fraction (e.g. "pass_at_1_mean"): score_of() reads the field named here, and SCORE_TEXT
-# is what the notes call it.
-SCORE_FIELD = "pass_rate"
-SCORE_TEXT = "pass rate = passed / scored attempts"
+TASK_ID_PLACEHOLDER = "<EVAL_TASK_ID>"  # what a dry run shows when EVAL_TASK_ID is empty
 
 
 # --- the pure part -----------------------------------------------------------------------------
 
 
+def board_of(tally: dict) -> dict | None:
+    """A k > 1 tally's leaderboard figure, recomputed from its slots (tools/report_stats.py)."""
+    k = tally.get("n_attempts", 1)
+    return RS.leaderboard_of(tally, k) if k > 1 else None
+
+
 def score_of(tally: dict) -> float:
-    """The published value: SCORE_FIELD in percent, 2 decimals (passed / scored when absent)."""
-    rate = tally.get(SCORE_FIELD)
-    if rate is None and SCORE_FIELD == "pass_rate" and tally.get("scored"):
+    """The published value in percent, 2 decimals: the board's rate at k > 1, else passed / scored."""
+    board = board_of(tally)
+    rate = board["value"] if board else tally.get("pass_rate")
+    if rate is None and not board and tally.get("scored"):
         rate = tally["passed"] / tally["scored"]
     if rate is None:
         R.fail(f"run {tally.get('run')}: nothing is scored yet ({tally.get('scored', 0)} scored tasks), "
                f"so there is no result to publish; make tally shows why")
     return round(100 * float(rate), 2)
+
+
+def score_text(tally: dict) -> str:
+    """What the value is, with its counts, for the notes and the README."""
+    board = board_of(tally)
+    if board:
+        return (f"leaderboard resolution rate = passed / (tasks × k): {board['passed']}/{board['trials']} "
+                f"({board['tasks']} tasks × {board['k']})")
+    return f"pass rate = passed / scored attempts: {tally['passed']}/{tally['scored']}"
 
 
 def eval_date(tally: dict) -> str:
@@ -104,23 +124,31 @@ def bucket_url(endpoint: str, bucket: str) -> str:
 
 def notes_of(tally: dict, agent: str, k: int) -> str:
     return (f"agent: {agent}; k = {k} attempt{'s' if k != 1 else ''} per task; accounting: "
-            f"{tally['accounting']} ({SCORE_TEXT}: {tally['passed']}/{tally['scored']}, "
-            f"{tally['errored']} errored, unscored)")
+            f"{tally['accounting']} ({score_text(tally)}, {tally['errored']} errored, unscored)")
+
+
+def eval_entry(tally: dict, *, run: str, dataset_id: str, task_id: str, dataset_revision: str, agent: str, k: int,
+               source_url: str, submitter: str = ""):
+    """The result as huggingface_hub's own EvalResultEntry."""
+    from huggingface_hub import EvalResultEntry
+
+    return EvalResultEntry(dataset_id=dataset_id, task_id=task_id or TASK_ID_PLACEHOLDER, value=score_of(tally),
+                           dataset_revision=dataset_revision or None, date=eval_date(tally), source_url=source_url,
+                           source_name=f"Terminal-Bench run {run}: job dirs and README", source_user=submitter or None,
+                           notes=notes_of(tally, agent, k))
 
 
 def eval_result_yaml(tally: dict, *, run: str, dataset_id: str, task_id: str, agent: str, k: int, source_url: str,
-                     submitter: str = "") -> str:
-    """The file's text: a comment saying where the format comes from, then one result."""
-    dataset = {"id": dataset_id}
-    if task_id:
-        dataset["task_id"] = task_id
-    source = {"url": source_url, "name": f"Terminal-Bench run {run}: job dirs and README"}
-    if submitter:
-        source["user"] = submitter
-    entry = {"dataset": dataset, "value": score_of(tally), "date": eval_date(tally), "source": source,
-             "notes": notes_of(tally, agent, k)}
+                     submitter: str = "", dataset_revision: str = "") -> str:
+    """The file's text: a comment saying where the format comes from, then one result, as
+    huggingface_hub serialises an EvalResultEntry."""
+    from huggingface_hub import eval_result_entries_to_yaml
+
+    entry = eval_entry(tally, run=run, dataset_id=dataset_id, task_id=task_id, dataset_revision=dataset_revision,
+                       agent=agent, k=k, source_url=source_url, submitter=submitter)
     header = f"# Evaluation result (format: {EVAL_RESULTS_DOCS}). Written by make publish from the tally.\n"
-    return header + yaml.safe_dump([entry], sort_keys=False, allow_unicode=True, width=1000)
+    return header + yaml.safe_dump(eval_result_entries_to_yaml([entry]), sort_keys=False, allow_unicode=True,
+                                   width=1000)
 
 
 def md(text: object) -> str:
@@ -142,7 +170,7 @@ def readme_text(tally: dict, *, run: str, model_repo: str, agent: str, k: int, d
         f"- Agent: {md(agent)}, {k} attempt{'s' if k != 1 else ''} per task",
         f"- Dataset: {md(dataset_repo)}",
         f"- Accounting: {md(tally['accounting'])}",
-        f"- Result: **{score_of(tally)}%** ({md(SCORE_TEXT)}: {tally['passed']}/{tally['scored']}), "
+        f"- Result: **{score_of(tally)}%** ({md(score_text(tally))}), "
         f"dated {eval_date(tally)}; on the model as {md(eval_path)}",
         "",
         "| tasks | passed | failed | errored | unclassified | unfinished |",
@@ -204,11 +232,12 @@ def job_files(job_dirs: list[Path]) -> tuple[list[tuple[str, str]], list[str]]:
 
 def plan_publish(tally: dict, job_dirs: list[Path], *, run: str, model_repo: str, dataset_repo: str,
                  eval_dataset: str, task_id: str, agent: str, k: int, bucket: str, submitter: str,
-                 endpoint: str) -> Plan:
+                 endpoint: str, dataset_revision: str = "") -> Plan:
     dataset_id = eval_dataset or dataset_id_of(dataset_repo)
     path = eval_file_path(dataset_id, agent)
     text = eval_result_yaml(tally, run=run, dataset_id=dataset_id, task_id=task_id, agent=agent, k=k,
-                            source_url=bucket_url(endpoint, bucket), submitter=submitter)
+                            source_url=bucket_url(endpoint, bucket), submitter=submitter,
+                            dataset_revision=dataset_revision)
     readme = readme_text(tally, run=run, model_repo=model_repo, agent=agent, k=k, dataset_repo=dataset_repo,
                          job_dirs=job_dirs, eval_path=path)
     files, skipped = job_files(job_dirs)
@@ -262,6 +291,24 @@ def publish(plan: Plan) -> str:
     return info.pr_url or info.commit_url
 
 
+def read_back(model_repo: str, dataset_id: str, task_id: str, value: float) -> str:
+    """Whether the Hub parsed the result: model_info(..., expand=["evalResults"]) lists an entry of
+    this dataset and task with this value. Said either way, never a failure: the pull request is open."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        info = HfApi().model_info(model_repo, expand=["evalResults"])
+    except (HfHubHTTPError, OSError, ValueError) as e:
+        return f"could not read the model's eval results back ({first_line(e)}); look at the pull request"
+    entries = info.eval_results or []
+    if any(e.dataset_id == dataset_id and e.task_id == task_id and e.value == value for e in entries):
+        return (f"the Hub parsed it: model_info(expand=['evalResults']) lists {dataset_id} / {task_id} = {value} "
+                f"({len(entries)} eval result(s) on {model_repo})")
+    return (f"the Hub does not list {dataset_id} / {task_id} = {value} among {model_repo}'s {len(entries)} eval "
+            f"result(s) yet: it reads the file once parsed; check the pull request's page")
+
+
 def first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
 
@@ -282,14 +329,15 @@ def cli() -> None:
 @click.option("--dataset-repo", default="", help="DATASET_REPO: the Hub dataset id is read from it.")
 @click.option("--eval-dataset", default="", help="EVAL_DATASET: the benchmark's Hub dataset id (wins).")
 @click.option("--task-id", default="", help="EVAL_TASK_ID: the task id in the benchmark's eval.yaml.")
+@click.option("--dataset-revision", default="", help="DATASET_REF: the dataset commit the run is pinned to.")
 @click.option("--agent", required=True)
 @click.option("--k", "k", type=click.IntRange(min=1), default=1, show_default=True, help="Attempts per task (N_ATTEMPTS).")
 @click.option("--bucket", default="", help="NS/NAME of the run's bucket (BUCKET).")
 @click.option("--submitter", default="", help="SUBMITTER: source.user.")
 @click.option("--timeouts-unscored", is_flag=True, help="Tally with agent timeouts unscored.")
 @click.option("--dry-run", is_flag=True, help="Print every file and call; call nothing.")
-def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset, task_id, agent, k, bucket,
-                submitter, timeouts_unscored, dry_run):
+def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset, task_id, dataset_revision, agent, k,
+                bucket, submitter, timeouts_unscored, dry_run):
     """Push RUN's README and job dirs to its bucket, then open the eval-results pull request."""
     from huggingface_hub import constants, get_token
 
@@ -302,11 +350,23 @@ def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset,
                    f"for harborframework/terminal-bench-2.0")
         if not get_token():
             R.fail("no HF token: set HF_TOKEN or run 'hf auth login' (make publish writes to the Hub)")
+    if dataset_revision and not re.fullmatch(r"[0-9a-f]{40}", dataset_revision):
+        R.fail(f"DATASET_REF {SR.printable(dataset_revision)[:80]!r} is not a 40-hex commit: make pin RUN={run} "
+               f"writes the one the run's jobs ran")
     tally = R.run_tally(Path(jobs_dir).resolve(), job_name, timeouts_unscored, f"run {run}")
+    board = board_of(tally)
+    if board and board["provisional"]:
+        # The board's figure counts an open slot as not passed: publishing now would understate it.
+        message = (f"run {run}: {board['open_slots']} of {board['trials']} attempt slots are open, so its "
+                   f"leaderboard figure ({100 * board['value']:.2f}%) is provisional: fill them first, make mopup RUN={run}")
+        if not dry_run:
+            R.fail(message)
+        R.echo(f"publish: note: {message}", err=True)
     job_dirs = [Path(d) for d in tally.get("job_dirs") or []] or T.run_job_dirs(jobs_dir, job_name)
     plan = plan_publish(tally, job_dirs, run=run, model_repo=model_repo, dataset_repo=dataset_repo,
                         eval_dataset=eval_dataset, task_id=task_id, agent=agent, k=k,
-                        bucket=bucket or "<BUCKET>", submitter=submitter, endpoint=constants.ENDPOINT)
+                        bucket=bucket or "<BUCKET>", submitter=submitter, endpoint=constants.ENDPOINT,
+                        dataset_revision=dataset_revision)
     # Nothing leaves with a credential in it: every file, the README and the YAML, dry run or not.
     findings = CR.scan_files([p for p, _ in plan.bucket_files if isinstance(p, str)])
     secrets = CR.machine_secrets()
@@ -318,12 +378,14 @@ def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset,
         if not bucket:
             R.echo("publish: note: BUCKET is empty; <BUCKET> stands in for it (a real publish needs it)", err=True)
         if not task_id:
-            R.echo("publish: note: EVAL_TASK_ID is empty, so the YAML has no dataset.task_id "
-                   "(a real publish needs it)", err=True)
+            R.echo(f"publish: note: EVAL_TASK_ID is empty, so the YAML shows {TASK_ID_PLACEHOLDER} for "
+                   "dataset.task_id (a real publish needs it)", err=True)
         R.echo(dry_run_text(plan), nl=False)
         return
     url = publish(plan)
     R.echo(f"publish: opened {url} ({plan.eval_path} on {plan.model_repo}: {score_of(tally)})")
+    R.echo(f"publish: {read_back(plan.model_repo, eval_dataset or dataset_id_of(dataset_repo), task_id, score_of(tally))}",
+           err=True)
 
 
 if __name__ == "__main__":

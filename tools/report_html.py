@@ -115,6 +115,9 @@ def heatmap_figure(cmp: dict):
 
 
 def run_rate_text(run: dict, cmp: dict) -> str:
+    lb = run.get("leaderboard")
+    if cmp.get("attempts_mode") and lb and lb["value"] is not None:
+        return f"k = {run['n_attempts']}: {pct(lb['value'])} (board){' *' if lb['provisional'] else ''}"
     if cmp.get("attempts_mode"):
         return f"k = {run['n_attempts']}: {pct(run['mean_task_pass_fraction'])}"
     return f"{pct(run['pass_rate'])} ({run['passed']}/{run['scored']})"

@@ -120,6 +120,22 @@ def task_fraction(row: dict, k: int) -> tuple[int, int]:
     return int(row["outcome"] == "passed"), int(row["outcome"] in SCORED)
 
 
+def leaderboard_of(tally: dict, k: int) -> dict | None:
+    """The board's resolution rate of a k > 1 tally, recomputed from its slots (checked by
+    validate_attempts), never taken from the file: an older tally has none, a hostile one any."""
+    if k == 1:
+        return None
+    rows = tally["per_task"]
+    open_slots = 0
+    for row in rows:
+        if row.get("verdict"):
+            continue  # a verdict closes its task's slots
+        trials = row.get("slot_trials")
+        open_slots += (trials.count(None) if isinstance(trials, list) and len(trials) == k
+                       else sum(1 for s in row["slots"] if s in ("errored", "unfinished")))
+    return SL.leaderboard_figure([row["slots"] for row in rows], k, open_slots)
+
+
 def run_summary(tally: dict) -> dict:
     """One row of the comparison table: every figure straight from the tally."""
     agent, model = agent_of(tally)
@@ -150,6 +166,7 @@ def run_summary(tally: dict) -> dict:
         "mean_task_pass_fraction": tally.get("mean_task_pass_fraction") if k > 1 else tally["pass_rate"],
         "pass_at_k": tally.get("pass_at_k") if k > 1 else None,
         "bootstrap95": tally.get("bootstrap95") if k > 1 else None,
+        "leaderboard": leaderboard_of(tally, k),
         "cost": None,  # filled by tools/report_cost.py when the run was named (the CLI)
         "exceptions": dict(sorted(tally["exceptions"].items())) if isinstance(tally.get("exceptions"), dict) else {},
         "accounting": tally["accounting"],

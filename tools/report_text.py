@@ -87,12 +87,24 @@ def run_interval(run: dict) -> list[float] | None:
     return [b["low"], b["high"]] if b else run["wilson95"]
 
 
+def board_cells(run: dict) -> list[str]:
+    """The board's figure and its replicate interval (a k = 1 run has none); provisional marked."""
+    lb = run.get("leaderboard")
+    if not lb or lb["value"] is None:
+        return ["—", "—"]
+    iv = lb["interval95"]
+    mark = f" (provisional: {lb['open_slots']} open)" if lb["provisional"] else ""
+    return [f"{pct(lb['value'])} ({lb['passed']}/{lb['trials']}){mark}",
+            interval_text([iv["low"], iv["high"]]) if iv else "—"]
+
+
 def summary_table(cmp: dict) -> list[str]:
     runs = cmp["runs"]
     extra = extra_outcome_columns(runs)
     cost = ["Cost", "$ / pass"] if shows_cost(cmp) else []
     if cmp.get("attempts_mode"):
-        head = (["Run", "Agent", "k", "Pass rate (mean task pass fraction)", "95% CI", "Passed / Scored attempts",
+        head = (["Run", "Agent", "k", "Leaderboard rate (passed / tasks × k)", "95% CI (replicates)",
+                 "Mean task pass fraction", "95% CI", "Passed / Scored attempts",
                  "pass@k", "Errored attempts"] + [e.capitalize() for e in extra]
                 + ["Tokens in / out", "Agent hours", "Trials / task"] + cost)
     else:
@@ -104,7 +116,7 @@ def summary_table(cmp: dict) -> list[str]:
         if cmp.get("attempts_mode"):
             pk = r["pass_at_k"]
             method = "bootstrap" if r["bootstrap95"] else "Wilson"
-            rate = [str(r["n_attempts"]), pct(r["mean_task_pass_fraction"]),
+            rate = [str(r["n_attempts"]), *board_cells(r), pct(r["mean_task_pass_fraction"]),
                     f"{interval_text(run_interval(r))} ({method})", f"{r['passed']}/{r['scored']}",
                     f"{pct(pk['value'])} (k = {pk['k']})" if pk else "—"]
         else:
@@ -188,8 +200,8 @@ def attempts_caption(cmp: dict) -> str:
     """Each run's k and accounting, and what its pass rate is (k > 1 comparisons only)."""
     parts = []
     for r in cmp["runs"]:
-        what = ("mean task pass fraction, 95% CI by a task-level bootstrap" if r["n_attempts"] > 1
-                else "passed / scored tasks, Wilson 95% CI")
+        what = ("the board's rate, passed / (tasks × k), 95% CI from the replicates; * while slots are open"
+                if r["n_attempts"] > 1 else "passed / scored tasks, Wilson 95% CI")
         parts.append(f"{r['run']}: k = {r['n_attempts']}, {r['accounting']} ({what})")
     return ("Runs: " + "; ".join(parts) + ". A task's pass fraction is passed / scored attempts "
             "(✓ passed, ✗ failed, E errored, ? unclassified, … unfinished per slot).")
@@ -245,8 +257,15 @@ def rate_line(run: dict) -> str:
         return (f"Pass rate excluding infra errors: **{pct(run['pass_rate'])}** "
                 f"({run['passed']}/{run['scored']}), 95% CI {interval_text(run['wilson95'])}.")
     pk = run["pass_at_k"]
-    return (f"k = {run['n_attempts']} attempts per task. Pass rate (mean over tasks of each task's pass "
-            f"fraction): **{pct(run['mean_task_pass_fraction'])}**, 95% CI {interval_text(run_interval(run))} "
+    lb = run["leaderboard"]
+    iv = lb["interval95"]
+    provisional = (f" PROVISIONAL: {lb['open_slots']} of {lb['trials']} slots are open (not passed until mop-up "
+                   f"fills them)." if lb["provisional"] else "")
+    return (f"k = {run['n_attempts']} attempts per task. Leaderboard resolution rate (passed / tasks × k, as the "
+            f"board counts): **{pct(lb['value'])}** ({lb['passed']}/{lb['trials']}), 95% CI "
+            f"{interval_text([iv['low'], iv['high']] if iv else None)} (the {lb['k']} replicates, t interval; the "
+            f"board's ± appears to be this spread).{provisional} Mean over tasks of each task's pass fraction: "
+            f"{pct(run['mean_task_pass_fraction'])}, 95% CI {interval_text(run_interval(run))} "
             f"(task-level bootstrap); attempts passed / scored {run['passed']}/{run['scored']}; "
             f"pass@{pk['k']} {pct(pk['value'])}.")
 

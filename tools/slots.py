@@ -23,6 +23,15 @@ Statistics over the slots (k > 1):
     numpy.random.default_rng(BOOTSTRAP_SEED), BOOTSTRAP_RESAMPLES times draw
     rng.integers(0, n, size=n) task indices (n tasks with a pass fraction), take the mean of
     their fractions; the interval is numpy.quantile(means, [0.025, 0.975]).
+
+The headline (leaderboard_figure): the Terminal-Bench leaderboard's resolution rate, passed
+over every submitted trial, errored ones counted as not passed. A submission of the slots holds
+tasks × k trials, so it is passed slots / (tasks × k); an open slot (mop-up would still fill it)
+counts as not passed, and the figure is provisional while any is open. Its 95% interval is
+from the k replicates (replicate j's rate = tasks passed in slot j / tasks; their mean is the
+figure): mean ± t(0.975, k − 1) × their standard error, clipped to [0, 1]. The board's ±
+appears to be this replicate spread (its formula is not published: an inference, noted
+wherever the figure is shown); the task-level bootstrap of each task's passed / k is the second line.
 """
 
 from __future__ import annotations
@@ -135,6 +144,66 @@ def run_stats(slot_outcomes: list[list[str]], k: int) -> dict:
             "low": interval[0], "high": interval[1], "statistic": "mean_task_pass_fraction",
             "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "method": "percentile"},
     }
+
+
+# Student's t, 0.975 quantile, by degrees of freedom (k − 1): the replicates are few (k = 5 gives 4).
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+        10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t975(df: int) -> float:
+    """t(0.975, df): the table's value at the largest tabled df not above df (conservative), 1.96 past 30."""
+    if df > 30:
+        return 1.96
+    return T975[max(d for d in T975 if d <= df)]
+
+
+def leaderboard_figure(slot_outcomes: list[list[str]], k: int, open_slots: int) -> dict:
+    """The board's resolution rate over the slots, its replicate interval and bootstrap (module doc)."""
+    n = len(slot_outcomes)
+    trials = n * k
+    passed = sum(slots.count("passed") for slots in slot_outcomes)
+    value = passed / trials if trials else None
+    rates = [sum(1 for slots in slot_outcomes if slots[j] == "passed") / n for j in range(k)] if n else []
+    stderr = interval = None
+    if value is not None and k > 1:
+        stderr = math.sqrt(sum((r - value) ** 2 for r in rates) / (k - 1)) / math.sqrt(k)
+        half = t975(k - 1) * stderr
+        interval = {"low": max(0.0, value - half), "high": min(1.0, value + half),
+                    "method": f"mean of the {k} replicates ± t(0.975, {k - 1}) = {t975(k - 1)} × their standard error"}
+    boot = bootstrap_interval([slots.count("passed") / k for slots in slot_outcomes])
+    return {
+        "value": value, "passed": passed, "trials": trials, "tasks": n, "k": k,
+        "open_slots": open_slots, "provisional": open_slots > 0,
+        "replicate_rates": rates, "replicate_stderr": stderr, "interval95": interval,
+        "bootstrap95": None if boot is None else {
+            "low": boot[0], "high": boot[1], "statistic": "passed / k per task",
+            "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "method": "percentile"},
+    }
+
+
+def headline_lines(report: dict) -> list[str]:
+    """The board's figure first: the figure with its interval, then the bootstrap; provisional
+    when slots are open, with the command that fills them."""
+    lb = report["leaderboard"]
+    if lb["value"] is None:
+        return ["Leaderboard resolution rate: n/a (no task yet)"]
+    iv = lb["interval95"]
+    ci = ("" if iv is None else f", 95% interval {_pct(iv['low'])} to {_pct(iv['high'])} ({iv['method']}; "
+          f"the board's ± appears to be this replicate spread)")
+    out = [f"Leaderboard resolution rate: {_pct(lb['value'])} ({lb['passed']} passed of {lb['trials']} trials = "
+           f"{lb['tasks']} tasks × {lb['k']}; errored and open slots count as not passed){ci}"]
+    if lb["provisional"]:
+        run = report["run"] or "<run>"
+        fill = ("a bundled example: its open slots show a provisional figure" if run.startswith("example-")
+                else f"make mopup RUN={run}")
+        out.append(f"PROVISIONAL: {lb['open_slots']} of {lb['trials']} slots are open (counted as not passed until "
+                   f"mop-up fills them: {fill})")
+    b = lb["bootstrap95"]
+    if b is not None:
+        out.append(f"  95% interval by a task-level bootstrap of each task's passed / {lb['k']} "
+                   f"({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}): {_pct(b['low'])} to {_pct(b['high'])}")
+    return out
 
 
 # --------------------------------------------------------------------------- rendering (k > 1)

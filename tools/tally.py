@@ -54,7 +54,9 @@ slots (tasks x k), per_task[].outcome is the task's latest settled trial, and th
 also n_attempts, slots, rerolled_trials, mean_task_pass_fraction,
 tasks_with_scored_attempts, pass_at_k {k, value, tasks}, replicates [{replicate, passed,
 scored, pass_rate}], replicate_mean, replicate_stderr, bootstrap95 {low, high, statistic,
-resamples, seed, method}, and per task slots [outcome x k], slots_text, slot_trials,
+resamples, seed, method}, leaderboard {value, passed, trials, tasks, k, open_slots,
+provisional, replicate_rates, replicate_stderr, interval95 {low, high, method}, bootstrap95}
+(the board's resolution rate, shown first), and per task slots [outcome x k], slots_text, slot_trials,
 passed_attempts, scored_attempts, pass_fraction, rerolled (tools/slots.py defines each).
 `retry-targets --json`: {run, policy, infra_types, tasks: [per_task entries plus
 `missing`, the attempts mop-up runs: with k = 1 the tasks whose outcome is errored (infra) or
@@ -147,6 +149,8 @@ def render_text(report: dict) -> str:
     if k > 1:
         out.append(f"Attempts per task (k): {k}; each task's latest {k} settled trials fill its slots")
     out.append("")
+    if k > 1 and report["tasks"]:
+        out += SL.headline_lines(report) + [""]
     if report["tasks"] == 0:
         out.append("EMPTY RUN: the job dirs hold no trial dirs yet (nothing has started, or the wrong --jobs-dir).")
         out.append("")
@@ -218,6 +222,9 @@ def render_markdown(report: dict) -> str:
     out.append("")
     out.append("Job dirs: " + ", ".join(f"`{os.path.basename(d)}`" for d in report["job_dirs"]))
     out.append("")
+    if report.get("n_attempts", 1) > 1 and report["tasks"]:
+        first, *rest = SL.headline_lines(report)
+        out += [f"**{first}**", *[f"- {line.strip()}" for line in rest], ""]
     out += summary_table(report)
     out += ["", f"**{_rate_line(report)}**", ""]
     if report.get("n_attempts", 1) > 1:

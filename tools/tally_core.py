@@ -614,6 +614,7 @@ def tally(
     warnings = list(notes.warnings)
     per_task = []
     slot_outcomes: list[list[str]] = []
+    open_slots = 0  # slots mop-up would still fill (a verdict closes its task's)
     latest_trials: list[Trial] = []  # the counted trials of each task, for the totals
     for task in sorted(by_task):
         group = sorted(by_task[task], key=Trial.sort_key)
@@ -661,6 +662,7 @@ def tally(
                               "outcome": t.outcome, "rule": t.rule} for t in group])
         outcomes = slots.outcomes(verdict.outcome if verdict else None)
         slot_outcomes.append(outcomes)
+        open_slots += 0 if verdict else slots.open
         if k > 1:
             n_scored = sum(1 for o in outcomes if o in ("passed", "failed"))
             entry.update(slots=outcomes, slots_text=SL.glyphs(outcomes),
@@ -721,7 +723,7 @@ def tally(
     if k > 1:
         report.update(n_attempts=k, slots=len(per_task) * k,
                       rerolled_trials=sum(len(e["rerolled"]) for e in per_task),
-                      **SL.run_stats(slot_outcomes, k))
+                      **SL.run_stats(slot_outcomes, k), leaderboard=SL.leaderboard_figure(slot_outcomes, k, open_slots))
     return report
 
 

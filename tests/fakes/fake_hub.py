@@ -16,6 +16,14 @@ by itself after --max-lifetime seconds. It serves exactly what huggingface_hub 2
                                                         answers commitUrl, commitOid and, with
                                                         ?create_pr=1, pullRequestUrl
 
+and for `HfApi.model_info(repo, expand=["evalResults"])` (hf_api.py, model_info; ModelInfo parses
+"evalResults" with parse_eval_result_entries):
+
+    GET  /api/models/{ns}/{name}                        {"id", "evalResults"}: the entries of every
+                                                        .eval_results/*.yaml committed here, read as
+                                                        the Hub reads them (a YAML list); with
+                                                        --no-parse, none (the Hub has not parsed it yet)
+
 and for `HfApi.batch_bucket_files(bucket, add=[...])` (hf_api.py, _batch_bucket_files):
 
     GET  /api/buckets/{ns}/{name}/xet-write-token       the xet CAS's URL (this fake) and a token
@@ -51,8 +59,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import yaml
+
 from tests.fakes.loopback import serve_for, write_port_file
 
+MODEL = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)$")
 PREUPLOAD = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/preupload/(?P<rev>[^/]+)$")
 COMMIT = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/commit/(?P<rev>[^/]+)$")
 XET_TOKEN = re.compile(r"^/api/buckets/(?P<bucket>[^/]+/[^/]+)/xet-write-token$")
@@ -77,12 +88,24 @@ def decode_ndjson(raw: bytes) -> list:
 
 
 class FakeHub:
-    def __init__(self, record_path: str | None, token: str | None, fail_commit: bool):
+    def __init__(self, record_path: str | None, token: str | None, fail_commit: bool, parse: bool = True):
         self.record_path = record_path
         self.token = token
         self.fail_commit = fail_commit
+        self.parse = parse
         self.lock = threading.Lock()
         self.commits = 0
+        self.eval_results: dict[str, list] = {}  # repo -> entries of its committed .eval_results files
+
+    def committed(self, repo: str, lines: list) -> None:
+        """Keep the entries of each .eval_results/*.yaml a commit adds, as the Hub would parse them."""
+        for line in lines:
+            value = line.get("value") if isinstance(line, dict) else None
+            if line.get("key") == "file" and isinstance(value, dict) and \
+                    str(value.get("path", "")).startswith(".eval_results/") and "text" in value:
+                entries = yaml.safe_load(value["text"])
+                with self.lock:
+                    self.eval_results.setdefault(repo, []).extend(entries if isinstance(entries, list) else [])
 
     def record(self, entry: dict) -> None:
         if not self.record_path:
@@ -163,6 +186,7 @@ class Handler(BaseHTTPRequestHandler):
         if method == "POST" and (m := COMMIT.match(path)):
             if hub.fail_commit:
                 return self._reply(403, {"error": "You don't have the rights to create a pull request"})
+            hub.committed(m["repo"], body if isinstance(body, list) else [])
             with hub.lock:
                 hub.commits += 1
                 n = hub.commits
@@ -171,6 +195,10 @@ class Handler(BaseHTTPRequestHandler):
             if query.get("create_pr") == ["1"]:
                 reply["pullRequestUrl"] = f"{endpoint}/{m['repo']}/discussions/{n}"
             return self._reply(200, reply)
+        if method == "GET" and (m := MODEL.match(path)):
+            with hub.lock:
+                entries = list(hub.eval_results.get(m["repo"], [])) if hub.parse else []
+            return self._reply(200, {"id": m["repo"], "modelId": m["repo"], "evalResults": entries})
         if method == "GET" and XET_TOKEN.match(path):
             info = {"casUrl": endpoint, "accessToken": XET_TOKEN_VALUE, "exp": int(time.time()) + 3600}
             return self._reply(200, info, headers={"X-Xet-Cas-Url": endpoint, "X-Xet-Access-Token": XET_TOKEN_VALUE,
@@ -209,8 +237,9 @@ def main() -> None:
     parser.add_argument("--max-lifetime", type=float, default=60.0, help="exit after this many seconds")
     parser.add_argument("--token", default=None, help="accept only this bearer token")
     parser.add_argument("--fail-commit", action="store_true", help="answer the commit with 403")
+    parser.add_argument("--no-parse", action="store_true", help="list no eval results (not parsed yet)")
     args = parser.parse_args()
-    Handler.hub = FakeHub(args.record, args.token, args.fail_commit)
+    Handler.hub = FakeHub(args.record, args.token, args.fail_commit, parse=not args.no_parse)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     write_port_file(server, args.port_file)
