@@ -65,7 +65,11 @@ bench: ## harbor run against RUN's server, then the tally (WHERE=hf: as an HF Jo
 reproduce: ## RUN from nothing to its tally, unattended: serve, probe, smoke, bench, mop-up, tally, stop (resumable; DRY_RUN=1: the plan)
 	@scripts/reproduce.sh
 
-# --- watch the server --------------------------------------------------------------------
+# --- watch the run and its server -----------------------------------------------------------
+
+.PHONY: watch
+watch: ## RUN live: slots settled of tasks × k, pace, ETA, spend and alarms, from its files (ONCE=1: one frame)
+	@scripts/watch.sh
 
 .PHONY: status
 status: ## RUN's server: stage, endpoint health, price, time up and cost so far; warns when idle

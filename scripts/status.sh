@@ -65,6 +65,15 @@ supervisor_status() {
   is_terminal "$STAGE" || say "make stop RUN=$RUN stops the supervisor, then its servers"
 }
 
+# progress_row: the run's progress under the server lines, make watch's one-line summary (slots
+# settled of tasks × k, ETA, spend); nothing when the run has no job dir yet.
+progress_row() {
+  local line max_cost=()
+  [[ -z "$MAX_COST" ]] || max_cost=(--max-cost "$MAX_COST")
+  line=$(tool watch watch --run "$RUN" --summary "${max_cost[@]}" 2>/dev/null) || return 0
+  row progress "$line"
+}
+
 main() {
   is_dry_run || needs_setup hf
   resolve_run
@@ -122,6 +131,7 @@ main() {
   else
     row flavor "$flavor  (price unknown: not in the price list, $PRICES_LABEL)"
   fi
+  progress_row
   if is_terminal "$STAGE"; then
     row billing "stopped"
     return 0

@@ -31,7 +31,7 @@ snapshot() {
     "mopup RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb" "mopup-archive RUN=qwen-t2"
     "mopup-restore RUN=qwen-t2 TRIALS=all" "tally" "compare" "report" "results"
     "check-submission RUN=example-terminus2" "pin RUN=example-terminus2" "test" "check"
-    "submission RUN=example-terminus2" "publish RUN=example-terminus2"
+    "submission RUN=example-terminus2" "publish RUN=example-terminus2" "watch RUN=example-leaderboard"
   )
   for target in "${verbs[@]}"; do
     # shellcheck disable=SC2086  # the target's words

@@ -296,7 +296,7 @@ fresh_copy_without_setup() {
     "publish RUN=example-terminus2|publish|$venv" "mopup RUN=qwen-t2 DRY_RUN=1|mopup|$venv" \
     "mopup-archive RUN=qwen-t2|mopup|$venv" "sandboxes RUN=qwen-t2|sandboxes|$venv" \
     "bench RUN=qwen-t2|bench|$venv" "smoke RUN=qwen-t2|smoke|$venv" "reproduce RUN=qwen-t2|reproduce|$venv" \
-    "bench RUN=qwen-mswea DRY_RUN=1|bench|$venv" \
+    "bench RUN=qwen-mswea DRY_RUN=1|bench|$venv" "watch RUN=example-leaderboard|watch|$venv" \
     "serve RUN=qwen-t2|serve|hf $fix" "status RUN=qwen-t2|status|hf $fix" "logs RUN=qwen-t2|logs|hf $fix" \
     "stop RUN=qwen-t2|stop|hf $fix" "jobs|jobs|hf $fix" "probe RUN=qwen-t2|probe|hf $fix" \
     "pull RUN=qwen-t2 BUCKET=ns/bucket|pull|hf $fix"; do

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Usage: make watch RUN=<run> [ONCE=1] [WATCH_EVERY=60]
+# A live view of the whole run from its own files (tools/watch.py): attempt slots settled out of
+# tasks × k, passed / failed / infra errors / no result yet, per job dir; pace and the infra-error
+# rate over the last hour and the whole run; the ETA and its range; the spend so far and
+# projected to the end (make cost's figures), against MAX_COST; alarms: a stall, trials landing
+# in a job dir the run's are not looked for, infra errors past MAX_INFRA_RATE, the ceiling
+# projected to be reached. On a terminal it redraws every WATCH_EVERY seconds until Ctrl-C;
+# ONCE=1 (or a pipe) prints plain lines. It reads only: no lock, nothing written.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+main() {
+  needs_setup python
+  resolve_run
+  load_settings
+  validate_values
+  require_integer WATCH_EVERY
+  require_flag ONCE
+  [[ "$MAX_INFRA_RATE" =~ ^(0([.][0-9]+)?|1([.]0+)?)$ ]] ||
+    die "setting MAX_INFRA_RATE must be a fraction from 0 to 1 (e.g. 0.3), got '$MAX_INFRA_RATE' (run '$RUN')"
+  local argv=(watch --run "$RUN" --every "$WATCH_EVERY" --max-infra-rate "$MAX_INFRA_RATE")
+  [[ -z "$MAX_COST" ]] || argv+=(--max-cost "$MAX_COST")
+  [[ "$ONCE" != 1 ]] || argv+=(--once)
+  cd "$REPO_ROOT"
+  if is_dry_run; then
+    show_cmd -- .venv/bin/python -m tools.watch "${argv[@]}"
+    return 0
+  fi
+  # The Python tool resolves the run itself, through lib.sh, from the same files.
+  tool watch "${argv[@]}"
+}
+
+main "$@"

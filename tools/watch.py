@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""watch: a live view of a whole run: progress, pace, ETA, spend and alarms.
+
+Usage (through make watch RUN=<run> [ONCE=1] [WATCH_EVERY=60]):
+  python -m tools.watch watch --run RUN [--once] [--every SECONDS] [--now ISO] [--max-cost USD]
+      [--max-infra-rate R] [--tasks N]
+
+Everything comes from what the run's own files already say, read the way the tally reads them
+(tools/tally_core.py; a symlinked job dir is never followed): every job dir of the run (the job,
+its retry jobs, both layouts), its manifest and cost (tools/report_cost.py, make cost's figures).
+
+- Progress: attempt slots settled (a trial mop-up would leave alone) out of tasks × k, the tasks
+  being what the first job planned (its result.json's n_total_trials / k), or --tasks, or those
+  seen; then passed, failed, infra errors (every infra-errored trial so far) and trial dirs with
+  no result yet (running, or stopped mid-trial).
+- Pace: settled trials per hour over the last hour and over the whole run (since its first job
+  started); the infra-error rate (infra-errored / finished trials) over the same two windows.
+- ETA: the slots left over the recent pace (the whole run's when nothing settled in the last
+  hour), with the range the two paces give. Mop-up's work is in it: open slots are slots left.
+- Spend: make cost's total so far, and projected to the end at the run's average rate; with
+  MAX_COST, the ceiling.
+- Alarms, in plain words: nothing settled for longer than the slowest recent trial took; trial
+  dirs of this run's tasks landing in a job dir that is not one of the run's (the reference lost
+  8 hours that way); the infra-error rate over the last hour above --max-infra-rate; the spend
+  projected past MAX_COST.
+
+On a terminal it draws with rich and redraws every --every seconds until Ctrl-C; otherwise (a
+pipe, a log, --once) it prints plain lines. Exit codes: 0, or 1 with a message for a user error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import click
+
+from tools import report_load as RL
+from tools import safe_read as SR
+from tools import slots as SL
+from tools import tally_core as T
+
+HOUR = 3600.0
+
+
+@dataclass
+class Frame:
+    """One view of the run: every figure the watch shows, computed from its files."""
+
+    run: str
+    k: int
+    total: int                 # attempt slots: tasks × k
+    settled: int               # slots filled by a settled trial
+    passed: int
+    failed: int
+    infra: int                 # infra-errored trials so far (every attempt)
+    running: int               # trial dirs with no result.json yet
+    per_job: list[tuple[str, int, int]]  # (job dir name, settled trials, trial dirs)
+    pace_hour: float           # settled trials in the last hour
+    pace_all: float | None     # settled trials per hour since the run started
+    infra_rate_hour: float | None
+    infra_rate_all: float | None
+    eta_hours: float | None
+    eta_range: tuple[float, float] | None
+    spend: dict
+    projected_usd: float | None
+    alarms: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.total > 0 and self.settled >= self.total
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    return dt if dt is None or dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def job_started(job_dir: str) -> datetime | None:
+    """When harbor started the job (its result.json's started_at); None when unknown."""
+    try:
+        value = SR.read_json_object(os.path.join(job_dir, "result.json")).get("started_at")
+    except (OSError, SR.Unreadable):
+        return None
+    return _aware(T.parse_timestamp(value)[0])
+
+
+def planned_tasks(job_dir: str, k: int) -> int | None:
+    """The tasks the first job planned: n_total_trials / k of its result.json."""
+    try:
+        n = SR.read_json_object(os.path.join(job_dir, "result.json")).get("n_total_trials")
+    except (OSError, SR.Unreadable):
+        return None
+    count = T.count_of(n, T.MAX_ATTEMPTS * 100_000)
+    return count // k if count else None
+
+
+def scan(dirs: list[str], policy: T.Policy) -> list[T.Trial]:
+    """Every trial of the run's job dirs, classified as the tally classifies them."""
+    notes = T.ScanNotes()
+    trials: list[T.Trial] = []
+    for d in dirs:
+        for t in T.scan_job_dir(d, notes):
+            if t.status == "finished":
+                t.outcome, t.rule, t.reason = T.classify(t, policy)
+            trials.append(t)
+    return trials
+
+
+def foreign_job_dirs(jobs_dir: Path, run_dirs: list[str], job_name: str, depth: int = 3) -> list[str]:
+    """Job dirs of this run (their config.json names the run's job or one of its retry jobs) that
+    discovery does not find: under the jobs dir, up to `depth` levels down, never through a link.
+    The reference's resume wrote its trials under jobs/<job-name>/ while the flat dir was watched."""
+    mine = {os.path.realpath(d) for d in run_dirs}
+    out: list[str] = []
+
+    def visit(path: str, level: int) -> None:
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            if entry.is_symlink() or not entry.is_dir():
+                continue
+            config = os.path.join(entry.path, "config.json")
+            named = None
+            if os.path.isfile(config) and os.path.realpath(entry.path) not in mine:
+                try:
+                    named = SR.read_json_object(config, what="a config.json").get("job_name")
+                except (OSError, SR.Unreadable):
+                    named = None
+            if isinstance(named, str) and T.retry_number(job_name, named) is not None:
+                try:
+                    trial_dirs, _, _ = SR.trial_dir_entries(entry.path)
+                except SR.Unreadable:
+                    trial_dirs = []
+                out.append(f"{SR.shown(os.path.relpath(entry.path, jobs_dir.parent))} ({len(trial_dirs)} trial dir(s))")
+            elif level < depth and "__" not in entry.name:  # never into a trial dir
+                visit(entry.path, level + 1)
+
+    visit(str(jobs_dir), 1)
+    return out
+
+
+def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None, max_cost: float | None,
+             max_infra_rate: float, with_cost: bool = True) -> Frame:
+    dirs = [str(d) for d in T.run_job_dirs(settings.jobs_dir, settings.job_name)]
+    if not dirs:
+        RL.fail(f"run {settings.run} has no job dir yet under {RL.display_path(str(settings.jobs_dir))} "
+                f"({settings.job_name}): nothing to watch until make bench (or make reproduce) starts it")
+    policy = T.load_policy()
+    verdicts = T.load_verdicts(str(settings.verdicts)) if settings.verdicts else {}
+    report = T.tally(dirs, policy, verdicts, run=settings.run)
+    k = report.get("n_attempts", 1)
+    trials = scan(dirs, policy)
+    if k > 1:  # a verdict settles its task's every slot; otherwise the slots its trials fill
+        settled = sum(k if row["verdict"] else sum(1 for t in row["slot_trials"] if t) for row in report["per_task"])
+    else:
+        settled = sum(1 for row in report["per_task"]
+                      if row["outcome"] != "unfinished" and row["rule"] not in SL.INFRA_RULES)
+    tasks = max(tasks_hint or planned_tasks(dirs[0], k) or 0, report["tasks"])
+    finished = [t for t in trials if t.status == "finished" and t.finished_at]
+    settled_at = sorted(_aware(t.finished_at) for t in finished if SL.is_settled(t))
+    infra_at = [_aware(t.finished_at) for t in finished if not SL.is_settled(t)]
+    starts = [s for s in (job_started(d) for d in dirs) if s]
+    start = min(starts) if starts else (settled_at[0] if settled_at else None)
+    hour_ago = now - timedelta(hours=1)
+    pace_hour = float(sum(1 for s in settled_at if s >= hour_ago))
+    elapsed = (now - start).total_seconds() / HOUR if start else None
+    pace_all = len(settled_at) / elapsed if elapsed and elapsed > 0 else None
+
+    def rate(infra: int, done: int) -> float | None:
+        return infra / done if done else None
+
+    recent_done = sum(1 for t in finished if _aware(t.finished_at) >= hour_ago)
+    total = tasks * k
+    left = max(0, total - settled)
+    paces = [p for p in (pace_hour, pace_all) if p]
+    eta = eta_range = None
+    if left == 0:
+        eta = 0.0
+    elif paces:
+        eta = left / (pace_hour or pace_all)
+        eta_range = (left / max(paces), left / min(paces)) if len(set(paces)) > 1 else None
+    spend = cost_of(settings, report) if with_cost else {"known": False, "why": "not asked"}
+    projected = None
+    if spend.get("known") and elapsed and eta is not None:
+        projected = spend["total_usd"] * (elapsed + eta) / elapsed
+    f = Frame(run=settings.run, k=k, total=total, settled=settled, passed=report["passed"], failed=report["failed"],
+              infra=len(infra_at), running=sum(1 for t in trials if t.status == "unfinished"),
+              per_job=[(os.path.basename(d), sum(1 for t in trials if t.job_dir == os.path.abspath(d)
+                                                   and t.status == "finished" and SL.is_settled(t)),
+                        sum(1 for t in trials if t.job_dir == os.path.abspath(d))) for d in dirs],
+              pace_hour=pace_hour, pace_all=pace_all,
+              infra_rate_hour=rate(sum(1 for s in infra_at if s >= hour_ago), recent_done),
+              infra_rate_all=rate(len(infra_at), len(finished)), eta_hours=eta, eta_range=eta_range,
+              spend=spend, projected_usd=projected)
+    f.alarms = alarms(f, trials, settled_at, now, max_cost, max_infra_rate,
+                      foreign_job_dirs(Path(settings.jobs_dir), dirs, settings.job_name))
+    return f
+
+
+def alarms(f: Frame, trials: list[T.Trial], settled_at: list[datetime], now: datetime, max_cost: float | None,
+           max_infra_rate: float, foreign: list[str]) -> list[str]:
+    out = []
+    if not f.finished and settled_at:
+        recent = sorted((t for t in trials if t.status == "finished" and t.agent_seconds and SL.is_settled(t)),
+                        key=lambda t: _aware(t.finished_at))[-10:]
+        slowest = max((t.agent_seconds for t in recent), default=None)
+        quiet = (now - settled_at[-1]).total_seconds()
+        if slowest and quiet > slowest:
+            out.append(f"stalled: no trial has settled for {hours(quiet / HOUR)}, longer than the slowest of the "
+                       f"last {len(recent)} took ({hours(slowest / HOUR)}): is harbor running, is the server up? "
+                       f"(make status RUN={f.run})")
+    for where in foreign:
+        out.append(f"misplaced trials: {where} is a job of this run (its config.json names it) where the run's job "
+                   f"dirs are not looked for: a resume writing there looks idle here (the reference lost 8 hours so); "
+                   f"move it next to the others, or set JOBS_DIR")
+    if f.infra_rate_hour is not None and f.infra_rate_hour > max_infra_rate:
+        out.append(f"infra errors: {pct(f.infra_rate_hour)} of the trials that finished in the last hour, above "
+                   f"{pct(max_infra_rate)} (MAX_INFRA_RATE): the sandboxes or the server are strained; lower N_CONCURRENT")
+    if max_cost and f.projected_usd is not None and f.projected_usd > max_cost:
+        out.append(f"ceiling: the spend is projected to reach ${f.projected_usd:,.2f} by the end, past MAX_COST "
+                   f"${max_cost:,.2f}: the run will be stopped there")
+    return out
+
+
+def cost_of(settings: RL.RunSettings, report: dict) -> dict:
+    """make cost's figures for the run (its manifest, HF's durations and prices), or why unknown."""
+    from tools import report_cost as RC  # heavy: the hf client, only when a cost is asked for
+    return RC.run_cost(settings, report)
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def hours(h: float | None) -> str:
+    if h is None:
+        return "n/a"
+    minutes = int(round(h * 60))
+    return f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def lines_of(f: Frame) -> list[str]:
+    """The frame as plain lines (what a pipe, a log and --once get)."""
+    share = f.settled / f.total if f.total else 0.0
+    width = 30
+    bar = "#" * round(width * share) + "." * (width - round(width * share))
+    out = [f"run {f.run}: [{bar}] {f.settled}/{f.total} attempt slots settled ({pct(share)}; "
+           f"{f.total // f.k if f.k else 0} tasks × {f.k})",
+           f"  passed {f.passed}, failed {f.failed}, infra errors {f.infra} (every attempt), "
+           f"no result yet {f.running} (running, or stopped mid-trial)"]
+    if len(f.per_job) > 1:
+        out += [f"  {name}: {done} settled of {n} trial dir(s)" for name, done, n in f.per_job]
+    out.append(f"  pace: {f.pace_hour:.0f} settled in the last hour, "
+               f"{'n/a' if f.pace_all is None else f'{f.pace_all:.1f}'} per hour over the whole run; infra-error "
+               f"rate {pct(f.infra_rate_hour)} (last hour), {pct(f.infra_rate_all)} (whole run)")
+    if f.finished:
+        out.append("  ETA: finished")
+    elif f.eta_hours is None:
+        out.append("  ETA: unknown (nothing has settled yet)")
+    else:
+        which = "the last hour's" if f.pace_hour else "the whole run's"
+        span = "" if not f.eta_range else f" (range {hours(f.eta_range[0])} to {hours(f.eta_range[1])} by the two paces)"
+        out.append(f"  ETA: {hours(f.eta_hours)} at {which} pace{span}, {f.total - f.settled} slot(s) left, "
+                   f"mop-up's included")
+    if f.spend.get("known"):
+        proj = "" if f.projected_usd is None else f", projected ${f.projected_usd:,.2f} at the end"
+        out.append(f"  spend: ${f.spend['total_usd']:,.2f} so far{proj} ({f.spend['prices']})")
+    else:
+        out.append(f"  spend: unknown ({SR.printable(str(f.spend.get('why', '')))})")
+    out += [f"  ALARM: {a}" for a in f.alarms] or ["  alarms: none"]
+    return out
+
+
+def summary_line(f: Frame) -> str:
+    """One line for make status: done/total, ETA, spend."""
+    eta = "finished" if f.finished else ("ETA unknown" if f.eta_hours is None else f"ETA {hours(f.eta_hours)}")
+    spend = f"${f.spend['total_usd']:,.2f} spent" if f.spend.get("known") else "spend unknown"
+    alarm = f"; {len(f.alarms)} alarm(s): make watch RUN={f.run}" if f.alarms else ""
+    return f"progress: {f.settled}/{f.total} attempt slots settled, {eta}, {spend}{alarm}"
+
+
+@click.group()
+def cli() -> None:
+    """Watch a run."""
+
+
+@cli.command("watch")
+@click.option("--run", "run", default="", help="The run (default: the last one used).")
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+@click.option("--every", type=click.FloatRange(min=1, max=86400), default=60.0, show_default=True)
+@click.option("--now", "now_text", default="", help="The time to compute at (ISO 8601; tests).")
+@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True, max=1e9), default=None)
+@click.option("--max-infra-rate", type=click.FloatRange(min=0, max=1), default=0.3, show_default=True)
+@click.option("--tasks", "tasks_hint", type=click.IntRange(min=1, max=1_000_000), default=None,
+              help="Tasks in the run (default: what its first job planned).")
+@click.option("--summary", is_flag=True, help="One line (for make status).")
+def watch_cmd(run, once, every, now_text, max_cost, max_infra_rate, tasks_hint, summary):
+    """Progress, pace, ETA, spend and alarms of RUN, from its files."""
+    settings = RL.run_settings(run)
+
+    def now() -> datetime:
+        if not now_text:
+            return datetime.now(timezone.utc)
+        parsed, _ = T.parse_timestamp(now_text)
+        if parsed is None:
+            RL.fail(f"--now {SR.printable(now_text)[:40]!r} is not an ISO 8601 time")
+        return _aware(parsed)
+
+    def build() -> Frame:
+        try:
+            return frame_of(settings, now=now(), tasks_hint=tasks_hint, max_cost=max_cost,
+                            max_infra_rate=max_infra_rate)
+        except T.TallyError as e:
+            RL.fail(f"run {settings.run}: {e}")
+
+    if summary:
+        click.echo(summary_line(build()))
+        return
+    if once or not sys.stdout.isatty():
+        click.echo("\n".join(lines_of(build())))
+        if once:
+            return
+    live_view(build, every)
+
+
+def live_view(build, every: float) -> None:
+    """Redraw every `every` seconds with rich until Ctrl-C; plain lines when not on a terminal."""
+    if not sys.stdout.isatty():
+        while True:  # a log: one frame per interval
+            time.sleep(every)
+            click.echo("\n".join(lines_of(build())))
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    console = Console()
+    try:
+        with Live(Text("\n".join(lines_of(build()))), console=console, refresh_per_second=1) as live:
+            while True:
+                time.sleep(every)
+                live.update(Text("\n".join(lines_of(build()))))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    cli()
