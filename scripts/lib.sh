@@ -268,10 +268,10 @@ validate_values() {
 }
 
 # Variables make's command line may carry that are not settings: what a verb acts on (RUN,
-# RUNS, TASK), how it reports (JSON, TIMEOUTS, OUT), where things are (JOB_DIR, STATE_ROOT)
+# RUNS, TASK), how it reports (JSON, TIMEOUTS, OUT, HTML), where things are (JOB_DIR, STATE_ROOT)
 # the Python make setup builds .venv with (PYTHON), and the server job a remote bench job is
 # told about (SERVER_JOB, set by make bench WHERE=hf). Any other name must be a setting.
-readonly NON_SETTINGS="RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK SERVER_JOB"
+readonly NON_SETTINGS="RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK SERVER_JOB HTML"
 
 # closest_name NAME CANDIDATE...: the candidate nearest NAME (case-insensitive edit distance,
 # a swap of two letters counting one), when it is near enough to be a typo of it.

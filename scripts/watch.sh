@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Usage: make watch RUN=<run> [ONCE=1] [WATCH_EVERY=60]
+# Usage: make watch RUN=<run> [ONCE=1] [WATCH_EVERY=60] [HTML=path]
 # A live view of the whole run from its own files (tools/watch.py): attempt slots settled out of
 # tasks × k, passed / failed / infra errors / no result yet, per job dir; pace and the infra-error
 # rate over the last hour and the whole run; the ETA and its range; the spend so far and
 # projected to the end (make cost's figures), against MAX_COST; alarms: a stall, trials landing
 # in a job dir the run's are not looked for, infra errors past MAX_INFRA_RATE, the ceiling
 # projected to be reached. On a terminal it redraws every WATCH_EVERY seconds until Ctrl-C;
-# ONCE=1 (or a pipe) prints plain lines. It reads only: no lock, nothing written.
+# ONCE=1 (or a pipe) prints plain lines. HTML=path also writes each frame as a self-contained
+# page that reloads itself every WATCH_EVERY seconds, with a plot of settled trials and infra
+# errors over time. It reads the run only: no lock, nothing written but that page.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -22,6 +24,7 @@ main() {
   local argv=(watch --run "$RUN" --every "$WATCH_EVERY" --max-infra-rate "$MAX_INFRA_RATE")
   [[ -z "$MAX_COST" ]] || argv+=(--max-cost "$MAX_COST")
   [[ "$ONCE" != 1 ]] || argv+=(--once)
+  [[ -z "${HTML:-}" ]] || argv+=(--html "$HTML")
   cd "$REPO_ROOT"
   if is_dry_run; then
     show_cmd -- .venv/bin/python -m tools.watch "${argv[@]}"

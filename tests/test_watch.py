@@ -8,6 +8,7 @@ at a known minute after T0; the frame is computed at a fixed --now, and every ex
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -157,3 +158,32 @@ def test_make_watch_once_prints_the_frame_offline_and_writes_nothing(tmp_path):
                           "MAX_INFRA_RATE=70%"], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode != 0
     assert "watch: setting MAX_INFRA_RATE must be a fraction from 0 to 1 (e.g. 0.3), got '70%'" in bad.stderr
+
+
+def test_the_page_shows_the_bar_and_the_plot_and_reloads_itself(tmp_path):
+    """make watch HTML=…: a self-contained page, opened in headless Chromium with no network: the
+    bar at the settled share, the plot with both lines, and a reload every WATCH_EVERY seconds."""
+    import matplotlib.image
+
+    from tests.test_report_html import CHROMIUM_FLAGS, chromium, dump_dom
+    page = tmp_path / "watch.html"
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
+    env["STATE_ROOT"] = str(tmp_path / "state")
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-terminus2", "ONCE=1",
+                           "WATCH_EVERY=45", f"HTML={page}"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = page.read_text()
+    assert not re.search(r"""(src|href)=["'](?!data:|#)""", text)  # self-contained: nothing fetched
+    dom = dump_dom(page, tmp_path / "profile")
+    assert '<meta http-equiv="refresh" content="45">' in dom
+    assert '<div class="fill" id="fill" style="width:69.2%"></div>' in dom  # 9 of 13 slots
+    assert '<p id="progress">9/13 attempt slots settled (69.2%)</p>' in dom
+    assert 'id="settled"' in dom and 'id="infra"' in dom  # both lines of the plot
+    # What a person sees: a screenshot holds the bar's green and the infra line's red.
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--window-size=900,900",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    pixels = (matplotlib.image.imread(shot)[:, :, :3] * 255).round().astype(int).reshape(-1, 3).tolist()
+    colors = {tuple(p) for p in pixels}
+    assert (0x1b, 0x5e, 0x20) in colors and (0xb7, 0x1c, 0x1c) in colors
+    assert not (tmp_path / "state").exists()

@@ -69,6 +69,8 @@ class Frame:
     spend: dict
     projected_usd: float | None
     alarms: list[str] = field(default_factory=list)
+    settled_at: list[datetime] = field(default_factory=list)  # each settled trial's end, for the page's plot
+    infra_at: list[datetime] = field(default_factory=list)    # each infra error's end
 
     @property
     def finished(self) -> bool:
@@ -197,7 +199,7 @@ def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None,
               pace_hour=pace_hour, pace_all=pace_all,
               infra_rate_hour=rate(sum(1 for s in infra_at if s >= hour_ago), recent_done),
               infra_rate_all=rate(len(infra_at), len(finished)), eta_hours=eta, eta_range=eta_range,
-              spend=spend, projected_usd=projected)
+              spend=spend, projected_usd=projected, settled_at=settled_at, infra_at=sorted(infra_at))
     f.alarms = alarms(f, trials, settled_at, now, max_cost, max_infra_rate,
                       foreign_job_dirs(Path(settings.jobs_dir), dirs, settings.job_name))
     return f
@@ -285,6 +287,56 @@ def summary_line(f: Frame) -> str:
     return f"progress: {f.settled}/{f.total} attempt slots settled, {eta}, {spend}{alarm}"
 
 
+def timeline_svg(f: Frame) -> str:
+    """Settled trials and infra errors over time, cumulative, as a small SVG (matplotlib, as the
+    report draws)."""
+    from tools import report_html as RH
+    plt, _, _ = RH._matplotlib()
+    fig = plt.figure(figsize=(6.4, 2.6), dpi=100)
+    ax = fig.add_axes((0.1, 0.2, 0.85, 0.68))
+    for times, label, color in ((f.settled_at, "settled trials", "#1b5e20"), (f.infra_at, "infra errors", "#b71c1c")):
+        if times:
+            line, = ax.step(times, range(1, len(times) + 1), where="post", label=label, color=color)
+            line.set_gid("settled" if label.startswith("settled") else "infra")
+    ax.set_ylabel("trials", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_title(f"{f.run}: settled trials and infra errors over time", fontsize=9)
+    if f.settled_at or f.infra_at:
+        ax.legend(fontsize=7, frameon=False, loc="upper left")
+    fig.autofmt_xdate()
+    svg = RH.figure_bytes(fig, "svg").decode("utf-8")
+    plt.close(fig)
+    return svg[svg.index("<svg"):]
+
+
+def page_of(f: Frame, every: float) -> str:
+    """The frame as a self-contained HTML page that reloads itself every `every` seconds."""
+    import html
+    share = f.settled / f.total if f.total else 0.0
+    items = [line.strip() for line in lines_of(f)[1:]]
+    rows = "".join(f"<li class='{'alarm' if item.startswith('ALARM') else 'figure'}'>{html.escape(item)}</li>"
+                   for item in items)
+    return (f"<!doctype html><html><head><meta charset='utf-8'>"
+            f"<meta http-equiv='refresh' content='{int(every)}'>"
+            f"<title>{html.escape(f.run)}: {f.settled}/{f.total}</title>"
+            "<style>body{font-family:sans-serif;margin:1.5em;max-width:60em}"
+            ".bar{background:#eee;height:1.4em;width:100%;border:1px solid #888}"
+            ".fill{background:#1b5e20;height:100%}.alarm{color:#b71c1c}li{margin:.2em 0}</style></head><body>"
+            f"<h1>{html.escape(f.run)}</h1>"
+            f"<div class='bar' id='bar' title='{f.settled}/{f.total}'><div class='fill' id='fill' "
+            f"style='width:{100 * share:.1f}%'></div></div>"
+            f"<p id='progress'>{f.settled}/{f.total} attempt slots settled ({pct(share)})</p>"
+            f"<ul>{rows}</ul><div id='plot'>{timeline_svg(f)}</div>"
+            f"<p>Reloads every {int(every)} s (make watch HTML=…).</p></body></html>\n")
+
+
+def write_page(path: Path, text: str) -> None:
+    """Write the page whole or not at all (a reader reloading mid-write sees the last one)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 @click.group()
 def cli() -> None:
     """Watch a run."""
@@ -300,7 +352,9 @@ def cli() -> None:
 @click.option("--tasks", "tasks_hint", type=click.IntRange(min=1, max=1_000_000), default=None,
               help="Tasks in the run (default: what its first job planned).")
 @click.option("--summary", is_flag=True, help="One line (for make status).")
-def watch_cmd(run, once, every, now_text, max_cost, max_infra_rate, tasks_hint, summary):
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the frame as a self-reloading HTML page here, every frame.")
+def watch_cmd(run, once, every, now_text, max_cost, max_infra_rate, tasks_hint, summary, html_path):
     """Progress, pace, ETA, spend and alarms of RUN, from its files."""
     settings = RL.run_settings(run)
 
@@ -312,12 +366,18 @@ def watch_cmd(run, once, every, now_text, max_cost, max_infra_rate, tasks_hint, 
             RL.fail(f"--now {SR.printable(now_text)[:40]!r} is not an ISO 8601 time")
         return _aware(parsed)
 
+    if html_path is not None and not html_path.parent.is_dir():
+        RL.fail(f"HTML={SR.printable(str(html_path))}: its directory does not exist; name a file in an existing one")
+
     def build() -> Frame:
         try:
-            return frame_of(settings, now=now(), tasks_hint=tasks_hint, max_cost=max_cost,
-                            max_infra_rate=max_infra_rate)
+            f = frame_of(settings, now=now(), tasks_hint=tasks_hint, max_cost=max_cost,
+                         max_infra_rate=max_infra_rate)
         except T.TallyError as e:
             RL.fail(f"run {settings.run}: {e}")
+        if html_path is not None:
+            write_page(html_path, page_of(f, every))
+        return f
 
     if summary:
         click.echo(summary_line(build()))
