@@ -3,10 +3,14 @@
 # The run's job dirs as a Terminal-Bench leaderboard submission:
 # OUT/submissions/terminal-bench/<version>/<agent>__<model>/ with metadata.yaml (from the run's
 # settings: AGENT_DISPLAY_NAME, AGENT_URL, MODEL_DISPLAY_NAME, ...; env/defaults.env) and a
-# copy of every job dir of the run, retry jobs included, as harbor wrote them. Then
-# check-submission on the copy: its verdict is printed and is the exit code (the tree stays,
-# so a rejected one can be looked at). The run's own dirs are only read. OUT defaults to the
-# repository (submissions/ is ignored by git). DRY_RUN=1 lists what it would write.
+# copy of every job dir of the run, retry jobs included, holding only the trials the
+# leaderboard counts: per task its N_ATTEMPTS slot-filling trials, as make tally counts them
+# (errored, unfinished and re-rolled trials are left out, each named). Refused, writing
+# nothing, while a slot is open (make mopup), a passing trial lacks its trajectory (make pull
+# PULL=all), a config overrides a timeout or resource, or a task of the dataset never ran.
+# Then check-submission on the copy: its verdict is printed and is the exit code (the tree
+# stays, so a rejected one can be looked at). The run's own dirs are only read. OUT defaults
+# to the repository (submissions/ is ignored by git). DRY_RUN=1 lists what it would write.
 # The logic is tools/submission.py.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -19,7 +23,7 @@ main() {
   require JOBS_DIR JOB_NAME AGENT MODEL
   local out=${OUT:-.}
   local argv=("$REPO_ROOT/.venv/bin/python" -m tools.submission build
-    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --out "$out" --run "$RUN"
+    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --out "$out" --run "$RUN" --where "${WHERE:-local}"
     --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}"
     --agent-display-name "$AGENT_DISPLAY_NAME" --agent-org-display-name "$AGENT_ORG_DISPLAY_NAME"
     --agent-url "$AGENT_URL" --model-provider "$MODEL_PROVIDER"

@@ -1,9 +1,12 @@
-"""make submission: the leaderboard's layout, metadata.yaml, a copy of every job dir, the check.
+"""make submission: the leaderboard's layout, metadata.yaml, the counted trials of every job dir, the check.
 
-The bundled example (runs/example-terminus2.env) is built through make itself: its tree, its
-metadata.yaml word for word, every file byte-identical to the run's, the run's own job dirs
-unchanged (hashed before and after), and check-submission's verdict printed and in the exit
-code. A job dir that meets the rules is built and accepted. Refusals change nothing.
+The bundled examples go through make itself: example-terminus2 and example-leaderboard are
+refused (open slots, trajectories, a ×4 multiplier) with nothing written; the finished
+example-leaderboard-complete is built with exactly its 6 tasks × 5 counted trial dirs (worked out
+here from the result.json files), metadata.yaml word for word, every copied file byte-identical
+to the run's, and check-submission's verdict printed and in the exit code. The run's own job
+dirs are hashed before and after. A job dir that meets the rules is built and accepted.
+Refusals change nothing. The slot rules on fixtures: tests/test_submission_slots.py.
 """
 
 from __future__ import annotations
@@ -61,70 +64,163 @@ def make(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProce
                           text=True, env=env, timeout=120)
 
 
-def test_the_example_is_built_copied_unchanged_and_rejected_with_the_verdict(tmp_path):
+def test_the_example_is_refused_and_nothing_is_written(tmp_path):
+    """example-terminus2 (k = 1, a ×4 multiplier, slots still open, non-ATIF trajectories): refused
+    before anything is written, each problem named with its fix; the run's dirs untouched."""
     sources = [EXAMPLE_JOBS / job for job in EXAMPLE_JOB_DIRS]
     before = [tree_hash(src) for src in sources]
     out = tmp_path / "out"
     proc = make("submission", "RUN=example-terminus2", f"OUT={out}", f"STATE_ROOT={tmp_path / 'state'}")
-    # check-submission rejects it (×4 multiplier, one attempt, a crashed trial): the exit says so.
     assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert "does NOT meet the Terminal-Bench leaderboard rules" in proc.stdout
-    assert "agent_timeout_multiplier is 4" in proc.stdout
-    assert "fewer than 5 valid trials" in proc.stdout
-    # ...and the tree is there to look at: metadata.yaml and both job dirs, retry job included.
-    dest = out / SUBMISSION
-    assert sorted(p.name for p in dest.iterdir()) == sorted(["metadata.yaml", *EXAMPLE_JOB_DIRS])
-    assert (dest / "metadata.yaml").read_text() == EXPECTED_METADATA
-    # Every file as harbor wrote it, but the one trial harbor never finished (no result.json).
-    crashed = [t for job in EXAMPLE_JOB_DIRS for t in sorted((EXAMPLE_JOBS / job).iterdir())
-               if (t / "config.json").is_file() and t.name != "config.json" and not (t / "result.json").exists()]
-    assert [t.name for t in crashed] == ["schemelike-metacircular-eval__aebd692"]
-    for job in EXAMPLE_JOB_DIRS:
-        src, dst = EXAMPLE_JOBS / job, dest / job
-        src_files = sorted(str(p.relative_to(src)) for p in src.rglob("*")
-                           if p.is_file() and not any(t in p.parents for t in crashed))
-        assert src_files == sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file())
-        for rel in src_files:
-            assert (src / rel).read_bytes() == (dst / rel).read_bytes(), rel
-    assert not (dest / crashed[0].parent.name / crashed[0].name).exists()
-    # The run's own dirs: not one byte, mode or mtime changed.
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert lines[0] == ("submission: refused, nothing was written: the leaderboard's resolution rate is passed over "
+                        "every trial submitted, so each task must hold exactly its 1 slot-filling trial, as the rules "
+                        "want them")
+    assert lines[1] == ("submission: 4 of 13 tasks have open attempt slots (4 of 13 slots have no settled trial): "
+                        "feal-linear-cryptanalysis (0 of 1 settled), qemu-startup (0 of 1 settled), query-optimize "
+                        "(0 of 1 settled), schemelike-metacircular-eval (0 of 1 settled); fill them with make mopup "
+                        "RUN=<your run> (run example-terminus2 is a bundled example, never mopped up: make submission "
+                        "RUN=example-leaderboard-complete shows a bundled run with every slot filled)")
+    assert lines[2].startswith("submission: 4 passing trials lack a valid ATIF agent/trajectory.json")
+    assert ("examples/jobs/example-terminus2-tb21/fix-git__dafc564/ (not ATIF: Field required at agent, and 1 more)"
+            in lines[2])
+    assert ("submission: examples/jobs/example-terminus2-tb21/config.json: agent_timeout_multiplier is 4; the "
+            "leaderboard requires 1.0 (set AGENT_TIMEOUT_MULTIPLIER=1 in runs/example-terminus2.env)") in lines
+    assert ("submission: 9 submitted trials' config.json (e.g. examples/jobs/example-terminus2-tb21/"
+            "build-pov-ray__cfaa0cf/config.json): agent_timeout_multiplier is 4; the leaderboard requires 1.0 "
+            "(set AGENT_TIMEOUT_MULTIPLIER=1 in runs/example-terminus2.env)") in lines
+    assert ("submission: the run covers 13 of 13 tasks of its dataset (as examples/jobs/example-terminus2-tb21/"
+            "lock.json lists them)") in lines
+    assert not out.exists()
     assert [tree_hash(src) for src in sources] == before
-    assert f"built {out / SUBMISSION}/" in proc.stderr
-    assert (f"submission: left out examples/jobs/{crashed[0].parent.name}/{crashed[0].name}/: no result.json "
-            "(a trial harbor never finished; its attempt slot is for mop-up to fill)") in proc.stderr.splitlines()
 
 
-def test_the_leaderboard_example_is_accepted(tmp_path):
-    """The bundled k = 5 run: its crashed attempt is left out, its slot filled by the retry job."""
+def test_the_leaderboard_example_is_refused_while_mopup_has_slots_to_fill(tmp_path):
+    """The bundled k = 5 run: cobol-modernization has two errored slots, so nothing is written."""
+    sources = [EXAMPLE_JOBS / job for job in ("example-leaderboard-tb21", "example-leaderboard-tb21-retry-1")]
+    before = [tree_hash(src) for src in sources]
     out = tmp_path / "out"
     proc = make("submission", "RUN=example-leaderboard", f"OUT={out}", f"STATE_ROOT={tmp_path / 'state'}")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert ("submission: 1 of 6 tasks have open attempt slots (2 of 30 slots have no settled trial): "
+            "cobol-modernization (3 of 5 settled); fill them with make mopup RUN=<your run> (run example-leaderboard "
+            "is a bundled example, never mopped up: make submission RUN=example-leaderboard-complete shows a bundled "
+            "run with every slot filled)") in proc.stderr.splitlines()
+    # Its passing trials have no agent/ dir at all (13 of them): refused for that too.
+    assert "submission: 13 passing trials lack a valid ATIF agent/trajectory.json" in proc.stderr
+    assert ("submission: the dataset's coverage cannot be checked: no job dir records the dataset's whole task "
+            "list (a lock.json of a job that ran it unfiltered); the run has 6 tasks") in proc.stderr.splitlines()
+    assert not out.exists()
+    assert [tree_hash(src) for src in sources] == before
+
+
+COMPLETE_JOBS = ["example-leaderboard-complete-tb21", "example-leaderboard-complete-tb21-retry-1",
+                 "example-leaderboard-complete-tb21-retry-2"]
+
+
+def counted_by_hand(jobs: list[Path], k: int = 5) -> tuple[set[Path], set[Path]]:
+    """(the trial dirs a submission holds, those it leaves out), worked out from the result.json
+    files alone: an infra exception (the example's SandboxError and ReadTimeout) or no result.json
+    is unsettled; per task the latest k settled by finished_at count, older ones are re-rolls."""
+    settled: dict[str, list[tuple[str, Path]]] = {}
+    every = set()
+    for job in jobs:
+        for trial in (t for t in job.iterdir() if t.is_dir()):
+            every.add(trial)
+            if not (trial / "result.json").exists():
+                continue
+            res = json.loads((trial / "result.json").read_text())
+            if (res.get("exception_info") or {}).get("exception_type") in ("SandboxError", "ReadTimeout"):
+                continue
+            settled.setdefault(res["task_name"], []).append((res["finished_at"], trial))
+    counted = {t for group in settled.values() for _, t in sorted(group)[-k:]}
+    return counted, every - counted
+
+
+def test_the_complete_example_is_accepted_with_exactly_its_counted_trials(tmp_path):
+    sources = [EXAMPLE_JOBS / job for job in COMPLETE_JOBS]
+    before = [tree_hash(src) for src in sources]
+    out = tmp_path / "out"
+    proc = make("submission", "RUN=example-leaderboard-complete", f"OUT={out}", f"STATE_ROOT={tmp_path / 'state'}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    dest = out / "submissions" / "terminal-bench" / "2.1" / "Terminus-2__Qwen3.8-27B-FP8"
+    dest = out / SUBMISSION
     assert proc.stdout == (f"submission {dest}: meets the Terminal-Bench leaderboard rules "
-                           "(6 tasks, 32 trials, at least 5 valid trials per task).\n")
-    assert not (dest / "example-leaderboard-tb21" / "path-tracing__ddaf886").exists()
-    assert (dest / "example-leaderboard-tb21-retry-1" / "path-tracing__aeea562" / "result.json").is_file()
+                           "(6 tasks, 30 trials, at least 5 valid trials per task).\n")
+    counted, left_out = counted_by_hand(sources)
+    assert len(counted) == 6 * 5 and len(left_out) == 5
+    submitted = {EXAMPLE_JOBS / t.parent.name / t.name for job in COMPLETE_JOBS for t in (dest / job).iterdir()
+                 if t.is_dir()}
+    assert submitted == counted
+    assert sorted(p.name for p in dest.iterdir()) == sorted(["metadata.yaml", *COMPLETE_JOBS])
+    # Each job's own files and each counted trial's files, byte for byte; nothing else.
+    for job in COMPLETE_JOBS:
+        src, dst = EXAMPLE_JOBS / job, dest / job
+        want = sorted(str(p.relative_to(src)) for p in src.rglob("*")
+                      if p.is_file() and not any(t in p.parents for t in left_out))
+        assert want == sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file())
+        for rel in want:
+            assert (src / rel).read_bytes() == (dst / rel).read_bytes(), rel
+    assert (dest / "metadata.yaml").read_text() == EXPECTED_METADATA
+    # One line per left-out trial, each with why.
+    said = [line for line in proc.stderr.splitlines() if line.startswith("submission: left out ")]
+    assert sorted(line.split(" ", 3)[3].split("/: ")[0] for line in said) == sorted(
+        str(t.relative_to(REPO)) for t in left_out)
+    assert (f"submission: built {dest}/ (metadata.yaml, 3 job dirs, 30 trial dirs: 6 tasks × 5 attempts)"
+            in proc.stderr.splitlines())
+    assert ("submission: the run covers 6 of 6 tasks of its dataset (as examples/jobs/"
+            "example-leaderboard-complete-tb21/lock.json lists them)") in proc.stderr.splitlines()
+    # The headline is the board's own figure over what the tree holds: passed / (tasks × k), exactly.
+    passed = sum(json.loads((t / "result.json").read_text())["verifier_result"]["rewards"]["reward"] == 1.0
+                 for t in counted)
+    assert (f"submission: Leaderboard resolution rate: {100 * passed / 30:.2f}% ({passed} passed of 30 trials = "
+            f"6 tasks × 5; errored and open slots count as not passed), 95% interval ") in proc.stderr
+    assert "PROVISIONAL" not in proc.stderr
+    assert [tree_hash(src) for src in sources] == before
 
 
 def test_dry_run_lists_what_it_would_write_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
-    proc = make("submission", "RUN=example-terminus2", f"OUT={out}", "DRY_RUN=1", f"STATE_ROOT={tmp_path / 'state'}")
+    dest = out / SUBMISSION
+    proc = make("submission", "RUN=example-leaderboard-complete", f"OUT={out}", "DRY_RUN=1",
+                f"STATE_ROOT={tmp_path / 'state'}")
     assert proc.returncode == 0, proc.stderr
-    assert f"would create {out / SUBMISSION}/" in proc.stdout
+    assert f"would create {dest}/" in proc.stdout
     assert "    agent_display_name: Terminus 2" in proc.stdout
-    for job in EXAMPLE_JOB_DIRS:
-        assert f"would copy examples/jobs/{job}/ to {out / SUBMISSION / job}/" in proc.stdout
+    lines = proc.stdout.splitlines()
+    for job, n in zip(COMPLETE_JOBS, (25, 3, 2)):
+        assert f"would copy examples/jobs/{job}/ to {dest / job}/ ({n} trial dirs and the job's own files)" in lines
+    assert "would submit 30 trial dirs: 6 tasks × 5 attempts" in lines
+    assert sum(line.startswith("left out ") for line in lines) == 5
     assert not out.exists()
     assert not (tmp_path / "state").exists()
 
 
+def test_a_dry_run_of_a_refused_run_prints_the_refusal_and_exits_0(tmp_path):
+    """A dry run was asked what would happen: it says, writes nothing, and exits 0 (tests/dry-run.bats)."""
+    out = tmp_path / "out"
+    proc = make("submission", "RUN=example-leaderboard", f"OUT={out}", "DRY_RUN=1", f"STATE_ROOT={tmp_path / 'state'}")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert ("would be refused, writing nothing: the leaderboard's resolution rate is passed over every trial "
+            "submitted, so each task must hold exactly its 5 slot-filling trials, as the rules want them") in lines
+    assert ("  - 1 of 6 tasks have open attempt slots (2 of 30 slots have no settled trial): cobol-modernization "
+            "(3 of 5 settled); fill them with make mopup RUN=<your run> (run example-leaderboard is a bundled "
+            "example, never mopped up: make submission RUN=example-leaderboard-complete shows a bundled run with "
+            "every slot filled)") in lines
+    assert not any(line.startswith("would then check it") for line in lines)
+    assert not out.exists()
+
+
 def valid_job(root: Path, name: str = "good-job", trials: int = 5) -> Path:
-    """A job dir that meets the rules: multiplier 1, one task with `trials` valid results
-    (each a copy of a finished trial of the bundled example, harbor's own files)."""
-    src = EXAMPLE_JOBS / "example-terminus2-tb21" / "fix-git__dafc564"
+    """A job dir that meets the rules: multiplier 1, k = `trials`, one task with `trials` valid
+    results (each a copy of a passing trial of the finished bundled example, harbor's own files,
+    its ATIF trajectory included)."""
+    src = EXAMPLE_JOBS / "example-leaderboard-complete-tb21" / "fix-git__baaab07"
     job = root / name
     job.mkdir(parents=True)
-    (job / "config.json").write_text(json.dumps({"job_name": name, "agent_timeout_multiplier": 1.0}))
+    (job / "config.json").write_text(json.dumps({"job_name": name, "n_attempts": trials,
+                                                 "agent_timeout_multiplier": 1.0}))
     for i in range(trials):
         shutil.copytree(src, job / f"fix-git__{i:07x}")
     return job
@@ -247,7 +343,10 @@ def test_an_out_that_is_not_a_directory_of_ones_own_is_refused(tmp_path, out, wh
 def test_a_credential_in_the_run_refuses_the_submission_before_anything_is_written(tmp_path):
     job = valid_job(tmp_path / "jobs")
     leaked = job / "fix-git__0000000" / "agent" / "trajectory.json"
-    leaked.write_text('{"observation": "export OPENAI_API_KEY=sk-proj-Ab3dEfGhIjKlMnOpQrStUvWxYz0123456789"}\n')
+    # A valid ATIF trajectory (harbor's model), one line, that echoed a key in a step.
+    traj = json.loads(leaked.read_text())
+    traj["steps"][0]["message"] = "export OPENAI_API_KEY=sk-proj-Ab3dEfGhIjKlMnOpQrStUvWxYz0123456789"
+    leaked.write_text(json.dumps(traj) + "\n")
     result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
     assert result.exit_code == 1
     assert (f"make submission refused: a credential may be in the files it would upload: {leaked}:1: what looks like "

@@ -50,13 +50,19 @@ def config_problems(job_dir: Path, run: str | None = None) -> list[str]:
 
     The advice names this repository's settings (runs/<run>.env), not harbor's flags.
     """
-    path = job_dir / "config.json"
+    return config_file_problems(job_dir / "config.json", run)
+
+
+def config_file_problems(path: Path, run: str | None = None, whose: str = "job") -> list[str]:
+    """The same rules on one config.json: a job's (JobConfig: `agents`, a list) or a trial's
+    (TrialConfig: `agent`, one mapping; make submission checks every trial it submits, since
+    a trial's own config is what harbor ran it with)."""
     try:
         cfg = SR.read_json_object(path, what="a config.json")
     except FileNotFoundError:
-        return [f"{path}: missing; the job's settings cannot be checked (it is written by harbor run)"]
+        return [f"{path}: missing; the {whose}'s settings cannot be checked (it is written by harbor run)"]
     except SR.Unreadable as e:
-        return [f"{path}: unreadable ({e}); the job's settings cannot be checked"]
+        return [f"{path}: unreadable ({e}); the {whose}'s settings cannot be checked"]
     problems = []
     for key in MULTIPLIERS:
         value = cfg.get(key)
@@ -74,12 +80,14 @@ def config_problems(job_dir: Path, run: str | None = None) -> list[str]:
         if env.get(key) is not None:
             problems.append(f"{path}: environment.{key} is {SR.clip(str(env[key]), 60)}; resource overrides are "
                             f"not allowed ({_not_ours(run)})")
-    agents = cfg.get("agents") if isinstance(cfg.get("agents"), list) else []
-    for i, agent in enumerate(agents):
-        agent = _mapping(agent)
+    listed = cfg.get("agents") if isinstance(cfg.get("agents"), list) else []
+    agents = [(f"agents[{i}]", _mapping(a)) for i, a in enumerate(listed)]
+    if isinstance(cfg.get("agent"), dict):
+        agents.append(("agent", cfg["agent"]))
+    for label, agent in agents:
         for key in AGENT_OVERRIDES:
             if agent.get(key) is not None:
-                problems.append(f"{path}: agents[{i}].{key} is {SR.clip(str(agent[key]), 60)}; agent timeout "
+                problems.append(f"{path}: {label}.{key} is {SR.clip(str(agent[key]), 60)}; agent timeout "
                                 f"overrides are not allowed ({_not_ours(run)})")
     verifier = _mapping(cfg.get("verifier"))
     for key in VERIFIER_OVERRIDES:

@@ -5,7 +5,7 @@ Usage:
   python -m tools.submission build --jobs-dir D --job-name N --out OUT --version V
       --agent-display-name A --agent-org-display-name O --agent-url U
       --model-name M --model-provider P --model-display-name MD --model-org-display-name MO
-      [--run RUN] [--dry-run]
+      [--run RUN] [--where local|hf] [--dry-run]
 
 The layout and metadata.yaml are the leaderboard's own, from the README of its Hub dataset
 (https://huggingface.co/datasets/harborframework/terminal-bench-2-leaderboard, "Submission
@@ -15,18 +15,33 @@ Structure" and "Required: metadata.yaml"):
         metadata.yaml         agent_url, agent_display_name, agent_org_display_name,
                               models: [{model_name, model_provider, model_display_name,
                                         model_org_display_name}]
-        <job-folder>/         every job dir of the run, with all its contents
+        <job-folder>/         every job dir of the run: its own files and its counted trial dirs
 
-The job dirs are the run's, found as the tally finds them (tools/tally.py run_job_dirs: the
-job, its retry jobs, both layouts), copied as harbor wrote them: symlinks are copied as
-links, never followed; nothing in the run's own dirs is moved or changed. One exception:
-a trial dir with no result.json (harbor never finished it) is left out and named, since the
-leaderboard reads <trial>/result.json for every trial and the dir holds no outcome. Then the tree is
-checked with check-submission (tools/report.py check_submission) and the verdict printed:
-the tree stays either way, so a rejected one can be looked at.
+The job dirs are the run's, found as the tally finds them (tools/tally_core.py run_job_dirs:
+the job, its retry jobs, both layouts). The leaderboard's resolution rate is passed over every
+trial submitted (an errored one counts as not passed), so each job dir is copied with only the
+trial dirs the tally counts: per task its k slot-filling trials, the latest k settled ones
+(tools/slots.py fill over the tally's own per-task grouping; k is the first job's n_attempts).
+Every other trial dir is left out and named with why: infra-errored, unfinished (no
+result.json), unreadable, re-rolled (an older settled attempt), shadowed (an infra error after
+the slots filled), as harbor's own --max-retries deletes a retried attempt. A job's own files
+(config.json, result.json, lock.json, job.log) are copied; symlinks are copied as links, never
+followed; a link or hard link that could lead out of the run is left out and named; nothing in
+the run's own dirs is moved or changed.
 
-Exit codes: 0 the submission is built and meets the rules (or --dry-run printed its plan);
-1 it is built and does not meet them (the verdict says why), or a user error, named.
+Refused, with nothing written and the make command that fixes it named: a task with an open
+slot (fewer than k settled trials: make mopup); a passing trial without a valid ATIF
+agent/trajectory.json (harbor's Trajectory model; make pull PULL=all for a remote run); a
+timeout multiplier or a timeout or resource override in the job's config.json or any submitted
+trial's (check-submission's rules); tasks of the dataset the run never ran (the dataset's task
+list from the lock.json of a job that ran it unfiltered; without one, coverage is only noted);
+a credential in any file (tools/credentials.py). Then the tree is checked with check-submission
+(tools/report.py check_submission, which also wants k >= 5) and the verdict printed: the tree
+stays either way, so a rejected one can be looked at.
+
+Exit codes: 0 the submission is built and meets the rules (or --dry-run printed its plan, a
+refusal included); 1 refused (nothing written), built and not meeting the rules (the verdict
+says why), or a user error, named.
 """
 
 from __future__ import annotations
@@ -45,10 +60,17 @@ import yaml
 
 from tools import credentials as CR
 from tools import report as R
+from tools import report_submission as RS
 from tools import safe_read as SR
+from tools import slots as SL
 from tools import tally_core as T
 
 LEADERBOARD_README = "https://huggingface.co/datasets/harborframework/terminal-bench-2-leaderboard"
+TRAJECTORY = "trajectory.json"          # agent/trajectory.json: harbor's ATIF trajectory of a trial
+TRAJECTORY_CAP = 256 << 20              # real ones are megabytes; a bigger one is not read
+LOCK_CAP = 64 << 20                     # as tools/pin.py reads a lock.json
+# DatasetConfig fields that run only part of a dataset: such a job's lock.json lists only that part.
+DATASET_FILTERS = ("task_names", "exclude_task_names", "n_tasks")
 
 
 @dataclass(frozen=True)
@@ -145,40 +167,237 @@ def submission_dir(out: Path, version: str, meta: Metadata) -> Path:
     return out / "submissions" / "terminal-bench" / version / name
 
 
+# --------------------------------------------------------------------------- which trials
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which trial dirs of the run the leaderboard counts: per task, its k slot-filling trials
+    (the latest k settled, tools/slots.py fill), and why every other trial dir is left out."""
+
+    k: int
+    tasks: list[str]
+    kept: set[str]                # trial dirs in a slot (as the tally names them: shown absolute paths)
+    passed: list[str]             # of those, the passing ones (they need a trajectory)
+    left_out: dict[str, str]      # trial dir -> why it is not submitted
+    open: dict[str, int]          # task -> its settled trials, when fewer than k
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """A trial as the tally's report lists it, in the shape slots.fill reads (status, outcome, rule)."""
+
+    trial_dir: str
+    status: str
+    outcome: str
+    rule: str
+    exception_type: str | None
+
+
+def _seen(t: dict) -> _Seen:
+    # The tally sets a trial's outcome to its status when it has no usable result.json.
+    status = t["outcome"] if t["outcome"] in ("unfinished", "unreadable") else "finished"
+    return _Seen(t["trial_dir"], status, t["outcome"], t["rule"], t["exception_type"])
+
+
+def select_trials(job_dirs: list[Path]) -> Selection:
+    """The tally's own grouping and slot rule (tools/tally_core.py tally, tools/slots.py fill),
+    with the default outcome policy: k is the first job's n_attempts, as for make tally."""
+    report = T.tally(job_dirs, T.load_policy())
+    k = report.get("n_attempts", 1)
+    unreadable = {u["path"]: u["error"] for u in report["unreadable"]}
+    kept, passed, left_out, open_slots = set(), [], {}, {}
+    for entry in report["per_task"]:
+        slots = SL.fill([_seen(t) for t in entry["trials"]], k)
+        kept |= {t.trial_dir for t in slots.counted}
+        passed += [t.trial_dir for t in slots.counted if t.outcome == "passed"]
+        if slots.open:
+            open_slots[entry["task"]] = len(slots.counted)
+        rerolled, shadowed = {t.trial_dir for t in slots.rerolled}, {t.trial_dir for t in slots.shadowed}
+        for t in map(_seen, entry["trials"]):
+            if t.trial_dir not in kept:
+                left_out[t.trial_dir] = _why_left_out(t, k, rerolled, shadowed, unreadable)
+    return Selection(k, [e["task"] for e in report["per_task"]], kept, passed, left_out, open_slots)
+
+
+def _why_left_out(t: _Seen, k: int, rerolled: set, shadowed: set, unreadable: dict) -> str:
+    if t.trial_dir in rerolled:
+        return (f"re-rolled: an older settled attempt ({t.outcome}); the task's latest {k} settled "
+                f"trials fill its slots")
+    if t.status == "unfinished":
+        return "no result.json (a trial harbor never finished)"
+    if t.status == "unreadable":
+        error = unreadable.get(SR.shown(os.path.join(t.trial_dir, "result.json")), "unreadable")
+        return f"unreadable result.json ({error})"
+    what = t.exception_type or t.rule
+    if t.trial_dir in shadowed:
+        return f"an infra error ({what}) after the task's {k} slots were filled; not an attempt"
+    return f"an infra error ({what}): unscored, never counted; its slot is filled by another attempt (make mopup)"
+
+
+def _tally_name(path: str | os.PathLike) -> str:
+    """A trial dir as the tally's report names it (tally_core.scan_job_dir: absolute, shown)."""
+    return SR.shown(os.path.abspath(path))
+
+
+# --------------------------------------------------------------------------- what is refused
+
+
+def mopup_fix(run: str) -> str:
+    """The command that fills open slots; a bundled example is never mopped up (refuse_bundled_example)."""
+    if run.startswith("example-"):
+        return (f"make mopup RUN=<your run> (run {run} is a bundled example, never mopped up: make submission "
+                f"RUN=example-leaderboard-complete shows a bundled run with every slot filled)")
+    return f"make mopup RUN={run}"
+
+
+def open_slot_problem(sel: Selection, run: str) -> list[str]:
+    if not sel.open:
+        return []
+    slots = sum(sel.k - n for n in sel.open.values())
+    shown = ", ".join(f"{task} ({n} of {sel.k} settled)" for task, n in list(sorted(sel.open.items()))[:10])
+    more = f" (+{len(sel.open) - 10} more)" if len(sel.open) > 10 else ""
+    return [f"{len(sel.open)} of {len(sel.tasks)} tasks have open attempt slots ({slots} of "
+            f"{len(sel.tasks) * sel.k} slots have no settled trial): {shown}{more}; fill them with "
+            f"{mopup_fix(run)}"]
+
+
+def trajectory_problem(trial: Path, outside: set[Path]) -> str | None:
+    """Why a passing trial's agent/trajectory.json is not a valid ATIF trajectory (harbor's own
+    Trajectory model: schema_version ATIF-v1.0 to v1.8, an agent, at least one step), or None."""
+    from harbor.models.trajectories.trajectory import Trajectory
+    from pydantic import ValidationError
+
+    path = trial / "agent" / TRAJECTORY
+    if any(p in outside or p.is_symlink() for p in (trial / "agent", path)):
+        return "a link, left out of the copy"
+    try:
+        raw = SR.read_regular(path, TRAJECTORY_CAP, "a trajectory.json")
+    except FileNotFoundError:
+        return "missing"
+    except SR.Unreadable as e:
+        return str(e)
+    try:
+        Trajectory.model_validate_json(raw)
+    except ValidationError as e:
+        return f"not ATIF: {RS.validation_summary(e)}"
+    return None
+
+
+def trajectory_problems(trials: list[Path], outside: set[Path], run: str, where: str) -> list[str]:
+    bad = [(t, why) for t in trials if (why := trajectory_problem(t, outside))]
+    if not bad:
+        return []
+    shown = ", ".join(f"{SR.shown(str(t))}/ ({why})" for t, why in bad[:10])
+    more = f" (+{len(bad) - 10} more)" if len(bad) > 10 else ""
+    fix = (f"bring them home with make pull RUN={run} PULL=all (make pull leaves trajectories out by default)"
+           if where == "hf" else
+           f"a local run has no other copy of what its agent wrote, so run those tasks again (a run benched as "
+           f"an HF Job: make pull RUN={run} PULL=all brings its trajectories home)")
+    return [f"{len(bad)} passing trials lack a valid ATIF agent/{TRAJECTORY}, which the leaderboard needs for "
+            f"every passing trial: {shown}{more}; {fix}"]
+
+
+def override_problems(job_dirs: list[Path], trials: list[Path], run: str) -> list[str]:
+    """check-submission's config rules (timeout multipliers, timeout and resource overrides) on
+    every job's config.json and every submitted trial's: the same problem in many trials is one line."""
+    problems = [p for d in job_dirs for p in RS.config_problems(d, run)]
+    by_rest: dict[str, list[Path]] = {}
+    for trial in trials:
+        path = trial / "config.json"
+        for p in RS.config_file_problems(path, run, whose="trial"):
+            by_rest.setdefault(p.removeprefix(f"{path}: "), []).append(trial)
+    for rest, where in by_rest.items():
+        problems.append(f"{len(where)} submitted trials' config.json (e.g. {SR.shown(str(where[0]))}/config.json): "
+                        f"{rest}")
+    return problems
+
+
+def dataset_tasks(job_dirs: list[Path]) -> tuple[set[str] | None, str]:
+    """The dataset's whole task list as the run recorded it, and where: the lock.json of a job
+    that ran its datasets unfiltered (harbor's JobLock lists every trial it planned; a retry
+    job's --include-task-name, -n or -x lists only some). (None, why) when no job did."""
+    from harbor.models.job.lock import JobLock
+
+    for d in job_dirs:
+        try:
+            cfg = SR.read_json_object(d / "config.json", what="a config.json")
+            datasets = cfg.get("datasets")
+            if not (isinstance(datasets, list) and datasets and all(
+                    isinstance(ds, dict) and not any(ds.get(f) for f in DATASET_FILTERS) for ds in datasets)):
+                continue
+            lock = JobLock.model_validate(SR.read_json_object(d / "lock.json", LOCK_CAP, "a lock.json"))
+        except (OSError, SR.Unreadable, ValueError):
+            continue  # harbor writes both when a job starts; without them this job cannot tell
+        names = {SR.clip(t.task.name) for t in lock.trials}
+        if names:
+            return names, f"{SR.shown(str(d))}/lock.json"
+    return None, "no job dir records the dataset's whole task list (a lock.json of a job that ran it unfiltered)"
+
+
+def coverage(sel: Selection, job_dirs: list[Path], run: str) -> tuple[str, list[str]]:
+    """(a note on how much of the dataset the run covers, the refusal when tasks are missing)."""
+    dataset, where = dataset_tasks(job_dirs)
+    if dataset is None:
+        return (f"the dataset's coverage cannot be checked: {where}; the run has {len(sel.tasks)} tasks", [])
+    missing = sorted(dataset - set(sel.tasks))
+    note = (f"the run covers {len(dataset) - len(missing)} of {len(dataset)} tasks of its dataset "
+            f"(as {where} lists them)")
+    if not missing:
+        return note, []
+    more = f" (+{len(missing) - 10} more)" if len(missing) > 10 else ""
+    return note, [f"{note}: {len(missing)} missing, e.g. {', '.join(missing[:10])}{more}; run them with "
+                  f"{mopup_fix(run)}"]
+
+
+# --------------------------------------------------------------------------- the plan
+
+
 @dataclass(frozen=True)
 class Plan:
     dest: Path                        # the <agent>__<model> dir
     metadata: str                     # metadata.yaml's text
     copies: list[tuple[Path, Path]]   # (job dir of the run, its copy in dest)
-    left_out: list[Path]              # crashed trial dirs (no result.json), not copied
+    trials: list[Path]                # the trial dirs copied: every task's k slot-filling trials
+    left_out: list[tuple[Path, str]]  # dirs of the job dirs not copied (other trials, other dirs), and why
     linked_jobs: list[Path]           # job dir names that are symlinks: never followed, not copied
     outside: list[tuple[Path, str]]   # what could lead out of the run's tree, not copied, and why
+    k: int                            # attempts per task (the first job's n_attempts)
+    tasks: int
+    coverage: str                     # how much of the dataset the run covers, or why that is unknown
+    problems: list[str]               # why the leaderboard would not count it as it stands: a refusal
 
 
-def crashed_trial_dirs(job_dir: Path) -> list[Path]:
-    """Trial dirs of a job with no result.json: a trial harbor never finished (killed, crashed).
-
-    The leaderboard reads `<trial>/result.json` for every trial of a job folder, so such a
-    dir is only noise that fails its check; it holds no outcome. Its attempt slot is what
-    mop-up fills (a retry job), so leaving it out loses nothing the leaderboard counts, and
-    the run's own copy stays where it is.
-    """
+def job_entries(job_dir: Path, sel: Selection) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """(the trial dirs of a job that fill slots, every other dir in it with why it is left out).
+    Files at the job's top (config.json, result.json, lock.json, job.log) are copied."""
     try:
-        trials, _, _ = SR.trial_dir_entries(str(job_dir))
-    except SR.Unreadable:
-        return []  # check-submission names the unreadable job dir
-    return [Path(t) for t in trials if not os.path.lexists(os.path.join(t, "result.json"))]
+        trials, refused, others = SR.trial_dir_entries(str(job_dir))
+    except SR.Unreadable as e:
+        R.fail(f"{job_dir}: {e}; nothing was written")
+    kept, left = [], []
+    for t in map(Path, trials):
+        name = _tally_name(t)
+        if name in sel.kept:
+            kept.append(t)
+        else:
+            left.append((t, sel.left_out.get(name, "not read by the tally")))
+    left += [(Path(p), why) for p, why in refused]
+    left += [(Path(p), "not a trial dir (no result.json, config.json or <task>__<id> name)") for p in others]
+    return kept, left
 
 
-def leads_outside(job_dir: Path) -> list[tuple[Path, str]]:
-    """What in a job dir could carry something from outside the run into the submission, and why:
-    a symlink whose target is absolute or leaves the job dir (an upload reads through it: the HF
-    token, /etc/passwd), and a file with a second hard link (its other name may be a token file).
-    Symlinks inside the job are copied as links; nothing is ever followed."""
+def leads_outside(job_dir: Path, skip: set[Path] = frozenset()) -> list[tuple[Path, str]]:
+    """What in a job dir (less `skip`, what is left out anyway) could carry something from outside
+    the run into the submission, and why: a symlink whose target is absolute or leaves the job dir
+    (an upload reads through it: the HF token, /etc/passwd), and a file with a second hard link
+    (its other name may be a token file). Symlinks inside the job are copied as links; nothing is
+    ever followed."""
     found = []
     root = os.path.realpath(job_dir)
     for where, dirs, files in os.walk(job_dir):
-        for name in sorted(dirs + files):
+        dirs[:] = [d for d in dirs if Path(where) / d not in skip]
+        for name in sorted(dirs + [f for f in files if Path(where) / f not in skip]):
             path = Path(where) / name
             try:
                 st = os.lstat(path)
@@ -204,12 +423,8 @@ def check_out(out: Path) -> None:
         R.fail(f"OUT={out} exists and is not a directory: give a directory (OUT=. builds ./submissions/...)")
 
 
-def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta: Metadata) -> Plan:
-    """What build writes, decided before anything is: refusals change nothing."""
-    problems = meta.problems()
-    if problems:
-        R.fail("the leaderboard's metadata.yaml needs every field: " + "; ".join(problems))
-    check_out(out)
+def run_dirs(jobs_dir: Path, job_name: str, out: Path, dest: Path) -> tuple[list[Path], list[Path]]:
+    """(the run's job dirs to submit, those whose name is a symlink); refusals change nothing."""
     try:
         job_dirs = T.run_job_dirs(jobs_dir, job_name)
     except T.TallyError as e:
@@ -220,7 +435,6 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
     job_dirs = [d for d in job_dirs if not d.is_symlink()]
     if not job_dirs:
         R.fail(f"no job dir of {job_name!r} under {jobs_dir}: nothing to submit (make bench, or make pull)")
-    dest = submission_dir(out, version, meta)
     seen: dict[str, Path] = {}
     for d in job_dirs:
         if d.name in seen:
@@ -232,32 +446,62 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
         src = d.resolve()
         if resolved_dest == src or src in resolved_dest.parents or resolved_dest in src.parents:
             R.fail(f"OUT ({out}) overlaps the run's job dir {d}: pick an OUT outside the jobs dir")
+    return job_dirs, linked
+
+
+def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta: Metadata,
+                    run: str | None = None, where: str = "local") -> Plan:
+    """What build writes, decided before anything is: refusals change nothing."""
+    problems = meta.problems()
+    if problems:
+        R.fail("the leaderboard's metadata.yaml needs every field: " + "; ".join(problems))
+    check_out(out)
+    dest = submission_dir(out, version, meta)
+    job_dirs, linked = run_dirs(jobs_dir, job_name, out, dest)
     if os.path.lexists(dest):
         R.fail(f"{dest} already exists; nothing was changed. Remove it (rm -r -- {shlex.quote(str(dest))}) "
                f"or give another OUT=dir")
+    run = run or "<run>"
+    try:
+        sel = select_trials(job_dirs)
+    except T.TallyError as e:
+        R.fail(str(e))
+    trials, left_out = [], []
+    for d in job_dirs:
+        kept, left = job_entries(d, sel)
+        trials += kept
+        left_out += left
+    skip = {p for p, _ in left_out}
+    outside = [found for d in job_dirs for found in leads_outside(d, skip)]
+    passing = set(sel.passed)
+    passed = [t for t in trials if _tally_name(t) in passing]
+    note, missing = coverage(sel, job_dirs, run)
+    problems = (open_slot_problem(sel, run) + trajectory_problems(passed, {p for p, _ in outside}, run, where)
+                + override_problems(job_dirs, trials, run) + missing)
     plan = Plan(dest=dest, metadata=metadata_yaml(meta), copies=[(d, dest / d.name) for d in job_dirs],
-                left_out=[t for d in job_dirs for t in crashed_trial_dirs(d)], linked_jobs=linked,
-                outside=[found for d in job_dirs for found in leads_outside(d)])
-    # The tree is for upload: nothing in it may hold a credential (tools/credentials.py).
-    findings = CR.scan_files([str(p) for p in copied_files(plan)])
-    if findings:
-        R.fail(CR.refusal(findings, "make submission", nothing="written"))
+                trials=trials, left_out=left_out, linked_jobs=linked, outside=outside, k=sel.k,
+                tasks=len(sel.tasks), coverage=note, problems=problems)
+    if not problems:
+        # The tree is for upload: nothing in it may hold a credential (tools/credentials.py).
+        findings = CR.scan_files([str(p) for p in copied_files(plan)])
+        if findings:
+            R.fail(CR.refusal(findings, "make submission", nothing="written"))
     return plan
+
+
+def skipped(plan: Plan) -> set[Path]:
+    return {p for p, _ in plan.left_out} | {p for p, _ in plan.outside}
 
 
 def copied_files(plan: Plan) -> list[Path]:
     """The regular files build copies: the job dirs less what is left out."""
-    skip = set(plan.left_out) | {p for p, _ in plan.outside}
+    skip = skipped(plan)
     files = []
     for src, _ in plan.copies:
         for where, dirs, names in os.walk(src):
             dirs[:] = [d for d in dirs if Path(where) / d not in skip]
             files += [Path(where) / n for n in names if Path(where) / n not in skip]
     return files
-
-
-def count_files(root: Path) -> int:
-    return sum(len(files) for _, _, files in os.walk(root))
 
 
 def build(plan: Plan) -> None:
@@ -267,7 +511,7 @@ def build(plan: Plan) -> None:
         plan.dest.parent.mkdir(parents=True, exist_ok=True)
         tmp.mkdir()
         (tmp / "metadata.yaml").write_text(plan.metadata, encoding="utf-8")
-        left_out = set(plan.left_out) | {p for p, _ in plan.outside}
+        left_out = skipped(plan)
         for src, dst in plan.copies:
             # symlinks=True: a link is copied as a link, never followed out of the job.
             # shutil refuses a FIFO or device (SpecialFileError) instead of hanging on it.
@@ -279,9 +523,8 @@ def build(plan: Plan) -> None:
         R.fail(f"cannot build {plan.dest}: {SR.clip(str(e), 500)}; nothing was written there")
 
 
-def left_out_line(trial: Path) -> str:
-    return (f"left out {SR.shown(str(trial))}/: no result.json (a trial harbor never finished; "
-            f"its attempt slot is for mop-up to fill)")
+def left_out_line(path: Path, why: str) -> str:
+    return f"left out {SR.shown(str(path))}/: {why}"
 
 
 def linked_job_line(job: Path) -> str:
@@ -293,16 +536,37 @@ def outside_line(path: Path, why: str) -> str:
     return f"left out {SR.shown(str(path))}: {why}"
 
 
+def report_lines(plan: Plan) -> list[str]:
+    """What is left out and why, and the dataset's coverage: said by build and by a dry run."""
+    return ([left_out_line(p, why) for p, why in plan.left_out] + [linked_job_line(j) for j in plan.linked_jobs]
+            + [outside_line(p, why) for p, why in plan.outside] + [plan.coverage])
+
+
+def refusal_lines(plan: Plan) -> list[str]:
+    trials = "trial" if plan.k == 1 else "trials"
+    return ([f"refused, nothing was written: the leaderboard's resolution rate is passed over every trial "
+             f"submitted, so each task must hold exactly its {plan.k} slot-filling {trials}, as the rules want them"]
+            + plan.problems)
+
+
+DRY_RUN_HINT = ("make submission RUN={run} DRY_RUN=1 lists every trial dir it would submit or leave out, "
+                "and why")
+
+
 def dry_run_text(plan: Plan) -> str:
     lines = [f"would create {plan.dest}/",
              f"would write {plan.dest / 'metadata.yaml'}:"]
     lines += [f"    {line}" for line in plan.metadata.splitlines()]
     for src, dst in plan.copies:
-        lines.append(f"would copy {src}/ to {dst}/ ({count_files(src)} files, as harbor wrote them)")
-    lines += [left_out_line(t) for t in plan.left_out]
-    lines += [linked_job_line(j) for j in plan.linked_jobs]
-    lines += [outside_line(p, why) for p, why in plan.outside]
-    lines.append(f"would then check it: python -m tools.report check-submission {plan.dest}/<job> ...")
+        n = sum(1 for t in plan.trials if t.parent == src)
+        lines.append(f"would copy {src}/ to {dst}/ ({n} trial dirs and the job's own files)")
+    lines.append(f"would submit {len(plan.trials)} trial dirs: {plan.tasks} tasks × {plan.k} attempts")
+    lines += report_lines(plan)
+    if plan.problems:
+        lines += ["would be " + refusal_lines(plan)[0].replace("nothing was written", "writing nothing")]
+        lines += [f"  - {p}" for p in plan.problems]
+    else:
+        lines.append(f"would then check it: python -m tools.report check-submission {plan.dest}/<job> ...")
     return "\n".join(lines) + "\n"
 
 
@@ -331,24 +595,32 @@ def settings_options(f):
 @click.option("--out", required=True, type=click.Path(path_type=Path),
               help="The submission goes under OUT/submissions/terminal-bench/<version>/.")
 @settings_options
-@click.option("--run", default=None, help="The run's name, for check-submission's advice (runs/<run>.env).")
+@click.option("--run", default=None, help="The run's name, for the advice (runs/<run>.env, make mopup RUN=...).")
+@click.option("--where", default="local", help="Where harbor ran (WHERE): hf's trajectories come with make pull.")
 @click.option("--dry-run", is_flag=True, help="Print what would be written, and write nothing.")
-def build_cmd(jobs_dir, job_name, out, run, dry_run, **settings):
+def build_cmd(jobs_dir, job_name, out, run, where, dry_run, **settings):
     """Build the submission tree of a run, then check it against the leaderboard rules."""
     meta = resolve_metadata(**{k: v for k, v in settings.items() if k not in ("dataset_repo", "version")})
     version = settings["version"] or version_of(settings["dataset_repo"])
-    plan = plan_submission(jobs_dir, job_name, out, version, meta)
+    plan = plan_submission(jobs_dir, job_name, out, version, meta, run=run, where=where)
     if dry_run:
+        # A dry run prints its plan, a refusal included, and exits 0: it was asked what would happen.
         R.echo(dry_run_text(plan), nl=False)
         return
+    if plan.problems:
+        for line in refusal_lines(plan) + [plan.coverage, DRY_RUN_HINT.format(run=run or "<run>")]:
+            R.echo(f"submission: {line}", err=True)
+        sys.exit(1)
     build(plan)
-    R.echo(f"submission: built {plan.dest}/ (metadata.yaml and {len(plan.copies)} job dirs)", err=True)
-    for trial in plan.left_out:
-        R.echo(f"submission: {left_out_line(trial)}", err=True)
-    for job in plan.linked_jobs:
-        R.echo(f"submission: {linked_job_line(job)}", err=True)
-    for path, why in plan.outside:
-        R.echo(f"submission: {outside_line(path, why)}", err=True)
+    R.echo(f"submission: built {plan.dest}/ (metadata.yaml, {len(plan.copies)} job dirs, "
+           f"{len(plan.trials)} trial dirs: {plan.tasks} tasks × {plan.k} attempts)", err=True)
+    # The board's own figure over what the tree holds (tools/slots.py leaderboard_figure): first.
+    held = T.tally([str(dst) for _, dst in plan.copies], T.load_policy(), run=run)
+    if held.get("n_attempts", 1) > 1:
+        for line in SL.headline_lines(held):
+            R.echo(f"submission: {line.strip()}", err=True)
+    for line in report_lines(plan):
+        R.echo(f"submission: {line}", err=True)
     verdict = R.check_submission([dst for _, dst in plan.copies], run=run)
     R.echo(R.submission_markdown(f"submission {plan.dest}", verdict), nl=False)
     if not verdict["ok"]:
