@@ -141,6 +141,10 @@ check-submission: ## does RUN meet the Terminal-Bench leaderboard rules? if not,
 submission: ## RUN as a leaderboard submission under OUT (default .): metadata.yaml + a copy of its job dirs, then check-submission
 	@scripts/submission.sh
 
+.PHONY: submit
+submit: ## RUN to the leaderboard via Harbor Hub: make submission, harbor upload of each job (ids in state/RUN/submit.json), leaderboard submit
+	@scripts/submit.sh
+
 .PHONY: publish
 publish: ## RUN's result as a pull request to the model repo's .eval_results/, its README and job dirs to BUCKET
 	@scripts/publish.sh

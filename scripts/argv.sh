@@ -58,6 +58,18 @@ refuse_key_in_argv() {
     die "run '$RUN': $AGENT on ENV_TYPE=$ENV_TYPE is refused: $exposure, so its key (OPENAI_API_KEY=<token>) would sit in a local process's argv, readable by every local user (ps). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
 }
 
+# validate_registry_dataset: DATASET is harbor's `-d org/name[@version]` (a Harbor registry
+# package; harbor's PackageReference takes org/name, ORG_NAME_PATTERN), and the run's one
+# source: with DATASET_REPO too, what ran and what the submission and publish read (they read
+# DATASET_REPO) could differ; DATASET_REF pins a git commit, which a registry dataset has not.
+validate_registry_dataset() {
+  [[ -n "$DATASET" ]] || return 0
+  [[ "$DATASET" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9][A-Za-z0-9._:+-]*)?$ && "$DATASET" != *..* ]] ||
+    die "setting DATASET must be a Harbor registry dataset org/name[@version] (harbor run -d), e.g. terminal-bench/terminal-bench-2-1, got '$DATASET' (run '$RUN')"
+  [[ -z "$DATASET_REPO" && -z "$DATASET_REF" ]] ||
+    die "run '$RUN' sets DATASET ($DATASET) and DATASET_REPO or DATASET_REF: name one dataset. A registry dataset's version goes after its name (DATASET=org/name@version); DATASET_REF pins a git DATASET_REPO"
+}
+
 # Checks every setting the commands use; exits with the setting's name on the first bad one.
 validate_settings() {
   require MODEL SERVER_ENGINE SERVER_IMAGE SERVER_FLAVOR PORT SERVER_TIMEOUT PROJECT_LABEL \
@@ -75,8 +87,9 @@ validate_settings() {
   validate_env_type
   validate_reasoning_effort
   refuse_key_in_argv
-  [[ -n "$DATASET_REPO" || -n "$DATASET_PATH" ]] ||
-    die "run '$RUN' names no dataset. Set DATASET_REPO (a git URL) or DATASET_PATH (a local dataset dir) in runs/$RUN.env"
+  [[ -n "$DATASET" || -n "$DATASET_REPO" || -n "$DATASET_PATH" ]] ||
+    die "run '$RUN' names no dataset. Set DATASET_REPO (a git URL), DATASET_PATH (a local dataset dir) or DATASET (a Harbor registry dataset, org/name[@version]) in runs/$RUN.env"
+  validate_registry_dataset
   [[ -z "$DATASET_REF" || "$DATASET_REF" =~ ^[0-9a-f]{40}$ ]] ||
     die "setting DATASET_REF must be a full 40-hex commit sha, got '$DATASET_REF' (run '$RUN')"
   [[ "$JOB_NAME" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] ||
@@ -159,6 +172,9 @@ bench_argv() {
   [[ -z "$REASONING_EFFORT" ]] || _argv+=(--ak "reasoning_effort=$REASONING_EFFORT")
   if [[ -n "$DATASET_PATH" ]]; then
     _argv+=(--path "$DATASET_PATH")
+  elif [[ -n "$DATASET" ]]; then
+    # A Harbor registry dataset (harbor run -d org/name[@version]; no version: latest).
+    _argv+=(-d "$DATASET")
   else
     _argv+=(--repo "$(dataset_spec)")
   fi

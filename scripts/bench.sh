@@ -80,7 +80,9 @@ main() {
   else
     [[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "endpoint '$base' is not an http(s) URL (API_BASE or state/$RUN/server.json)"
   fi
-  if [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
+  if [[ -n "$DATASET" && "$DATASET" != *@* ]]; then
+    warn "registry dataset $DATASET is not pinned: every resume resolves its latest version, and a new one breaks the resume. Pin it with DATASET=$DATASET@<version> in runs/$RUN.env"
+  elif [[ -z "$DATASET" && -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
     warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
   fi
 

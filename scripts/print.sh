@@ -115,8 +115,12 @@ print_unpinned() {
   local lines=()
   [[ "$SERVER_IMAGE" == *@sha256:* ]] ||
     lines+=("SERVER_IMAGE=$SERVER_IMAGE is a tag, which can move: pin a digest, SERVER_IMAGE=<repository>@sha256:<digest>")
-  [[ -n "$DATASET_PATH" || -n "$DATASET_REF" ]] ||
+  if [[ -n "$DATASET" ]]; then
+    [[ "$DATASET" == *@* ]] ||
+      lines+=("the registry dataset $DATASET has no @version, so every resume resolves its latest: pin one, DATASET=$DATASET@<version>")
+  elif [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
     lines+=("the dataset $DATASET_REPO has no DATASET_REF, so every resume re-resolves its HEAD: after a run, make pin RUN=$RUN writes the commit it ran")
+  fi
   [[ "$WHERE" != hf || "$BENCH_IMAGE" == *@sha256:* ]] ||
     lines+=("BENCH_IMAGE=$BENCH_IMAGE (the remote job's image) is a tag: pin a digest, BENCH_IMAGE=<repository>@sha256:<digest>")
   if ((${#lines[@]} == 0)); then

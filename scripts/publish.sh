@@ -20,7 +20,7 @@ main() {
     die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
   local argv=("$REPO_ROOT/.venv/bin/python" -m tools.publish publish
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run "$RUN"
-    --model-repo "${EVAL_MODEL_REPO:-$MODEL}" --dataset-repo "$DATASET_REPO"
+    --model-repo "${EVAL_MODEL_REPO:-$MODEL}" --dataset-repo "${DATASET_REPO:-$DATASET}"
     --eval-dataset "$EVAL_DATASET" --task-id "$EVAL_TASK_ID" --dataset-revision "$DATASET_REF"
     --agent "$AGENT" --k "$N_ATTEMPTS"
     --bucket "$BUCKET" --submitter "$SUBMITTER")

@@ -2,11 +2,22 @@
 # Usage: make pull RUN=<run> [BUCKET=ns/name] [PULL=results|all] [DRY_RUN=1]
 # Bring a remotely benched run's job dirs home from its bucket into JOBS_DIR, so tally and
 # mop-up work on them: the job itself and its retry jobs (<job-name>-retry-N). By default
-# only the json files (job and trial config, lock and result); PULL=all adds trajectories.
+# only the json files (job and trial config, lock and result); PULL=all adds trajectories. A
+# run of N_ATTEMPTS > 1 is a leaderboard run: its submission uploads every trial's files
+# (make submit), so its default is all. An explicit PULL wins.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-run.sh
 source "$(dirname "$0")/lib-run.sh"
+
+# default_pull: what an empty PULL means: results, or all for a run of N_ATTEMPTS > 1.
+default_pull() {
+  if [[ "${N_ATTEMPTS:-1}" =~ ^[0-9]+$ ]] && ((10#$N_ATTEMPTS > 1)); then
+    printf all
+  else
+    printf results
+  fi
+}
 
 main() {
   is_dry_run || needs_setup hf
@@ -17,7 +28,7 @@ main() {
   [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
     die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
   local argv=(hf buckets sync "hf://buckets/$BUCKET" "$JOBS_DIR") job
-  case "$PULL" in
+  case "${PULL:-$(default_pull)}" in
     # Patterns are fnmatch over paths relative to the bucket, where * also matches '/':
     # the exclude (checked first) keeps everything below <job>/<trial>/ out.
     results)

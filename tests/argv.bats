@@ -93,6 +93,22 @@ check_goldens() {
   assert_output --partial "warning: dataset https://huggingface.co/datasets/harborframework/terminal-bench-2.1 is not pinned"
 }
 
+@test "DATASET is harbor's -d registry dataset; with DATASET_REPO or DATASET_REF, or malformed, it is refused" {
+  local argv
+  mapfile -d '' argv < <(RUN=qwen-t2 DATASET_REPO= DATASET=terminal-bench/terminal-bench-2-1@2.1 "$REPO/tests/bin/argv-of" bench)
+  [[ " ${argv[*]} " == *" -d terminal-bench/terminal-bench-2-1@2.1 "* ]] || fail "no -d in: ${argv[*]}"
+  [[ " ${argv[*]} " != *" --repo "* ]] || fail "--repo with DATASET: ${argv[*]}"
+  run env RUN=qwen-t2-leaderboard DATASET_REPO=https://huggingface.co/datasets/x/y "$REPO/tests/bin/argv-of" bench
+  assert_failure
+  assert_output --partial "run 'qwen-t2-leaderboard' sets DATASET (terminal-bench/terminal-bench-2-1) and DATASET_REPO or DATASET_REF: name one dataset"
+  run env RUN=qwen-t2-leaderboard DATASET_REF=0123456789abcdef0123456789abcdef01234567 "$REPO/tests/bin/argv-of" bench
+  assert_failure
+  assert_output --partial "name one dataset"
+  run env RUN=qwen-t2-leaderboard DATASET='terminal-bench 2' "$REPO/tests/bin/argv-of" bench
+  assert_failure
+  assert_output --partial "setting DATASET must be a Harbor registry dataset org/name[@version] (harbor run -d)"
+}
+
 @test "TASKS and N_TASKS from the command line become --include-task-name and --n-tasks" {
   RUN=gptoss-t2 TASKS="fix-git 'hello world'" N_TASKS=2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT \
     run "$REPO/scripts/bench.sh"

@@ -105,6 +105,20 @@ resolved_config() {
   cat "$base.json"
 }
 
+# assert_dataset RUN CONFIG: the JobConfig's one dataset is the run's: a registry DATASET
+# (org/name@version; harbor records no version as ref "latest") or the git DATASET_REPO.
+assert_dataset() {
+  local dataset
+  dataset=$(setting "$1" DATASET)
+  if [[ -n "$dataset" ]]; then
+    [[ "$dataset" == *@* ]] || dataset+="@latest"
+    assert_equal "$(jq -r '.datasets[0] | "\(.name)@\(.ref)"' <<<"$2")" "$dataset"
+    assert_equal "$(jq -r '.datasets[0].repo // ""' <<<"$2")" ""
+  else
+    assert_equal "$(jq -r '.datasets[0].repo' <<<"$2")" "$(setting "$1" DATASET_REPO)"
+  fi
+}
+
 @test "bench and smoke: the real harbor --print-config resolves every run to what the run says" {
   local run_name mode config want_tasks want_n_tasks
   for run_name in $(runs); do
@@ -118,7 +132,7 @@ resolved_config() {
         "$(python3 -c "print(float('$(setting "$run_name" AGENT_TIMEOUT_MULTIPLIER)'))" | sed 's/\.0$//')"
       assert_equal "$(jq -r '.jobs_dir // "jobs"' <<<"$config")" "$(setting "$run_name" JOBS_DIR)"
       assert_equal "$(jq -r '.datasets | length' <<<"$config")" 1
-      assert_equal "$(jq -r '.datasets[0].repo' <<<"$config")" "$(setting "$run_name" DATASET_REPO)"
+      assert_dataset "$run_name" "$config"
       if [[ "$mode" == bench ]]; then
         assert_equal "$(jq -r '.job_name' <<<"$config")" "$(setting "$run_name" JOB_NAME)"
         assert_equal "$(jq -r '.n_concurrent_trials' <<<"$config")" "$(setting "$run_name" N_CONCURRENT)"

@@ -82,6 +82,9 @@ def test_an_empty_dataset_ref_line_is_replaced_in_place(tmp_path):
     ("two-commits", "ran tasks from 2 dataset commits: " + SHA_A),
     ("other-pin", f"pins DATASET_REF={SHA_B}, but the jobs of job ran {SHA_A}"),
     ("no-lock", "no lock.json in the jobs of job"),
+    # No jobs dir at all (a run never benched here): one line, not a traceback.
+    ("no-jobs-dir", "(pass the --jobs-dir that harbor wrote to, or set JOBS_DIR in the run file); nothing to pin "
+                    "before a bench (make bench)"),
     ("broken-lock", "is not a lock.json harbor 0.25.0 can read"),
     # A trailing newline passed the sha check ("$" matches before it) and added a blank line.
     ("newline-commit", f"the recorded dataset commit '{SHA_A}\\n' is not a 40-hex sha: pin by hand"),
@@ -101,6 +104,8 @@ def test_what_cannot_be_pinned_is_one_line_and_changes_nothing(tmp_path, case, e
         write_lock(tmp_path / "jobs" / "job", {"t1": SHA_A, "t2": SHA_B}, url="https://x\x1b]0;pwned\x07/ds")
     elif case == "no-lock":
         (tmp_path / "jobs" / "job").mkdir(parents=True)
+    elif case == "no-jobs-dir":
+        pass
     else:
         (tmp_path / "jobs" / "job").mkdir(parents=True)
         (tmp_path / "jobs" / "job" / "lock.json").write_text('{"trials": "no"}')

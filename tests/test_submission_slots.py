@@ -177,7 +177,7 @@ def test_a_truncated_result_no_slot_uses_does_not_fail_the_submission(complete, 
 @pytest.mark.parametrize("where, fix", [
     ("local", "a local run has no other copy of what its agent wrote, so run those tasks again (a run benched as an "
               "HF Job: make pull RUN=sx PULL=all brings its trajectories home)"),
-    ("hf", "bring them home with make pull RUN=sx PULL=all (make pull leaves trajectories out by default)"),
+    ("hf", "bring them home with make pull RUN=sx PULL=all (PULL=results, which a run with N_ATTEMPTS=1 pulls by default, leaves them out)"),
 ])
 def test_a_passing_trial_without_a_valid_trajectory_is_refused(run, tmp_path, where, fix):
     missing, invalid, empty = trial(run, JOB, "a", 0), trial(run, RETRY_JOB, "c", 0), trial(run, JOB, "a", 3)

@@ -31,7 +31,7 @@ from pathlib import Path
 import click
 
 from tools.safe_read import manifest_events, printable, read_json_object, write_atomic
-from tools.tally_core import run_job_dirs
+from tools.tally_core import TallyError, run_job_dirs
 
 SHA = re.compile(r"[0-9a-f]{40}")  # fullmatch: "$" would let a trailing newline through
 LOCK_CAP = 64 << 20
@@ -64,7 +64,11 @@ def read_lock(job_dir: Path) -> dict | None:
 
 def resolved(jobs_dir: Path, job_name: str) -> dict:
     """What the run's jobs recorded: one dataset commit (or none), harbor versions, per job."""
-    jobs = [lk for lk in (read_lock(d) for d in run_job_dirs(jobs_dir, job_name)) if lk is not None]
+    try:
+        dirs = run_job_dirs(jobs_dir, job_name)
+    except TallyError as e:  # no jobs dir at all: the run has not been benched here
+        raise PinError(f"{e}; nothing to pin before a bench (make bench), or make pull a remote run's job dirs") from e
+    jobs = [lk for lk in (read_lock(d) for d in dirs) if lk is not None]
     if not jobs:
         raise PinError(f"no lock.json in the jobs of {job_name} under {jobs_dir}: harbor writes one when a job "
                        "starts; run the bench first (make bench), or make pull a remote run's job dirs")

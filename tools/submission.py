@@ -290,7 +290,8 @@ def trajectory_problems(trials: list[Path], outside: set[Path], run: str, where:
         return []
     shown = ", ".join(f"{SR.shown(str(t))}/ ({why})" for t, why in bad[:10])
     more = f" (+{len(bad) - 10} more)" if len(bad) > 10 else ""
-    fix = (f"bring them home with make pull RUN={run} PULL=all (make pull leaves trajectories out by default)"
+    fix = (f"bring them home with make pull RUN={run} PULL=all (PULL=results, which a run with N_ATTEMPTS=1 "
+           f"pulls by default, leaves them out)"
            if where == "hf" else
            f"a local run has no other copy of what its agent wrote, so run those tasks again (a run benched as "
            f"an HF Job: make pull RUN={run} PULL=all brings its trajectories home)")

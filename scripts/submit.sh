@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Usage: make submit RUN=<run> [OUT=dir] [HUB_ORG=org] [DRY_RUN=1]
+# The run to the Terminal-Bench leaderboard through Harbor Hub, in three steps:
+#   1. make submission: the leaderboard's tree of the run (scripts/submission.sh), checked; a
+#      refusal stops here. OUT defaults to state/<run>/submission (rebuilt by every make submit).
+#   2. harbor upload of each job dir in that tree (private, harbor's default; HUB_ORG: --org),
+#      each job id it prints recorded in state/<run>/submit.json and the manifest.
+#   3. harbor leaderboard submit --leaderboard HUB_LEADERBOARD --job-id ... --metadata ...,
+#      when this harbor has that command (0.25.0 has not): otherwise the exact command to run
+#      once it does, with the recorded ids.
+# The credential is harbor's own: HARBOR_API_KEY or `harbor auth login`, read by harbor from its
+# environment or ~/.harbor/credentials.json; never in an argv, never printed. Uploads are
+# idempotent (harbor uploads only what the Hub lacks), so after a failure run it again.
+# DRY_RUN=1 shows the submission's own dry run and every harbor call, and writes nothing.
+# The Python half is tools/submit.py.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "$0")/lib-run.sh"
+
+# The three steps' settings, checked before anything runs.
+validate_submit_settings() {
+  require JOBS_DIR JOB_NAME AGENT MODEL HUB_LEADERBOARD
+  [[ "$HUB_LEADERBOARD" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$ ]] ||
+    die "setting HUB_LEADERBOARD must be a Harbor Hub leaderboard org/name (terminal-bench/terminal-bench-2-1), got '$HUB_LEADERBOARD' (run '$RUN')"
+  [[ -z "$HUB_ORG" || "$HUB_ORG" =~ ^[A-Za-z0-9][A-Za-z0-9._\ -]*$ ]] ||
+    die "setting HUB_ORG must be a Harbor Hub organization's name, got '$HUB_ORG' (run '$RUN')"
+}
+
+# submission_args VAR DEST_OUT: tools.submit plan's arguments: where make submission puts the
+# tree, from the same settings scripts/submission.sh hands tools/submission.py.
+submission_args() {
+  local -n _args=$1
+  _args=(--out "$2" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
+    --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}"
+    --agent-display-name "$AGENT_DISPLAY_NAME" --agent-org-display-name "$AGENT_ORG_DISPLAY_NAME"
+    --agent-url "$AGENT_URL" --model-provider "$MODEL_PROVIDER"
+    --model-display-name "$MODEL_DISPLAY_NAME" --model-org-display-name "$MODEL_ORG_DISPLAY_NAME"
+    --version "$LEADERBOARD_VERSION")
+}
+
+# upload_argv VAR JOB_DIR: harbor upload of one job dir. No visibility flag: a new job is
+# private, harbor's default (cli/upload.py), and a re-upload keeps what the Hub has.
+upload_argv() {
+  local -n _up=$1
+  _up=(harbor upload "$2")
+  [[ -z "$HUB_ORG" ]] || _up+=(--org "$HUB_ORG")
+}
+
+# leaderboard_argv VAR METADATA JOB_ID...: the leaderboard step, one --job-id per job dir.
+leaderboard_argv() {
+  local -n _lb=$1
+  local metadata=$2 id
+  shift 2
+  _lb=(harbor leaderboard submit --leaderboard "$HUB_LEADERBOARD")
+  for id in "$@"; do
+    _lb+=(--job-id "$id")
+  done
+  _lb+=(--metadata "$metadata")
+}
+
+# has_leaderboard_submit: this harbor has `harbor leaderboard submit` (0.25.0 and 0.26.0 have
+# not: `No such command 'leaderboard'`, exit 2); asked of the CLI itself, so an upgrade is seen.
+has_leaderboard_submit() {
+  harbor leaderboard submit --help >/dev/null 2>&1
+}
+
+harbor_version() {
+  harbor --version 2>/dev/null | head -n1 || printf 'unknown'
+}
+
+# credential_source: where harbor's API key is (tools/submit.py credential), or stop with the fix.
+credential_source() {
+  tool submit credential 2>/dev/null ||
+    die "no Harbor Hub credential: run 'harbor auth login', or export HARBOR_API_KEY=<your key> in your shell (never on make's command line). Nothing was built or uploaded"
+}
+
+dry_run() {
+  local out=$1 default_out=$2 args paths dest job argv ids=() source
+  if [[ "$default_out" == 1 && -e "$out" ]]; then
+    say "would remove $out (an earlier make submit's tree) and build it again with make submission (its own dry run cannot run over it)"
+  else
+    RUN=$RUN OUT=$out DRY_RUN=1 "$REPO_ROOT/scripts/submission.sh" ||
+      die "make submission's dry run failed (above): a real make submit would stop there"
+  fi
+  submission_args args "$out"
+  mapfile -d '' -t paths < <(tool submit plan "${args[@]}") || true
+  ((${#paths[@]} > 1)) || die "cannot tell which job dirs the submission would hold (above)"
+  dest=${paths[0]}
+  if source=$(tool submit credential 2>/dev/null); then
+    say "the Harbor Hub credential harbor would use: $source"
+  else
+    say "note: no Harbor Hub credential yet; a real make submit refuses without one: run 'harbor auth login', or export HARBOR_API_KEY=<your key>"
+  fi
+  # make submission's dry run exits 0 even for a run it would refuse (it says so above).
+  say "then, once make submission has built and accepted the tree:"
+  for job in "${paths[@]:1}"; do
+    upload_argv argv "$job"
+    printf 'would run: %s\n' "$(show_cmd -- "${argv[@]}")"
+    ids+=("<job id of ${job##*/}>")
+  done
+  leaderboard_argv argv "$dest/metadata.yaml" "${ids[@]}"
+  if has_leaderboard_submit; then
+    printf 'would run: %s\n' "$(show_cmd -- "${argv[@]}")"
+  else
+    printf 'would print, for later (harbor %s has no leaderboard submit): %s\n' "$(harbor_version)" "$(show_cmd -- "${argv[@]}")"
+  fi
+  say "dry run: nothing built, uploaded or written"
+}
+
+# upload_job JOB_DIR LOG: harbor upload of one job dir, its output shown and kept in LOG; prints
+# the job id it printed (checked against the job's result.json).
+upload_job() {
+  local job=$1 log=$2 argv
+  upload_argv argv "$job"
+  say "uploading: $(show_cmd -- "${argv[@]}")"
+  "${argv[@]}" </dev/null 2>&1 | tee "$log" >&2 ||
+    die "harbor upload of ${job##*/} failed (above; its output is in ${log#"$REPO_ROOT"/}). Uploads are idempotent: run make submit RUN=$RUN again to upload what is missing"
+  tool submit job-id --log "$log" --job-dir "$job"
+}
+
+# record STATUS DEST [ARGV...]: state/<run>/submit.json, from the uploads so far (UPLOADED).
+record() {
+  local status=$1 dest=$2
+  shift 2
+  tool submit record --state "$(run_state_dir)/submit.json" --run "$RUN" --dest "$dest" \
+    --leaderboard "$HUB_LEADERBOARD" "${UPLOADED[@]}" --status "$status" -- "$@"
+}
+
+# leaderboard_step DEST JOB_ID...: submit, or print the command for when harbor has it.
+leaderboard_step() {
+  local dest=$1 argv json
+  shift
+  leaderboard_argv argv "$dest/metadata.yaml" "$@"
+  if ! has_leaderboard_submit; then
+    json=$(record pending "$dest" "${argv[@]}")
+    append_manifest submit "$(jq -c '{role: "submit", status: .leaderboard.status, leaderboard: .leaderboard.name,
+      jobs: [.uploads[] | {job, job_id}], argv: .leaderboard.argv}' <<<"$json")"
+    say "uploaded; harbor $(harbor_version) has no 'harbor leaderboard submit' yet, so the run is not on the leaderboard. Once your harbor has it, run:"
+    show_cmd -- "${argv[@]}"
+    say "(the ids are in $(run_state_dir)/submit.json)"
+    return 0
+  fi
+  say "submitting: $(show_cmd -- "${argv[@]}")"
+  local rc=0
+  "${argv[@]}" </dev/null || rc=$?
+  local status=submitted
+  ((rc == 0)) || status=failed
+  json=$(record "$status" "$dest" "${argv[@]}")
+  append_manifest submit "$(jq -c --argjson rc "$rc" '{role: "submit", status: .leaderboard.status, exit: $rc,
+    leaderboard: .leaderboard.name, jobs: [.uploads[] | {job, job_id}], argv: .leaderboard.argv}' <<<"$json")"
+  ((rc == 0)) || die "harbor leaderboard submit exited $rc (above); the uploads stand, and their ids are in $(run_state_dir)/submit.json: run the command again, or make submit RUN=$RUN"
+  say "submitted run $RUN to $HUB_LEADERBOARD"
+}
+
+main() {
+  needs_setup python harbor
+  resolve_run
+  load_settings
+  validate_values
+  validate_submit_settings
+  cd "$REPO_ROOT"
+  local out=${OUT:-} default_out=0
+  if [[ -z "$out" ]]; then
+    out="$(run_state_dir)/submission"
+    default_out=1
+  fi
+  if is_dry_run; then
+    dry_run "$out" "$default_out"
+    return 0
+  fi
+  [[ "$RUN" != example-* ]] ||
+    die "run '$RUN' is a bundled example: its job dirs are made up, so it is never submitted. make submit RUN=$RUN DRY_RUN=1 shows what a submission looks like"
+  local source
+  source=$(credential_source)
+  say "Harbor Hub credential: $source"
+  # One writer: the tree and submit.json are the run's state.
+  hold_run_lock "make submit"
+  if [[ "$default_out" == 1 && -e "$out" ]]; then
+    # This verb's own tree from an earlier make submit: the run may have changed since.
+    say "removing $out (the tree of an earlier make submit) to build it again"
+    rm -rf -- "$out"
+  fi
+  RUN=$RUN OUT=$out "$REPO_ROOT/scripts/submission.sh" ||
+    die "make submission refused the run (above): nothing was uploaded"
+
+  local args paths dest job id log_dir ids=()
+  submission_args args "$out"
+  mapfile -d '' -t paths < <(tool submit plan --built "${args[@]}") || true
+  ((${#paths[@]} > 1)) || die "cannot find the job dirs of the built submission (above)"
+  dest=${paths[0]}
+  log_dir="$(run_state_dir)/submit-logs"
+  mkdir -p "$log_dir"
+  UPLOADED=()
+  for job in "${paths[@]:1}"; do
+    id=$(upload_job "$job" "$log_dir/${job##*/}.upload.log")
+    say "uploaded ${job##*/}: job id $id"
+    ids+=("$id")
+    UPLOADED+=(--upload "$job" "$id")
+    record uploading "$dest" >/dev/null
+  done
+  append_manifest submit-upload "$(jq -c '{role: "submit", submission: .submission,
+    jobs: [.uploads[] | {job, job_id}]}' "$(run_state_dir)/submit.json")"
+  leaderboard_step "$dest" "${ids[@]}"
+}
+
+main "$@"

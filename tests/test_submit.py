@@ -1,0 +1,471 @@
+"""make submit: make submission, then the REAL `harbor upload` of each job dir, then the leaderboard.
+
+Every upload is the real harbor 0.25.0 CLI talking to tests/fakes/fake_harbor_hub.py, a
+loopback fake of the Harbor Hub's Supabase endpoints: harbor takes its base URL from
+HARBOR_SUPABASE_URL and allows http:// for 127.0.0.1 only (harbor/auth/constants.py). The run's
+two job dirs (the job and a retry job, k = 5 each) are written once by the real `harbor run`
+on tests/harbor_env/scripted_env.py (docs/harbor.md §9), with an ATIF trajectory added to each
+passing trial, as the leaderboard requires. Asserted: the exact files of every counted trial
+reach the fake (each trial's tar.gz, listed member by member), each job id harbor printed is
+recorded in state/<run>/submit.json and the manifest, the exact `harbor leaderboard submit`
+command is printed (0.25.0 has none) or, with a harbor that has one (a wrapper in front of the
+real CLI), run with the exact argv; the API key is in no argv (a /proc watcher) and no file (the
+fake records its sha256 only; the exchange's body is the one place harbor sends it). DRY_RUN=1
+and a missing credential write nothing (those two read the bundled k = 5 example's job dirs and
+run no harbor job, so make check runs them; the rest are e2e).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_no_secret_in_argv import ArgvWatcher, files_holding
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = "submit-test"
+JOB = "submit-test-job"
+JOBS = [JOB, f"{JOB}-retry-1"]
+LEADERBOARD = "terminal-bench/terminal-bench-2-1"
+DEST_REL = Path("submissions/terminal-bench/2.1/Oracle__fake-model")
+PUBLISHABLE = "sb_publishable_fake"
+
+
+def run_file(jobs_dir: Path) -> str:
+    return f"""\
+# Written by tests/test_submit.py: two real harbor jobs of oracle on the scripted environment.
+SERVER=qwen3.8-27b-fp8-sglang-h200
+MODEL=fake-org/fake-model
+JOB_NAME={JOB}
+JOBS_DIR={jobs_dir}
+AGENT=oracle
+DATASET_PATH=dataset
+ENV_TYPE=scripted_env:ScriptedEnv
+AGENT_TIMEOUT_MULTIPLIER=1
+N_ATTEMPTS=5
+LEADERBOARD_VERSION=2.1
+AGENT_DISPLAY_NAME=Oracle
+AGENT_ORG_DISPLAY_NAME=Terminal-Bench
+AGENT_URL=https://github.com/harbor-framework/harbor
+"""
+
+
+def wait_for(predicate, what: str, seconds: float = 30) -> None:
+    """Wait for an event (a file appearing), bounded: never a fixed sleep."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def jobs_dir(tmp_path_factory) -> Path:
+    """The run's job dirs, written by the real harbor: t-pass in the job, t-fail in a retry job."""
+    tmp = tmp_path_factory.mktemp("submit-jobs")
+    dataset = tmp / "dataset"
+    for task in ("t-pass", "t-fail"):
+        shutil.copytree(REPO / "tests/datasets/mopup" / task, dataset / task)
+    plan = tmp / "plan.json"
+    plan.write_text(json.dumps({"t-fail": ["fail"]}))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests/harbor_env"), "SCRIPTED_ENV_PLAN": str(plan),
+           "SCRIPTED_ENV_LOG": str(tmp / "executed.jsonl"), "HOME": str(tmp), "HARBOR_TELEMETRY": "0",
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    jobs = tmp / "jobs"
+    procs = [subprocess.Popen([str(REPO / ".venv/bin/harbor"), "run", "-a", "oracle", "-p", str(dataset),
+                               "--include-task-name", task, "--env", "scripted_env:ScriptedEnv", "-k", "5",
+                               "--agent-timeout-multiplier", "1", "--jobs-dir", str(jobs), "--job-name", job,
+                               "-n", "5", "-y"], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for job, task in zip(JOBS, ("t-pass", "t-fail"))]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out.decode(errors="replace")
+    write_trajectories(jobs)
+    return jobs
+
+
+@pytest.fixture
+def example_jobs(tmp_path) -> Path:
+    """For the tests that upload nothing: the bundled k = 5 example's job dirs under this run's
+    job name (harbor's files, no harbor run needed)."""
+    jobs = tmp_path / "example-jobs"
+    for src, job in zip(("example-leaderboard-tb21", "example-leaderboard-tb21-retry-1"), JOBS):
+        shutil.copytree(REPO / "examples" / "jobs" / src, jobs / job, symlinks=True)
+    return jobs
+
+
+def write_trajectories(jobs: Path) -> None:
+    """An ATIF trajectory for each passing trial (oracle writes none), with harbor's own model."""
+    from harbor.models.trajectories.agent import Agent
+    from harbor.models.trajectories.step import Step
+    from harbor.models.trajectories.trajectory import Trajectory
+
+    for result in jobs.glob("*/*/result.json"):
+        data = json.loads(result.read_text())
+        if (data.get("verifier_result") or {}).get("rewards", {}).get("reward") == 1.0:
+            traj = Trajectory(session_id=data["trial_name"], agent=Agent(name="oracle", version="1.0.0"),
+                              steps=[Step(step_id=1, source="agent", message="ran solution/solve.sh")])
+            (result.parent / "agent" / "trajectory.json").write_text(traj.model_dump_json(exclude_none=True))
+
+
+class Hub:
+    """tests/fakes/fake_harbor_hub.py on a free loopback port, accepting one API key (by its sha256)."""
+
+    def __init__(self, tmp: Path, key: str):
+        self.record = tmp / "hub-requests.jsonl"
+        port_file = tmp / "hub-port"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "tests/fakes/fake_harbor_hub.py"), "--record", str(self.record),
+             "--port-file", str(port_file), "--api-key-sha256", hashlib.sha256(key.encode()).hexdigest(),
+             "--max-lifetime", "300"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: port_file.exists() and port_file.read_text().strip(), "the fake Harbor Hub's port")
+        self.url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+    def requests(self) -> list[dict]:
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines()]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def new_key() -> str:
+    """A fresh key in harbor's own format, sk-harbor-<key_id>_<secret>."""
+    return f"sk-harbor-{secrets.token_hex(4)}_{secrets.token_hex(20)}"
+
+
+class Tree:
+    """A scratch checkout: the real code by symlink, its own runs/, state/, and a HOME."""
+
+    def __init__(self, tmp: Path, jobs: Path):
+        self.root = tmp / "repo"
+        self.root.mkdir()
+        for name in ("tools", "env", "tests", ".venv", "Makefile"):
+            (self.root / name).symlink_to(REPO / name)
+        (self.root / "scripts").mkdir()
+        for script in (REPO / "scripts").iterdir():
+            (self.root / "scripts" / script.name).symlink_to(script)
+        (self.root / "runs").mkdir()
+        (self.root / "runs" / f"{RUN}.env").write_text(run_file(jobs))
+        self.home = tmp / "home"
+        self.home.mkdir()
+        self.state = self.root / "state" / RUN
+        self.dest = self.state / "submission" / DEST_REL
+
+    def make(self, *args: str, env_extra: dict | None = None, path_prefix: Path | None = None):
+        drop = ("RUN", "DRY_RUN", "OUT", "MAKEFLAGS", "MFLAGS", "STATE_ROOT", "HARBOR_API_KEY", "HUB_ORG")
+        env = {k: v for k, v in os.environ.items() if k not in drop}
+        # The tree's own .venv/bin (lib.sh puts it first unless it is on PATH already): a
+        # path_prefix in front of it is seen first.
+        path = f"{self.root / '.venv/bin'}:{env['PATH']}"
+        env.update(HOME=str(self.home), HARBOR_TELEMETRY="0", HARBOR_SUPABASE_PUBLISHABLE_KEY=PUBLISHABLE,
+                   PATH=f"{path_prefix}:{path}" if path_prefix else path)
+        env.update(env_extra or {})
+        return subprocess.run(["make", "-C", str(self.root), "--no-print-directory", "submit", f"RUN={RUN}", *args],
+                              capture_output=True, text=True, env=env, timeout=300)
+
+    def manifest(self) -> list[dict]:
+        path = self.state / "manifest.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def job_id(jobs: Path, job: str) -> str:
+    return json.loads((jobs / job / "result.json").read_text())["id"]
+
+
+def counted_trials(dest: Path) -> dict[str, Path]:
+    """Every trial dir of the built tree, by its result.json id."""
+    return {json.loads(r.read_text())["id"]: r.parent for r in dest.glob("*/*/result.json")}
+
+
+def entries(trial: Path) -> list[str]:
+    """Every file and dir under a trial dir, as a tar lists them (dirs end in '/')."""
+    return sorted(str(p.relative_to(trial)) + ("/" if p.is_dir() else "") for p in trial.rglob("*"))
+
+
+def leaderboard_line(dest: Path, ids: list[str]) -> str:
+    words = ["harbor", "leaderboard", "submit", "--leaderboard", LEADERBOARD]
+    for i in ids:
+        words += ["--job-id", i]
+    return " ".join([*words, "--metadata", f"{dest}/metadata.yaml"])
+
+
+@pytest.mark.e2e
+def test_submit_uploads_every_counted_trial_records_the_ids_and_prints_the_submit_command(tmp_path, jobs_dir):
+    key = new_key()
+    hub = Hub(tmp_path, key)
+    tree = Tree(tmp_path, jobs_dir)
+    try:
+        with ArgvWatcher(key) as watcher:
+            proc = tree.make(env_extra={"HARBOR_API_KEY": key, "HARBOR_SUPABASE_URL": hub.url})
+    finally:
+        hub.stop()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ids = [job_id(jobs_dir, job) for job in JOBS]
+
+    # Each job dir of the tree went up, the job first: harbor printed each id, it is recorded.
+    state = json.loads((tree.state / "submit.json").read_text())
+    assert [(u["job"], u["job_id"]) for u in state["uploads"]] == list(zip(JOBS, ids))
+    assert state["submission"] == str(tree.dest)
+    assert state["leaderboard"] == {"name": LEADERBOARD, "status": "pending",
+                                    "argv": leaderboard_line(tree.dest, ids).split(" ")}
+    events = {e["event"]: e for e in tree.manifest()}
+    assert [(j["job"], j["job_id"]) for j in events["submit-upload"]["jobs"]] == list(zip(JOBS, ids))
+    assert events["submit"]["status"] == "pending"
+    assert events["submit"]["argv"] == leaderboard_line(tree.dest, ids).split(" ")
+
+    # harbor 0.25.0 has no leaderboard submit: the exact command, with the recorded ids.
+    assert proc.stdout.splitlines()[-1] == leaderboard_line(tree.dest, ids)
+    assert "harbor 0.25.0 has no 'harbor leaderboard submit' yet" in proc.stderr
+
+    # The fake got exactly the counted trials, each trial's every file, and both job archives.
+    objects = {r["name"]: r for r in hub.requests() if r.get("event") == "object"}
+    trials = counted_trials(tree.dest)
+    assert len(trials) == 10
+    assert {n for n in objects if n.endswith("/trial.tar.gz")} == {f"trials/{t}/trial.tar.gz" for t in trials}
+    for tid, trial in trials.items():
+        assert objects[f"trials/{tid}/trial.tar.gz"]["members"] == entries(trial), trial
+    passing = {tid for tid, t in trials.items() if (t / "agent" / "trajectory.json").exists()}
+    assert len(passing) == 5
+    assert {n for n in objects if n.endswith("/trajectory.json")} == {f"trials/{t}/trajectory.json" for t in passing}
+    assert {n for n in objects if n.endswith("/job.tar.gz")} == {f"jobs/{i}/job.tar.gz" for i in ids}
+    # The trial rows: one per counted trial, under the job it belongs to.
+    inserted = [r for r in hub.requests() if r.get("path") == "/rest/v1/trial" and r["method"] == "POST"]
+    assert sorted(r["body"]["id"] for r in inserted) == sorted(trials)
+
+    # The key: sent once per harbor process to the exchange (its body), every other call carries
+    # the exchanged JWT; no argv ever held it, and no file does.
+    requests = [r for r in hub.requests() if "method" in r]
+    exchanges = [r for r in requests if r["path"] == "/functions/v1/api-key-exchange"]
+    assert len(exchanges) == 2
+    assert all(r["body"] == {"api_key_sha256": hashlib.sha256(key.encode()).hexdigest()} for r in exchanges)
+    assert all(r["auth"] == "jwt" for r in requests if r not in exchanges)
+    assert watcher.leaks == []
+    # (harbor is a Python console script: argv[0] is python, argv[1] .../harbor)
+    assert any("upload" in s.argv and any(a.endswith("harbor") for a in s.argv[:2])
+               for s in watcher.seen.values()), "the watcher never saw harbor upload"
+    assert files_holding(tmp_path, key) == []
+    assert key not in proc.stdout + proc.stderr
+
+
+def harbor_with_leaderboard_submit(tmp: Path) -> tuple[Path, Path]:
+    """A harbor that has `leaderboard submit`: a wrapper in front of the real CLI recording that
+    command's argv (NUL-separated), everything else handed to the real harbor."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    record = tmp / "leaderboard-argv"
+    wrapper = bin_dir / "harbor"
+    wrapper.write_text(f"""#!/usr/bin/env bash
+if [[ "${{1:-}} ${{2:-}}" == "leaderboard submit" ]]; then
+  [[ "${{3:-}}" == --help ]] && exit 0
+  printf '%s\\0' "$@" >{record}
+  exit 0
+fi
+exec {REPO / '.venv/bin/harbor'} "$@"
+""")
+    wrapper.chmod(0o755)
+    return bin_dir, record
+
+
+@pytest.mark.e2e
+def test_a_harbor_with_leaderboard_submit_gets_the_exact_argv_and_a_login_file_is_the_credential(tmp_path, jobs_dir):
+    key = new_key()
+    hub = Hub(tmp_path, key)
+    tree = Tree(tmp_path, jobs_dir)
+    # `harbor auth login` writes the key here (harbor/auth/credentials.py); no HARBOR_API_KEY.
+    (tree.home / ".harbor").mkdir()
+    (tree.home / ".harbor" / "credentials.json").write_text(json.dumps({"api_key": key}))
+    bin_dir, record = harbor_with_leaderboard_submit(tmp_path)
+    try:
+        proc = tree.make(env_extra={"HARBOR_SUPABASE_URL": hub.url}, path_prefix=bin_dir)
+    finally:
+        hub.stop()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Harbor Hub credential: ~/.harbor/credentials.json (harbor auth login)" in proc.stderr
+    ids = [job_id(jobs_dir, job) for job in JOBS]
+    argv = record.read_text().split("\0")[:-1]
+    assert argv == leaderboard_line(tree.dest, ids).split(" ")[1:]
+    state = json.loads((tree.state / "submit.json").read_text())
+    assert state["leaderboard"]["status"] == "submitted"
+    submit = [e for e in tree.manifest() if e["event"] == "submit"]
+    assert [(e["status"], e["exit"]) for e in submit] == [("submitted", 0)]
+    assert f"submitted run {RUN} to {LEADERBOARD}" in proc.stderr
+
+
+def test_dry_run_shows_the_submission_and_every_call_and_writes_nothing(tmp_path, example_jobs):
+    tree = Tree(tmp_path, example_jobs)
+    proc = tree.make("DRY_RUN=1", "HUB_ORG=alice")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # make submission's own dry run, then each upload, then the leaderboard step.
+    assert f"would create {tree.dest}/" in proc.stdout
+    for job in JOBS:
+        assert f"would run: harbor upload {tree.dest / job} --org alice" in proc.stdout.splitlines()
+    ids = [f"'<job id of {job}>'" for job in JOBS]
+    assert (f"would print, for later (harbor 0.25.0 has no leaderboard submit): "
+            f"{leaderboard_line(tree.dest, ids)}") in proc.stdout.splitlines()
+    assert "no Harbor Hub credential yet" in proc.stderr
+    assert not (tree.root / "state").exists()
+
+
+def test_no_credential_is_refused_with_the_fix_and_nothing_is_written(tmp_path, example_jobs):
+    tree = Tree(tmp_path, example_jobs)
+    proc = tree.make()
+    assert proc.returncode != 0
+    assert ("submit: no Harbor Hub credential: run 'harbor auth login', or export HARBOR_API_KEY=<your key> "
+            "in your shell (never on make's command line). Nothing was built or uploaded") in proc.stderr
+    assert not (tree.root / "state").exists()
+
+
+@pytest.mark.e2e
+def test_a_rejected_key_stops_at_the_upload_and_records_no_id(tmp_path, jobs_dir):
+    hub = Hub(tmp_path, new_key())
+    tree = Tree(tmp_path, jobs_dir)
+    try:
+        proc = tree.make(env_extra={"HARBOR_API_KEY": new_key(), "HARBOR_SUPABASE_URL": hub.url})
+    finally:
+        hub.stop()
+    assert proc.returncode != 0
+    assert f"harbor upload of {JOB} failed" in proc.stderr
+    assert "run make submit RUN=submit-test again" in proc.stderr
+    assert not (tree.state / "submit.json").exists()
+    assert not any(e["event"].startswith("submit") for e in tree.manifest())
+
+
+@pytest.mark.e2e
+def test_a_second_submit_rebuilds_its_tree_and_the_hub_keeps_the_same_jobs(tmp_path, jobs_dir):
+    """Uploads are idempotent (harbor uploads what the Hub lacks): a second make submit rebuilds
+    its own tree under state/<run>/submission and records the same ids, uploading no trial again."""
+    key = new_key()
+    hub = Hub(tmp_path, key)
+    tree = Tree(tmp_path, jobs_dir)
+    env = {"HARBOR_API_KEY": key, "HARBOR_SUPABASE_URL": hub.url}
+    try:
+        first = tree.make(env_extra=env)
+        assert first.returncode == 0, first.stdout + first.stderr
+        uploaded_once = [r for r in hub.requests() if r.get("event") == "object"]
+        second = tree.make(env_extra=env)
+    finally:
+        hub.stop()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"removing {tree.state / 'submission'} (the tree of an earlier make submit) to build it again" in second.stderr
+    assert [r for r in hub.requests() if r.get("event") == "object"] == uploaded_once
+    assert "Note: job already existed" in second.stderr
+    ids = [job_id(jobs_dir, job) for job in JOBS]
+    state = json.loads((tree.state / "submit.json").read_text())
+    assert [u["job_id"] for u in state["uploads"]] == ids
+    assert [e["event"] for e in tree.manifest()] == ["submit-upload", "submit", "submit-upload", "submit"]
+
+
+# --- tools/submit.py on its own ------------------------------------------------------------------
+
+
+def test_job_id_is_the_view_line_checked_against_the_jobs_result(tmp_path):
+    from click.testing import CliRunner
+
+    from tools import submit as SUB
+
+    job = tmp_path / "job"
+    job.mkdir()
+    jid = "d9fda20d-e564-4f94-a8ed-bcc3496f8aec"
+    (job / "result.json").write_text(json.dumps({"id": jid}))
+    log = tmp_path / "upload.log"
+    runner = CliRunner()
+    log.write_text(f"Uploaded 5 trial(s) in 0.94s (visibility: private)\nView at https://hub.example/jobs/{jid}\n")
+    result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    assert (result.exit_code, result.output) == (0, f"{jid}\n")
+    other = "00000000-0000-4000-8000-000000000000"
+    log.write_text(f"View at https://hub.example/jobs/{other}\n")
+    result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    assert result.exit_code == 1
+    assert f"harbor upload printed job id {other} for {job}, but its result.json says {jid}" in result.output
+    log.write_text("Error: Claim your Harbor username first: https://hub.example/onboarding/username\n")
+    result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    assert result.exit_code == 1
+    assert "harbor upload printed no 'View at <url>/<job id>' line" in result.output
+
+
+def test_record_writes_submit_json_whole_and_prints_it_as_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from tools import submit as SUB
+
+    state = tmp_path / "state" / "r" / "submit.json"
+    result = CliRunner().invoke(SUB.cli, [
+        "record", "--state", str(state), "--run", "r", "--dest", "/t/d", "--leaderboard", LEADERBOARD,
+        "--upload", "/t/d/j", "id-1", "--status", "pending", "--", "harbor", "leaderboard", "submit"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(state.read_text())
+    assert json.loads(result.output) == data
+    assert data["uploads"] == [{"job": "j", "job_dir": "/t/d/j", "job_id": "id-1"}]
+    assert data["leaderboard"] == {"name": LEADERBOARD, "status": "pending", "argv": ["harbor", "leaderboard", "submit"]}
+    assert [p.name for p in state.parent.iterdir()] == ["submit.json"]  # no temp file left
+
+
+@pytest.mark.parametrize("run, pull, want", [
+    ("qwen-t2-leaderboard", "", "all"),         # N_ATTEMPTS=5: the submission uploads trajectories
+    ("qwen-t2", "", "results"),                 # N_ATTEMPTS=1: the json files only
+    ("qwen-t2-leaderboard", "results", "results"),  # an explicit PULL wins
+    ("qwen-t2", "all", "all"),
+])
+def test_make_pull_takes_everything_by_default_for_a_run_of_several_attempts(run, pull, want):
+    env = {k: v for k, v in os.environ.items() if k not in ("CLI_SETTINGS", "MAKEFLAGS")}
+    env.update(RUN=run, PULL=pull, BUCKET="alice/tb", DRY_RUN="1")
+    proc = subprocess.run([str(REPO / "scripts/pull.sh")], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # results: nothing below a trial dir, json only; all: every file of the run's jobs.
+    assert ("--exclude '*/*/*/*'" in proc.stdout) == (want == "results")
+    assert ("/*.json'" in proc.stdout) == (want == "results")
+
+
+def test_submit_refuses_while_another_operation_holds_the_runs_lock(tmp_path, example_jobs):
+    tree = Tree(tmp_path, example_jobs)
+    holder = subprocess.Popen(
+        ["bash", "-c", 'source scripts/lib.sh; source scripts/lib-run.sh; hold_run_lock "make mopup"; exec sleep 600'],
+        cwd=tree.root, env={**{k: v for k, v in os.environ.items() if k not in ("STATE_ROOT", "CLI_SETTINGS")},
+                            "RUN": RUN}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (tree.state / "lock.json").exists(), "the holder's lock")
+        proc = tree.make(env_extra={"HARBOR_API_KEY": new_key()})
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode != 0
+    assert f"submit: run '{RUN}' is busy: make mopup (pid " in proc.stderr
+    assert not (tree.state / "submission").exists()
+    assert not (tree.state / "submit.json").exists()
+
+
+def test_plan_leaves_out_a_built_job_dir_that_holds_no_counted_trial(tmp_path):
+    from click.testing import CliRunner
+
+    from tools import submit as SUB
+
+    jobs = tmp_path / "jobs"
+    for job in JOBS:
+        (jobs / job).mkdir(parents=True)
+    out = tmp_path / "out"
+    dest = out / DEST_REL
+    for job in JOBS:
+        (dest / job).mkdir(parents=True)
+        for name in ("config.json", "result.json"):
+            (dest / job / name).write_text("{}")
+    (dest / JOBS[0] / "t-pass__abc").mkdir()
+    (dest / JOBS[0] / "t-pass__abc" / "result.json").write_text("{}")
+    result = CliRunner().invoke(SUB.cli, [
+        "plan", "--built", "--out", str(out), "--jobs-dir", str(jobs), "--job-name", JOB, "--agent", "oracle",
+        "--model", "fake-org/fake-model", "--version", "2.1", "--agent-display-name", "Oracle",
+        "--agent-org-display-name", "Terminal-Bench", "--agent-url", "https://example.org"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split("\0")[:-1] == [str(dest), str(dest / JOBS[0])]
+    assert (f"submit: left out {JOBS[1]}: it holds no counted trial, so there is nothing of it to upload"
+            in result.stderr)
