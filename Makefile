@@ -91,6 +91,10 @@ jobs: ## every live HF Job of this project with its price; ALL=1 includes finish
 sandboxes: ## the sandbox job(s) behind RUN's infra-errored tasks (or TASK=<task>): stage, last log lines, idle shutdowns
 	@scripts/sandboxes.sh
 
+.PHONY: plan
+plan: ## which GPUs, shards and N_CONCURRENT finish RUN by DEADLINE (e.g. 24h), cheapest first: a simulation, nothing launched or written
+	@scripts/plan.sh
+
 # --- results -----------------------------------------------------------------------------
 
 .PHONY: pull
