@@ -320,16 +320,28 @@ run_files_not_committed() {
   done
 }
 
-# note_staged_run_files: say which of the run's files go into a remote job as they are on disk
-# (run_files_not_committed), and how to commit them; a link is refused, as nothing that leaves
-# the machine follows one.
-note_staged_run_files() {
+# staged_run_files VAR: the run's files a remote job gets as they are on disk
+# (run_files_not_committed), as "PATH WHY" lines in array VAR; a link among them is refused, as
+# nothing that leaves the machine follows one.
+staged_run_files() {
+  local -n _staged=$1
   local path why
+  _staged=()
   while IFS=$'\t' read -r path why; do
     [[ ! -L "$REPO_ROOT/$path" ]] ||
       die "$path is a symbolic link, and a remote job gets files, never where a link leads: copy the file itself into ${path%/*}/"
-    say "note: $path $why: it goes into the job as it is on disk (the manifest records every setting). To keep the run reproducible from the repository: git add $path && git commit"
+    _staged+=("$path $why")
   done < <(run_files_not_committed)
+}
+
+# note_staged_run_files: say which of the run's files go into a remote job as they are on disk,
+# and how to commit them.
+note_staged_run_files() {
+  local staged line
+  staged_run_files staged
+  for line in "${staged[@]}"; do
+    say "note: $line: it goes into the job as it is on disk (the manifest records every setting). To keep the run reproducible from the repository: git add ${line%% *} && git commit"
+  done
 }
 
 # What a dry run shows where a remote job mounts its copy of this checkout (stage_checkout).

@@ -61,12 +61,11 @@ print_remote_bench() {
 # print_staged: the run's files a remote job gets as they are on disk, because git does not hold
 # them so (what bench, mop-up and reproduce WHERE=hf say when they launch).
 print_staged() {
-  local path why lines=()
-  while IFS=$'\t' read -r path why; do
-    [[ ! -L "$REPO_ROOT/$path" ]] ||
-      die "$path is a symbolic link, and a remote job gets files, never where a link leads: copy the file itself into ${path%/*}/"
-    lines+=("$path $why: the job gets it as it is on disk; to keep the run reproducible from the repository: git add $path && git commit")
-  done < <(run_files_not_committed)
+  local staged line lines=()
+  staged_run_files staged
+  for line in "${staged[@]}"; do
+    lines+=("$line: the job gets it as it is on disk; to keep the run reproducible from the repository: git add ${line%% *} && git commit")
+  done
   ((${#lines[@]})) || return 0
   printf '\n# not in this checkout'"'"'s commit (a remote job starts from a copy of the tracked files, and these as they are on disk):\n'
   printf '#   - %s\n' "${lines[@]}"
