@@ -68,9 +68,10 @@ supervisor_status() {
 # progress_row: the run's progress under the server lines, make watch's one-line summary (slots
 # settled of tasks × k, ETA, spend); nothing when the run has no job dir yet.
 progress_row() {
-  local line max_cost=()
-  [[ -z "$MAX_COST" ]] || max_cost=(--max-cost "$MAX_COST")
-  line=$(tool watch watch --run "$RUN" --summary "${max_cost[@]}" 2>/dev/null) || return 0
+  local line args=(--where "$WHERE")
+  [[ -z "$MAX_COST" ]] || args+=(--max-cost "$MAX_COST")
+  [[ "$WHERE" != hf || -z "$BUCKET" ]] || args+=(--bucket "$BUCKET")
+  line=$(tool watch watch --run "$RUN" --summary "${args[@]}" 2>/dev/null) || return 0
   row progress "$line"
 }
 

@@ -9,8 +9,19 @@
 # ONCE=1 (or a pipe) prints plain lines. HTML=path also writes each frame as a self-contained
 # page that reloads itself every WATCH_EVERY seconds, with a plot of settled trials and infra
 # errors over time. It reads the run only: no lock, nothing written but that page.
+# WHERE=hf BUCKET=ns/name (a run benched remotely) reads the run's job dirs from the bucket
+# instead, through huggingface_hub: only the job and trial config.json and result.json files,
+# never agent/ trajectories, into a private temporary dir removed on exit (tools/watch.py).
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+
+# require_bucket: a remote run is read from the bucket its jobs write to: BUCKET, checked.
+require_bucket() {
+  [[ -n "$BUCKET" ]] ||
+    die "WHERE=hf reads the run from its bucket: set BUCKET=ns/name (the bucket make bench WHERE=hf writes to), or WHERE=local"
+  [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
+    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
+}
 
 main() {
   needs_setup python
@@ -25,9 +36,15 @@ main() {
   [[ -z "$MAX_COST" ]] || argv+=(--max-cost "$MAX_COST")
   [[ "$ONCE" != 1 ]] || argv+=(--once)
   [[ -z "${HTML:-}" ]] || argv+=(--html "$HTML")
+  if [[ "$WHERE" == hf ]]; then
+    require_bucket
+    argv+=(--where hf --bucket "$BUCKET")
+  fi
   cd "$REPO_ROOT"
   if is_dry_run; then
     show_cmd -- .venv/bin/python -m tools.watch "${argv[@]}"
+    [[ "$WHERE" != hf ]] || say "would read, each frame, from hf://buckets/$BUCKET: $JOB_NAME/{config,result}.json and" \
+      "$JOB_NAME/*/{config,result}.json, the same of $JOB_NAME-retry-N; never agent/ trajectories"
     return 0
   fi
   # The Python tool resolves the run itself, through lib.sh, from the same files.

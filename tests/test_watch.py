@@ -7,10 +7,14 @@ at a known minute after T0; the frame is computed at a fixed --now, and every ex
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +22,7 @@ import pytest
 
 from tests.fixtures.harbor_jobs import T0, TrialSpec, make_dataset, write_job
 from tools import report_load as RL
+from tools import tally_core as T
 from tools import watch as W
 
 S = TrialSpec
@@ -187,3 +192,365 @@ def test_the_page_shows_the_bar_and_the_plot_and_reloads_itself(tmp_path):
     colors = {tuple(p) for p in pixels}
     assert (0x1b, 0x5e, 0x20) in colors and (0xb7, 0x1c, 0x1c) in colors
     assert not (tmp_path / "state").exists()
+
+
+# --------------------------------------------------------------------------- a remote run, through its bucket
+
+TOKEN = "hf_watchtesttoken"
+BUCKET = "alice/tb-runs"
+EXAMPLE_JOBS = REPO / "examples" / "jobs"
+EXAMPLE_JOB = "example-terminus2-tb21"  # runs/example-terminus2.env's JOB_NAME
+NOW = "2026-09-04T20:00:00Z"
+
+
+class FakeBucketHub:
+    """tests/fakes/fake_hub.py serving DIR as the bucket's files, read by the real huggingface_hub."""
+
+    def __init__(self, tmp: Path, bucket_dir: Path):
+        self.record = tmp / "hub-requests.jsonl"
+        self.record.write_text("")
+        port_file = tmp / "hub-port"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "fakes" / "fake_hub.py"), "--record", str(self.record),
+             "--port-file", str(port_file), "--max-lifetime", "120", "--token", TOKEN,
+             "--bucket", f"{BUCKET}={bucket_dir}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+        deadline = time.monotonic() + 10
+        while not port_file.exists() or not port_file.read_text().strip():
+            assert self.proc.poll() is None, "fake_hub.py exited before listening"
+            assert time.monotonic() < deadline, "fake_hub.py did not write its port in 10 s"
+            time.sleep(0.05)
+        self.endpoint = f"http://127.0.0.1:{int(port_file.read_text())}"
+
+    def requests(self) -> list[dict]:
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def files_read(self) -> set[str]:
+        """Bucket paths whose content was asked for (resolve, xet reconstruction, xorb)."""
+        prefix = BUCKET + "/"
+        return {r["file"][len(prefix):] for r in self.requests() if "file" in r}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def hub(tmp_path):
+    fake = FakeBucketHub(tmp_path, EXAMPLE_JOBS)
+    yield fake
+    fake.stop()
+
+
+def hub_env(tmp: Path, endpoint: str) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST", "WHERE", "BUCKET", "HF_TOKEN", "MAKEFLAGS")}
+    env.update(HF_ENDPOINT=endpoint, HF_TOKEN=TOKEN, HF_HOME=str(tmp / "hf-home"), STATE_ROOT=str(tmp / "state"),
+               HF_HUB_DISABLE_UPDATE_CHECK="1", HF_HUB_DISABLE_TELEMETRY="1", TMPDIR=str(tmp / "tmp"))
+    (tmp / "tmp").mkdir(exist_ok=True)
+    return env
+
+
+def run_json_files(jobs: Path, job: str) -> set[str]:
+    """What the watch needs of a run's job dirs: <job>/{config,result}.json and each trial's."""
+    out = set()
+    for d in jobs.iterdir():
+        if T.retry_number(job, d.name) is None:
+            continue
+        out |= {f"{d.name}/{n}" for n in W.BUCKET_JSON if (d / n).is_file()}
+        out |= {f"{d.name}/{t.name}/{n}" for t in d.iterdir() if t.is_dir() for n in W.BUCKET_JSON
+                if (t / n).is_file()}
+    return out
+
+
+FRAMES_SCRIPT = """
+import dataclasses, json, sys, tempfile
+from pathlib import Path
+from tools import report_load as RL, watch as W, tally_core as T
+settings = RL.run_settings("example-terminus2")
+kw = dict(now=T.parse_timestamp(sys.argv[1])[0], tasks_hint=None, max_cost=50.0, max_infra_rate=0.3)
+with tempfile.TemporaryDirectory() as root:
+    remote = W.Remote(bucket=sys.argv[2], job_name=settings.job_name, root=Path(root))
+    frames = [W.frame_of(settings, **kw), W.remote_frame(remote, W.bucket_api(), settings, **kw)]
+print(json.dumps([dataclasses.asdict(f) for f in frames], default=str))
+"""
+
+
+def test_a_remote_run_read_through_its_bucket_gives_the_local_frame_and_reads_only_its_json(tmp_path, hub):
+    """The bundled example's job dirs served as a bucket (with the other examples' jobs and every
+    trial's agent/trajectory.json beside them), read by the real huggingface_hub: list_bucket_tree,
+    then download_bucket_files through hf_xet's reconstruction, against the fake. Every figure of
+    the frame equals the local one, spend and alarms included; the only files read are the run's
+    job and trial config.json and result.json."""
+    env = hub_env(tmp_path, hub.endpoint)
+    proc = subprocess.run([sys.executable, "-c", FRAMES_SCRIPT, NOW, BUCKET], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    local, remote = json.loads(proc.stdout)
+    assert local["settled"] == 9 and local["spend"]["known"] and local["alarms"]  # a frame worth comparing
+    assert remote == local
+    wanted = run_json_files(EXAMPLE_JOBS, EXAMPLE_JOB)
+    assert hub.files_read() == wanted
+    assert not [r for r in hub.requests() if "agent" in r["path"] or "trajectory" in r["path"]
+                or "agent/" in r.get("file", "")]
+    assert all(r["auth"] for r in hub.requests() if r["path"].startswith("/api/buckets/"))
+    # The same through make watch, as plain lines; the token never on the screen; nothing left behind.
+    lines = subprocess.run([sys.executable, "-m", "tools.watch", "watch", "--run", "example-terminus2", "--once",
+                            "--now", NOW, "--where", "hf", "--bucket", BUCKET], capture_output=True, text=True,
+                           cwd=REPO, env=env, timeout=120)
+    assert lines.returncode == 0, lines.stderr
+    assert lines.stdout == watch_cli("--run", "example-terminus2", "--once", "--now", NOW).stdout
+    made = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-terminus2",
+                           "WHERE=hf", f"BUCKET={BUCKET}", "ONCE=1"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.splitlines()[0] == lines.stdout.splitlines()[0]
+    assert TOKEN not in lines.stdout + lines.stderr + made.stdout + made.stderr
+    assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "state").exists()
+
+
+def test_make_watch_where_hf_dry_run_says_what_it_would_read_and_reads_nothing(tmp_path, hub):
+    env = hub_env(tmp_path, hub.endpoint)
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-terminus2",
+                           "WHERE=hf", f"BUCKET={BUCKET}", "DRY_RUN=1"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (".venv/bin/python -m tools.watch watch --run example-terminus2 --every 60 "
+                           f"--max-infra-rate 0.3 --where hf --bucket {BUCKET}\n")
+    assert proc.stderr == (f"watch: would read, each frame, from hf://buckets/{BUCKET}: {EXAMPLE_JOB}/{{config,result}}"
+                           f".json and {EXAMPLE_JOB}/*/{{config,result}}.json, the same of {EXAMPLE_JOB}-retry-N; "
+                           "never agent/ trajectories\n")
+    assert hub.requests() == []
+    assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "state").exists()
+    assert not (tmp_path / "hf-home").exists()
+
+
+def test_make_watch_where_hf_without_a_bucket_is_one_clear_line(tmp_path):
+    env = hub_env(tmp_path, "http://127.0.0.1:9")
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-terminus2",
+                           "WHERE=hf", "ONCE=1"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
+        "watch: WHERE=hf reads the run from its bucket: set BUCKET=ns/name (the bucket make bench WHERE=hf "
+        "writes to), or WHERE=local"]
+    tool = watch_cli("--run", "example-terminus2", "--once", "--where", "hf")
+    assert tool.returncode == 1 and tool.stderr.strip().splitlines() == [
+        "Error: --where hf reads the run from its bucket: pass --bucket NS/NAME (make watch: BUCKET=ns/name)"]
+
+
+def test_bucket_paths_the_watch_reads_are_the_runs_json_and_nothing_deeper():
+    yes = ["w/config.json", "w/result.json", "w/t0__ab/result.json", "w-retry-2/t0__ab/config.json"]
+    no = ["w/lock.json", "w/t0__ab/agent/trajectory.json", "w/t0__ab/agent/result.json", "w/t0__ab/trial.log",
+          "w-smoke/config.json", "w-retry-x/config.json", "other/config.json", "w/../config.json", "w/./result.json",
+          "w/t0\x1b[2J/result.json", "w//result.json", "w/a/b/result.json", "result.json"]
+    assert [p for p in yes if W.bucket_wanted("w", p)] == yes
+    assert [p for p in no if W.bucket_wanted("w", p)] == []
+
+
+class StubBucketApi:
+    """HfApi's two bucket calls over a dict {path: bytes}: what refresh fetches, and when."""
+
+    def __init__(self, files: dict[str, bytes], dirs: tuple[str, ...] = ()):
+        self.files, self.dirs, self.fetched = dict(files), set(dirs), []
+
+    def _entry(self, path: str):
+        from huggingface_hub import BucketFile
+        data = self.files[path]
+        return BucketFile(type="file", path=path, size=len(data), xetHash=hashlib.sha256(data).hexdigest())
+
+    def list_bucket_tree(self, bucket, prefix=None, *, recursive=None):
+        from huggingface_hub import BucketFolder
+        paths = sorted(self.files)
+        folders = sorted(self.dirs | {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)})
+        if not recursive:
+            return [BucketFolder(type="directory", path=f) for f in folders if "/" not in f] + \
+                   [self._entry(p) for p in paths if "/" not in p]
+        under = [f for f in folders if f.startswith(prefix)] + [p for p in paths if p.startswith(prefix)]
+        return [BucketFolder(type="directory", path=f) if f in folders else self._entry(f) for f in under]
+
+    def download_bucket_files(self, bucket, files, raise_on_missing_files=False):
+        for entry, dest in files:
+            self.fetched.append(entry.path)
+            Path(dest).write_bytes(self.files[entry.path])
+
+
+def test_a_refresh_fetches_what_changed_drops_what_is_gone_and_keeps_to_its_caps(tmp_path, monkeypatch):
+    root = tmp_path / "mirror"
+    root.mkdir()
+    api = StubBucketApi({"w/config.json": b"{}", "w/result.json": b"{}", "w/t0__a/config.json": b"{}",
+                         "w/t0__a/result.json": b'{"a": 1}', "w/t0__a/agent/trajectory.json": b"[]",
+                         "w/t1__b/config.json": b"{}", "w-retry-1/config.json": b"{}",
+                         "other/config.json": b"{}"}, dirs=("w/t2__c", "w/t2__c/agent"))
+    remote = W.Remote(bucket=BUCKET, job_name="w", root=root)
+    W.bucket_refresh(api, remote)
+    assert sorted(api.fetched) == ["w-retry-1/config.json", "w/config.json", "w/result.json", "w/t0__a/config.json",
+                                   "w/t0__a/result.json", "w/t1__b/config.json"]
+    assert (root / "w" / "t2__c").is_dir() and not (root / "w" / "t2__c" / "agent").exists()  # running: no json yet
+    assert not (root / "w" / "t0__a" / "agent").exists() and not (root / "other").exists()
+    # Next frame: t0's result changed, t1 archived away by a mop-up, the retry job gone.
+    api.files["w/t0__a/result.json"] = b'{"a": 2}'
+    del api.files["w/t1__b/config.json"], api.files["w-retry-1/config.json"]
+    api.fetched = []
+    W.bucket_refresh(api, remote)
+    assert api.fetched == ["w/t0__a/result.json"]
+    assert (root / "w" / "t0__a" / "result.json").read_bytes() == b'{"a": 2}'
+    assert not (root / "w" / "t1__b").exists() and not (root / "w-retry-1").exists()
+    # Caps: a json file too big is left out and said; too many files is an error.
+    monkeypatch.setattr(W, "BUCKET_FILE_CAP", 7)
+    api.files["w/t0__a/result.json"] = b'{"a": 22}'
+    W.bucket_refresh(api, remote)
+    assert remote.notes == ["bucket: w/t0__a/result.json not read: 9 bytes, above the cap of 7 (its trial shows as "
+                            "having no result)"]
+    monkeypatch.setattr(W, "BUCKET_FILES_CAP", 2)
+    with pytest.raises(W.BucketError, match="above the cap of 2"):
+        W.bucket_refresh(api, remote)
+
+
+def test_a_bucket_that_stops_answering_keeps_the_last_frame_and_says_so(tmp_path):
+    """The first frame needs the bucket (one line when it cannot be read); a later refresh that
+    fails keeps the copy already here, with an alarm saying since when, so a blip ends no watch."""
+    jobs = run_of(tmp_path / "src", MID)
+    files = {str(p.relative_to(jobs)): p.read_bytes() for p in jobs.rglob("*.json")
+             if W.bucket_wanted("w", str(p.relative_to(jobs)))}
+    api = StubBucketApi(files)
+    root = tmp_path / "mirror"
+    root.mkdir()
+    remote = W.Remote(bucket=BUCKET, job_name="w", root=root)
+    kw = dict(now=T0 + timedelta(minutes=120), tasks_hint=None, max_cost=None, max_infra_rate=1.0, with_cost=False)
+    first = W.remote_frame(remote, api, settings(jobs), **kw)
+    local = W.frame_of(settings(jobs), **kw)
+    assert (first.settled, first.infra, first.running, first.per_job) == (3, 2, 1, [("w", 3, 6)])
+    assert first == local
+
+    def down(*args, **kwargs):
+        raise OSError("[Errno 111] Connection refused")
+
+    api.list_bucket_tree = down
+    second = W.remote_frame(remote, api, settings(jobs), **kw)
+    assert second.settled == 3
+    assert second.alarms == [f"bucket: could not refresh ([Errno 111] Connection refused); the figures are as of "
+                             f"{remote.refreshed.strftime('%H:%M:%S')} UTC"]
+    refused = r"^cannot read the bucket alice/tb-runs: \[Errno 111\] Connection refused$"
+    with pytest.raises(W.BucketError, match=refused):
+        W.remote_frame(W.Remote(bucket=BUCKET, job_name="w", root=tmp_path), api, settings(jobs), **kw)
+
+
+# --------------------------------------------------------------------------- the live view, in a terminal
+
+PANE = (100, 40)  # columns, rows
+
+
+def tmux() -> str:
+    exe = shutil.which("tmux")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("tmux is missing: apt-get install -y tmux (.ci/run installs it)")
+        pytest.skip("tmux not installed (apt-get install -y tmux)")
+    return exe
+
+
+def wait_for(what: str, check, seconds: float = 60.0):
+    """Poll until check() gives something truthy; fail naming `what` past the deadline."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:.0f} s"
+        time.sleep(0.1)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below pid, from /proc (ppid links)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def test_the_live_view_fits_a_100_column_terminal_redraws_and_stops_on_ctrl_c(tmp_path):
+    """make watch WATCH_EVERY=1 in a detached 100x40 tmux session (its own server socket): the
+    frame appears, every line fits the pane and no word is split across lines, the "updated"
+    line changes between two captures, and Ctrl-C ends it: make, the script and the tool all
+    gone, make ended as make ends on Ctrl-C (status 0, or its own SIGINT re-raised), no
+    traceback, the last frame left on the screen."""
+    exe = tmux()
+    sock = str(tmp_path / "tmux.sock")
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST", "TMUX",
+                                                            "WHERE", "BUCKET", "MAKEFLAGS")}
+    env.update(STATE_ROOT=str(tmp_path / "state"), TERM="xterm-256color")
+
+    def tm(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([exe, "-S", sock, *args], capture_output=True, text=True, env=env, timeout=30)
+
+    # The shell traps INT (a handler: make and the tool get Ctrl-C as usual, the shell lives on to
+    # record make's status), and starts make only once the test has the pane (no race on the pane).
+    go, status = tmp_path / "go", tmp_path / "status"
+    command = (f"trap true INT; while [ ! -e {go} ]; do sleep 0.05; done; "
+               f"make -C {REPO} --no-print-directory watch RUN=example-terminus2 WATCH_EVERY=1; "
+               f"echo $? > {status}; sleep 60")
+    started = tm("new-session", "-d", "-s", "watch", "-x", str(PANE[0]), "-y", str(PANE[1]), "bash", "-c", command)
+    assert started.returncode == 0, started.stderr
+    try:
+        go.touch()
+
+        def pane(fmt: str) -> str:
+            return tm("display-message", "-p", "-t", "watch", fmt).stdout.strip()
+
+        def screen() -> list[str]:
+            return tm("capture-pane", "-p", "-t", "watch").stdout.splitlines()
+
+        def updated(lines: list[str]) -> str | None:
+            return next((line for line in lines if line.startswith("  updated ")), None)
+
+        first = wait_for("the frame on the pane", lambda: (lambda s: s if updated(s) else None)(screen()))
+        assert pane("#{pane_width}x#{pane_height}") == f"{PANE[0]}x{PANE[1]}"
+        assert first[0].startswith("run example-terminus2: [")
+        assert max(len(line) for line in first) <= PANE[0]
+        text = " ".join(line.strip() for line in first)
+        for phrase in ("9/13 attempt slots settled", "passed 4, failed 4, infra errors 5",
+                       "example-terminus2-tb21-retry-1: 1 settled of 2 trial dir(s)", "spend: $45.92 so far",
+                       "mop-up's included"):
+            assert phrase in text, (phrase, first)
+        # A word split by the wrap would leave its halves on two lines: every word of the plain
+        # frame appears whole on the screen (durations aside: the clock moves between the two).
+        plain = watch_cli("--run", "example-terminus2", "--once").stdout.split()
+        on_screen = set(text.split())
+        assert [w for w in plain if w not in on_screen and not re.search(r"\d+h\d\dm", w)] == []
+        again = wait_for("a redraw", lambda: (lambda s: s if updated(s) not in (None, updated(first)) else None)(
+            screen()))
+        assert again[0] == first[0]
+        below = descendants(int(pane("#{pane_pid}")))  # make, scripts/watch.sh, the tool
+
+        def alive() -> list[str]:
+            out = []
+            for p in below:
+                try:
+                    state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z":  # a zombie has ended
+                        out.append(Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace").replace("\0", " "))
+                except OSError:
+                    pass
+            return out
+
+        assert tm("send-keys", "-t", "watch", "C-c").returncode == 0
+        code = wait_for("make's exit status", lambda: status.exists() and status.read_text().strip(), seconds=20)
+        assert code in ("0", "130"), code  # 0, or make's own Ctrl-C (it re-raises SIGINT): never a failure
+        try:
+            wait_for("every process of the watch gone", lambda: not alive(), seconds=20)
+        except AssertionError:
+            raise AssertionError(f"still running after Ctrl-C: {alive()}") from None
+        after = tm("capture-pane", "-p", "-S", "-", "-t", "watch").stdout.splitlines()  # with the scrollback
+        assert not [line for line in after if "Traceback" in line or "Error" in line], after
+        assert "9/13 attempt slots settled" in " ".join(after)
+    finally:
+        tm("kill-server")

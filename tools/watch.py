@@ -24,14 +24,33 @@ its retry jobs, both layouts), its manifest and cost (tools/report_cost.py, make
   8 hours that way); the infra-error rate over the last hour above --max-infra-rate; the spend
   projected past MAX_COST.
 
-On a terminal it draws with rich and redraws every --every seconds until Ctrl-C; otherwise (a
-pipe, a log, --once) it prints plain lines. Exit codes: 0, or 1 with a message for a user error.
+A remote run (--where hf --bucket NS/NAME: benched with WHERE=hf, its job dirs flat in the
+bucket) is read through huggingface_hub's own bucket API (HfApi.list_bucket_tree, then
+HfApi.download_bucket_files), the token being the client's own (HF_TOKEN or the login): only the
+json files the frame needs (each job's config.json and result.json, each trial's config.json and
+result.json; never agent/ trajectories), of the run's job and its retry jobs, into a private
+temporary dir removed on exit, under caps (files listed, files read, bytes per file and in all).
+Each frame lists the bucket again and downloads only what changed since the last one (by xet
+hash), and drops what is gone; then the frame is computed from that dir exactly as from local
+job dirs, the spend from the run's local manifest as for a local run. Why a temporary dir and not
+a cache under state/: make watch writes nothing and takes no lock (a cache would need one, and
+could be taken for the run's own job dirs); the json files are small, so one session's copy is
+enough.
+
+On a terminal it draws with rich and redraws every --every seconds until Ctrl-C, with an
+"updated HH:MM:SS" line; otherwise (a pipe, a log, --once) it prints plain lines. Exit codes: 0,
+or 1 with a message for a user error.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
+import stat
 import sys
+import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -337,6 +356,154 @@ def write_page(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+# --------------------------------------------------------------------------- a remote run, from its bucket
+
+BUCKET_JSON = ("config.json", "result.json")  # what the frame reads of a job dir and of a trial dir
+BUCKET_LIST_CAP = 500_000       # entries listed per frame (trajectories included: names only)
+BUCKET_FILES_CAP = 50_000       # json files mirrored
+BUCKET_FILE_CAP = 16 * SR.MiB   # bytes of one json file (a result.json is a few KB)
+BUCKET_TOTAL_CAP = SR.TALLY_CAP  # bytes of them all
+
+
+class BucketError(Exception):
+    """The bucket cannot be read (not found, no access, the network, a cap): one line."""
+
+
+@dataclass
+class Remote:
+    """A run's job dirs mirrored from its bucket: only the json files the frame needs."""
+
+    bucket: str
+    job_name: str
+    root: Path                                   # the private temporary dir
+    have: dict[str, str] = field(default_factory=dict)  # bucket path -> xet hash of the local copy
+    notes: list[str] = field(default_factory=list)      # this frame's files left out, said as alarms
+    refreshed: datetime | None = None
+
+
+def _safe_part(name: str) -> bool:
+    """A path component that is a plain name here (never '..', a separator, a control char)."""
+    return name not in ("", ".", "..") and len(name) <= 255 and SR.printable(name) == name and \
+        "\\" not in name and "/" not in name
+
+
+def bucket_wanted(job_name: str, path: str) -> bool:
+    """<job>/{config,result}.json or <job>/<trial>/{config,result}.json of the run's jobs (the job
+    and its -retry-N): nothing deeper, so never agent/ and its trajectories."""
+    parts = path.split("/")
+    return 2 <= len(parts) <= 3 and all(_safe_part(p) for p in parts) and parts[-1] in BUCKET_JSON and \
+        T.retry_number(job_name, parts[0]) is not None
+
+
+def bucket_listing(api, remote: Remote) -> tuple[dict[str, object], set[str]]:
+    """({path: BucketFile} of the json files wanted, {job and trial dir paths}) of the run, now."""
+    from huggingface_hub import BucketFolder
+
+    jobs = [e.path for e in api.list_bucket_tree(remote.bucket, recursive=False)
+            if isinstance(e, BucketFolder) and T.retry_number(remote.job_name, e.path) is not None]
+    files: dict[str, object] = {}
+    dirs: set[str] = set(jobs)
+    listed = 0
+    for job in jobs:
+        for entry in api.list_bucket_tree(remote.bucket, prefix=job, recursive=True):
+            listed += 1
+            if listed > BUCKET_LIST_CAP:
+                raise BucketError(f"more than {BUCKET_LIST_CAP:,} entries under the run's jobs: not a run's job dirs")
+            parts = entry.path.split("/")
+            if parts[0] != job:  # a prefix listing may also match job-retry-1's paths: listed on its own
+                continue
+            if len(parts) >= 2 and (len(parts) > 2 or isinstance(entry, BucketFolder)) and _safe_part(parts[1]):
+                dirs.add(f"{job}/{parts[1]}")  # a trial dir, even with no json yet (running)
+            if not isinstance(entry, BucketFolder) and bucket_wanted(remote.job_name, entry.path):
+                files[entry.path] = entry
+    if len(files) > BUCKET_FILES_CAP:
+        raise BucketError(f"{len(files):,} json files in the run's jobs, above the cap of {BUCKET_FILES_CAP:,}")
+    return files, dirs
+
+
+def _drop_gone(remote: Remote, files: dict[str, object], dirs: set[str]) -> None:
+    """Forget what the bucket no longer holds (a mop-up archived it, a job was removed)."""
+    for path in [p for p in remote.have if p not in files]:
+        (remote.root / path).unlink(missing_ok=True)
+        del remote.have[path]
+    for job in sorted(os.listdir(remote.root)):
+        job_dir = remote.root / job
+        if job not in dirs:
+            shutil.rmtree(job_dir)  # our own dir: made here, never a link
+            continue
+        for trial in os.listdir(job_dir):
+            if (job_dir / trial).is_dir() and f"{job}/{trial}" not in dirs:
+                shutil.rmtree(job_dir / trial)
+
+
+def bucket_refresh(api, remote: Remote) -> None:
+    """Bring the mirror to what the bucket holds now: changed files fetched, gone ones dropped."""
+    files, dirs = bucket_listing(api, remote)
+    _drop_gone(remote, files, dirs)
+    for d in sorted(dirs):
+        (remote.root / d).mkdir(parents=True, exist_ok=True)
+    remote.notes = []
+    fetch, total = [], 0
+    for path, entry in sorted(files.items()):
+        if entry.size > BUCKET_FILE_CAP:
+            remote.notes.append(f"bucket: {SR.shown(path)} not read: {entry.size:,} bytes, above the cap of "
+                                f"{BUCKET_FILE_CAP:,} (its trial shows as having no result)")
+            continue
+        total += entry.size
+        if total > BUCKET_TOTAL_CAP:
+            raise BucketError(f"the run's json files hold more than {BUCKET_TOTAL_CAP:,} bytes, above the cap")
+        if remote.have.get(path) != entry.xet_hash:
+            (remote.root / path).unlink(missing_ok=True)  # a new version: never written into an old file
+            fetch.append((entry, str(remote.root / path)))
+    if fetch:
+        api.download_bucket_files(remote.bucket, fetch, raise_on_missing_files=False)
+    for entry, dest in fetch:
+        _check_fetched(remote, entry, Path(dest))
+    remote.refreshed = datetime.now(timezone.utc)
+
+
+def _check_fetched(remote: Remote, entry, dest: Path) -> None:
+    """Keep a downloaded file only when it is a regular file of the size listed."""
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        return  # gone between the listing and the download: the next frame sees it
+    if not stat.S_ISREG(st.st_mode) or st.st_size != entry.size:
+        dest.unlink()
+        remote.notes.append(f"bucket: {SR.shown(entry.path)} not read: not the {entry.size:,} bytes listed")
+        return
+    remote.have[entry.path] = entry.xet_hash
+
+
+def bucket_api():
+    """huggingface_hub's client, quiet: its token is its own (HF_TOKEN or the login)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()  # a bar on stderr would tear the live view
+    return HfApi()
+
+
+def remote_frame(remote: Remote, api, settings: RL.RunSettings, **kw) -> Frame:
+    """The frame of the mirrored job dirs; a failed refresh after the first keeps the last copy
+    and says so, so a network blip does not end the watch."""
+    stale = None
+    try:
+        bucket_refresh(api, remote)
+    except Exception as e:  # noqa: BLE001 - huggingface_hub's and the network's errors are many
+        why = SR.printable(SR.clip(str(e).splitlines()[0] if str(e) else type(e).__name__, 200))
+        if remote.refreshed is None:
+            raise BucketError(f"cannot read the bucket {remote.bucket}: {why}") from None
+        stale = (f"bucket: could not refresh ({why}); the figures are as of "
+                 f"{remote.refreshed.strftime('%H:%M:%S')} UTC")
+    if not T.run_job_dirs(remote.root, remote.job_name):
+        raise BucketError(f"run {settings.run} has no job dir yet in the bucket {remote.bucket} "
+                          f"({remote.job_name}): nothing to watch until make bench WHERE=hf starts it")
+    f = frame_of(dataclasses.replace(settings, jobs_dir=remote.root), **kw)
+    f.alarms += remote.notes + ([stale] if stale else [])
+    return f
+
+
 @click.group()
 def cli() -> None:
     """Watch a run."""
@@ -354,9 +521,29 @@ def cli() -> None:
 @click.option("--summary", is_flag=True, help="One line (for make status).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the frame as a self-reloading HTML page here, every frame.")
-def watch_cmd(run, once, every, now_text, max_cost, max_infra_rate, tasks_hint, summary, html_path):
+@click.option("--where", type=click.Choice(["local", "hf"]), default="local", show_default=True,
+              help="hf: read the run's job dirs from --bucket (a run benched with WHERE=hf).")
+@click.option("--bucket", default="", help="NS/NAME of the HF bucket the run's jobs write to (with --where hf).")
+def watch_cmd(run, once, every, now_text, max_cost, max_infra_rate, tasks_hint, summary, html_path, where, bucket):
     """Progress, pace, ETA, spend and alarms of RUN, from its files."""
+    if where == "hf" and not bucket:
+        RL.fail("--where hf reads the run from its bucket: pass --bucket NS/NAME (make watch: BUCKET=ns/name)")
     settings = RL.run_settings(run)
+    if where != "hf":
+        return watch_run(settings, once, every, now_text, max_cost, max_infra_rate, tasks_hint, summary,
+                         html_path, None)
+    root = Path(tempfile.mkdtemp(prefix="watch-bucket-"))  # 0700: this process's own
+    try:
+        remote = Remote(bucket=bucket, job_name=settings.job_name, root=root)
+        watch_run(settings, once, every, now_text, max_cost, max_infra_rate, tasks_hint, summary, html_path, remote)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def watch_run(settings, once, every, now_text, max_cost, max_infra_rate, tasks_hint, summary, html_path,
+              remote: Remote | None) -> None:
+    """The watch of one run, local (remote None) or mirrored from its bucket."""
+    api = bucket_api() if remote else None
 
     def now() -> datetime:
         if not now_text:
@@ -370,11 +557,13 @@ def watch_cmd(run, once, every, now_text, max_cost, max_infra_rate, tasks_hint, 
         RL.fail(f"HTML={SR.printable(str(html_path))}: its directory does not exist; name a file in an existing one")
 
     def build() -> Frame:
+        kw = dict(now=now(), tasks_hint=tasks_hint, max_cost=max_cost, max_infra_rate=max_infra_rate)
         try:
-            f = frame_of(settings, now=now(), tasks_hint=tasks_hint, max_cost=max_cost,
-                         max_infra_rate=max_infra_rate)
+            f = remote_frame(remote, api, settings, **kw) if remote else frame_of(settings, **kw)
         except T.TallyError as e:
             RL.fail(f"run {settings.run}: {e}")
+        except BucketError as e:
+            RL.fail(str(e))
         if html_path is not None:
             write_page(html_path, page_of(f, every))
         return f
@@ -389,22 +578,43 @@ def watch_cmd(run, once, every, now_text, max_cost, max_infra_rate, tasks_hint, 
     live_view(build, every)
 
 
+def wrapped(lines: list[str], width: int) -> list[str]:
+    """Lines folded at word boundaries to the terminal's width (read at each redraw, so a resize
+    is followed), continuations indented under their line's text."""
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        out += textwrap.wrap(line, width=max(width, 20), subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False, drop_whitespace=True) or [""]
+    return out
+
+
 def live_view(build, every: float) -> None:
     """Redraw every `every` seconds with rich until Ctrl-C; plain lines when not on a terminal."""
     if not sys.stdout.isatty():
-        while True:  # a log: one frame per interval
-            time.sleep(every)
-            click.echo("\n".join(lines_of(build())))
+        try:
+            while True:  # a log: one frame per interval, until Ctrl-C ends it quietly
+                time.sleep(every)
+                click.echo("\n".join(lines_of(build())))
+        except KeyboardInterrupt:
+            return
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
 
     console = Console()
+
+    def view() -> Text:
+        # The time of each redraw: a frame that stopped changing still shows the watch is alive.
+        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        lines = lines_of(build()) + [f"  updated {stamp} UTC (every {every:g} s; Ctrl-C stops)"]
+        return Text("\n".join(wrapped(lines, console.width)))
+
     try:
-        with Live(Text("\n".join(lines_of(build()))), console=console, refresh_per_second=1) as live:
+        with Live(view(), console=console, refresh_per_second=1) as live:
             while True:
                 time.sleep(every)
-                live.update(Text("\n".join(lines_of(build()))))
+                live.update(view())
     except KeyboardInterrupt:
         pass
 

@@ -1,8 +1,8 @@
-"""A loopback fake of the few Hub endpoints make publish uses, for the real huggingface_hub client.
+"""A loopback fake of the few Hub endpoints make publish and make watch use, for the real huggingface_hub client.
 
 Usage:
     python tests/fakes/fake_hub.py --record REQUESTS.jsonl --port-file PORT_FILE \
-        [--max-lifetime 60] [--token hf_...] [--fail-commit]
+        [--max-lifetime 60] [--token hf_...] [--fail-commit] [--bucket NS/NAME=DIR ...]
 
 Then point the real client at it: HF_ENDPOINT=http://127.0.0.1:$(cat PORT_FILE) HF_TOKEN=hf_...
 
@@ -36,6 +36,26 @@ and for `HfApi.batch_bucket_files(bucket, add=[...])` (hf_api.py, _batch_bucket_
     POST /v1/telemetry                                  hf_xet's transfer summary, accepted
     POST /api/buckets/{ns}/{name}/batch                 NDJSON addFile lines: recorded, 200
 
+and, for each --bucket NS/NAME=DIR (DIR served read-only as the bucket's files; a symlink in it is
+never followed nor listed), what `HfApi.list_bucket_tree` and `HfApi.download_bucket_files` call
+(hf_api.py; the download goes through hf_xet 1.8.0's reconstruction, spoken here with one
+uncompressed chunk per 64 KiB of a file):
+
+    GET  /api/buckets/{ns}/{name}/tree[/{prefix}]       the listing: {"type": "file", "path", "size",
+                                                        "xetHash", "mtime"} and {"type": "directory",
+                                                        "path"}; ?recursive=True for the whole subtree
+    POST /api/buckets/{ns}/{name}/paths-info            the same entries of the paths asked for
+    HEAD /buckets/{ns}/{name}/resolve/{path}            X-Xet-Hash, X-Xet-Refresh-Route, Content-Length
+    GET  /buckets/{ns}/{name}/resolve/{path}            the file's bytes
+    GET  /api/buckets/{ns}/{name}/xet-read-token        the xet CAS's URL (this fake) and a token
+    GET  /v2/reconstructions/{hash}                     501: hf_xet falls back to v1, as with the Hub
+    GET  /v1/reconstructions/{hash}                     the file's terms: one xorb of its chunks
+    GET  /xorbs/{hash}                                  that xorb's bytes (the presigned URL: no auth),
+                                                        the Range asked for (206)
+
+Requests that read a bucket file's content (resolve, reconstructions, xorbs) are recorded with
+"file": "NS/NAME/PATH", so a test sees exactly which files were read.
+
 Anything else answers 404 and is recorded, so a test sees every call the client made. With
 --token, a request whose Authorization is not "Bearer <token>" answers 401 (the CAS is called
 with the xet token this fake handed out). --fail-commit answers the commit with 403.
@@ -52,7 +72,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -69,6 +91,13 @@ COMMIT = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/commit/(?P<rev>[^/]+)$"
 XET_TOKEN = re.compile(r"^/api/buckets/(?P<bucket>[^/]+/[^/]+)/xet-write-token$")
 BATCH = re.compile(r"^/api/buckets/(?P<bucket>[^/]+/[^/]+)/batch$")
 CAS = re.compile(r"^/v[0-9]+/")  # xet's CAS API, versioned
+TREE = re.compile(r"^/api/buckets/(?P<bucket>[^/]+/[^/]+)/tree(?:/(?P<prefix>.*))?$")
+PATHS_INFO = re.compile(r"^/api/buckets/(?P<bucket>[^/]+/[^/]+)/paths-info$")
+RESOLVE = re.compile(r"^/buckets/(?P<bucket>[^/]+/[^/]+)/resolve/(?P<path>.+)$")
+XET_READ_TOKEN = re.compile(r"^/api/buckets/(?P<bucket>[^/]+/[^/]+)/xet-read-token$")
+RECONSTRUCTION = re.compile(r"^/v(?P<version>[0-9]+)/reconstructions/(?P<hash>[0-9a-f]{64})$")
+XORB = re.compile(r"^/xorbs/(?P<hash>[0-9a-f]{64})$")
+CHUNK = 64 * 1024  # bytes per xet chunk served (hf_xet accepts chunks up to 128 KiB)
 XET_TOKEN_VALUE = "xet-fake-token"
 
 
@@ -87,9 +116,103 @@ def decode_ndjson(raw: bytes) -> list:
     return lines
 
 
+class BucketStore:
+    """The files of each --bucket's DIR, read-only, as the Hub would list and serve them.
+
+    A file's xet hash is the sha256 of its bytes (hf_xet checks no hash on download); its xorb
+    hash is the sha256 of the file hash. Symlinks are skipped, never followed."""
+
+    def __init__(self, buckets: dict[str, str]):
+        self.roots = {b: os.path.realpath(d) for b, d in buckets.items()}
+        self.by_hash: dict[str, tuple[str, str]] = {}  # file or xorb hash -> (bucket, path)
+        self.lock = threading.Lock()
+
+    def _file(self, bucket: str, path: str) -> str | None:
+        root = self.roots.get(bucket)
+        if root is None or path.startswith("/") or ".." in path.split("/"):
+            return None
+        here = root
+        for part in path.split("/"):
+            here = os.path.join(here, part)
+            if os.path.islink(here):
+                return None
+        return here if os.path.isfile(here) else None
+
+    def read(self, bucket: str, path: str) -> bytes | None:
+        full = self._file(bucket, path)
+        if full is None:
+            return None
+        with open(full, "rb") as f:
+            return f.read()
+
+    def entry(self, bucket: str, path: str) -> dict | None:
+        data = self.read(bucket, path)
+        if data is None:
+            return None
+        file_hash = hashlib.sha256(data).hexdigest()
+        with self.lock:
+            self.by_hash[file_hash] = (bucket, path)
+            self.by_hash[self.xorb_of(file_hash)] = (bucket, path)
+        mtime = os.stat(self._file(bucket, path)).st_mtime
+        return {"type": "file", "path": path, "size": len(data), "xetHash": file_hash,
+                "mtime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(mtime)),
+                "uploadedAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(mtime))}
+
+    @staticmethod
+    def xorb_of(file_hash: str) -> str:
+        return hashlib.sha256(file_hash.encode()).hexdigest()
+
+    def tree(self, bucket: str, prefix: str, recursive: bool) -> list[dict] | None:
+        root = self.roots.get(bucket)
+        prefix = prefix.strip("/")
+        if root is None or ".." in prefix.split("/"):
+            return None
+        start = os.path.join(root, prefix) if prefix else root
+        if os.path.islink(start) or not os.path.isdir(start):
+            entry = self.entry(bucket, prefix) if prefix else None
+            return [entry] if entry else []
+        out: list[dict] = []
+
+        def visit(rel: str) -> None:
+            here = os.path.join(root, rel) if rel else root
+            for name in sorted(os.listdir(here)):
+                path = f"{rel}/{name}" if rel else name
+                full = os.path.join(here, name)
+                if os.path.islink(full):
+                    continue
+                if os.path.isdir(full):
+                    out.append({"type": "directory", "path": path,
+                                "uploadedAt": "2026-09-04T00:00:00.000Z"})
+                    if recursive:
+                        visit(path)
+                elif os.path.isfile(full):
+                    out.append(self.entry(bucket, path))
+
+        visit(prefix)
+        return out
+
+    def file_of(self, hash_: str) -> tuple[str, str] | None:
+        with self.lock:
+            return self.by_hash.get(hash_)
+
+    def xorb(self, data: bytes) -> tuple[bytes, list[int]]:
+        """The file as one xorb of uncompressed chunks (xet's 8-byte chunk header: version 0, the
+        compressed length in 3 bytes LE, scheme 0 = none, the uncompressed length in 3 bytes LE),
+        and the byte offset where each chunk starts."""
+        out, starts = b"", []
+        for i in range(0, max(len(data), 1), CHUNK):
+            piece = data[i:i + CHUNK]
+            starts.append(len(out))
+            n = len(piece).to_bytes(3, "little")
+            out += bytes([0]) + n + bytes([0]) + n + piece
+        return out, starts
+
+
 class FakeHub:
-    def __init__(self, record_path: str | None, token: str | None, fail_commit: bool, parse: bool = True):
+    def __init__(self, record_path: str | None, token: str | None, fail_commit: bool, parse: bool = True,
+                 buckets: dict[str, str] | None = None):
         self.record_path = record_path
+        self.buckets = BucketStore(buckets or {})
         self.token = token
         self.fail_commit = fail_commit
         self.parse = parse
@@ -133,6 +256,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _bytes(self, code: int, data: bytes, headers: dict | None = None, head: bool = False):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+
     def _body(self, path: str) -> tuple[bytes, object]:
         raw = b""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -161,7 +294,7 @@ class Handler(BaseHTTPRequestHandler):
             return raw, raw.decode(errors="replace")
 
     def _authorized(self, path: str) -> bool:
-        if self.hub.token is None:
+        if self.hub.token is None or XORB.match(path):  # a xorb URL is presigned: no Authorization
             return True
         expected = XET_TOKEN_VALUE if CAS.match(path) or path == "/shards" else self.hub.token
         return self.headers.get("Authorization") == f"Bearer {expected}"
@@ -172,8 +305,10 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(url.query)
         _, body = self._body(path)
         hub = self.hub
+        read = self._file_read(path)
         hub.record({"method": method, "path": path, "query": query,
-                    "auth": bool(self.headers.get("Authorization")), "body": body})
+                    "auth": bool(self.headers.get("Authorization")), "body": body,
+                    **({"file": "/".join(read)} if read else {})})
         if not self._authorized(path):
             return self._reply(401, {"error": "Invalid credentials in Authorization header"})
         endpoint = f"http://{self.headers.get('Host')}"
@@ -203,6 +338,8 @@ class Handler(BaseHTTPRequestHandler):
             info = {"casUrl": endpoint, "accessToken": XET_TOKEN_VALUE, "exp": int(time.time()) + 3600}
             return self._reply(200, info, headers={"X-Xet-Cas-Url": endpoint, "X-Xet-Access-Token": XET_TOKEN_VALUE,
                                                    "X-Xet-Token-Expiration": str(info["exp"])})
+        if self._bucket_read(method, path, query, body, endpoint):
+            return None
         if CAS.match(path) or path == "/shards":
             if method == "GET" or path.startswith(("/v2/", "/v1/xorb-grants/")):
                 # Nothing known for dedup; v2 shards (NDJSON progress frames) and xorb grants are
@@ -216,6 +353,78 @@ class Handler(BaseHTTPRequestHandler):
         if method == "POST" and BATCH.match(path):
             return self._reply(200, {"failed": []})
         return self._reply(404, {"error": f"no such route {method} {path}"})
+
+    def _file_read(self, path: str) -> tuple[str, str] | None:
+        """(bucket, path) of the file whose content this request reads, if it reads one."""
+        if m := RESOLVE.match(path):
+            return m["bucket"], m["path"]
+        if (m := RECONSTRUCTION.match(path)) or (m := XORB.match(path)):
+            return self.hub.buckets.file_of(m["hash"])
+        return None
+
+    def _bucket_read(self, method: str, path: str, query: dict, body, endpoint: str) -> bool:
+        """Answer the routes that list and download a bucket's files: True when the path was one of them."""
+        store = self.hub.buckets
+        if method == "GET" and (m := TREE.match(path)):
+            entries = store.tree(m["bucket"], m["prefix"] or "", query.get("recursive", [""])[0].lower() == "true")
+            if entries is None:
+                self._reply(404, {"error": f"Bucket {m['bucket']} not found"})
+            else:
+                self._reply(200, entries)
+        elif method == "POST" and (m := PATHS_INFO.match(path)):
+            paths = body.get("paths", []) if isinstance(body, dict) else []
+            self._reply(200, [e for e in (store.entry(m["bucket"], p) for p in paths) if e])
+        elif method in ("GET", "HEAD") and (m := RESOLVE.match(path)):
+            entry, data = store.entry(m["bucket"], m["path"]), store.read(m["bucket"], m["path"])
+            if entry is None or data is None:
+                self._reply(404, {"error": "Entry not found"})
+            else:
+                self._bytes(200, data, head=method == "HEAD", headers={
+                    "X-Xet-Hash": entry["xetHash"],
+                    "X-Xet-Refresh-Route": f"{endpoint}/api/buckets/{m['bucket']}/xet-read-token"})
+        elif method == "GET" and XET_READ_TOKEN.match(path):
+            exp = int(time.time()) + 3600
+            self._reply(200, {"casUrl": endpoint, "accessToken": XET_TOKEN_VALUE, "exp": exp},
+                        headers={"X-Xet-Cas-Url": endpoint, "X-Xet-Access-Token": XET_TOKEN_VALUE,
+                                 "X-Xet-Token-Expiration": str(exp)})
+        elif method == "GET" and (m := RECONSTRUCTION.match(path)):
+            if m["version"] != "1":  # the Hub's answer while v2 is off: hf_xet falls back to v1
+                self._reply(501, {"error": "reconstruction v2 is not enabled"})
+            else:
+                self._reconstruction(m["hash"], endpoint)
+        elif method == "GET" and (m := XORB.match(path)):
+            self._xorb(m["hash"])
+        else:
+            return False
+        return True
+
+    def _reconstruction(self, file_hash: str, endpoint: str) -> None:
+        """v1 terms of a file: one xorb holding its chunks, fetched whole from /xorbs/{hash}."""
+        store = self.hub.buckets
+        found = store.file_of(file_hash)
+        data = store.read(*found) if found else None
+        if data is None:
+            return self._reply(404, {"error": "no such file"})
+        xorb_hash = store.xorb_of(file_hash)
+        xorb, starts = store.xorb(data)
+        chunks = {"start": 0, "end": len(starts)}
+        return self._reply(200, {
+            "offset_into_first_range": 0,
+            "terms": [{"hash": xorb_hash, "unpacked_length": len(data), "range": chunks}],
+            "fetch_info": {xorb_hash: [{"range": chunks, "url": f"{endpoint}/xorbs/{xorb_hash}",
+                                        "url_range": {"start": 0, "end": len(xorb) - 1}}]}})
+
+    def _xorb(self, xorb_hash: str) -> None:
+        store = self.hub.buckets
+        found = store.file_of(xorb_hash)
+        data = store.read(*found) if found else None
+        if data is None:
+            return self._reply(404, {"error": "no such xorb"})
+        xorb, _ = store.xorb(data)
+        first, last = 0, len(xorb) - 1
+        if r := re.match(r"bytes=(\d+)-(\d+)$", self.headers.get("Range") or ""):
+            first, last = int(r[1]), min(int(r[2]), len(xorb) - 1)
+        return self._bytes(206, xorb[first:last + 1], headers={"Content-Range": f"bytes {first}-{last}/{len(xorb)}"})
 
     def do_GET(self):  # noqa: N802 - http.server's naming
         self._handle("GET")
@@ -238,8 +447,11 @@ def main() -> None:
     parser.add_argument("--token", default=None, help="accept only this bearer token")
     parser.add_argument("--fail-commit", action="store_true", help="answer the commit with 403")
     parser.add_argument("--no-parse", action="store_true", help="list no eval results (not parsed yet)")
+    parser.add_argument("--bucket", action="append", default=[], metavar="NS/NAME=DIR",
+                        help="serve DIR's files, read-only, as the bucket NS/NAME's (repeatable)")
     args = parser.parse_args()
-    Handler.hub = FakeHub(args.record, args.token, args.fail_commit, parse=not args.no_parse)
+    buckets = dict(b.split("=", 1) for b in args.bucket)
+    Handler.hub = FakeHub(args.record, args.token, args.fail_commit, parse=not args.no_parse, buckets=buckets)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     write_port_file(server, args.port_file)
