@@ -45,13 +45,15 @@ def expected_yaml(endpoint: str) -> str:
 
 
 class FakeHub:
-    def __init__(self, tmp: Path, *extra: str):
+    """tests/fakes/fake_hub.py on a free loopback port, accepting only `token`; its requests recorded."""
+
+    def __init__(self, tmp: Path, *extra: str, token: str = TOKEN, lifetime: int = 60):
         self.record = tmp / "hub-requests.jsonl"
         self.record.write_text("")
         port_file = tmp / "hub-port"
         self.proc = subprocess.Popen(
             [sys.executable, str(FAKES / "fake_hub.py"), "--record", str(self.record), "--port-file", str(port_file),
-             "--max-lifetime", "60", "--token", TOKEN, *extra],
+             "--max-lifetime", str(lifetime), "--token", token, *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while not port_file.exists() or not port_file.read_text().strip():

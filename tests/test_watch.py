@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.harbor_jobs import T0, TrialSpec, make_dataset, write_job
+from tests.test_publish import FakeHub
 from tools import report_load as RL
 from tools import tally_core as T
 from tools import watch as W
@@ -203,35 +204,16 @@ EXAMPLE_JOB = "example-terminus2-tb21"  # runs/example-terminus2.env's JOB_NAME
 NOW = "2026-09-04T20:00:00Z"
 
 
-class FakeBucketHub:
+class FakeBucketHub(FakeHub):
     """tests/fakes/fake_hub.py serving DIR as the bucket's files, read by the real huggingface_hub."""
 
     def __init__(self, tmp: Path, bucket_dir: Path):
-        self.record = tmp / "hub-requests.jsonl"
-        self.record.write_text("")
-        port_file = tmp / "hub-port"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "fakes" / "fake_hub.py"), "--record", str(self.record),
-             "--port-file", str(port_file), "--max-lifetime", "120", "--token", TOKEN,
-             "--bucket", f"{BUCKET}={bucket_dir}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
-        deadline = time.monotonic() + 10
-        while not port_file.exists() or not port_file.read_text().strip():
-            assert self.proc.poll() is None, "fake_hub.py exited before listening"
-            assert time.monotonic() < deadline, "fake_hub.py did not write its port in 10 s"
-            time.sleep(0.05)
-        self.endpoint = f"http://127.0.0.1:{int(port_file.read_text())}"
-
-    def requests(self) -> list[dict]:
-        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+        super().__init__(tmp, "--bucket", f"{BUCKET}={bucket_dir}", token=TOKEN, lifetime=120)
 
     def files_read(self) -> set[str]:
         """Bucket paths whose content was asked for (resolve, xet reconstruction, xorb)."""
         prefix = BUCKET + "/"
         return {r["file"][len(prefix):] for r in self.requests() if "file" in r}
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 @pytest.fixture
