@@ -70,6 +70,54 @@ validate_registry_dataset() {
     die "run '$RUN' sets DATASET ($DATASET) and DATASET_REPO or DATASET_REF: name one dataset. A registry dataset's version goes after its name (DATASET=org/name@version); DATASET_REF pins a git DATASET_REPO"
 }
 
+# flavor_gpus FLAVOR: the GPUs of an HF Jobs flavor by its name: <family>x<N> has N (h200x4,
+# l40sx1, a10g-largex2), a cpu-… flavor none, any other one (h200, a100-large, t4-small) one.
+flavor_gpus() {
+  if [[ "$1" == cpu-* ]]; then
+    printf 0
+  elif [[ "$1" =~ x([1-9][0-9]{0,2})$ ]]; then
+    printf '%s' "${BASH_REMATCH[1]}"
+  else
+    printf 1
+  fi
+}
+
+# validate_server_dp: SERVER_DP is a positive whole number, and when above 1 the replicas fill
+# SERVER_FLAVOR's GPUs exactly: replicas × the GPUs each takes (a tensor-parallel size in
+# SERVER_ARGS, else 1) = the flavor's GPUs. Fewer would leave billed GPUs idle; more cannot run.
+validate_server_dp() {
+  require_integer SERVER_DP
+  ((SERVER_DP > 1)) || return 0
+  local words i word tp=1 tp_flag="" gpus per fix
+  split_words words "$SERVER_ARGS $SERVER_EXTRA_ARGS"
+  for ((i = 0; i < ${#words[@]}; i++)); do
+    word=${words[i]}
+    case "$word" in
+      --dp | --dp-size | --data-parallel-size | -dp | --dp=* | --dp-size=* | --data-parallel-size=* | -dp=*)
+        die "run '$RUN' sets data parallelism twice: SERVER_DP=$SERVER_DP and ${word%%=*} in SERVER_ARGS or SERVER_EXTRA_ARGS. Keep SERVER_DP only (env/servers/$SERVER.env): the command, readiness and make status all read it"
+        ;;
+      --tp | --tp-size | --tensor-parallel-size | -tp) tp_flag=$word tp=${words[i + 1]:-} ;;
+      --tp=* | --tp-size=* | --tensor-parallel-size=* | -tp=*) tp_flag=${word%%=*} tp=${word#*=} ;;
+    esac
+  done
+  [[ "$tp" =~ ^[1-9][0-9]{0,2}$ ]] ||
+    die "SERVER_ARGS or SERVER_EXTRA_ARGS give $tp_flag '$tp': a tensor-parallel size must be a positive whole number (run '$RUN')"
+  gpus=$(flavor_gpus "$SERVER_FLAVOR")
+  ((gpus > 0)) ||
+    die "setting SERVER_DP=$SERVER_DP needs GPUs, but SERVER_FLAVOR=$SERVER_FLAVOR has none: pick a GPU flavor with $SERVER_DP GPUs (env/flavor-prices.tsv lists them) (run '$RUN')"
+  ((SERVER_DP * tp != gpus)) || return 0
+  per="1 GPU each"
+  ((tp == 1)) || per="$tp GPUs each ($tp_flag $tp)"
+  if ((gpus % tp == 0)); then
+    fix="Set SERVER_DP=$((gpus / tp))"
+  else
+    fix="Give each replica a tensor-parallel size that divides $gpus"
+  fi
+  ((SERVER_DP * tp < gpus)) ||
+    die "setting SERVER_DP=$SERVER_DP is too many for SERVER_FLAVOR=$SERVER_FLAVOR: $SERVER_DP replicas of $per need $((SERVER_DP * tp)) GPUs, and it has $gpus. $fix, or pick a flavor with $((SERVER_DP * tp)) GPUs (run '$RUN')"
+  die "setting SERVER_DP=$SERVER_DP does not fill SERVER_FLAVOR=$SERVER_FLAVOR: $SERVER_DP replicas of $per use $((SERVER_DP * tp)) of its $gpus GPUs, and the other $((gpus - SERVER_DP * tp)) would bill idle. $fix (run '$RUN')"
+}
+
 # Checks every setting the commands use; exits with the setting's name on the first bad one.
 validate_settings() {
   require MODEL SERVER_ENGINE SERVER_IMAGE SERVER_FLAVOR PORT SERVER_TIMEOUT PROJECT_LABEL \
@@ -102,18 +150,33 @@ validate_settings() {
   split_words _words "$SERVER_ARGS $SERVER_EXTRA_ARGS"
   split_words _words "$SERVER_LABELS"
   split_words _words "$TASKS"
+  validate_server_dp
 }
 
-# The engine's own command line, run inside the server job.
+# The engine's own command line, run inside the server job. SERVER_DP > 1 serves that many
+# replicas of the model behind the one exposed port (docs/data-parallel.md).
 server_command() {
   local -n _cmd=$1
-  local args extra
+  local args extra replicas=one
   split_words args "$SERVER_ARGS"
   split_words extra "$SERVER_EXTRA_ARGS"
-  case "$SERVER_ENGINE" in
+  [[ "$SERVER_DP" == 1 ]] || replicas=dp
+  case "$SERVER_ENGINE:$replicas" in
     # sglang binds 127.0.0.1 by default, which the jobs proxy cannot reach.
-    sglang) _cmd=(sglang serve --model-path "$MODEL" "${args[@]}" "${extra[@]}" --host 0.0.0.0 --port "$PORT") ;;
-    vllm) _cmd=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" --host 0.0.0.0 --port "$PORT") ;;
+    sglang:one) _cmd=(sglang serve --model-path "$MODEL" "${args[@]}" "${extra[@]}" --host 0.0.0.0 --port "$PORT") ;;
+    # sglang's Model Gateway (its router) in front of SERVER_DP workers it starts itself, each
+    # with the same server flags (sglang's recommended data parallelism). Cache-aware routing
+    # sends a request to the worker that already holds its prefix: terminus-2 resends the whole
+    # growing conversation every turn, so each trial stays on one replica's cache. The gateway
+    # also health-checks and retries per worker; its GET /workers is what readiness and make
+    # status read. The lmsysorg/sglang image builds the router in (docs/data-parallel.md §2).
+    sglang:dp) _cmd=(python3 -m sglang_router.launch_server --model-path "$MODEL" "${args[@]}" "${extra[@]}"
+      --dp-size "$SERVER_DP" --router-policy cache_aware --host 0.0.0.0 --port "$PORT") ;;
+    vllm:one) _cmd=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" --host 0.0.0.0 --port "$PORT") ;;
+    # vLLM's own data parallelism: one engine per replica behind its one API server, which
+    # balances requests by the engines' queues.
+    vllm:dp) _cmd=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" --data-parallel-size "$SERVER_DP"
+      --host 0.0.0.0 --port "$PORT") ;;
   esac
 }
 
@@ -201,6 +264,7 @@ apply_smoke_settings() {
   N_TASKS=1
   N_CONCURRENT=1
   N_ATTEMPTS=1
+  N_SHARDS=1
 }
 
 # How harbor's environment is printed: references the user can paste, never the values.
@@ -264,16 +328,18 @@ run_task_count() {
 
 # RUN_ESTIMATE_SECS, RUN_ESTIMATE_TEXT: the longest the current settings' harbor run should take
 # when every trial uses its whole agent timeout: tasks × attempts × AGENT_TIMEOUT_ESTIMATE ×
-# AGENT_TIMEOUT_MULTIPLIER ÷ N_CONCURRENT. Both empty when the task count is unknown. A figure
+# AGENT_TIMEOUT_MULTIPLIER ÷ (N_CONCURRENT × N_SHARDS). Both empty when the task count is unknown. A figure
 # for a timeout to clear, not a prediction: mop-up passes and server loading come on top.
 estimate_run_length() {
   local tasks
   tasks=$(run_task_count)
   RUN_ESTIMATE_SECS="" RUN_ESTIMATE_TEXT=""
   [[ -n "$tasks" ]] || return 0
+  local at_a_time=$N_CONCURRENT
+  [[ "${N_SHARDS:-1}" == 1 ]] || at_a_time="$((N_CONCURRENT * N_SHARDS)) ($N_SHARDS shards × $N_CONCURRENT)"
   RUN_ESTIMATE_SECS=$(awk -v t="$tasks" -v k="$N_ATTEMPTS" -v a="$AGENT_TIMEOUT_ESTIMATE" \
-    -v m="$AGENT_TIMEOUT_MULTIPLIER" -v n="$N_CONCURRENT" 'BEGIN { printf "%.0f", t * k * a * m / n }')
-  RUN_ESTIMATE_TEXT="$(awk -v s="$RUN_ESTIMATE_SECS" 'BEGIN { printf "%.1f", s / 3600 }') h ($tasks task(s) × $N_ATTEMPTS attempt(s) × ${AGENT_TIMEOUT_ESTIMATE} s AGENT_TIMEOUT_ESTIMATE × $AGENT_TIMEOUT_MULTIPLIER multiplier ÷ $N_CONCURRENT at a time)"
+    -v m="$AGENT_TIMEOUT_MULTIPLIER" -v n="$N_CONCURRENT" -v s="${N_SHARDS:-1}" 'BEGIN { printf "%.0f", t * k * a * m / (n * s) }')
+  RUN_ESTIMATE_TEXT="$(awk -v s="$RUN_ESTIMATE_SECS" 'BEGIN { printf "%.1f", s / 3600 }') h ($tasks task(s) × $N_ATTEMPTS attempt(s) × ${AGENT_TIMEOUT_ESTIMATE} s AGENT_TIMEOUT_ESTIMATE × $AGENT_TIMEOUT_MULTIPLIER multiplier ÷ $at_a_time at a time)"
 }
 
 # check_timeouts REMOTE_JOB [WHOLE_RUN]: warn, with the numbers, when a timeout would end the
@@ -309,8 +375,13 @@ validate_remote_settings() {
 # PATH<TAB>WHY. A remote job runs from this checkout's tracked files, so stage_checkout adds
 # these as they are on disk: a user's own new run reaches the job it was launched for.
 run_files_not_committed() {
-  local path
-  for path in "runs/$RUN.env" "runs/$RUN.verdicts.yaml" "env/servers/$SERVER.env"; do
+  local path base
+  # A data-parallel profile sources its one-GPU profile (source "${BASH_SOURCE[0]%/*}/NAME.env"):
+  # that file is the run's too.
+  # shellcheck disable=SC2016  # a literal ${BASH_SOURCE[0]%/*}, as the profiles spell it
+  base=$(sed -n 's|^source "\${BASH_SOURCE\[0\]%/\*}/\([A-Za-z0-9._-]*\.env\)"$|env/servers/\1|p' \
+    "$REPO_ROOT/env/servers/$SERVER.env" 2>/dev/null | head -n 1)
+  for path in "runs/$RUN.env" "runs/$RUN.verdicts.yaml" "env/servers/$SERVER.env" ${base:+"$base"}; do
     [[ -e "$REPO_ROOT/$path" || -L "$REPO_ROOT/$path" ]] || continue
     if ! git -C "$REPO_ROOT" ls-files --error-unmatch -- "$path" >/dev/null 2>&1; then
       printf '%s\tis not tracked by git\n' "$path"

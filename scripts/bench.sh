@@ -12,6 +12,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/argv.sh"
 # shellcheck source=lib-run.sh
 source "$(dirname "$0")/lib-run.sh"
+# shellcheck source=lib-shards.sh
+source "$(dirname "$0")/lib-shards.sh"
 
 # Launch make bench (or smoke) as an HF Job on BUCKET, from a copy of this checkout, and record
 # it; the job runs on after this returns (scripts/argv.sh, remote_bench_argv).
@@ -70,6 +72,7 @@ main() {
   load_settings
   ((smoke == 0)) || apply_smoke_settings
   validate_settings
+  validate_shard_settings
 
   local base
   if ! base=$(endpoint); then
@@ -96,7 +99,11 @@ main() {
   bench_argv argv
   mapfile -t env_display < <(bench_env_display "$base")
   if is_dry_run; then
-    show_cmd "${env_display[@]}" -- "${argv[@]}"
+    if is_sharded; then
+      print_shards "$base"
+    else
+      show_cmd "${env_display[@]}" -- "${argv[@]}"
+    fi
     refuse_over_ceiling
     return 0
   fi
@@ -108,17 +115,22 @@ main() {
   hold_run_lock "make $( ((smoke)) && echo smoke || echo bench)"
   refuse_over_ceiling
   probe_first "$base"
-  append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_name "$JOB_NAME" \
-    --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,
-    jobs_dir: $jobs_dir, endpoint: $endpoint, argv: $ARGS.positional}' -- "${argv[@]}")"
-  cd "$REPO_ROOT"
-  say "running: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
   local rc=0
-  # Harbor under the linger watchdog: once its job result says every trial finished, harbor
-  # gets LINGER_GRACE seconds to exit, then TERM, then KILL (Run 2's orchestrator billed for
-  # hours after its summary). The manifest records it when that happens. With MAX_COST it also
-  # stops harbor (SIGINT, as Ctrl-C) before the run's spend would pass the ceiling: exit CEILING_EXIT.
-  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$JOBS_DIR/$JOB_NAME" "${argv[@]}" || rc=$?
+  if is_sharded; then
+    # The shards side by side, each under its own watch, with the governor (lib-shards.sh).
+    bench_shards "$base" "$token" || rc=$?
+  else
+    append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_name "$JOB_NAME" \
+      --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,
+      jobs_dir: $jobs_dir, endpoint: $endpoint, argv: $ARGS.positional}' -- "${argv[@]}")"
+    cd "$REPO_ROOT"
+    say "running: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
+    # Harbor under the linger watchdog: once its job result says every trial finished, harbor
+    # gets LINGER_GRACE seconds to exit, then TERM, then KILL (Run 2's orchestrator billed for
+    # hours after its summary). The manifest records it when that happens. With MAX_COST it also
+    # stops harbor (SIGINT, as Ctrl-C) before the run's spend would pass the ceiling: exit CEILING_EXIT.
+    HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$JOBS_DIR/$JOB_NAME" "${argv[@]}" || rc=$?
+  fi
   # Only a bench that ran becomes the remembered run: a failed one must not point a bare
   # make tally at a run with nothing to tally.
   ((rc != 0)) || remember_run

@@ -227,3 +227,63 @@ price_per_hour() {
   jq -r --arg f "$1" '(if $f == "exposed-ports" then .exposed_port_usd_per_hour else .prices[$f].usd_per_hour end)
     // empty | (. * 100 | round) as $c | "\($c / 100 | floor).\($c % 100 | tostring | if length < 2 then "0" + . else . end)"' <<<"$PRICES"
 }
+
+# --- a data-parallel server's replicas (docs/data-parallel.md) ---------------------------------
+
+# has_router: the run's server is sglang's Model Gateway in front of SERVER_DP workers
+# (scripts/argv.sh, server_command), whose /health answers 200 as soon as the gateway itself is
+# up, whatever its workers do: only its GET /workers says which replicas serve. A vLLM server
+# needs no such look: its /health answers 200 only once every engine is up.
+has_router() {
+  require_integer SERVER_DP
+  [[ "$SERVER_ENGINE" == sglang ]] && ((SERVER_DP > 1))
+}
+
+# The gateway's worker list is read whole, but never more than this (four workers take about
+# 1 KB): an answer past it is not a worker list, and a hostile endpoint cannot fill the disk.
+readonly WORKERS_MAX_BYTES=65536
+readonly WORKERS_MAX_ENTRIES=1024
+
+# router_workers ENDPOINT: GET /workers of the gateway serving ENDPOINT (…/v1). Sets
+# REPLICAS_HEALTHY and REPLICAS_LISTED, counted from the list itself (so whole numbers, at most
+# WORKERS_MAX_ENTRIES), and REPLICAS_SICK, the unhealthy workers' urls (sanitised, one a line).
+# A worker is healthy when its is_healthy (sgl-model-gateway's WorkerInfo) or healthy (the SMG
+# docs' older shape) is true. Returns 1 with REPLICAS_ERROR, one line, when the answer is not a
+# worker list.
+REPLICAS_HEALTHY="" REPLICAS_LISTED="" REPLICAS_SICK="" REPLICAS_ERROR=""
+router_workers() {
+  local base=${1%/} tmp rc=0 code size parsed
+  base=${base%/v1}
+  REPLICAS_HEALTHY="" REPLICAS_LISTED="" REPLICAS_SICK="" REPLICAS_ERROR=""
+  tmp=$(mktemp -d)
+  # head, not only --max-filesize: curl enforces that only when the size is announced.
+  proxy_curl -s -D "$tmp/headers" --max-filesize "$WORKERS_MAX_BYTES" --connect-timeout 5 -m 10 "$base/workers" |
+    head -c $((WORKERS_MAX_BYTES + 1)) >"$tmp/body" || rc=${PIPESTATUS[0]}
+  size=$(wc -c <"$tmp/body")
+  code=$(awk '/^HTTP\// { code = $2 } END { print code }' "$tmp/headers" 2>/dev/null) || code=""
+  if ((size > WORKERS_MAX_BYTES)) || ((rc == 63)); then
+    REPLICAS_ERROR="GET /workers answered more than $WORKERS_MAX_BYTES bytes: not a worker list"
+  elif ((rc != 0)); then
+    case "$rc" in
+      7) REPLICAS_ERROR="GET /workers: connection refused" ;;
+      28) REPLICAS_ERROR="GET /workers: no answer within 10 s" ;;
+      *) REPLICAS_ERROR="GET /workers: curl error $rc" ;;
+    esac
+  elif [[ "$code" != 200 ]]; then
+    REPLICAS_ERROR="GET /workers answered ${code:-no HTTP status}"
+  elif ! parsed=$(jq -r --argjson max "$WORKERS_MAX_ENTRIES" '
+      if type == "object" and (.workers | type) == "array" and (.workers | length) <= $max then
+        [.workers[] | if type == "object" then
+            {ok: ((if has("is_healthy") then .is_healthy else .healthy end) == true),
+             url: (if (.url | type) == "string" then .url[0:200] | gsub("[^A-Za-z0-9:/._@%+\\[\\]-]"; "?") else "?" end)}
+          else {ok: false, url: "?"} end]
+        | "\(map(select(.ok)) | length) \(length)", (.[] | select(.ok | not) | .url)
+      else error("not a worker list") end' "$tmp/body" 2>/dev/null); then
+    REPLICAS_ERROR="GET /workers answered no worker list (JSON with a workers array of at most $WORKERS_MAX_ENTRIES)"
+  else
+    read -r REPLICAS_HEALTHY REPLICAS_LISTED <<<"${parsed%%$'\n'*}"
+    [[ "$parsed" != *$'\n'* ]] || REPLICAS_SICK=${parsed#*$'\n'}
+  fi
+  rm -rf "$tmp"
+  [[ -z "$REPLICAS_ERROR" ]]
+}

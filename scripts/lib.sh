@@ -346,6 +346,15 @@ split_words() {
   done < <(printf '%s' "$2" | xargs printf '%s\0')
 }
 
+# tasks_setting: the task names on stdin, one per line, as a TASKS value (each word quoted).
+tasks_setting() {
+  local task words=()
+  while IFS= read -r task; do
+    words+=("$(quote_word "$task")")
+  done
+  printf '%s' "${words[*]}"
+}
+
 # Label values allow only letters, digits, '-' and '_' (HF Jobs stores them as tags).
 sanitize_label() {
   printf '%s' "$1" | tr -c 'A-Za-z0-9_-' '-'
@@ -459,10 +468,11 @@ endpoint() {
 # the decision to stop belongs to whoever runs the next step.
 stop_server_if_done() {
   [[ "$AUTO_STOP" == 1 ]] && run_has_server || return 0
-  local left verdicts=()
-  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
+  local left targets_args=()
+  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || targets_args=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
+  [[ ! -f "$(run_state_dir)/shards.json" ]] || targets_args+=(--split "$(run_state_dir)/shards.json")
   left=$(cd "$REPO_ROOT" && tool reproduce targets \
-    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${verdicts[@]}" 2>/dev/null | jq -e 'length') ||
+    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
     left=""
   if [[ "$left" == 0 ]]; then
     say "AUTO_STOP=1: nothing left to retry; stopping the server"

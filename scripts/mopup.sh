@@ -15,16 +15,6 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/argv.sh"
 source "$(dirname "$0")/lib-run.sh"
 
-
-# The shell-quoted TASKS setting for a list of task names (one per line on stdin).
-tasks_setting() {
-  local task words=()
-  while IFS= read -r task; do
-    words+=("$(quote_word "$task")")
-  done
-  printf '%s' "${words[*]}"
-}
-
 # WHERE=hf: the same mop-up, run by an HF Job on the bucket the remote bench wrote to. The job
 # gets a copy of this checkout's tracked files and runs make mopup there; its plan, archive
 # and manifest stay in the bucket (state/). Follow it with hf jobs logs, then make pull.

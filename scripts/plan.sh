@@ -32,7 +32,7 @@ plan_args() {
     --timeout-estimate "$AGENT_TIMEOUT_ESTIMATE" --server-flavor "$SERVER_FLAVOR"
     --sandbox-flavor "$SANDBOX_FLAVOR" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
     --reps "$PLAN_REPS" --seed "$PLAN_SEED" --mopup-passes "$MOPUP_PASSES"
-    --max-infra-rate "$MAX_INFRA_RATE" --ready-timeout "$READY_TIMEOUT")
+    --max-infra-rate "$MAX_INFRA_RATE" --ready-timeout "$READY_TIMEOUT" --model "$MODEL" --server-dp "$SERVER_DP")
   # No count in the settings: the tool reads the run's first job's plan, or says what to set.
   [[ -z "$tasks" ]] || _args+=(--tasks "$tasks")
   [[ -z "$DEADLINE" ]] || _args+=(--deadline "$DEADLINE")

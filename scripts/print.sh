@@ -8,6 +8,10 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
 source "$(dirname "$0")/argv.sh"
+# shellcheck source=lib-run.sh
+source "$(dirname "$0")/lib-run.sh"
+# shellcheck source=lib-shards.sh
+source "$(dirname "$0")/lib-shards.sh"
 # The commands are built in a command substitution (see main): keep set -e inside it.
 shopt -s inherit_errexit
 
@@ -35,6 +39,10 @@ print_local_bench() {
     bench_argv argv
     show_cmd_wrapped "${env_display[@]}" -- "${argv[@]}"
   )
+  if is_sharded; then
+    print_shards "$base"
+    return 0
+  fi
   printf '\n# %s: bench\n' "$RUN"
   bench_argv argv
   show_cmd_wrapped "${env_display[@]}" -- "${argv[@]}"
@@ -52,6 +60,8 @@ print_remote_bench() {
   with_launch_label argv
   show_cmd_wrapped -- "${argv[@]}"
   printf '\n# %s: bench as an HF Job (harbor writing into %s)\n' "$RUN" "$BUCKET"
+  ! is_sharded || printf '# inside it, make bench runs the %s shards side by side (make print RUN=%s N_SHARDS=%s shows their commands)\n# %s\n' \
+    "$N_SHARDS" "$RUN" "$N_SHARDS" "$(governor_line)"
   remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER"
   with_launch_label argv
   show_cmd_wrapped -- "${argv[@]}"
@@ -143,6 +153,7 @@ main() {
   resolve_run
   load_settings
   validate_settings
+  validate_shard_settings
   local text
   # Every command is built before the first line goes out: an error prints nothing half-way.
   text=$(print_commands)

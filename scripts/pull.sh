@@ -33,12 +33,12 @@ main() {
     # the exclude (checked first) keeps everything below <job>/<trial>/ out.
     results)
       argv+=(--exclude '*/*/*/*')
-      for job in "$JOB_NAME" "$JOB_NAME-retry-*"; do
+      for job in "$JOB_NAME" "$JOB_NAME-shard-*" "$JOB_NAME-retry-*"; do
         argv+=(--include "$job/*.json")
       done
       ;;
     all)
-      for job in "$JOB_NAME" "$JOB_NAME-retry-*"; do
+      for job in "$JOB_NAME" "$JOB_NAME-shard-*" "$JOB_NAME-retry-*"; do
         argv+=(--include "$job/*")
       done
       ;;

@@ -35,6 +35,7 @@ retry_targets_argv() {
   local -n _rt=$1
   _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME")
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _rt+=(--verdicts "runs/$RUN.verdicts.yaml")
+  [[ ! -f "$(run_state_dir)/shards.json" ]] || _rt+=(--split "$(run_state_dir)/shards.json")
 }
 
 # smoke_redundant: why the smoke step would only run the bench's very tasks (one task, the one

@@ -8,7 +8,9 @@
 # IDLE_WARN_AFTER seconds), and when it has outlived its own --timeout (HF enforces it late:
 # the reference's 24h server billed ~91h). A run launched with make reproduce WHERE=hf shows its
 # supervisor job first (stage, where its progress is) and the live servers it launched, found
-# by their labels. DRY_RUN=1 prints the calls.
+# by their labels. A data-parallel sglang server (SERVER_DP > 1) gets one more row, its replicas
+# as its gateway's GET /workers lists them: healthy of SERVER_DP, and each unhealthy one's url
+# (docs/data-parallel.md §4). DRY_RUN=1 prints the calls.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
@@ -65,6 +67,21 @@ supervisor_status() {
   is_terminal "$STAGE" || say "make stop RUN=$RUN stops the supervisor, then its servers"
 }
 
+# replicas_text: a data-parallel sglang server's replicas as its row shows them (REPLICAS_ROW),
+# from its gateway's GET /workers; returns 0 when all SERVER_DP are healthy.
+REPLICAS_ROW=""
+replicas_text() {
+  local sick listed=""
+  if ! router_workers "$ENDPOINT"; then
+    REPLICAS_ROW="unknown ($REPLICAS_ERROR)"
+    return 1
+  fi
+  sick=$(paste -sd' ' <<<"$REPLICAS_SICK")
+  ((REPLICAS_LISTED == SERVER_DP)) || listed="; the gateway lists $REPLICAS_LISTED"
+  REPLICAS_ROW="$REPLICAS_HEALTHY/$SERVER_DP healthy (the gateway's GET /workers)$listed${sick:+; unhealthy: $sick}"
+  ((REPLICAS_HEALTHY >= SERVER_DP))
+}
+
 # progress_row: the run's progress under the server lines, make watch's one-line summary (slots
 # settled of tasks × k, ETA, spend); nothing when the run has no job dir yet.
 progress_row() {
@@ -89,12 +106,14 @@ main() {
   load_server
   if is_dry_run; then
     show_cmd -- hf jobs inspect --json "$JOB"
+    # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
+    ! has_router || show_cmd 'curl -H "Authorization: Bearer $(hf auth token)"' -- -s "${ENDPOINT%/v1}/workers"
     return 0
   fi
   load_token
   inspect_or_die
 
-  local flavor created now up="" up_source="" price health="" timeout timeout_s exposed guessed
+  local flavor created now up="" up_source="" price health="" ready timeout timeout_s exposed guessed
   flavor=$(jq -r '.flavor // empty' <<<"$JOB_INFO")
   flavor=${flavor:-$(jq -r '.flavor // "?"' "$SERVER_JSON")}
   # Time up: HF's own count (durations.running_secs, recomputed on every request while the job
@@ -123,7 +142,14 @@ main() {
   row stage "$STAGE${STAGE_MESSAGE:+ ($STAGE_MESSAGE)}"
   if [[ "$STAGE" == RUNNING ]]; then
     health=$(http_status "${ENDPOINT%/v1}/health")
-    row endpoint "$ENDPOINT  (/health $health$([[ "$health" == 200 ]] && printf ', ready' || true))"
+    ready=""
+    [[ "$health" != 200 ]] || ready=", ready"
+    # A gateway's /health answers 200 while its replicas load: it is ready when they all are.
+    if has_router; then
+      replicas_text || ready=""
+    fi
+    row endpoint "$ENDPOINT  (/health $health$ready)"
+    [[ -z "$REPLICAS_ROW" ]] || row replicas "$REPLICAS_ROW"
   else
     row endpoint "$ENDPOINT"
   fi

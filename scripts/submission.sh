@@ -30,6 +30,8 @@ main() {
     --model-display-name "$MODEL_DISPLAY_NAME" --model-org-display-name "$MODEL_ORG_DISPLAY_NAME"
     --version "$LEADERBOARD_VERSION")
   is_dry_run && argv+=(--dry-run)
+  # A sharded run's split lists the dataset's tasks when no job ran it whole (tools/shards.py).
+  [[ ! -f "$(run_state_dir)/shards.json" ]] || argv+=(--shard-plan "$(run_state_dir)/shards.json")
   cd "$REPO_ROOT"
   "${argv[@]}"
 }

@@ -13,12 +13,14 @@ source "$(dirname "$0")/lib-run.sh"
 
 readonly DEFAULT_RUN=example-terminus2
 
-# has_job_dirs: the run's job dir or a retry job exists, flat or under a nested jobs/ (the
-# places tools/tally.py looks).
+# has_job_dirs: the run's job dir, a shard or a retry job exists, flat or under a nested jobs/
+# (the places tools/tally.py looks).
 has_job_dirs() {
-  local dir
-  for dir in "$JOBS_DIR/$JOB_NAME" "$JOBS_DIR/$JOB_NAME"-retry-* "$JOBS_DIR/jobs/$JOB_NAME" "$JOBS_DIR/jobs/$JOB_NAME"-retry-*; do
-    [[ -d "$dir" ]] && return 0
+  local dir root
+  for root in "$JOBS_DIR" "$JOBS_DIR/jobs"; do
+    for dir in "$root/$JOB_NAME" "$root/$JOB_NAME"-shard-* "$root/$JOB_NAME"-retry-*; do
+      [[ -d "$dir" ]] && return 0
+    done
   done
   return 1
 }
@@ -47,7 +49,7 @@ main() {
   cd "$REPO_ROOT"
   if ((${#extra[@]} == 0)) && ! has_job_dirs; then
     # Exit 3, as tools/tally.py does for an empty run.
-    say "run '$RUN' has no job dir yet (looked for $JOBS_DIR/$JOB_NAME, its -retry-N jobs, and the same under $JOBS_DIR/jobs/): run make bench RUN=$RUN first, or make pull RUN=$RUN for a run benched as an HF Job"
+    say "run '$RUN' has no job dir yet (looked for $JOBS_DIR/$JOB_NAME, its -shard-N and -retry-N jobs, and the same under $JOBS_DIR/jobs/): run make bench RUN=$RUN first, or make pull RUN=$RUN for a run benched as an HF Job"
     exit 3
   fi
   if ! is_dry_run; then

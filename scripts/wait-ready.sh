@@ -2,7 +2,10 @@
 # Usage: scripts/wait-ready.sh            (RUN=<name>; make serve calls it after the launch)
 # Wait until the run's server job (state/<run>/server.json) is RUNNING and its endpoint answers
 # GET /health with 200 (sglang answers /v1/models while it warms up, so that is not readiness).
-# Shows one live line: elapsed, the job's stage, the last /health answer.
+# A data-parallel sglang server (SERVER_DP > 1) is ready only when its gateway's GET /workers
+# also lists SERVER_DP healthy replicas: the gateway's /health answers 200 before any of them
+# is up (docs/data-parallel.md §3).
+# Shows one live line: elapsed, the job's stage, the last /health answer (and replicas healthy).
 #   - the job ends first (ERROR, CANCELED, COMPLETED): prints its last LOG_TAIL log lines, fails
 #   - not ready within READY_TIMEOUT seconds, or Ctrl-C: cancels the job, so no GPU is left
 #     billing; KEEP_SERVER=1 keeps it running instead
@@ -92,6 +95,23 @@ health_url() {
   printf '%s/health' "${base%/v1}"
 }
 
+# replicas_state: for a gateway (has_router), REPLICAS as the progress line shows it, healthy/
+# SERVER_DP or ?/SERVER_DP with why; returns 0 when every replica is healthy. A vLLM server's
+# /health already answers 200 only once all its engines are up: vLLM's engine client waits for
+# each data-parallel engine's ready message before it exists (vllm/v1/engine/core_client.py,
+# MPClient), and the API server serves HTTP only after that (vllm/entrypoints/openai/
+# api_server.py, run_server); an engine that dies later marks the client dead, and /health 503.
+REPLICAS="" ROUTER=0
+replicas_state() {
+  if router_workers "$ENDPOINT"; then
+    REPLICAS="$REPLICAS_HEALTHY/$SERVER_DP"
+    ((REPLICAS_HEALTHY >= SERVER_DP))
+  else
+    REPLICAS="?/$SERVER_DP ($REPLICAS_ERROR)"
+    return 1
+  fi
+}
+
 main() {
   is_dry_run || needs_setup hf
   resolve_run
@@ -104,11 +124,17 @@ main() {
   local url
   url=$(health_url)
 
+  ! has_router || ROUTER=1
   if is_dry_run; then
     say "would poll every ${READY_POLL}s, for at most ${READY_TIMEOUT}s, until $url answers 200:"
     show_cmd -- hf jobs inspect --json "$JOB"
     # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
     show_cmd 'curl -H "Authorization: Bearer $(hf auth token)"' -- -s -o /dev/null -w '%{http_code}' "$url"
+    if ((ROUTER)); then
+      say "and until ${url%/health}/workers lists $SERVER_DP healthy replicas:"
+      # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
+      show_cmd 'curl -H "Authorization: Bearer $(hf auth token)"' -- -s "${url%/health}/workers"
+    fi
     return 0
   fi
   load_token
@@ -117,8 +143,9 @@ main() {
   trap 'on_signal INT' INT
   trap 'on_signal TERM' TERM
 
-  local deadline=$((SECONDS + READY_TIMEOUT)) stage="?" http="-" left
-  say "waiting for job $JOB to answer $url (at most $(duration "$READY_TIMEOUT"); Ctrl-C cancels the job)"
+  local deadline=$((SECONDS + READY_TIMEOUT)) stage="?" http="-" left ready wanted=""
+  ((!ROUTER)) || wanted=", and its gateway to list $SERVER_DP healthy replicas"
+  say "waiting for job $JOB to answer $url$wanted (at most $(duration "$READY_TIMEOUT"); Ctrl-C cancels the job)"
   while :; do
     if inspect_job; then
       stage=$STAGE
@@ -135,20 +162,26 @@ main() {
       show_last_logs
       die "the server did not start. Fix the cause above (model, flags, flavor), then make serve RUN=$RUN"
     fi
-    http="-"
+    http="-" ready=0
     if [[ "$stage" == RUNNING ]]; then
       adopt_exposed_endpoint && url=$(health_url)
       http=$(http_status "$url")
+      # The gateway's workers are asked only once it answers at all.
+      if [[ "$http" == 200 ]]; then
+        if ((!ROUTER)) || replicas_state; then ready=1; fi
+      elif ((ROUTER)); then
+        REPLICAS="?/$SERVER_DP"
+      fi
     fi
-    progress "$(duration "$SECONDS") elapsed, stage $stage, /health $http"
-    if [[ "$stage" == RUNNING && "$http" == 200 ]]; then
+    progress "$(duration "$SECONDS") elapsed, stage $stage, /health $http${REPLICAS:+, replicas healthy $REPLICAS}"
+    if ((ready)); then
       end_progress
-      say "ready after $(duration "$SECONDS"): $ENDPOINT (job $JOB). Next: make probe RUN=$RUN"
+      say "ready after $(duration "$SECONDS"): $ENDPOINT (job $JOB${REPLICAS:+; replicas healthy $REPLICAS}). Next: make probe RUN=$RUN"
       return 0
     fi
     left=$((deadline - SECONDS))
     if ((left <= 0)); then
-      give_up "not ready after $(duration "$READY_TIMEOUT") (READY_TIMEOUT=$READY_TIMEOUT; stage $stage, last /health $http)"
+      give_up "not ready after $(duration "$READY_TIMEOUT") (READY_TIMEOUT=$READY_TIMEOUT; stage $stage, last /health $http${REPLICAS:+, replicas healthy $REPLICAS})"
       [[ "$stage" == RUNNING ]] && show_last_logs
       exit 1
     fi

@@ -44,7 +44,7 @@ main() {
   if is_dry_run; then
     show_cmd -- .venv/bin/python -m tools.watch "${argv[@]}"
     [[ "$WHERE" != hf ]] || say "would read, each frame, from hf://buckets/$BUCKET: $JOB_NAME/{config,result}.json and" \
-      "$JOB_NAME/*/{config,result}.json, the same of $JOB_NAME-retry-N; never agent/ trajectories"
+      "$JOB_NAME/*/{config,result}.json, the same of $JOB_NAME-shard-N and $JOB_NAME-retry-N; never agent/ trajectories"
     return 0
   fi
   # The Python tool resolves the run itself, through lib.sh, from the same files.

@@ -212,16 +212,18 @@ for path in sys.argv[1:]:
 PY
 }
 
-@test "pull: results mode takes the json of the run's jobs and retry jobs, nothing below a trial" {
+@test "pull: results mode takes the json of the run's jobs, shards and retry jobs, nothing below a trial" {
   local job=qwen3_8-27b-fp8-terminus2-tb21-full-v2
   run pull_selects results "$job/config.json" "$job/fix-git__abc/result.json" \
     "$job/fix-git__abc/agent/trajectory.json" "$job-retry-2/fix-git__def/result.json" \
-    "$job-smoke/fix-git__x/result.json" "other-job/t__y/result.json" "$job/fix-git__abc/trial.log"
+    "$job-smoke/fix-git__x/result.json" "other-job/t__y/result.json" "$job/fix-git__abc/trial.log" \
+    "$job-shard-3/result.json" "$job-shard-3/fix-git__s/result.json" "$job-shard-3/fix-git__s/agent/trajectory.json"
   assert_success
   assert_output "$(printf '%s\n' "$job/config.json pulled" "$job/fix-git__abc/result.json pulled" \
     "$job/fix-git__abc/agent/trajectory.json skipped" "$job-retry-2/fix-git__def/result.json pulled" \
     "$job-smoke/fix-git__x/result.json skipped" "other-job/t__y/result.json skipped" \
-    "$job/fix-git__abc/trial.log skipped")"
+    "$job/fix-git__abc/trial.log skipped" "$job-shard-3/result.json pulled" \
+    "$job-shard-3/fix-git__s/result.json pulled" "$job-shard-3/fix-git__s/agent/trajectory.json skipped")"
 }
 
 @test "pull: all mode takes trajectories too, still only the run's jobs" {
@@ -330,6 +332,16 @@ scratch_checkout() {
   RUN=mine WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT DRY_RUN=1 run "$SCRATCH/scripts/bench.sh"
   assert_success
   refute_output --partial "note: runs/"
+}
+
+@test "a data-parallel profile's one-GPU profile, changed, goes into a remote job as on disk too" {
+  use_stubs
+  scratch_checkout
+  echo "SERVER_EXTRA_ARGS=\"--log-level debug\"" >>"$SCRATCH/env/servers/qwen3.8-27b-fp8-sglang-h200.env"
+  RUN=qwen-t2-leaderboard-h200x4 WHERE=hf BUCKET=alice/tb run "$SCRATCH/scripts/print.sh"
+  assert_success
+  assert_line "#   - env/servers/qwen3.8-27b-fp8-sglang-h200.env has uncommitted changes: the job gets it as it is on disk; to keep the run reproducible from the repository: git add env/servers/qwen3.8-27b-fp8-sglang-h200.env && git commit"
+  refute_output --partial "#   - env/servers/qwen3.8-27b-fp8-sglang-h200x4.env"
 }
 
 @test "a run file that is a link is refused for a remote job: nothing that leaves follows a link" {

@@ -34,7 +34,7 @@ setup() {
 @test "make tally RUN=x before any bench says where job dirs come from, exits 3, and creates nothing" {
   RUN=qwen-t2 run "$REPO/scripts/tally.sh"
   assert_failure 3
-  assert_output "tally: run 'qwen-t2' has no job dir yet (looked for jobs/qwen3_8-27b-fp8-terminus2-tb21-full-v2, its -retry-N jobs, and the same under jobs/jobs/): run make bench RUN=qwen-t2 first, or make pull RUN=qwen-t2 for a run benched as an HF Job"
+  assert_output "tally: run 'qwen-t2' has no job dir yet (looked for jobs/qwen3_8-27b-fp8-terminus2-tb21-full-v2, its -shard-N and -retry-N jobs, and the same under jobs/jobs/): run make bench RUN=qwen-t2 first, or make pull RUN=qwen-t2 for a run benched as an HF Job"
   assert [ ! -e "$STATE_ROOT" ]
 }
 

@@ -230,7 +230,38 @@ def test_make_plan_dry_run_prints_the_command(clean_env):
         ".venv/bin/python -m tools.plan --run qwen-t2-leaderboard --attempts 5 --multiplier 1 --timeout-estimate 900 "
         "--server-flavor h200 --sandbox-flavor cpu-upgrade --jobs-dir jobs "
         "--job-name qwen3_8-27b-fp8-terminus2-tb21-leaderboard --reps 200 --seed 0 --mopup-passes 3 "
-        "--max-infra-rate 0.3 --ready-timeout 2700 --tasks 89 --deadline 24h\n")
+        "--max-infra-rate 0.3 --ready-timeout 2700 --model Qwen/Qwen3.8-27B-FP8 --server-dp 1 --tasks 89 "
+        "--deadline 24h\n")
+
+
+def test_the_recommendation_names_the_bundled_profile_that_runs_it(tmp_path):
+    row = {"flavor": "h200x4", "replicas": 4, "shards": 2, "n_concurrent": 6, "mopup_passes_p90": 2}
+    assert plan.server_profile("Qwen/Qwen3.8-27B-FP8", "h200x4", 4) == "qwen3.8-27b-fp8-sglang-h200x4"
+    assert plan.server_profile("Qwen/Qwen3.8-27B-FP8", "h200", 1) == "qwen3.8-27b-fp8-sglang-h200"
+    assert plan.server_profile("openai/gpt-oss-20b", "l40sx4", 4) == "gpt-oss-20b-vllm-l40sx4"
+    assert plan.run_with("r", row, "Qwen/Qwen3.8-27B-FP8", 3) == (
+        "make reproduce RUN=r SERVER=qwen3.8-27b-fp8-sglang-h200x4 N_SHARDS=2 N_CONCURRENT=6")
+    assert plan.run_with("r", dict(row, mopup_passes_p90=7), "Qwen/Qwen3.8-27B-FP8", 3).endswith(" MOPUP_PASSES=7")
+    assert plan.run_with("r", row, "org/other", 3) == (
+        "no profile in env/servers/ serves org/other on h200x4 with SERVER_DP=4: write one (docs/data-parallel.md), "
+        "then make reproduce RUN=r SERVER=<it> N_SHARDS=2 N_CONCURRENT=6")
+    # Profiles are read as plain lines: one that only sources another names no model of its own.
+    (tmp_path / "p.env").write_text("MODEL=m\nSERVER_FLAVOR=h200x2 # two\nSERVER_DP=2\n")
+    (tmp_path / "q.env").write_text('source "${BASH_SOURCE[0]%/*}/p.env"\n')
+    assert plan.server_profile("m", "h200x2", 2, tmp_path) == "p"
+    assert plan.server_profile("m", "h200x2", 1, tmp_path) is None
+
+
+def test_a_data_parallel_run_is_planned_per_replica():
+    prices = {"h200": 5.0, "h200x2": 10.0, "h200x4": 20.0, "l40sx1": 1.8, "l40sx4": 8.3}
+    assert plan.replica_flavor("h200x4", 4, prices) == "h200"
+    assert plan.replica_flavor("h200x4", 2, prices) == "h200x2"
+    assert plan.replica_flavor("l40sx4", 4, prices) == "l40sx1"
+    assert plan.replica_flavor("h200", 1, prices) == "h200"
+    with pytest.raises(plan.PlanError, match="SERVER_DP=3 does not divide the 4 GPUs of h200x4"):
+        plan.replica_flavor("h200x4", 3, prices)
+    whole = plan_doc(run_flavor="h200x4", server_dp=4)
+    assert whole["baseline"]["flavor"] == "h200" and whole["baseline"] == plan_doc()["baseline"]
 
 
 @pytest.mark.parametrize("setting, message", [

@@ -662,7 +662,13 @@ def test_a_state_file_of_the_wrong_shape_is_refused_and_the_server_is_stopped_fi
     assert len(tree.api.cancels("srv1")) == 1  # stopped before the first refusal; already stopped after
 
 
-def test_trial_dirs_cover_the_job_and_its_retry_jobs_only(tmp_path):
-    for d in ("j/t-a__1", "j-retry-1/t-b__2", "jobs/j/t-c__3", "j-smoke/t-d__4", "jx/t-e__5"):
+def test_trial_dirs_cover_the_job_or_its_shards_and_its_retry_jobs_only(tmp_path):
+    for d in ("j/t-a__1", "j-retry-1/t-b__2", "jobs/j/t-c__3", "j-smoke/t-d__4", "jx/t-e__5", "j-shard-2/t-f__6",
+              "j-shard-x/t-g__7"):
         (tmp_path / d).mkdir(parents=True)
-    assert {Path(p).name for p in reproduce.trial_dirs(tmp_path, "j")} == {"t-a__1", "t-b__2", "t-c__3"}
+    assert {Path(p).name for p in reproduce.trial_dirs(tmp_path, "j")} == {"t-a__1", "t-b__2", "t-c__3", "t-f__6"}
+    # bench has run once the job, or any shard, has its config.json.
+    assert not reproduce.job_dir_exists(tmp_path, "j")
+    (tmp_path / "j-shard-2" / "config.json").write_text("{}")
+    assert reproduce.job_dir_exists(tmp_path, "j")
+    assert not reproduce.job_dir_exists(tmp_path / "nothing", "j")

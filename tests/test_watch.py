@@ -299,7 +299,8 @@ def test_make_watch_where_hf_dry_run_says_what_it_would_read_and_reads_nothing(t
     assert proc.stdout == (".venv/bin/python -m tools.watch watch --run example-terminus2 --every 60 "
                            f"--max-infra-rate 0.3 --where hf --bucket {BUCKET}\n")
     assert proc.stderr == (f"watch: would read, each frame, from hf://buckets/{BUCKET}: {EXAMPLE_JOB}/{{config,result}}"
-                           f".json and {EXAMPLE_JOB}/*/{{config,result}}.json, the same of {EXAMPLE_JOB}-retry-N; "
+                           f".json and {EXAMPLE_JOB}/*/{{config,result}}.json, the same of {EXAMPLE_JOB}-shard-N and "
+                           f"{EXAMPLE_JOB}-retry-N; "
                            "never agent/ trajectories\n")
     assert hub.requests() == []
     assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "state").exists()

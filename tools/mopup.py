@@ -83,7 +83,8 @@ def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config,
     except ValueError:
         raise click.ClickException(f"{current_config} holds no JSON job config: `harbor run … --print-config` "
                                    "printed none (check the run's settings with make print RUN=…)")
-    the_plan = build_plan(jobs_dir.resolve(), job_name, mode, n_concurrent, current, run, verdicts)
+    the_plan = build_plan(jobs_dir.resolve(), job_name, mode, n_concurrent, current, run, verdicts,
+                          split=state_dir / "shards.json")
     try:
         write_atomically(out, json.dumps(the_plan, indent=2))
     except WriteFailed as exc:

@@ -70,12 +70,13 @@ def unsettled(trial: dict) -> bool:
         trial["outcome"] == "errored" and trial["rule"] in INFRA_RULES)
 
 
-def left_to_retry(report: dict, planned: list) -> dict[str, dict]:
+def left_to_retry(report: dict, planned: list, unstarted: set[str] = frozenset()) -> dict[str, dict]:
     """Per task to retry: {task, outcome, exception_type, trial_dirs, missing[, slots, note]}.
 
     `missing` is how many attempts to run (see the module docstring); `trial_dirs` are the
     task's unsettled trial dirs (with k = 1, all of its dirs). `planned` is harbor's own plan
     of the job (TrialConfigs), for the tasks no trial dir names; [] when it cannot be had.
+    `unstarted` names more such tasks: a sharded run's tasks whose shard never made its job.
     """
     k = report.get("n_attempts", 1)
     tasks: dict[str, dict] = {}
@@ -91,7 +92,7 @@ def left_to_retry(report: dict, planned: list) -> dict[str, dict]:
                                 "trial_dirs": [x["trial_dir"] for x in t["trials"] if unsettled(x)],
                                 "missing": t["missing"], "slots": t["slots_text"]}
     known = {e["task"] for e in report["per_task"]}
-    for name in sorted({task_of(c) for c in planned} - known - set(tasks)):
+    for name in sorted(({task_of(c) for c in planned} | set(unstarted)) - known - set(tasks)):
         tasks[name] = {"task": name, "outcome": "unfinished", "exception_type": None, "trial_dirs": [],
                        "note": "never started", "missing": k}
     refused = []
@@ -108,9 +109,14 @@ def left_to_retry(report: dict, planned: list) -> dict[str, dict]:
     return dict(sorted(tasks.items()))
 
 
-def what_is_left(jobs_dir: Path, job_name: str, verdicts: Path | None = None) -> dict[str, dict]:
-    """left_to_retry of the run as it is on disk now (the plan's own selection, for make reproduce)."""
+def what_is_left(jobs_dir: Path, job_name: str, verdicts: Path | None = None,
+                 split: Path | None = None) -> dict[str, dict]:
+    """left_to_retry of the run as it is on disk now (the plan's own selection, for make reproduce).
+    `split`: a sharded run's kept split (state/<run>/shards.json, tools/shards.py)."""
     report = tally_run(jobs_dir, job_name, verdicts)
+    shards = shard_dirs(jobs_dir, job_name)
+    if shards:
+        return left_to_retry(report, planned_of_shards(shards)[0], unstarted_shard_tasks(split, shards))
     planned: list = []
     config, _, _ = read_job_config(main_job_dir(jobs_dir, job_name))
     if config is not None:
@@ -119,6 +125,47 @@ def what_is_left(jobs_dir: Path, job_name: str, verdicts: Path | None = None) ->
         except Exception:  # a --repo dataset offline: the plan cannot list never-started tasks either
             planned = []
     return left_to_retry(report, planned)
+
+
+def shard_dirs(jobs_dir: Path, job_name: str) -> list[Path]:
+    """A sharded run's first-pass job dirs (<job>-shard-<i>, and <job> itself if it also ran), in
+    order; [] for a run that is not sharded."""
+    if not Path(jobs_dir).is_dir():
+        return []  # main_job_dir says what is missing, as for a run that is not sharded
+    first = [d for d in run_job_dirs(jobs_dir, job_name) if tally_core.retry_number(job_name, d.name) == 0]
+    return first if any(tally_core.shard_number(job_name, d.name) for d in first) else []
+
+
+def unstarted_shard_tasks(split: Path | None, shards: list[Path]) -> set[str]:
+    """The tasks of the kept split's shards that never made their job (no config.json): a bench
+    stopped between launching its shards. Nothing when the split cannot be read."""
+    if split is None or not os.path.lexists(split):
+        return set()
+    from tools import safe_read as SR  # noqa: PLC0415
+
+    try:
+        kept = SR.read_json_object(split, 16 << 20, "a shards.json")
+        started = {d.name for d in shards if os.path.lexists(d / "config.json")}
+        return {t for s in kept["shards"] if s["job_name"] not in started for t in s["tasks"] if isinstance(t, str)}
+    except (OSError, SR.Unreadable, ValueError, TypeError, KeyError):
+        return set()
+
+
+def planned_of_shards(shards: list[Path]) -> tuple[list, list[str]]:
+    """(the trial configs harbor planned across a sharded run's first-pass jobs, why some could not
+    be listed). Each shard planned its own tasks; together they are the run's."""
+    planned: list = []
+    problems: list[str] = []
+    for d in shards:
+        config, _, blocker = read_job_config(d)
+        if config is None:
+            problems.append(f"{d.name}: {blocker}")
+            continue
+        try:
+            planned += planned_trial_configs(config)[1]
+        except Exception as exc:  # a --repo dataset offline
+            problems.append(f"harbor cannot resolve {d.name}'s dataset now ({type(exc).__name__}: {exc})")
+    return planned, problems
 
 
 # --- the plan ---------------------------------------------------------------------------------
@@ -167,18 +214,27 @@ def resume_blockers(job_dir: Path, frozen_raw: dict, current: dict, config, task
 
 
 def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, current: dict, run: str,
-               verdicts: Path | None = None) -> dict:
-    job_dir = main_job_dir(jobs_dir, job_name)
+               verdicts: Path | None = None, split: Path | None = None) -> dict:
+    shards = shard_dirs(jobs_dir, job_name)
+    job_dir = shards[0] if shards else main_job_dir(jobs_dir, job_name)
     refuse_special_files(run_job_dirs(jobs_dir, job_name))
     report = tally_run(jobs_dir, job_name, verdicts)
     k = report.get("n_attempts", 1)
 
-    config, frozen_raw, config_blocker = read_job_config(job_dir)
+    config, frozen_raw, config_blocker = (None, None, None) if shards else read_job_config(job_dir)
     warnings: list[str] = []
     task_configs: list = []
     planned: list = []
     blockers: list[str] = []
-    if config is None:
+    if shards:
+        # One retry job fills what every shard left: resuming N jobs in place would run N harbors
+        # for one pass, and a shard's resume cannot see the others' slots.
+        planned, problems = planned_of_shards(shards)
+        blockers.append(f"the run is sharded ({len(shards)} first-pass job dirs): one retry job covers every shard")
+        blockers += problems
+        if problems:
+            warnings.append("tasks that never started in those shards cannot be listed; they are not in this plan")
+    elif config is None:
         blockers.append(config_blocker)
         warnings.append("tasks that never started cannot be listed without the job's config.json; "
                         "they are not in this plan")
@@ -192,7 +248,7 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
         warnings.append(f"N_ATTEMPTS is {current.get('n_attempts', 1)} now, but the run's job ran with -k {k}: "
                         f"mop-up fills the {k} slots per task that make tally counts")
 
-    tasks = left_to_retry(report, planned)
+    tasks = left_to_retry(report, planned, unstarted_shard_tasks(split, shards) if shards else set())
     selected = sorted(tasks)
     missing = Counter({name: t["missing"] for name, t in tasks.items()})
     # In place, a selected task's unsettled dirs leave the job (so harbor re-runs that many

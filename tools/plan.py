@@ -111,6 +111,20 @@ def candidate_flavors(run_flavor: str, prices: dict[str, float]) -> list[tuple[s
     return sorted(out, key=lambda x: x[1])
 
 
+def replica_flavor(flavor: str, dp: int, prices: dict[str, float]) -> str:
+    """The flavor one of a data-parallel server's `dp` replicas would run on alone: the priced
+    flavor of the same family with 1/dp of its GPUs (h200x4 with SERVER_DP=4: h200)."""
+    if dp == 1:
+        return flavor
+    gpus = gpus_of(flavor)
+    if gpus % dp:
+        raise PlanError(f"SERVER_DP={dp} does not divide the {gpus} GPUs of {flavor}")
+    for candidate in sorted(prices):
+        if family_of(candidate) == family_of(flavor) and gpus_of(candidate) == gpus // dp:
+            return candidate
+    raise PlanError(f"no flavor of {family_of(flavor)} with {gpus // dp} GPU(s) has a price in env/flavor-prices.tsv: add it")
+
+
 def shard_counts(replicas: int) -> list[int]:
     """Shards tried on `replicas` replicas: powers of two up to the replicas (1, 2, 4, 8), so the
     whole space runs in seconds; each shard is a harbor job, so more shards than replicas only
@@ -421,11 +435,48 @@ def recommend(rows: list[dict], deadline: float | None, ceiling: float) -> dict 
             "infra_ceiling": ceiling}
 
 
+SERVERS_DIR = REPO_ROOT / "env" / "servers"
+# Scale-out's aim (issue 21): a k = 5 run in about a day at the single-GPU run's cost, give or take 10%.
+COST_TARGET = 1.1
+PROFILE_LINE = re.compile(r"^(?P<name>MODEL|SERVER_FLAVOR|SERVER_DP)=(?P<value>[^\s#]*)")
+
+
+def server_profile(model: str | None, flavor: str, replicas: int, servers_dir: Path = SERVERS_DIR) -> str | None:
+    """The bundled profile (env/servers/<name>.env) that serves `model` on `flavor` with `replicas`
+    data-parallel replicas, by its plain MODEL=, SERVER_FLAVOR= and SERVER_DP= lines."""
+    if not model or not servers_dir.is_dir():
+        return None
+    for path in sorted(servers_dir.glob("*.env")):
+        try:
+            text = SR.read_regular(path, 1 << 16, "a server profile").decode("utf-8", "replace")
+        except (OSError, SR.Unreadable):
+            continue
+        found = {m["name"]: m["value"] for m in map(PROFILE_LINE.match, text.splitlines()) if m}
+        if found.get("MODEL") == model and found.get("SERVER_FLAVOR") == flavor \
+                and found.get("SERVER_DP", "1") == str(replicas):
+            return path.stem
+    return None
+
+
+def run_with(run: str, r: dict, model: str | None, mopup_passes: int) -> str:
+    """The settings that run configuration `r`: the make command, or what is missing for it."""
+    profile = server_profile(model, r["flavor"], r["replicas"])
+    if profile is None:
+        return (f"no profile in env/servers/ serves {model or 'the model'} on {r['flavor']} with SERVER_DP={r['replicas']}: "
+                f"write one (docs/data-parallel.md), then make reproduce RUN={run} SERVER=<it> N_SHARDS={r['shards']} "
+                f"N_CONCURRENT={r['n_concurrent']}")
+    passes = f" MOPUP_PASSES={r['mopup_passes_p90']}" if r["mopup_passes_p90"] > mopup_passes else ""
+    return (f"make reproduce RUN={run} SERVER={profile} N_SHARDS={r['shards']} "
+            f"N_CONCURRENT={r['n_concurrent']}{passes}")
+
+
 def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, run_flavor: str,
          sandbox_flavor: str, jobs_dir: str, job_name: str, deadline: float | None, reps: int, seed: int,
          mopup_passes: int, max_infra_rate: float, ready_timeout: float, prices_path: Path = cost.TSV_PRICES,
-         examples_dir: Path = EXAMPLES_JOBS) -> dict:
+         examples_dir: Path = EXAMPLES_JOBS, model: str | None = None, server_dp: int = 1) -> dict:
     costs = load_costs(prices_path, sandbox_flavor)
+    # The plan's unit is one replica: a data-parallel run's flavor holds server_dp of them.
+    run_flavor = replica_flavor(run_flavor, server_dp, costs.gpu_usd)
     timeout_secs = timeout_estimate * mult
     sample = choose_sample(jobs_dir, job_name, mult, timeout_secs, examples_dir)
     curve = fit_curve(sample)
@@ -437,6 +488,7 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
     rec = recommend(rows, deadline, infra_ceiling(baseline, max_infra_rate))
     if rec:
         rec["usd_ratio_to_baseline"] = round(rec["row"]["usd_median"] / baseline["usd_median"], 2)
+        rec["run_with"] = run_with(run, rec["row"], model, mopup_passes)
     return {
         "run": run, "tasks": tasks, "n_attempts": k, "attempts": tasks * k,
         "agent_timeout_multiplier": mult, "agent_timeout_secs": timeout_secs,
@@ -521,6 +573,13 @@ def render(doc: dict) -> str:
             lines.append(f"recommendation: none at most {rec['infra_ceiling']:.0%} infra errors meets the deadline of "
                          f"{hours(doc['deadline_secs'])}; the fastest, {describe(r)}, misses it by "
                          f"{hours(rec['miss_secs'])} at p90 ({hours(r['wall_clock_p90_secs'])}); {ratio}")
+        lines.append(f"run it with: {rec['run_with']}")
+        target = COST_TARGET * b["usd_median"]
+        if rec["meets"] and r["usd_median"] > target:
+            lines.append(f"note: no configuration meets the deadline within {COST_TARGET:g}× the baseline's dollars "
+                         f"(${target:,.0f}): the cheapest that does costs ${r['usd_median'] - target:,.0f} more than that, "
+                         f"{rec['usd_ratio_to_baseline']:.2f}×. Its infra rate is what moves it most: re-run make plan "
+                         f"once the run's own job dirs hold finished trials")
         if r["mopup_passes_p90"] > doc["mopup_passes_setting"]:
             lines.append(f"note: it needs up to {r['mopup_passes_p90']} mop-up passes (p90); make reproduce stops "
                          f"after MOPUP_PASSES={doc['mopup_passes_setting']}: run it with "
@@ -558,16 +617,20 @@ def render(doc: dict) -> str:
               help="READY_TIMEOUT: bounds the server's loading time")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False, path_type=Path), default=cost.TSV_PRICES,
               help="the price list (default: env/flavor-prices.tsv)")
+@click.option("--model", default=None, help="MODEL: the recommendation names the bundled server profile that serves it")
+@click.option("--server-dp", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="SERVER_DP: data-parallel replicas on --server-flavor")
 @click.option("--json", "as_json", is_flag=True, help="the whole plan as JSON")
 def cli(run, tasks, k, multiplier, timeout_estimate, server_flavor, sandbox_flavor, jobs_dir, job_name, deadline,
-        reps, seed, mopup_passes, max_infra_rate, ready_timeout, prices_path, as_json):
+        reps, seed, mopup_passes, max_infra_rate, ready_timeout, prices_path, model, server_dp, as_json):
     """Simulate RUN under candidate GPU flavors, shards and N_CONCURRENT; print the table and the
     cheapest configuration that meets --deadline. Reads job dirs and the price list; writes nothing."""
     tasks = tasks or planned_tasks(jobs_dir, job_name, k)
     doc = plan(run=run, tasks=tasks, k=k, mult=multiplier, timeout_estimate=timeout_estimate,
                run_flavor=server_flavor, sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name,
                deadline=parse_duration(deadline) if deadline else None, reps=reps, seed=seed,
-               mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout, prices_path=prices_path)
+               mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout, prices_path=prices_path,
+               model=model, server_dp=server_dp)
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:
@@ -575,14 +638,15 @@ def cli(run, tasks, k, multiplier, timeout_estimate, server_flavor, sandbox_flav
 
 
 def planned_tasks(jobs_dir: str, job_name: str, k: int) -> int:
-    """The tasks the run's first job planned (its result.json's n_total_trials ÷ k), when the
-    settings name none."""
+    """The tasks the run's first pass planned (its job's result.json's n_total_trials ÷ k, summed
+    over its shards), when the settings name none."""
     try:
-        dirs = T.run_job_dirs(jobs_dir, job_name)
-        planned = SR.read_json_object(os.path.join(dirs[0], "result.json")).get("n_total_trials") if dirs else None
+        first = [d for d in T.run_job_dirs(jobs_dir, job_name) if T.retry_number(job_name, d.name) == 0]
+        counts = [T.count_of(SR.read_json_object(os.path.join(d, "result.json")).get("n_total_trials"),
+                             100_000 * T.MAX_ATTEMPTS) for d in first]
     except (T.TallyError, OSError, SR.Unreadable):
-        planned = None
-    n = T.count_of(planned, 100_000 * T.MAX_ATTEMPTS)
+        counts = []
+    n = sum(counts) if counts and None not in counts else None
     if not n or n // k < 1:
         raise PlanError("the run's task count is unknown: set DATASET_TASKS (or TASKS, N_TASKS) in its run file, "
                         "or on the command line")

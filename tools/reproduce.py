@@ -33,6 +33,8 @@ from pathlib import Path
 
 import click
 
+from tools import tally_core as T
+
 STEPS = ("serve", "probe", "smoke", "bench", "mopup", "tally", "stop", "summary")
 TERMINAL = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
 # A server whose job is RUNNING is declared dead only after this many failed /health polls in a
@@ -203,18 +205,20 @@ def step_done(state: dict, name: str) -> bool:
 
 
 def job_dir_exists(jobs_dir: Path, job_name: str) -> bool:
-    """bench has run when harbor made its job dir (config.json): its unfinished trials are mop-up's."""
-    return any((d / "config.json").is_file() for d in (jobs_dir / job_name, jobs_dir / "jobs" / job_name))
+    """bench has run when harbor made its job dir, or a shard's (config.json): its unfinished
+    trials are mop-up's."""
+    return any((d / "config.json").is_file() for d in T.run_job_dirs(jobs_dir, job_name)
+               if T.retry_number(job_name, d.name) == 0) if jobs_dir.is_dir() else False
 
 
 def trial_dirs(jobs_dir: Path, job_name: str) -> set[str]:
-    """Every trial dir of the run's jobs (the job, its retry jobs, flat or under jobs/), by path."""
+    """Every trial dir of the run's jobs (the job or its shards, its retry jobs, flat or under jobs/), by path."""
     found: set[str] = set()
     for root in (jobs_dir, jobs_dir / "jobs"):
         if not root.is_dir():
             continue
         for job in root.iterdir():
-            if job.is_dir() and (job.name == job_name or re.fullmatch(re.escape(job_name) + r"-retry-\d+", job.name)):
+            if job.is_dir() and T.retry_number(job_name, job.name) is not None:
                 found.update(str(t) for t in job.iterdir() if t.is_dir())
     return found
 
@@ -440,9 +444,16 @@ class Supervisor:
             return  # a server started elsewhere: the probe checks it; it is never touched
         h = self.settled_health()
         if h.healthy:
-            if not self.state["server"] or self.state["server"]["job"] != h.job or self.state["server"]["status"] != "up":
+            server = self.state["server"]
+            if server and server["job"] == h.job and server["status"] == "up":
+                return
+            # Answering /health, but never seen ready by this pipeline (a kill during make serve):
+            # wait-ready, which also waits for every replica of a data-parallel server (its
+            # gateway answers /health before them), and returns at once for a server that is ready.
+            if self.run_child([self.script("wait-ready.sh")])[0] == 0:
                 self.adopt(self.recorded_server(), "found healthy")
-            return
+                return
+            h = self.settled_health()
         while True:
             server = self.state["server"]
             ours = server is not None and server["job"] == h.job
@@ -549,6 +560,8 @@ class Supervisor:
                 "--job-name", self.cfg.job_name]
         if self.cfg.verdicts:
             argv += ["--verdicts", str(self.cfg.verdicts)]
+        if (self.cfg.state_dir / "shards.json").is_file():
+            argv += ["--split", str(self.cfg.state_dir / "shards.json")]
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.cfg.repo, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
@@ -757,7 +770,9 @@ def cli():
 @click.option("--jobs-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--job-name", required=True)
 @click.option("--verdicts", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def targets_cmd(jobs_dir, job_name, verdicts):
+@click.option("--split", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="a sharded run's kept split (state/<run>/shards.json): its shards that never started")
+def targets_cmd(jobs_dir, job_name, verdicts, split):
     """Print, as a JSON list, the tasks a mop-up pass would retry now.
 
     mop-up's own selection (tools/mopup_plan.py what_is_left, the plan's left_to_retry): the
@@ -767,7 +782,7 @@ def targets_cmd(jobs_dir, job_name, verdicts):
     """
     from tools import mopup_plan  # noqa: PLC0415  (heavy: harbor)
 
-    click.echo(json.dumps(sorted(mopup_plan.what_is_left(jobs_dir, job_name, verdicts))))
+    click.echo(json.dumps(sorted(mopup_plan.what_is_left(jobs_dir, job_name, verdicts, split))))
 
 
 @cli.command("run")

@@ -314,10 +314,11 @@ def override_problems(job_dirs: list[Path], trials: list[Path], run: str) -> lis
     return problems
 
 
-def dataset_tasks(job_dirs: list[Path]) -> tuple[set[str] | None, str]:
+def dataset_tasks(job_dirs: list[Path], shard_plan: Path | None = None) -> tuple[set[str] | None, str]:
     """The dataset's whole task list as the run recorded it, and where: the lock.json of a job
     that ran its datasets unfiltered (harbor's JobLock lists every trial it planned; a retry
-    job's --include-task-name, -n or -x lists only some). (None, why) when no job did."""
+    job's --include-task-name, -n or -x lists only some), else the split of a sharded run made
+    from the whole dataset (state/<run>/shards.json, tools/shards.py). (None, why) when neither."""
     from harbor.models.job.lock import JobLock
 
     for d in job_dirs:
@@ -333,12 +334,23 @@ def dataset_tasks(job_dirs: list[Path]) -> tuple[set[str] | None, str]:
         names = {SR.clip(t.task.name) for t in lock.trials}
         if names:
             return names, f"{SR.shown(str(d))}/lock.json"
+    if shard_plan is not None and os.path.lexists(shard_plan):
+        try:
+            kept = SR.read_json_object(shard_plan, LOCK_CAP, "a shards.json")
+            source, shards = kept.get("task_source"), kept.get("shards")
+            names = {SR.clip(t) for s in shards for t in s["tasks"] if isinstance(t, str)}
+        except (OSError, SR.Unreadable, ValueError, TypeError, KeyError):
+            names, source = set(), None
+        # A split of TASKS is the tasks someone chose, not the dataset's.
+        if names and isinstance(source, str) and source != "TASKS":
+            return names, f"{SR.shown(str(shard_plan))} (the shards' split of {SR.clip(source)})"
     return None, "no job dir records the dataset's whole task list (a lock.json of a job that ran it unfiltered)"
 
 
-def coverage(sel: Selection, job_dirs: list[Path], run: str) -> tuple[str, list[str]]:
+def coverage(sel: Selection, job_dirs: list[Path], run: str,
+             shard_plan: Path | None = None) -> tuple[str, list[str]]:
     """(a note on how much of the dataset the run covers, the refusal when tasks are missing)."""
-    dataset, where = dataset_tasks(job_dirs)
+    dataset, where = dataset_tasks(job_dirs, shard_plan)
     if dataset is None:
         return (f"the dataset's coverage cannot be checked: {where}; the run has {len(sel.tasks)} tasks", [])
     missing = sorted(dataset - set(sel.tasks))
@@ -451,7 +463,7 @@ def run_dirs(jobs_dir: Path, job_name: str, out: Path, dest: Path) -> tuple[list
 
 
 def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta: Metadata,
-                    run: str | None = None, where: str = "local") -> Plan:
+                    run: str | None = None, where: str = "local", shard_plan: Path | None = None) -> Plan:
     """What build writes, decided before anything is: refusals change nothing."""
     problems = meta.problems()
     if problems:
@@ -476,7 +488,7 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
     outside = [found for d in job_dirs for found in leads_outside(d, skip)]
     passing = set(sel.passed)
     passed = [t for t in trials if _tally_name(t) in passing]
-    note, missing = coverage(sel, job_dirs, run)
+    note, missing = coverage(sel, job_dirs, run, shard_plan)
     problems = (open_slot_problem(sel, run) + trajectory_problems(passed, {p for p, _ in outside}, run, where)
                 + override_problems(job_dirs, trials, run) + missing)
     plan = Plan(dest=dest, metadata=metadata_yaml(meta), copies=[(d, dest / d.name) for d in job_dirs],
@@ -598,12 +610,14 @@ def settings_options(f):
 @settings_options
 @click.option("--run", default=None, help="The run's name, for the advice (runs/<run>.env, make mopup RUN=...).")
 @click.option("--where", default="local", help="Where harbor ran (WHERE): hf's trajectories come with make pull.")
+@click.option("--shard-plan", type=click.Path(path_type=Path), default=None,
+              help="A sharded run's split (state/<run>/shards.json): the dataset's task list when no job ran it whole.")
 @click.option("--dry-run", is_flag=True, help="Print what would be written, and write nothing.")
-def build_cmd(jobs_dir, job_name, out, run, where, dry_run, **settings):
+def build_cmd(jobs_dir, job_name, out, run, where, shard_plan, dry_run, **settings):
     """Build the submission tree of a run, then check it against the leaderboard rules."""
     meta = resolve_metadata(**{k: v for k, v in settings.items() if k not in ("dataset_repo", "version")})
     version = settings["version"] or version_of(settings["dataset_repo"])
-    plan = plan_submission(jobs_dir, job_name, out, version, meta, run=run, where=where)
+    plan = plan_submission(jobs_dir, job_name, out, version, meta, run=run, where=where, shard_plan=shard_plan)
     if dry_run:
         # A dry run prints its plan, a refusal included, and exits 0: it was asked what would happen.
         R.echo(dry_run_text(plan), nl=False)

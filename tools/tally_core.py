@@ -1,6 +1,7 @@
 """tally_core: the library behind `make tally`, imported by mop-up, the report, cost and the rest.
 
-Job-dir discovery (`run_job_dirs`, `retry_job_name`, `next_retry_job_name`, `resolve_job_dirs`),
+Job-dir discovery (`run_job_dirs`, `retry_job_name`, `shard_job_name`, `next_retry_job_name`,
+`resolve_job_dirs`),
 reading trials (`read_trial`, `scan_job_dir`), the outcome policy (`load_policy`, `classify`),
 manual verdicts (`load_verdicts`), slot filling (through tools/slots.py), the whole report
 (`tally`: the `--json` document that tools/tally.py's docstring describes field by field), and
@@ -35,6 +36,8 @@ EXIT_EMPTY = 3
 # run from the wrong cwd, reference pitfall) lands one level deeper than expected.
 NESTED_DIR = "jobs"
 RETRY_INFIX = "-retry-"
+# A sharded run's first pass is N_SHARDS jobs <job>-shard-<i> instead of <job> (docs/scaling.md).
+SHARD_INFIX = "-shard-"
 
 # The fields of TrialResult (harbor 0.25) this tool reads; a result.json lacking one is
 # reported, because a schema change would otherwise read as "no reward" or "no error".
@@ -64,14 +67,15 @@ def retry_job_name(job_name: str, n: int) -> str:
     return f"{job_name}{RETRY_INFIX}{n}"
 
 
-def retry_number(job_name: str, dir_name: str) -> int | None:
-    """0 for the run's own job, N for `<job_name>-retry-<N>`, None for anything else.
+def shard_job_name(job_name: str, i: int) -> str:
+    """The name of a sharded run's i-th shard job (make bench with N_SHARDS creates them)."""
+    if i < 1:
+        raise ValueError(f"shard numbers start at 1, got {i}")
+    return f"{job_name}{SHARD_INFIX}{i}"
 
-    `<job_name>-smoke` and `<job_name>-retry-x` are other jobs, never part of the run.
-    """
-    if dir_name == job_name:
-        return 0
-    prefix = job_name + RETRY_INFIX
+
+def _numbered(job_name: str, infix: str, dir_name: str) -> int | None:
+    prefix = job_name + infix
     if dir_name.startswith(prefix):
         rest = dir_name[len(prefix):]
         if rest.isdigit() and rest.isascii() and int(rest) >= 1:
@@ -79,8 +83,25 @@ def retry_number(job_name: str, dir_name: str) -> int | None:
     return None
 
 
+def shard_number(job_name: str, dir_name: str) -> int | None:
+    """i for `<job_name>-shard-<i>`, None for anything else (the run's own job included)."""
+    return _numbered(job_name, SHARD_INFIX, dir_name)
+
+
+def retry_number(job_name: str, dir_name: str) -> int | None:
+    """0 for a first-pass job (the run's own, or one of its shards `<job_name>-shard-<i>`), N for
+    `<job_name>-retry-<N>`, None for anything else.
+
+    `<job_name>-smoke` and `<job_name>-retry-x` are other jobs, never part of the run.
+    """
+    if dir_name == job_name or shard_number(job_name, dir_name) is not None:
+        return 0
+    return _numbered(job_name, RETRY_INFIX, dir_name)
+
+
 def run_job_dirs(jobs_dir: str | os.PathLike, job_name: str) -> list[Path]:
-    """Every existing job dir of a run, flat layout first, each layout in retry order.
+    """Every existing job dir of a run, flat layout first, each layout in retry order (the run's
+    own job or its shards in shard order, then its retry jobs).
 
     Raises TallyError when jobs_dir does not exist; returns [] when no job dir matches.
     """
@@ -99,8 +120,8 @@ def run_job_dirs(jobs_dir: str | os.PathLike, job_name: str) -> list[Path]:
             for entry in entries:
                 n = retry_number(job_name, entry.name)
                 if n is not None and _dir_or_unresolvable(entry):
-                    matches.append((n, Path(entry.path)))
-        found.extend(path for _, path in sorted(matches))
+                    matches.append((n, shard_number(job_name, entry.name) or 0, Path(entry.path)))
+        found.extend(path for _, _, path in sorted(matches))
     return found
 
 

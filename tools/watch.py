@@ -119,6 +119,12 @@ def planned_tasks(job_dir: str, k: int) -> int | None:
     return count // k if count else None
 
 
+def first_pass_tasks(dirs: list[str], job_name: str, k: int) -> int | None:
+    """The tasks the run's first pass planned: its job's, or the sum of its shards'."""
+    counts = [planned_tasks(d, k) for d in dirs if T.retry_number(job_name, os.path.basename(d)) == 0]
+    return sum(counts) if counts and None not in counts else None
+
+
 def scan(dirs: list[str], policy: T.Policy) -> list[T.Trial]:
     """Every trial of the run's job dirs, classified as the tally classifies them."""
     notes = T.ScanNotes()
@@ -182,7 +188,7 @@ def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None,
     else:
         settled = sum(1 for row in report["per_task"]
                       if row["outcome"] != "unfinished" and row["rule"] not in SL.INFRA_RULES)
-    tasks = max(tasks_hint or planned_tasks(dirs[0], k) or 0, report["tasks"])
+    tasks = max(tasks_hint or first_pass_tasks(dirs, settings.job_name, k) or 0, report["tasks"])
     finished = [t for t in trials if t.status == "finished" and t.finished_at]
     settled_at = sorted(_aware(t.finished_at) for t in finished if SL.is_settled(t))
     infra_at = [_aware(t.finished_at) for t in finished if not SL.is_settled(t)]
@@ -389,7 +395,7 @@ def _safe_part(name: str) -> bool:
 
 def bucket_wanted(job_name: str, path: str) -> bool:
     """<job>/{config,result}.json or <job>/<trial>/{config,result}.json of the run's jobs (the job
-    and its -retry-N): nothing deeper, so never agent/ and its trajectories."""
+    or its -shard-N, and its -retry-N): nothing deeper, so never agent/ and its trajectories."""
     parts = path.split("/")
     return 2 <= len(parts) <= 3 and all(_safe_part(p) for p in parts) and parts[-1] in BUCKET_JSON and \
         T.retry_number(job_name, parts[0]) is not None

@@ -53,6 +53,13 @@ uncompressed chunk per 64 KiB of a file):
     GET  /xorbs/{hash}                                  that xorb's bytes (the presigned URL: no auth),
                                                         the Range asked for (206)
 
+and for `HfApi.list_repo_tree(repo, repo_type="dataset", revision=REV, recursive=True)` (hf_api.py,
+_iter_repo_tree_pages), of a --dataset served from a dir (make bench's N_SHARDS lists its tasks so):
+
+    GET  /api/datasets/{ns}/{name}/tree/{rev}[/{path}]  {"type": "file", "oid", "size", "path"} and
+                                                        {"type": "directory", "oid", "path"}, one page;
+                                                        another revision: 404 (RevisionNotFound)
+
 Requests that read a bucket file's content (resolve, reconstructions, xorbs) are recorded with
 "file": "NS/NAME/PATH", so a test sees exactly which files were read.
 
@@ -96,6 +103,7 @@ PATHS_INFO = re.compile(r"^/api/buckets/(?P<bucket>[^/]+/[^/]+)/paths-info$")
 RESOLVE = re.compile(r"^/buckets/(?P<bucket>[^/]+/[^/]+)/resolve/(?P<path>.+)$")
 XET_READ_TOKEN = re.compile(r"^/api/buckets/(?P<bucket>[^/]+/[^/]+)/xet-read-token$")
 RECONSTRUCTION = re.compile(r"^/v(?P<version>[0-9]+)/reconstructions/(?P<hash>[0-9a-f]{64})$")
+DATASET_TREE = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)(?:/(?P<prefix>.*))?$")
 XORB = re.compile(r"^/xorbs/(?P<hash>[0-9a-f]{64})$")
 CHUNK = 64 * 1024  # bytes per xet chunk served (hf_xet accepts chunks up to 128 KiB)
 XET_TOKEN_VALUE = "xet-fake-token"
@@ -219,6 +227,7 @@ class FakeHub:
         self.lock = threading.Lock()
         self.commits = 0
         self.eval_results: dict[str, list] = {}  # repo -> entries of its committed .eval_results files
+        self.datasets: dict[str, str] = {}  # "NS/NAME@REV" -> the dir served as that revision's tree
 
     def committed(self, repo: str, lines: list) -> None:
         """Keep the entries of each .eval_results/*.yaml a commit adds, as the Hub would parse them."""
@@ -340,6 +349,8 @@ class Handler(BaseHTTPRequestHandler):
                                                    "X-Xet-Token-Expiration": str(info["exp"])})
         if self._bucket_read(method, path, query, body, endpoint):
             return None
+        if method == "GET" and (m := DATASET_TREE.match(path)):
+            return self._dataset_tree(m, query.get("recursive", [""])[0].lower() == "true")
         if CAS.match(path) or path == "/shards":
             if method == "GET" or path.startswith(("/v2/", "/v1/xorb-grants/")):
                 # Nothing known for dedup; v2 shards (NDJSON progress frames) and xorb grants are
@@ -353,6 +364,27 @@ class Handler(BaseHTTPRequestHandler):
         if method == "POST" and BATCH.match(path):
             return self._reply(200, {"failed": []})
         return self._reply(404, {"error": f"no such route {method} {path}"})
+
+    def _dataset_tree(self, m: re.Match, recursive: bool) -> None:
+        root = self.hub.datasets.get(f"{m['repo']}@{m['rev']}")
+        if root is None:
+            return self._reply(404, {"error": f"Invalid rev id: {m['rev']}"},
+                               headers={"X-Error-Code": "RevisionNotFound"})
+        prefix = (m["prefix"] or "").strip("/")
+        out: list[dict] = []
+        for here, dirs, files in os.walk(os.path.join(root, prefix) if prefix else root):
+            rel = os.path.relpath(here, root)
+            rel = "" if rel == "." else rel
+            for name in sorted(dirs):
+                path = f"{rel}/{name}" if rel else name
+                out.append({"type": "directory", "oid": hashlib.sha1(path.encode()).hexdigest(), "path": path})
+            for name in sorted(files):
+                path = f"{rel}/{name}" if rel else name
+                out.append({"type": "file", "oid": hashlib.sha1(path.encode()).hexdigest(),
+                            "size": os.path.getsize(os.path.join(here, name)), "path": path})
+            if not recursive:
+                break
+        return self._reply(200, out)
 
     def _file_read(self, path: str) -> tuple[str, str] | None:
         """(bucket, path) of the file whose content this request reads, if it reads one."""
@@ -447,11 +479,14 @@ def main() -> None:
     parser.add_argument("--token", default=None, help="accept only this bearer token")
     parser.add_argument("--fail-commit", action="store_true", help="answer the commit with 403")
     parser.add_argument("--no-parse", action="store_true", help="list no eval results (not parsed yet)")
+    parser.add_argument("--dataset", action="append", default=[], metavar="NS/NAME@REV=DIR",
+                        help="serve DIR's tree as the dataset repo NS/NAME at revision REV (repeatable)")
     parser.add_argument("--bucket", action="append", default=[], metavar="NS/NAME=DIR",
                         help="serve DIR's files, read-only, as the bucket NS/NAME's (repeatable)")
     args = parser.parse_args()
     buckets = dict(b.split("=", 1) for b in args.bucket)
     Handler.hub = FakeHub(args.record, args.token, args.fail_commit, parse=not args.no_parse, buckets=buckets)
+    Handler.hub.datasets = dict(d.split("=", 1) for d in args.dataset)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     write_port_file(server, args.port_file)

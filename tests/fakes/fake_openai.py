@@ -4,6 +4,7 @@ Usage:
     python tests/fakes/fake_openai.py --port-file PORT_FILE [--record REQUESTS.jsonl]
         [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-for SECONDS]
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
+        [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -22,6 +23,18 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
                                  The answer is "4" (the probe's question), or --answer's TEXT:
                                  e.g. terminus-2's JSON marking its task complete, so that a
                                  trial ends on the agent's own decision, not on its timeout.
+    GET  /workers                404 (a single engine has none), unless one of:
+        --workers N      sglang's Model Gateway in front of N workers (data parallelism): its
+                         worker list as sgl-model-gateway's WorkerListResponse serialises it,
+                         {"workers": [{"id", "url": "http://0.0.0.0:<31000+i>", "model_id",
+                         "priority", "cost", "worker_type", "is_healthy", "load",
+                         "connection_mode"}, ...], "total": N, "stats": {"total_workers",
+                         "healthy_workers", "total_models", "total_load", "by_type"}}; the
+                         gateway's /health answers 200 whatever its workers do
+        --unhealthy K    the last K workers report is_healthy false...
+        --unhealthy-polls M  ...for the first M GET /workers only (default: always): replicas
+                         that finish loading while the server is polled
+        --workers-body FILE  FILE's bytes as the answer, status 200 (a hostile gateway)
 
 Every request is appended to --record as one JSON line:
     {"method": "GET", "path": "/health", "status": 503, "auth": "ok", "body": null}
@@ -52,6 +65,13 @@ class State:
         self.reasoning = args.reasoning
         self.answer = args.answer
         self.record_path = args.record
+        self.workers = args.workers
+        self.unhealthy = args.unhealthy
+        self.unhealthy_polls_left = args.unhealthy_polls
+        self.workers_body = None
+        if args.workers_body:
+            with open(args.workers_body, "rb") as f:
+                self.workers_body = f.read()
         self.expect_token = os.environ.get("FAKE_OPENAI_EXPECT_TOKEN")
         self.lock = threading.Lock()
 
@@ -94,6 +114,20 @@ def completion(state: State, request: dict) -> dict:
     }
 
 
+def worker_list(state: State) -> dict:
+    """The gateway's GET /workers answer; the unhealthy ones recover after --unhealthy-polls."""
+    with state.lock:
+        sick = state.unhealthy if state.unhealthy_polls_left != 0 else 0
+        state.unhealthy_polls_left -= state.unhealthy_polls_left > 0
+    workers = [{"id": f"worker-{i}", "url": f"http://0.0.0.0:{31000 + i}", "model_id": state.model,
+                "priority": 50, "cost": 1.0, "worker_type": "regular", "is_healthy": i < state.workers - sick,
+                "load": 0, "connection_mode": "Http"} for i in range(state.workers)]
+    healthy = sum(w["is_healthy"] for w in workers)
+    return {"workers": workers, "total": len(workers),
+            "stats": {"total_workers": len(workers), "healthy_workers": healthy, "total_models": 1,
+                      "total_load": 0, "by_type": {"regular": len(workers), "prefill": 0, "decode": 0}}}
+
+
 class Handler(BaseHTTPRequestHandler):
     state: State  # set on the class by main()
     protocol_version = "HTTP/1.1"
@@ -102,7 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def _reply(self, code: int, payload=None, body: dict | None = None, auth: str = "missing"):
-        raw = b"" if payload is None else json.dumps(payload).encode()
+        raw = payload if isinstance(payload, bytes) else b"" if payload is None else json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
@@ -132,6 +166,10 @@ class Handler(BaseHTTPRequestHandler):
             data = [{"id": state.model, "object": "model", "owned_by": "fake", "root": state.model,
                      "max_model_len": 32768}]
             return self._reply(200, {"object": "list", "data": data}, body, auth)
+        if self.command == "GET" and self.path == "/workers" and state.workers_body is not None:
+            return self._reply(200, state.workers_body, body, auth)
+        if self.command == "GET" and self.path == "/workers" and state.workers:
+            return self._reply(200, worker_list(state), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
         return self._reply(404, {"detail": "Not Found"}, body, auth)
@@ -153,6 +191,10 @@ def main() -> None:
     parser.add_argument("--reasoning", choices=["none", "sglang", "vllm", "inline"], default="none")
     parser.add_argument("--answer", default="4")
     parser.add_argument("--max-lifetime", type=float, default=120.0)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--unhealthy", type=int, default=0)
+    parser.add_argument("--unhealthy-polls", type=int, default=-1)
+    parser.add_argument("--workers-body")
     args = parser.parse_args()
 
     Handler.state = State(args)

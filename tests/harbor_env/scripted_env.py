@@ -35,6 +35,10 @@ Behaviours, each raised where the real failure surfaces, so harbor records it as
                       API's "error_if_exists": its job turns ERROR), then raises
                       httpx.ConnectError (no reward), as a trial whose model vanished would
 
+  held-<B>            any start behaviour B above (held-SandboxError, …), once the file
+                      SCRIPTED_ENV_HOLD exists (ten minutes at most): the test decides when a
+                      run's infra errors begin, so what watches them sees them in its order
+
 Each log line also carries "at" (time.time() when the trial started), so a test can place a
 trial inside a step's time window.
 
@@ -65,7 +69,8 @@ APT_MIRROR_OUTPUT = (
 
 START_BEHAVIOURS = {"ReadTimeout", "SandboxError", "CancelledError", "ConnectError", "hang", "server-dies"}
 AGENT_BEHAVIOURS = {"apt-mirror", "AgentTimeoutError", "ContextWindowExceededError"}
-KNOWN = {"pass", "fail", "slow-pass"} | START_BEHAVIOURS | AGENT_BEHAVIOURS
+KNOWN = ({"pass", "fail", "slow-pass"} | START_BEHAVIOURS | AGENT_BEHAVIOURS
+         | {f"held-{b}" for b in START_BEHAVIOURS})
 
 
 def _required_path(name: str) -> Path:
@@ -121,12 +126,20 @@ class ScriptedEnv(BaseEnvironment):
             "phase": os.environ.get("SCRIPTED_ENV_PHASE", ""),
             "at": time.time(),
         }
-        # One short line with O_APPEND: harbor runs trials as asyncio tasks in one process,
-        # and separate harbor processes never overlap in the tests.
+        # One short line with O_APPEND: harbor runs trials as asyncio tasks in one process, and
+        # harbor processes that overlap (a sharded bench) run different tasks, so a task's
+        # attempt count never races.
         with _required_path("SCRIPTED_ENV_LOG").open("a") as log:
             log.write(json.dumps(entry) + "\n")
 
         b = self._behaviour
+        if b.startswith("held-"):
+            hold = _required_path("SCRIPTED_ENV_HOLD")
+            for _ in range(12000):  # on an event, bounded: a test that forgot to release ends
+                if hold.exists():
+                    break
+                await asyncio.sleep(0.05)
+            b = self._behaviour = b.removeprefix("held-")
         if b == "server-dies":
             _kill_the_server()
             import httpx

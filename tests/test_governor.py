@@ -1,0 +1,185 @@
+"""The governor's decisions (tools/governor.py): exact figures on hand-made trials, and the
+trials it reads from job dirs written with harbor 0.25's own models (tests/fixtures/harbor_jobs.py).
+The governor acting on a real sharded bench: tests/test_shards.py."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.harbor_jobs import T0, TrialSpec, rewrite_result, trial_name, write_job
+from tools import governor as G
+
+S = G.Settings(max_rate=0.3, window_s=600, min_trials=3, quiet_s=300)
+NOW = datetime(2026, 9, 3, 12, 0, 0, tzinfo=timezone.utc).timestamp()
+
+
+def done(kinds: str, at: float = NOW - 10) -> list[G.Finished]:
+    """One finished trial per letter, "i" an infra error, "s" settled, a second apart from `at` back."""
+    return [G.Finished(at=at - n, infra=k == "i", shard=None, trial=f"t{n}") for n, k in enumerate(kinds)]
+
+
+def figures(d: G.Decision) -> tuple:
+    return d.action, d.shard, d.infra, d.finished, d.rate
+
+
+# --------------------------------------------------------------------------- decide
+
+
+def test_too_few_trials_decide_nothing():
+    assert G.decide(NOW, done("ii"), [1, 2, 3], [], None, S) is None
+    assert figures(G.decide(NOW, done("iii"), [1, 2, 3], [], None, S)) == ("stop", 3, 3, 3, 1.0)
+
+
+def test_above_the_rate_the_newest_running_shard_is_stopped_with_its_figures():
+    d = G.decide(NOW, done("iisi"), [1, 3, 2], [], None, S)  # shard 2 was (re)started last
+    assert figures(d) == ("stop", 2, 3, 4, 0.75)
+    assert d.since == NOW - 600
+    assert d.reason == ("infra errors 3 of 4 trials (75%) finished since 11:50:00 UTC, above MAX_INFRA_RATE 30%: "
+                        "interrupting shard 2, the newest running")
+    assert d.as_event(S) == {"event": "governor-stop", "shard": 2, "rate": 0.75, "infra": 3, "finished": 4,
+                             "since": "2026-09-03T11:50:00Z", "max_rate": 0.3, "window_s": 600, "min_trials": 3,
+                             "quiet_s": 300, "reason": d.reason}
+
+
+def test_exactly_the_rate_is_not_above_it():
+    assert G.decide(NOW, done("iii" + "s" * 7), [1, 2], [], None, S) is None  # 3 of 10: 30%
+    assert figures(G.decide(NOW, done("iiii" + "s" * 6), [1, 2], [], None, S)) == ("stop", 2, 4, 10, 0.4)
+
+
+def test_the_last_running_shard_is_never_stopped_only_held_with_its_figures():
+    d = G.decide(NOW, done("iis"), [1], [2], NOW - 1000, S)
+    assert figures(d) == ("hold", 1, 2, 3, 2 / 3)
+    assert d.reason == ("infra errors 2 of 3 trials (67%) finished since 11:50:00 UTC, above MAX_INFRA_RATE 30%: "
+                        "shard 1 is the only one running and is left running (one shard is the least load)")
+    assert d.as_event(S)["event"] == "governor-hold" and d.as_event(S)["rate"] == 0.6667
+
+
+def test_trials_before_the_last_decision_are_not_counted_so_a_stop_does_not_cascade():
+    old = done("iiii", at=NOW - 100)     # the burst that made the stop at NOW - 50
+    since = done("ssis", at=NOW - 10)    # under the lighter load: 1 of 4
+    assert figures(G.decide(NOW, old + since, [1, 2], [3], None, S)) == ("stop", 2, 5, 8, 5 / 8)  # without it
+    assert G.decide(NOW, old + since, [1, 2], [3], NOW - 50, S) is None
+    # Right after the stop, too few new trials to judge, however bad they are.
+    assert G.decide(NOW, old + done("ii"), [1, 2], [3], NOW - 50, S) is None
+
+
+def test_trials_outside_the_window_or_after_now_are_not_counted():
+    stale = done("iii", at=NOW - 600)    # at NOW - 600 and before: the window is (NOW - 600, NOW]
+    future = done("iii", at=NOW + 100)
+    assert G.decide(NOW, stale + future + done("ss"), [1, 2], [], None, S) is None
+    assert figures(G.decide(NOW, done("iii", at=NOW - 597) + done("ss"), [1, 2], [], None, S)) == (
+        "stop", 2, 3, 5, 0.6)
+
+
+def test_a_stopped_shard_starts_again_after_the_quiet_period_at_or_below_the_rate():
+    calm = done("sssi", at=NOW - 5)      # 25%
+    assert G.decide(NOW, calm, [1], [3, 2], NOW - 299, S) is None  # 299 s < GOVERNOR_QUIET 300 s
+    d = G.decide(NOW, calm, [1], [3, 2], NOW - 300, S)
+    assert figures(d) == ("start", 2, 1, 4, 0.25)
+    assert d.reason == ("infra errors 1 of 4 trials (25%) finished since 11:55:00 UTC, at or below MAX_INFRA_RATE "
+                        "30%, and 5 min since the last decision: starting shard 2 again, the most recently stopped")
+    assert d.as_event(S)["event"] == "governor-start"
+    assert G.decide(NOW, calm, [1, 3], [], NOW - 300, S) is None  # nothing stopped: nothing to start
+
+
+def test_with_nothing_running_a_stopped_shard_starts_at_once():
+    d = G.decide(NOW, [], [], [3, 2], NOW - 1, S)
+    assert figures(d) == ("start", 2, 0, 0, None)
+    assert d.reason == ("no shard runs any more (infra errors 0 of 0 trials (n/a) finished since 11:59:59 UTC): "
+                        "starting shard 2 again, the most recently stopped")
+    assert d.as_event(S)["rate"] is None
+    assert figures(G.decide(NOW, done("iiii"), [], [2], NOW - 1000, S)) == ("start", 2, 4, 4, 1.0)  # even above
+    assert G.decide(NOW, done("iiii"), [], [], None, S) is None  # every shard done: the run is over
+
+
+def test_a_window_past_what_a_date_holds_is_still_said():
+    huge = G.Settings(max_rate=0.3, window_s=1e20, min_trials=1, quiet_s=60)
+    d = G.decide(NOW, done("i"), [1, 2], [], None, huge)
+    assert figures(d) == ("stop", 2, 1, 1, 1.0)
+    assert d.as_event(huge)["since"] == "0001-01-01T00:00:00Z"
+
+
+def test_describe_says_what_the_governor_does():
+    assert G.describe(G.Settings(0.3, 1800, 6, 1800)) == (
+        "governor: interrupts the newest shard while more than 30% of the trials finished in the last 30 min are "
+        "infra errors (at least 6 trials); starts one again after 30 min at or below")
+    assert G.describe(G.Settings(0.25, 90, 1, 45.5)).endswith("last 90 s are infra errors (at least 1 trials); "
+                                                              "starts one again after 45.5 s at or below")
+    assert "more than 0.5% of the trials" in G.describe(G.Settings(0.005, 1800, 6, 1800))  # not "0%"
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize("settings, message", [
+    (G.Settings(math.nan, 600, 3, 300), "MAX_INFRA_RATE must be a fraction from 0 to 1, got nan"),
+    (G.Settings(1.5, 600, 3, 300), "MAX_INFRA_RATE must be a fraction from 0 to 1, got 1.5"),
+    (G.Settings(True, 600, 3, 300), "MAX_INFRA_RATE must be a fraction from 0 to 1, got True"),
+    (G.Settings(0.3, 0, 3, 300), "GOVERNOR_WINDOW must be a number of seconds above 0, got 0"),
+    (G.Settings(0.3, 600, 3, math.inf), "GOVERNOR_QUIET must be a number of seconds above 0, got inf"),
+    (G.Settings(0.3, 600, 0, 300), "GOVERNOR_MIN_TRIALS must be a whole number of at least 1, got 0"),
+    (G.Settings(0.3, 600, 2.5, 300), "GOVERNOR_MIN_TRIALS must be a whole number of at least 1, got 2.5"),
+])
+def test_settings_are_checked(settings, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        settings.validate()
+
+
+def test_usable_settings_pass():
+    for ok in (S, G.Settings(0, 1, 1, 1), G.Settings(1, 1800.5, 6, 1800)):
+        ok.validate()
+
+
+# --------------------------------------------------------------------------- reading the trials
+
+
+@pytest.mark.parametrize("name, shard", [
+    ("run-shard-2", 2), ("a-shard-1-shard-12", 12), ("run", None), ("run-shard-0", None), ("run-shard-x", None),
+    ("run-shard-", None), ("run-shard-2-retry-1", None), ("run-shard-\u0662", None), ("run-shard-2\n", None)])
+def test_the_shard_number_is_read_from_the_job_dir_name(name, shard):
+    assert G.shard_of(Path("/jobs") / name) == shard
+
+
+def test_finished_trials_read_as_the_tally_reads_them(tmp_path):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "run-shard-2", [
+        TrialSpec("a", 1.0, finished=1),                                           # passed
+        TrialSpec("b", 0.0, finished=2),                                           # failed
+        TrialSpec("c", None, "SandboxError", "Sandbox API error (503)", finished=3),   # infra by type
+        TrialSpec("d", None, "RuntimeError", "HF Sandbox is not running", finished=4),  # infra by message
+        TrialSpec("e", 0.0, "AgentTimeoutError", "agent timed out", finished=5),   # a limit: scored, settled
+        TrialSpec("f", None, "CancelledError", "", finished=6),    # an interruption's: left out
+        TrialSpec("g", finished=None),                             # running: no result.json
+        TrialSpec("h", raw_result="{not json"),                    # unreadable: no crash, left out
+        TrialSpec("i", 1.0, finished=8),                           # finished_at without a zone: UTC
+        TrialSpec("j", None, "ReadTimeout", "timed out", finished=9),  # finished_at garbage: left out
+    ])
+    rewrite_result(job / trial_name("i", "run-shard-2") / "result.json", finished_at="2026-09-03T08:08:00")
+    rewrite_result(job / trial_name("j", "run-shard-2") / "result.json", finished_at="yesterday")
+    write_job(jobs, "run", [TrialSpec("k", None, "ReadTimeout", "timed out", finished=10)])
+    (jobs / "run-shard-3").symlink_to(job)  # a link is never followed: its trials are not read twice
+    found = G.finished_trials([job, jobs / "run", jobs / "run-shard-3", jobs / "run-shard-4"])
+    by_minute = sorted(((f.at - T0.timestamp()) / 60, Path(f.trial).name.split("__")[0], f.infra, f.shard)
+                       for f in found)
+    assert by_minute == [(1, "a", False, 2), (2, "b", False, 2), (3, "c", True, 2), (4, "d", True, 2),
+                         (5, "e", False, 2), (8, "i", False, 2), (10, "k", True, None)]
+    assert found[0].trial == str(job / trial_name("a", "run-shard-2"))
+    assert datetime.fromtimestamp(found[0].at, timezone.utc) == T0 + timedelta(minutes=1)
+
+
+def test_finished_trials_feed_the_decision(tmp_path):
+    """End to end through the files: the cancelled trials of a stop do not make the next one."""
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "run-shard-1", [TrialSpec("a", 1.0, finished=61), TrialSpec("b", 0.0, finished=62)])
+    write_job(jobs, "run-shard-2", [TrialSpec(f"c{n}", None, "CancelledError", "", finished=63) for n in range(5)]
+              + [TrialSpec("d", None, "SandboxError", "Sandbox API error (503)", finished=64)])
+    found = G.finished_trials([jobs / "run-shard-1", jobs / "run-shard-2"])
+    assert sorted((f.shard, f.infra) for f in found) == [(1, False), (1, False), (2, True)]
+    now = (T0 + timedelta(minutes=65)).timestamp()
+    half = G.Settings(max_rate=0.5, window_s=600, min_trials=3, quiet_s=300)
+    assert G.decide(now, found, [1, 2], [], now - 600, half) is None  # 1 of 3; counted, the 5 would make 6 of 8

@@ -1,0 +1,411 @@
+"""Sharded runs (N_SHARDS, docs/scaling.md): the split, discovery, the tally and mop-up over
+shards, and the sharded bench end to end.
+
+Job dirs for the tally and mop-up tests are written with harbor 0.25's own models
+(tests/fixtures/harbor_jobs.py); a shard is a job with --include-task-name for its tasks, as
+make bench writes it. The end-to-end tests run the real `harbor run` per shard on
+tests/datasets/mopup with tests/harbor_env/scripted_env.py against the fake OpenAI server, and
+read what harbor executed from the scripted environment's log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
+from tests.test_tally_slots import attempts
+from tools import mopup_plan as MP
+from tools import shards as SH
+from tools import tally_core as T
+
+REPO = Path(__file__).resolve().parents[1]
+K = 5
+P, F = 1.0, 0.0
+# A k = 5 run: each task's attempts, oldest first ("infra" a SandboxError, "crash" no result.json).
+RUN = {
+    "a": [P, P, P, P, P],
+    "b": [P, F, "infra", F, P],
+    "c": [F, F, "crash", F, F],
+    "d": ["infra"] * 5,
+    "e": [P, F, P, F, P],
+    "f": [P, P, "infra"],          # only three attempts started
+}
+SHARD_OF = {"a": 1, "b": 2, "c": 1, "d": 2, "e": 1, "f": 2}
+NEVER_STARTED = {"n": 2}         # planned in shard 2, no trial dir anywhere
+
+
+def specs(tasks: list[str]) -> list[TrialSpec]:
+    return [spec for task in tasks for spec in attempts(task, RUN[task])]
+
+
+# --- discovery ----------------------------------------------------------------------------------
+
+
+def test_shard_names_and_numbers():
+    assert T.shard_job_name("run", 3) == "run-shard-3"
+    assert T.shard_number("run", "run-shard-12") == 12
+    assert T.retry_number("run", "run-shard-12") == 0  # a shard is the run's first pass
+    for other in ("run", "run-shard-", "run-shard-0", "run-shard-x", "run-shard-1a", "run-shard-²", "run-smoke"):
+        assert T.shard_number("run", other) is None, other
+    with pytest.raises(ValueError):
+        T.shard_job_name("run", 0)
+
+
+def test_run_job_dirs_lists_shards_in_shard_order_then_retries(tmp_path):
+    for name in ("run-shard-10", "run-shard-2", "run-shard-1", "run-retry-1", "run-shard-0", "run-smoke",
+                 "other-shard-1", "jobs/run-shard-3"):
+        (tmp_path / name).mkdir(parents=True)
+    assert [p.relative_to(tmp_path).as_posix() for p in T.run_job_dirs(tmp_path, "run")] == [
+        "run-shard-1", "run-shard-2", "run-shard-10", "run-retry-1", "jobs/run-shard-3"]
+    assert T.next_retry_job_name(tmp_path, "run") == "run-retry-2"
+
+
+# --- the tally and mop-up over shards -----------------------------------------------------------
+
+
+@pytest.fixture
+def one_and_sharded(tmp_path):
+    """The same trials as one job dir and as two shards (each scoped to its tasks, k = 5)."""
+    ds = make_dataset(tmp_path / "dataset", sorted(RUN) + sorted(NEVER_STARTED))
+    one = tmp_path / "one" / "jobs"
+    write_job(one, "run", specs(sorted(RUN)), dataset=ds, n_attempts=K, multiplier=1.0)
+    sharded = tmp_path / "sharded" / "jobs"
+    for i in (1, 2):
+        tasks = sorted(t for t, s in {**SHARD_OF, **NEVER_STARTED}.items() if s == i)
+        job = write_job(sharded, f"run-shard-{i}", specs([t for t in tasks if t in RUN]), dataset=ds,
+                        n_attempts=K, multiplier=1.0, scoped=True)
+        # write_job scopes a job to the tasks it writes; a shard plans its whole share.
+        cfg = json.loads((job / "config.json").read_text())
+        cfg["datasets"][0]["task_names"] = tasks
+        (job / "config.json").write_text(json.dumps(cfg, indent=4))
+    return one, sharded
+
+
+def projection(report: dict) -> dict:
+    """What a run's tally says, without where the trials are."""
+    rows = {row["task"]: (row["outcome"], row["rule"], row["slots_text"], row["passed_attempts"])
+            for row in report["per_task"]}
+    figures = ("leaderboard", "pass_at_k", "pass_rate", "passed", "failed", "errored", "unfinished", "slots",
+               "replicates", "mean_task_pass_fraction", "tasks", "n_attempts", "exceptions")
+    return {"rows": rows, **{name: report[name] for name in figures}}
+
+
+def test_tally_of_shards_equals_the_same_trials_in_one_job(one_and_sharded):
+    one, sharded = one_and_sharded
+    policy = T.load_policy()
+    whole = T.tally([str(d) for d in T.run_job_dirs(one, "run")], policy, {}, run="run")
+    split = T.tally([str(d) for d in T.run_job_dirs(sharded, "run")], policy, {}, run="run")
+    assert [Path(d).name for d in split["job_dirs"]] == ["run-shard-1", "run-shard-2"]
+    assert projection(split) == projection(whole)
+    assert split["tasks"] == len(RUN) == 6
+    assert projection(split)["rows"]["b"] == ("passed", "reward", "✓✗✗✓E", 2)
+
+
+def test_the_submission_selects_from_shards_what_it_selects_from_one_job(one_and_sharded, tmp_path):
+    from tools import submission as SUB
+
+    one, sharded = one_and_sharded
+
+    def selected(jobs: Path) -> tuple:
+        sel = SUB.select_trials([str(d) for d in T.run_job_dirs(jobs, "run")])
+        outcome = {}
+        for job in T.run_job_dirs(jobs, "run"):
+            for trial in job.iterdir():
+                if (trial / "result.json").is_file():
+                    outcome[str(trial)] = json.loads((trial / "result.json").read_text())
+        kept = sorted((outcome[t]["task_name"], (outcome[t].get("verifier_result") or {}).get("rewards", {}).get("reward"))
+                      for t in sel.kept)
+        return sel.k, sel.tasks, kept, len(sel.passed), sel.open, len(sel.left_out)
+
+    assert selected(sharded) == selected(one)
+    assert selected(sharded)[4] == {"b": 4, "c": 4, "d": 0, "f": 2}  # open slots: settled trials per task
+    # The dataset's task list of a sharded run: its kept split, unless that split was of TASKS.
+    split = tmp_path / "shards.json"
+    split.write_text(json.dumps({"task_source": "DATASET_PATH /d", "shards": [{"tasks": ["a", "c"]}, {"tasks": ["b"]}]}))
+    dirs = T.run_job_dirs(sharded, "run")
+    assert SUB.dataset_tasks(dirs, split) == ({"a", "b", "c"}, f"{split} (the shards' split of DATASET_PATH /d)")
+    split.write_text(json.dumps({"task_source": "TASKS", "shards": [{"tasks": ["a", "c"]}, {"tasks": ["b"]}]}))
+    assert SUB.dataset_tasks(dirs, split)[0] is None
+
+
+def test_mopup_plan_of_a_sharded_run_is_one_retry_job_over_every_shard(one_and_sharded):
+    one, sharded = one_and_sharded
+    plan = MP.build_plan(sharded, "run", "auto", 3, {}, "run")
+    missing = {t["task"]: t["missing"] for t in plan["tasks"]}
+    # k minus the settled attempts, across both shards; "n" was planned by shard 2 and never started.
+    assert missing == {"b": 1, "c": 1, "d": 5, "f": 3, "n": 5}
+    assert plan["mode"] == "retry-job"
+    assert plan["why_not_resume"] == ["the run is sharded (2 first-pass job dirs): one retry job covers every shard"]
+    assert plan["retry_jobs"] == [{"job_name": "run-retry-1", "attempts": 1, "tasks": ["b", "c"]},
+                                  {"job_name": "run-retry-2", "attempts": 3, "tasks": ["f"]},
+                                  {"job_name": "run-retry-3", "attempts": 5, "tasks": ["d", "n"]}]
+    assert plan["archive"] == [] and plan["resume_argv"] is None
+    assert MP.what_is_left(sharded, "run").keys() == missing.keys()
+    with pytest.raises(Exception, match="MOPUP_MODE=resume, but resuming the job in place cannot work"):
+        MP.build_plan(sharded, "run", "resume", 3, {}, "run")
+
+
+def test_mopup_runs_the_tasks_of_a_shard_that_never_started(one_and_sharded, tmp_path):
+    _, sharded = one_and_sharded
+    split = tmp_path / "shards.json"
+    split.write_text(json.dumps({"n_shards": 3, "shards": [
+        {"index": 1, "job_name": "run-shard-1", "tasks": ["a", "c", "e"]},
+        {"index": 2, "job_name": "run-shard-2", "tasks": ["b", "d", "f", "n"]},
+        {"index": 3, "job_name": "run-shard-3", "tasks": ["x", "y"]}]}))  # stopped before harbor made its job
+    plan = MP.build_plan(sharded, "run", "auto", 3, {}, "run", split=split)
+    missing = {t["task"]: t["missing"] for t in plan["tasks"]}
+    assert missing == {"b": 1, "c": 1, "d": 5, "f": 3, "n": 5, "x": 5, "y": 5}
+    assert [t["note"] for t in plan["tasks"] if t["task"] in ("x", "y")] == ["never started"] * 2
+    assert set(MP.what_is_left(sharded, "run", split=split)) == set(missing)
+    assert set(MP.what_is_left(sharded, "run", split=tmp_path / "missing.json")) == set(missing) - {"x", "y"}
+
+
+# --- the split ----------------------------------------------------------------------------------
+
+
+def test_split_is_longest_first_onto_the_lightest_shard():
+    # Weights k × mean seconds: g 500, a 400, b 300, c 200, d 100 (k = 1); "e" untimed takes the median 300.
+    seconds = {"g": 500.0, "a": 400.0, "b": 300.0, "c": 200.0, "d": 100.0}
+    groups, loads, how = SH.split(["a", "b", "c", "d", "e", "g"], 2, 1, seconds)
+    # g→1 (500), a→2 (400), b→2 (700), e→1 (800), c→2 (900), d→1 (900)
+    assert groups == [["d", "e", "g"], ["a", "b", "c"]]
+    assert loads == [900.0, 900.0]
+    assert how == "agent times of 5 of 6 tasks from the run's job dirs (the rest at their median)"
+    groups, loads, how = SH.split(["a", "b", "c", "d", "e"], 3, 5, {})
+    assert groups == [["a", "d"], ["b", "e"], ["c"]]
+    assert how == "task count (no trial of the run has finished yet)"
+
+
+def shards_plan(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.shards", "plan", "--run", "r",
+                           "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "r", "--attempts", "5",
+                           "--state-dir", str(tmp_path / "state"), *args],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_plan_keeps_its_split_and_refuses_another_once_shards_ran(tmp_path):
+    ds = make_dataset(tmp_path / "dataset", ["t1", "t2", "t3", "t4", "t5"])
+    first = shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds))
+    assert first.returncode == 0, first.stderr
+    plan = json.loads(first.stdout)
+    assert [s["tasks"] for s in plan["shards"]] == [["t1", "t3", "t5"], ["t2", "t4"]]
+    assert [s["job_name"] for s in plan["shards"]] == ["r-shard-1", "r-shard-2"]
+    assert plan["task_source"] == f"DATASET_PATH {ds}" and plan["reused"] is False
+    kept = json.loads((tmp_path / "state" / "shards.json").read_text())
+    assert kept["shards"] == plan["shards"]
+    again = json.loads(shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds)).stdout)
+    assert again["reused"] is True and again["shards"] == plan["shards"]
+    (tmp_path / "jobs" / "r-shard-1").mkdir(parents=True)
+    other = shards_plan(tmp_path, "--shards", "3", "--dataset-path", str(ds))
+    assert other.returncode == 1
+    assert "run r was split into 2 shards" in other.stderr and "Keep N_SHARDS=2" in other.stderr
+    assert json.loads((tmp_path / "state" / "shards.json").read_text()) == kept  # unchanged
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--shards", "4", "--task", "a", "--task", "b"), "N_SHARDS=4 is more than the run's 2 task(s) (TASKS)"),
+    (("--shards", "2", "--task", "a", "--task", "-x"), "'-x'"),
+    (("--shards", "2", "--task", "a", "--task", "t*"), "'t*'"),
+    (("--shards", "2", "--task", "a", "--task", "a"), "names a task twice"),
+    (("--shards", "2", "--dataset-repo", "https://huggingface.co/datasets/ns/ds"), "N_SHARDS needs the dataset pinned"),
+    (("--shards", "2", "--dataset-repo", "https://github.com/ns/ds", "--dataset-ref", "a" * 40),
+     "is not an HF dataset repo"),
+])
+def test_plan_refuses_bad_input_and_writes_nothing(tmp_path, args, message):
+    proc = shards_plan(tmp_path, *args)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_plan_dry_run_and_offline_write_nothing(tmp_path):
+    proc = shards_plan(tmp_path, "--shards", "2", "--task", "a", "--task", "b", "--dry-run")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["shards"][1]["tasks"] == ["b"]
+    proc = shards_plan(tmp_path, "--shards", "2", "--dataset", "org/ds", "--offline")
+    assert proc.returncode == 0
+    assert [s["tasks"] for s in json.loads(proc.stdout)["shards"]] == [None, None]
+    assert not (tmp_path / "state").exists()
+
+
+def test_plan_lists_an_hf_dataset_at_its_commit_through_the_hub_and_caches_it(tmp_path):
+    from tests.test_publish import FakeHub, client_env
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    tree = tmp_path / "tree"
+    make_dataset(tree / "tasks", ["alpha", "beta", "gamma"])
+    (tree / "README.md").write_text("not a task\n")
+    hub = FakeHub(tmp_path, "--dataset", f"ns/ds@{sha}={tree}")
+    env = client_env(tmp_path, hub.endpoint)
+    try:
+        proc = shards_plan(tmp_path, "--shards", "2", "--dataset-repo", "https://huggingface.co/datasets/ns/ds",
+                           "--dataset-ref", sha, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert [s["tasks"] for s in json.loads(proc.stdout)["shards"]] == [["alpha", "gamma"], ["beta"]]
+        cached = json.loads((tmp_path / "state" / "tasks.json").read_text())
+        assert cached["source"] == f"https://huggingface.co/datasets/ns/ds@{sha}"
+        assert cached["tasks"] == ["alpha", "beta", "gamma"]
+        requests = [r["path"] for r in hub.requests()]
+        assert requests == [f"/api/datasets/ns/ds/tree/{sha}"]
+        wrong = shards_plan(tmp_path / "other", "--shards", "2", "--dataset-repo",
+                            "https://huggingface.co/datasets/ns/ds", "--dataset-ref", "f" * 40, env=env)
+        assert wrong.returncode == 1 and "could not list the tasks of ns/ds@ffff" in wrong.stderr
+    finally:
+        hub.stop()
+    # The hub is gone: the run's cached list still gives the same split.
+    (tmp_path / "state" / "shards.json").unlink()
+    proc = shards_plan(tmp_path, "--shards", "2", "--dataset-repo", "https://huggingface.co/datasets/ns/ds",
+                       "--dataset-ref", sha, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert [s["tasks"] for s in json.loads(proc.stdout)["shards"]] == [["alpha", "gamma"], ["beta"]]
+
+
+# --- the sharded bench, end to end ---------------------------------------------------------------
+
+from tests.test_mopup import DEFAULT_PLAN, JOB, MODEL, SCORED, FakeServer, Tree, report_line  # noqa: E402
+
+assert report_line  # a fixture, used by name
+
+MOPUP_TASKS = sorted(DEFAULT_PLAN)
+WAIT_S = 240  # every wait below ends on an event; this only bounds a broken run
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = FakeServer(tmp_path, MODEL)
+    yield s
+    s.stop()
+
+
+def the_split(n: int = 2) -> list[list[str]]:
+    """make bench's split of tests/datasets/mopup before any trial ran: by task count."""
+    return SH.split(MOPUP_TASKS, n, 1, {})[0]
+
+
+def shard_bench(tree: Tree, **settings: str) -> subprocess.Popen:
+    """bench.sh's sharded path (lib-shards.sh bench_shards) under the run's lock. Not bench.sh
+    itself: its doctor and probe need git-lfs, a real HF token and a real endpoint."""
+    script = ('source scripts/lib.sh; source scripts/argv.sh; source scripts/lib-run.sh; source scripts/lib-shards.sh; '
+              'resolve_run; load_settings; validate_settings; validate_shard_settings; hold_run_lock "make bench"; '
+              'bench_shards "$API_BASE" "$HF_TOKEN"')
+    env = tree.env("bench", N_SHARDS="2", GOVERNOR_POLL="0.2", N_CONCURRENT="1", **settings)
+    return subprocess.Popen(["bash", "-c", script], cwd=tree.root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(what: str, check, proc: subprocess.Popen | None = None):
+    deadline = time.monotonic() + WAIT_S
+    while not (found := check()):
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the bench ended before {what}:\n{proc.stdout.read()}")
+        assert time.monotonic() < deadline, f"no {what} in {WAIT_S} s"
+        time.sleep(0.05)
+    return found
+
+
+def watch_pid(job_dir: Path) -> int | None:
+    """The harbor watch running this shard's job (its process group's leader)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"tools.harbor_watch" in argv and str(job_dir).encode() in argv:
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.e2e
+def test_two_shards_one_killed_then_mopup_completes_both_with_no_wasted_work(tmp_path, server, report_line):
+    split = the_split()
+    plan = dict(DEFAULT_PLAN, **{"t-hang": ["hang", "pass"]})
+    tree = Tree(tmp_path, plan, server)
+    victim = next(i for i, tasks in enumerate(split, 1) if "t-hang" in tasks)
+    bench = shard_bench(tree, GOVERNOR="0")
+    wait_for("hung trial", lambda: any(r["task"] == "t-hang" for r in tree.executed("bench")), bench)
+    shard_dir = tree.root / "jobs" / f"{JOB}-shard-{victim}"
+    pid = wait_for("shard watch", lambda: watch_pid(shard_dir))
+    os.killpg(pid, signal.SIGKILL)  # the shard's watch and its harbor, mid-run, as a lost machine would
+    out, _ = bench.communicate(timeout=WAIT_S)
+    assert bench.returncode == 128 + signal.SIGKILL, out
+    assert f"shard {victim} ended: harbor's watch exited -9" in out
+    kept = json.loads((tree.state / "shards.json").read_text())
+    assert [s["tasks"] for s in kept["shards"]] == split
+    other = 3 - victim
+    assert {r["task"] for r in tree.executed("bench") if r["job"] == f"{JOB}-shard-{other}"} == set(split[other - 1])
+    bench_manifest = [r for r in tree.manifest() if r.get("event") == "bench"]
+    assert [[s["index"], s["tasks"]] for s in bench_manifest[-1]["shards"]] == [[1, len(split[0])], [2, len(split[1])]]
+
+    scored_before = {r["task"] for r in tree.executed("bench") if r["task"] in SCORED and r["task"] != "t-hang"}
+    mop = tree.mopup()
+    assert mop.returncode == 0, mop.stdout + mop.stderr
+    executed = tree.executed("mopup")
+    wasted = [r for r in executed if r["task"] in scored_before]
+    report_line(f"wasted work: {len(wasted)} scored trial(s) re-executed by mop-up (of {len(executed)} it ran)")
+    assert wasted == []
+    report = tree.tally()
+    outcomes = {row["task"]: row["outcome"] for row in report["per_task"]}
+    assert set(outcomes) == set(MOPUP_TASKS)
+    assert "unfinished" not in outcomes.values()
+    assert outcomes["t-hang"] == "passed" and outcomes["t-sandbox"] == "passed" and outcomes["t-fail"] == "failed"
+    # Everything the killed shard never started ran in mop-up, once.
+    never_started = set(split[victim - 1]) - {r["task"] for r in tree.executed("bench")}
+    assert never_started and never_started <= {r["task"] for r in executed}
+    assert len(executed) == len({r["task"] for r in executed})
+
+
+def manifest_events(tree: Tree, name: str) -> list[dict]:
+    return [r for r in tree.manifest() if r.get("event") == name]
+
+
+@pytest.mark.e2e
+def test_the_governor_interrupts_the_newest_shard_above_the_rate_and_starts_it_again(tmp_path, server):
+    first, second = the_split()
+    plan = {**{t: ["held-SandboxError", "pass"] for t in first}, **{t: ["slow-pass"] for t in second}}
+    tree = Tree(tmp_path, plan, server)
+    hold, release = tmp_path / "hold", tmp_path / "release"
+    bench = shard_bench(tree, MAX_INFRA_RATE="0.3", GOVERNOR_MIN_TRIALS="3", GOVERNOR_WINDOW="600",
+                        GOVERNOR_QUIET="600", SCRIPTED_ENV_HOLD=str(hold), SCRIPTED_ENV_RELEASE=str(release))
+    # Both shards are mid-trial before the first infra error lands.
+    wait_for("a trial in each shard", lambda: {r["job"] for r in tree.executed("bench")} ==
+             {f"{JOB}-shard-1", f"{JOB}-shard-2"}, bench)
+    hold.touch()
+    stop = wait_for("the governor's stop", lambda: manifest_events(tree, "governor-stop"), bench)
+    assert len(stop) == 1 and stop[0]["shard"] == 2  # the newest; never the last one running
+    assert stop[0]["infra"] == stop[0]["finished"] >= 3 and stop[0]["rate"] == 1.0
+    assert stop[0]["max_rate"] == 0.3 and stop[0]["min_trials"] == 3
+    # Shard 1 runs out; nothing is running, so shard 2 starts again at once (harbor resumes it).
+    start = wait_for("the governor's start", lambda: manifest_events(tree, "governor-start"), bench)
+    assert [e["shard"] for e in start] == [2]
+    release.touch()
+    out, _ = bench.communicate(timeout=WAIT_S)
+    assert bench.returncode == 0, out
+    assert "shard 2 stopped by the governor" in out and "shard 2 (4 tasks) started again" in out
+    job2 = tree.root / "jobs" / f"{JOB}-shard-2"
+    results = [json.loads((t / "result.json").read_text()) for t in job2.iterdir() if (t / "result.json").is_file()]
+    cancelled = [r for r in results if (r.get("exception_info") or {}).get("exception_type") == "CancelledError"]
+    passed = {r["task_name"] for r in results if ((r.get("verifier_result") or {}).get("rewards") or {}).get("reward") == 1}
+    # The interrupted trial is an infra error for mop-up; the resume ran every other task once.
+    assert len(cancelled) == 1 and passed == set(second) - {cancelled[0]["task_name"]}
+    left = MP.what_is_left(tree.root / "jobs", JOB)
+    assert set(left) == set(first) | {cancelled[0]["task_name"]}
+
+
+@pytest.mark.e2e
+def test_the_governor_stops_nothing_below_the_rate(tmp_path, server):
+    tree = Tree(tmp_path, {t: ["pass"] for t in MOPUP_TASKS}, server)
+    bench = shard_bench(tree, MAX_INFRA_RATE="0.3", GOVERNOR_MIN_TRIALS="2")
+    out, _ = bench.communicate(timeout=WAIT_S)
+    assert bench.returncode == 0, out
+    assert [r.get("event") for r in tree.manifest() if str(r.get("event", "")).startswith("governor")] == []
+    assert sorted(r["task"] for r in tree.executed("bench")) == MOPUP_TASKS
+    assert out.count("ended: harbor's watch exited 0") == 2
