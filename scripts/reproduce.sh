@@ -15,6 +15,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/argv.sh"
 # shellcheck source=lib-run.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib-run.sh"
+# shellcheck source=lib-shards.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib-shards.sh"
 
 # The supervisor's own settings, with their defaults until env/defaults.env catalogues them.
 supervisor_settings() {
@@ -85,8 +87,12 @@ print_plan() {
     )
     plan_line smoke "$(show_cmd "${env_display[@]}" -- "${smoke_argv[@]}")   (scripts/bench.sh --smoke, PROBE=0 AUTO_STOP=0)"
   fi
-  bench_argv argv
-  plan_line bench "$(show_cmd "${env_display[@]}" -- "${argv[@]}")   (scripts/bench.sh, PROBE=0 AUTO_STOP=0; the server is checked every ${HEALTH_POLL}s)"
+  if is_sharded; then
+    plan_line bench "scripts/bench.sh: $N_SHARDS shards side by side under the governor, each the run's harbor command on its share of the tasks (make print RUN=$RUN N_SHARDS=$N_SHARDS shows every one)   (PROBE=0 AUTO_STOP=0; the server is checked every ${HEALTH_POLL}s)"
+  else
+    bench_argv argv
+    plan_line bench "$(show_cmd "${env_display[@]}" -- "${argv[@]}")   (scripts/bench.sh, PROBE=0 AUTO_STOP=0; the server is checked every ${HEALTH_POLL}s)"
+  fi
   retry_targets_argv rt
   plan_line mopup "$(show_cmd "RUN=$RUN" AUTO_STOP=0 PROBE=1 -- scripts/mopup.sh)   (at most $MOPUP_PASSES pass(es), while mop-up's selection, $(show_cmd -- "${rt[@]}"), lists tasks; a dead server is relaunched at most $MAX_RELAUNCHES time(s))"
   plan_line tally "$(show_cmd "RUN=$RUN" -- scripts/tally.sh)"
@@ -161,6 +167,7 @@ main() {
   resolve_run
   load_settings
   validate_settings
+  validate_shard_settings
   refuse_bundled_example reproduce
   supervisor_settings
   check_timeouts 0

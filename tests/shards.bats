@@ -16,6 +16,9 @@ job=qwen3_8-27b-fp8-terminus2-tb21-leaderboard-h200x4
   run make -C "$REPO" --no-print-directory print RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=4
   assert_success
   assert_output --partial "--flavor h200x4"
+  assert_line "    -- python3 \\"
+  assert_line "    -m sglang_router.launch_server \\"
+  assert_line "    --dp-size 4 \\"
   assert_output --partial "# qwen-t2-leaderboard-h200x4: bench in 4 shards of registry terminal-bench/terminal-bench-2-1, balanced by what is known at launch; each its own harbor job at -n 3, all against the one endpoint"
   assert_output --partial "# governor: while more than 0.3 of the trials finished in the last 1800 s (at least 6 of them) are infra errors, the newest shard is interrupted (SIGINT, as Ctrl-C); after 1800 s below, one is started again"
   local i
@@ -74,5 +77,13 @@ job=qwen3_8-27b-fp8-terminus2-tb21-leaderboard-h200x4
   run make -C "$REPO" --no-print-directory print RUN=qwen-t2 N_SHARDS=2 TASKS="a"
   assert_failure
   assert_output --partial "N_SHARDS=2 is more than the run's 1 task(s) (TASKS): a shard needs one. Set N_SHARDS to at most 1"
+  [[ ! -e "$STATE_ROOT" ]]
+}
+
+@test "make reproduce's plan of a sharded run names its shards and the governor, and writes nothing" {
+  run make -C "$REPO" --no-print-directory reproduce RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=2 DRY_RUN=1
+  assert_success
+  assert_line "bench    scripts/bench.sh: 2 shards side by side under the governor, each the run's harbor command on its share of the tasks (make print RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=2 shows every one)   (PROBE=0 AUTO_STOP=0; the server is checked every 30s)"
+  assert_output --partial "-- python3 -m sglang_router.launch_server --model-path Qwen/Qwen3.8-27B-FP8 "
   [[ ! -e "$STATE_ROOT" ]]
 }
