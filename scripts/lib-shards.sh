@@ -20,8 +20,7 @@ validate_shard_settings() {
   [[ "$GOVERNOR" =~ ^[01]$ ]] || die "setting GOVERNOR must be 1 (on) or 0 (off), got '$GOVERNOR' (run '$RUN')"
   require_integer GOVERNOR_WINDOW GOVERNOR_MIN_TRIALS GOVERNOR_QUIET
   require_number GOVERNOR_POLL
-  [[ "$MAX_INFRA_RATE" =~ ^(0([.][0-9]+)?|1([.]0+)?|[.][0-9]+)$ ]] ||
-    die "setting MAX_INFRA_RATE must be a fraction from 0 to 1 (e.g. 0.3), got '$MAX_INFRA_RATE' (run '$RUN')"
+  require_fraction MAX_INFRA_RATE
 }
 
 # shard_plan VAR MODE: the split as tools/shards.py prints it (JSON) into VAR. MODE run keeps it

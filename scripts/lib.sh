@@ -183,6 +183,12 @@ require_number() {
   done
 }
 
+# require_fraction NAME: a share from 0 to 1 (MAX_INFRA_RATE).
+require_fraction() {
+  [[ "${!1}" =~ ^(0([.][0-9]+)?|1([.]0+)?|[.][0-9]+)$ ]] ||
+    die "setting $1 must be a fraction from 0 to 1 (e.g. 0.3), got '${!1}' (run '$RUN')"
+}
+
 require_integer() {
   local name
   for name in "$@"; do

@@ -19,8 +19,7 @@ validate_plan_settings() {
   ((PLAN_REPS <= 10000)) || die "setting PLAN_REPS must be at most 10000 (200 takes seconds), got '$PLAN_REPS' (run '$RUN')"
   [[ "$PLAN_SEED" =~ ^[0-9]{1,9}$ ]] ||
     die "setting PLAN_SEED must be a whole number from 0 to 999999999, got '$PLAN_SEED' (run '$RUN')"
-  [[ "$MAX_INFRA_RATE" =~ ^(0([.][0-9]+)?|1([.]0+)?|[.][0-9]+)$ ]] ||
-    die "setting MAX_INFRA_RATE must be a fraction from 0 to 1 (e.g. 0.3), got '$MAX_INFRA_RATE' (run '$RUN')"
+  require_fraction MAX_INFRA_RATE
 }
 
 # plan_args VAR: the arguments of tools/plan.py for this run's settings.

@@ -30,8 +30,7 @@ main() {
   validate_values
   require_integer WATCH_EVERY
   require_flag ONCE
-  [[ "$MAX_INFRA_RATE" =~ ^(0([.][0-9]+)?|1([.]0+)?)$ ]] ||
-    die "setting MAX_INFRA_RATE must be a fraction from 0 to 1 (e.g. 0.3), got '$MAX_INFRA_RATE' (run '$RUN')"
+  require_fraction MAX_INFRA_RATE
   local argv=(watch --run "$RUN" --every "$WATCH_EVERY" --max-infra-rate "$MAX_INFRA_RATE")
   [[ -z "$MAX_COST" ]] || argv+=(--max-cost "$MAX_COST")
   [[ "$ONCE" != 1 ]] || argv+=(--once)

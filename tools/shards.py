@@ -142,15 +142,9 @@ def read_state(path: Path) -> dict | None:
 
 
 def write_state(path: Path, doc: dict) -> None:
-    """Written whole or not at all (a temp file renamed over it)."""
+    """Written whole or not at all (tools/safe_read.py write_atomic)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    SR.write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
 def task_list(opts: dict, state_dir: Path, dry_run: bool, offline: bool = False) -> tuple[list[str] | None, str]:
