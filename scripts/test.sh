@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Usage: make test  [TEST_JOBS=n] [DRY_RUN=1]   every test: shellcheck, bats, pytest
 #        make check [TEST_JOBS=n] [DRY_RUN=1]   the fast tier: the same minus end-to-end runs
-# Runs shellcheck over the shell code, then the bats files, then pytest (last, so its closing line
-# is the run's verdict). Stops at the first suite that fails. Both test runners run TEST_JOBS
+# Runs shellcheck over the shell code, then the bats files, then pytest. Every suite runs even
+# after one fails (a failure in the first must not hide the others' results), and the run ends
+# with one line that counts across all of them: `test: N passed, N failed (…per suite…)`; the
+# exit status is 0 only when nothing failed. shellcheck counts one per file checked (a file with
+# a finding fails); a suite that exits non-zero without reporting a failed test (a crash, a
+# collection error) counts as one failure of its own. Both test runners run TEST_JOBS
 # tests at a time (default: twice the CPUs, at least 2: most tests wait on a child process);
 # bats needs GNU parallel for that and runs one at a time without it, saying so. make check
 # leaves out the tests tagged e2e (bats: `# bats file_tags=e2e` / `test_tags=e2e`; pytest:
@@ -12,16 +16,46 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# suite WHAT ARGV...: run one suite, saying WHAT it covers, or under DRY_RUN say its command.
+# suite NAME WHAT ARGV...: run one suite, saying WHAT it covers, its output shown as it comes and
+# kept in $LOG_DIR/NAME.log for the count; its exit status in $LOG_DIR/NAME.rc. Under DRY_RUN, its
+# command only.
 suite() {
-  local what=$1
-  shift
+  local name=$1 what=$2 rc=0
+  shift 2
   if is_dry_run; then
     say "would run: $(show_cmd -- "$@")"
     return 0
   fi
   say "$what"
-  "$@"
+  "$@" 2>&1 | tee "$LOG_DIR/$name.log" || rc=$?
+  printf '%s\n' "$rc" >"$LOG_DIR/$name.rc"
+}
+
+# counts NAME: "PASSED FAILED" of one suite, from its kept output (bats runs with --tap for it). A suite that failed (non-zero
+# exit) with no failed test in its output failed as a whole: one failure.
+counts() {
+  local name=$1 log="$LOG_DIR/$1.log" rc passed=0 failed=0 line
+  rc=$(<"$LOG_DIR/$name.rc")
+  case "$name" in
+    shellcheck)
+      # One per file checked; shellcheck -f gcc prints FILE:LINE:COL: for each finding.
+      failed=$(cut -d: -f1 "$log" | grep -Fxf <(printf '%s\n' "${SHELL_FILES[@]}") | sort -u | wc -l)
+      passed=$((${#SHELL_FILES[@]} - failed))
+      ;;
+    bats)
+      passed=$(grep -c '^ok ' "$log") || true
+      failed=$(grep -c '^not ok ' "$log") || true
+      ;;
+    pytest)
+      # pytest's closing line, e.g. "2 failed, 535 passed, 1 error in 645.59s (0:10:45)".
+      line=$(grep -E '^=* ?[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)' "$log" | tail -n 1)
+      [[ "$line" =~ ([0-9]+)\ passed ]] && passed=${BASH_REMATCH[1]}
+      [[ "$line" =~ ([0-9]+)\ failed ]] && failed=${BASH_REMATCH[1]}
+      [[ "$line" =~ ([0-9]+)\ errors? ]] && failed=$((failed + BASH_REMATCH[1]))
+      ;;
+  esac
+  ((rc == 0 || failed > 0)) || failed=1
+  printf '%s %s' "$passed" "$failed"
 }
 
 # test_jobs: how many tests run at a time, TEST_JOBS or twice the CPUs (at least 2).
@@ -51,9 +85,14 @@ main() {
   unset PYTHONDONTWRITEBYTECODE
   is_dry_run || [[ -x .venv/bin/bats && -x .venv/bin/pytest && -f tests/node_modules/bats-assert/load.bash ]] ||
     die "test tools missing: run make setup first"
-  local jobs shell_files bats_args=() pytest_args=()
+  local jobs bats_args=() pytest_args=()
   jobs=$(test_jobs)
-  mapfile -t shell_files < <(ls scripts/*.sh benchmarks/*.sh .ci/run tests/*.bash tests/fakes/*.bash tests/stubs/record-argv tests/*.sh tests/bin/* 2>/dev/null)
+  if ! is_dry_run; then
+    LOG_DIR=$(mktemp -d)
+    # shellcheck disable=SC2064  # expand now: the path is this run's
+    trap "rm -rf -- '$LOG_DIR'" EXIT
+  fi
+  mapfile -t SHELL_FILES < <(ls scripts/*.sh benchmarks/*.sh .ci/run tests/*.bash tests/fakes/*.bash tests/stubs/record-argv tests/*.sh tests/bin/* 2>/dev/null)
   if ((jobs > 1)) && command -v parallel >/dev/null 2>&1; then
     bats_args+=(--jobs "$jobs")
   elif ((jobs > 1)); then
@@ -64,9 +103,24 @@ main() {
     bats_args+=(--filter-tags '!e2e')
     pytest_args+=(-m "not e2e")
   fi
-  suite "shellcheck: ${#shell_files[@]} files" .venv/bin/shellcheck -x "${shell_files[@]}"
-  suite "bats: tests/*.bats${bats_args[*]+ (${bats_args[*]})}" .venv/bin/bats "${bats_args[@]}" tests/
-  suite "pytest: tests/${pytest_args[*]+ (${pytest_args[*]})}" .venv/bin/python -m pytest -q "${pytest_args[@]}" tests/
+  suite shellcheck "shellcheck: ${#SHELL_FILES[@]} files" .venv/bin/shellcheck -x -f gcc "${SHELL_FILES[@]}"
+  suite bats "bats: tests/*.bats${bats_args[*]+ (${bats_args[*]})}" .venv/bin/bats --tap "${bats_args[@]}" tests/
+  suite pytest "pytest: tests/${pytest_args[*]+ (${pytest_args[*]})}" .venv/bin/python -m pytest -q "${pytest_args[@]}" tests/
+  is_dry_run && return 0
+  summary
+}
+
+# summary: the one closing line across every suite; exits 1 when anything failed.
+summary() {
+  local name passed failed all_passed=0 all_failed=0 parts=()
+  for name in shellcheck bats pytest; do
+    read -r passed failed <<<"$(counts "$name")"
+    all_passed=$((all_passed + passed))
+    all_failed=$((all_failed + failed))
+    parts+=("$name $passed passed, $failed failed")
+  done
+  say "$all_passed passed, $all_failed failed ($(IFS=';'; printf '%s' "${parts[*]}" | sed 's/;/; /g'))"
+  ((all_failed == 0))
 }
 
 main "$@"

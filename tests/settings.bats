@@ -390,21 +390,66 @@ printed_block() {
   assert_success
   assert_equal "${#lines[@]}" 3
   assert_line --index 0 --regexp '^test: would run: \.venv/bin/shellcheck -x .*scripts/argv\.sh scripts/bench\.sh .*tests/test_helper\.bash'
-  assert_line --index 1 "test: would run: .venv/bin/bats --jobs 3 tests/"
+  assert_line --index 1 "test: would run: .venv/bin/bats --tap --jobs 3 tests/"
   assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q -n 3 --dist loadgroup tests/"
   # The fast tier: the same suites without the tests tagged e2e.
   run mk check DRY_RUN=1 TEST_JOBS=3
   assert_success
   assert_equal "${#lines[@]}" 3
-  assert_line --index 1 "test: would run: .venv/bin/bats --jobs 3 --filter-tags '!e2e' tests/"
+  assert_line --index 1 "test: would run: .venv/bin/bats --tap --jobs 3 --filter-tags '!e2e' tests/"
   assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q -n 3 --dist loadgroup -m 'not e2e' tests/"
   # One at a time, and a bad count refused.
   run mk test DRY_RUN=1 TEST_JOBS=1
-  assert_line --index 1 "test: would run: .venv/bin/bats tests/"
+  assert_line --index 1 "test: would run: .venv/bin/bats --tap tests/"
   assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q tests/"
   run mk check DRY_RUN=1 TEST_JOBS=two
   assert_failure
   assert_output --partial "TEST_JOBS must be a positive whole number, got 'two'"
+}
+
+# scratch_suites SHELLCHECK BATS PYTEST: a scratch copy of scripts/test.sh whose three suites are
+# stand-ins, each "EXIT|OUTPUT" (OUTPUT printed with printf %b), so the runner's counting is
+# tested on outputs chosen here, not on the real suites.
+scratch_suites() {
+  local root="$BATS_TEST_TMPDIR/repo" tool spec
+  mkdir -p "$root/scripts" "$root/.venv/bin" "$root/tests/node_modules/bats-assert"
+  cp "$REPO/scripts/test.sh" "$REPO/scripts/lib.sh" "$root/scripts/"
+  : >"$root/tests/node_modules/bats-assert/load.bash"
+  for tool in shellcheck bats python; do
+    spec=$1
+    shift
+    printf '#!/bin/bash\nprintf %%b %q\nexit %s\n' "${spec#*|}" "${spec%%|*}" >"$root/.venv/bin/$tool"
+    chmod +x "$root/.venv/bin/$tool"
+  done
+  ln -s python "$root/.venv/bin/pytest"
+  printf '%s' "$root"
+}
+
+@test "make test runs every suite even after one fails, and ends with one line counting across all" {
+  local root
+  root=$(scratch_suites \
+    '1|scripts/lib.sh:3:1: warning: unused [SC2034]\n' \
+    '1|1..3\nok 1 a\nnot ok 2 b\nok 3 c\n' \
+    '1|..F\n1 failed, 2 passed in 0.10s\n')
+  run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" all
+  assert_failure
+  # Each suite ran, though the first failed; two shell files are checked, one with a finding.
+  assert_line "test: bats: tests/*.bats"
+  assert_line "test: pytest: tests/"
+  assert_line --index $((${#lines[@]} - 1)) \
+    "test: 5 passed, 3 failed (shellcheck 1 passed, 1 failed; bats 2 passed, 1 failed; pytest 2 passed, 1 failed)"
+  # All passing: exit 0, the same line with nothing failed.
+  root=$(scratch_suites '0|' '0|1..2\nok 1 a\nok 2 b # skip why\n' '0|..\n2 passed, 3 deselected in 0.10s\n')
+  run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" check
+  assert_success
+  assert_line --index $((${#lines[@]} - 1)) \
+    "test: 6 passed, 0 failed (shellcheck 2 passed, 0 failed; bats 2 passed, 0 failed; pytest 2 passed, 0 failed)"
+  # A suite that fails with no test failed in its output (a crash, a collection error) is one failure.
+  root=$(scratch_suites '0|' '0|1..1\nok 1 a\n' '4|ERROR: file or directory not found: tests/\n')
+  run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" all
+  assert_failure
+  assert_line --index $((${#lines[@]} - 1)) \
+    "test: 3 passed, 1 failed (shellcheck 2 passed, 0 failed; bats 1 passed, 0 failed; pytest 0 passed, 1 failed)"
 }
 
 # --- 8. the bundled examples are never served or benched -------------------------------------
