@@ -58,7 +58,9 @@ give_up() {
 
 on_signal() {
   trap '' INT TERM # a second Ctrl-C must not cut the cancel short (it is bounded anyway)
-  [[ -n "$SLEEP_PID" ]] && kill "$SLEEP_PID" 2>/dev/null
+  # Only while the sleep still runs: once it has ended and been reaped, its pid may name
+  # another process, which a kill by number would hit.
+  [[ -n "$SLEEP_PID" && " $(jobs -pr | tr '\n' ' ') " == *" $SLEEP_PID "* ]] && kill "$SLEEP_PID" 2>/dev/null
   give_up "interrupted ($1) while waiting for the server"
   exit 130
 }

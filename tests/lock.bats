@@ -10,11 +10,13 @@ setup() {
 }
 
 # Only this test's own processes are ended: the other tests of the file run at the same time.
+# The holder is a background job of this shell; the orphaned child is killed only while it is
+# still the sleep the test recorded (once it has ended, its pid may name another process).
 teardown() {
-  local pid
-  for pid in ${HOLDER_PID:-} ${CHILD_PID:-}; do
-    kill "$pid" 2>/dev/null || true
-  done
+  kill_running_jobs ${HOLDER_PID:-}
+  if [[ -n "${CHILD_PID:-}" && "$(cat "/proc/$CHILD_PID/cmdline" 2>/dev/null | tr '\0' ' ')" == "sleep 600 " ]]; then
+    kill "$CHILD_PID" 2>/dev/null || true
+  fi
 }
 
 # wait_until CONDITION...: until the command succeeds, failing after 60 s (a bound, never a
@@ -89,6 +91,7 @@ state_snapshot() {
   assert_failure 1
   assert_output --partial "has exited, but a process it started still holds the lock: $child(sleep)"
   kill "$child"
+  CHILD_PID="" # ended by the test itself: teardown must not signal its pid again
   # Once the last holder has exited (a zombie holds no fd), the run is free again.
   wait_until bash -c '! grep -qs "^State:[[:space:]]*[RSDT]" "/proc/$0/status"' "$child"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"

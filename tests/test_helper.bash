@@ -11,6 +11,21 @@ load "$REPO/tests/node_modules/bats-assert/load.bash"
 TEST_ENDPOINT="https://stubjob0123456789--30000.hf.jobs/v1"
 TEST_TOKEN="hf_test-token-that-must-never-be-printed"
 
+# kill_running_jobs [-SIGNAL] PID...: signal each PID that is still a background job of this
+# shell (started with &, not yet reaped). A pid whose process has ended and been reaped may
+# already name another process (pids are reused, fast under a busy suite): signalling it by
+# number would hit that one, another test's make or watch, say.
+kill_running_jobs() {
+  local sig=-TERM pid
+  [[ "${1:-}" != -* ]] || { sig=$1; shift; }
+  local running
+  running=" $(jobs -pr | tr '\n' ' ') "
+  for pid in "$@"; do
+    [[ "$running" == *" $pid "* ]] && kill "$sig" "$pid" 2>/dev/null
+  done
+  return 0
+}
+
 common_setup() {
   export STATE_ROOT="$BATS_TEST_TMPDIR/state"
   export HOME="$BATS_TEST_TMPDIR/home"

@@ -12,7 +12,9 @@
 #   count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job1/cancel   # prints a number
 #
 # Every fake binds 127.0.0.1 only, exits by itself after FAKE_MAX_LIFETIME seconds (60), and
-# is stopped by stop_fakes, by the pid this file started it with.
+# is stopped by stop_fakes, by the pid this file started it with, only while it still runs (a
+# fake that ended by itself no longer owns its pid: kill_running_jobs, tests/test_helper.bash,
+# which every file that loads this one loads first).
 
 FAKES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$FAKES_DIR/../.." && pwd)"
@@ -86,9 +88,7 @@ start_fake_openai() {
 
 stop_fakes() {
   local pid
-  for pid in "${FAKE_PIDS[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
+  kill_running_jobs "${FAKE_PIDS[@]}"
   for pid in "${FAKE_PIDS[@]}"; do
     wait "$pid" 2>/dev/null || true
   done
