@@ -44,18 +44,19 @@ validate_reasoning_effort() {
 # harbor's own process; oracle calls none.
 readonly INSTALLED_AGENTS="mini-swe-agent"
 
-# refuse_key_in_argv: an installed agent on an environment whose exec hands that environment to a
-# local command as arguments (docker compose exec -e KEY=value, and the like) would put its key in
-# an argv every local user can read. Which environments do is decided by class, with harbor's own
-# classes (tools/environments.py), so a podman, a kata or a module:Class path is caught as docker is.
+# refuse_key_in_argv: an installed agent's key is in the environment of every exec, and many
+# environments hand that environment to a local command as arguments (docker compose exec -e
+# KEY=value, ssh, oc exec), where every local user reads it. Default-deny: allowed only on the
+# environment classes read and found to pass it as data (tools/environments.py says which and
+# why), by class, never by name; every other class, present or future, is refused with why.
 refuse_key_in_argv() {
   [[ " $INSTALLED_AGENTS " == *" $AGENT "* ]] || return 0
-  local exposure
+  local reason
   needs_setup python # the check asks harbor's own classes
-  exposure=$(tool environments argv-exposure "$ENV_TYPE" 2>&1) ||
-    die "run '$RUN': ${exposure#Error: }. $AGENT runs inside the environment with its key, so an environment that cannot be checked is refused"
-  [[ -z "$exposure" ]] ||
-    die "run '$RUN': $AGENT on ENV_TYPE=$ENV_TYPE is refused: $exposure, so its key (OPENAI_API_KEY=<token>) would sit in a local process's argv, readable by every local user (ps). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
+  reason=$(tool environments key-refusal "$ENV_TYPE" 2>&1) ||
+    die "run '$RUN': ${reason#Error: }. $AGENT runs inside the environment with its key, so an environment that cannot be checked is refused"
+  [[ -z "$reason" ]] ||
+    die "run '$RUN': $AGENT on ENV_TYPE=$ENV_TYPE is refused: $reason. Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
 }
 
 # validate_registry_dataset: DATASET is harbor's `-d org/name[@version]` (a Harbor registry

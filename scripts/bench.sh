@@ -32,8 +32,8 @@ bench_remotely() {
   hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
   hold_run_lock "make $( ((smoke)) && echo smoke || echo bench) WHERE=hf"
   refuse_over_ceiling
+  stage_checkout stage # refused before the probe: a checkout that cannot leave stops the launch
   probe_first "$base"
-  stage_checkout stage
   remote_bench_argv argv launch "$base" "$stage" "$smoke"
   say "launching harbor as an HF Job: $(show_cmd -- "${argv[@]}")"
   launch_job remote-bench "${argv[@]}"

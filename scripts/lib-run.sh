@@ -259,7 +259,8 @@ refuse_over_ceiling() {
 # /repo (remote bench, mop-up and supervisor run the project's own verbs from it), and of the
 # run's own files git does not track yet (run_files_not_committed); its path goes in VAR, and it
 # is removed when the script exits. Other untracked files (state/, jobs/, .venv/, a stray token
-# file) never leave the machine.
+# file) never leave the machine. Regular files only, none reached through a link, and none
+# holding a credential (tools/stage.py): otherwise one line naming each, and nothing is uploaded.
 stage_checkout() {
   local -n _stage=$1
   git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
@@ -267,14 +268,13 @@ stage_checkout() {
   _stage=$(mktemp -d)
   # shellcheck disable=SC2064  # expand now: the path is this call's
   trap "rm -rf -- '$_stage'" EXIT
-  git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$_stage"
   # The run's own files git does not track yet (note_staged_run_files said so): the job gets them.
-  local path
+  local path also=() out
   while IFS=$'\t' read -r path _; do
-    [[ -f "$REPO_ROOT/$path" && ! -L "$REPO_ROOT/$path" ]] || die "$path is not a regular file: a remote job gets files only"
-    mkdir -p "$_stage/${path%/*}"
-    cp -- "$REPO_ROOT/$path" "$_stage/$path"
+    also+=(--also "$path")
   done < <(run_files_not_committed)
+  out=$(tool stage checkout --repo "$REPO_ROOT" --into "$_stage" --verb "make $SCRIPT_NAME WHERE=hf" "${also[@]}" 2>&1) ||
+    die "${out#Error: }"
 }
 
 # stop_at_ceiling: harbor was stopped at MAX_COST (its message is above). Stop the run's server

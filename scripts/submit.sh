@@ -108,15 +108,47 @@ dry_run() {
   say "dry run: nothing built, uploaded or written"
 }
 
-# upload_job JOB_DIR LOG: harbor upload of one job dir, its output shown and kept in LOG; prints
-# the job id it printed (checked against the job's result.json).
+# upload_job JOB_DIR LOG: harbor upload of one job dir, its output shown and kept in LOG.
 upload_job() {
   local job=$1 log=$2 argv
   upload_argv argv "$job"
   say "uploading: $(show_cmd -- "${argv[@]}")"
-  "${argv[@]}" </dev/null 2>&1 | tee "$log" >&2 ||
-    die "harbor upload of ${job##*/} failed (above; its output is in ${log#"$REPO_ROOT"/}). Uploads are idempotent: run make submit RUN=$RUN again to upload what is missing"
-  tool submit job-id --log "$log" --job-dir "$job"
+  "${argv[@]}" </dev/null 2>&1 | tee "$log" >&2
+}
+
+# upload_all DEST JOB_DIR...: harbor upload of each job dir, the job first; each id harbor prints
+# (checked against the job's result.json) goes into submit.json as it comes (UPLOADED, IDS). The
+# manifest's submit-upload then says what went up, also when one stops the rest: an upload whose
+# id cannot be read is named there (id_not_read), never left unrecorded.
+upload_all() {
+  local dest=$1 job log id stopped="" why=""
+  shift
+  UPLOADED=() IDS=()
+  for job in "$@"; do
+    log="$(run_state_dir)/submit-logs/${job##*/}.upload.log"
+    if ! upload_job "$job" "$log"; then
+      why="harbor upload of ${job##*/} failed (above; its output is in ${log#"$REPO_ROOT"/})"
+      break
+    fi
+    if ! id=$(tool submit job-id --log "$log" --job-dir "$job"); then
+      stopped=${job##*/}
+      why="harbor upload of $stopped went up, but its job id could not be read from its output (above; kept in ${log#"$REPO_ROOT"/}), so it is recorded as id_not_read in the manifest"
+      break
+    fi
+    say "uploaded ${job##*/}: job id $id"
+    IDS+=("$id")
+    UPLOADED+=(--upload "$job" "$id")
+    record uploading "$dest" >/dev/null
+  done
+  if ((${#UPLOADED[@]})) || [[ -n "$stopped" ]]; then
+    # submit.json holds this make submit's uploads (none of an earlier one), even when none has an id.
+    [[ -z "$stopped" ]] || record uploading "$dest" >/dev/null
+    append_manifest submit-upload "$(jq -c --arg stopped "$stopped" '{role: "submit", submission: .submission,
+      jobs: [.uploads[] | {job, job_id}]} + (if $stopped == "" then {} else {id_not_read: $stopped} end)' \
+      "$(run_state_dir)/submit.json")"
+  fi
+  [[ -z "$why" ]] ||
+    die "$why. Uploads are idempotent: run make submit RUN=$RUN again to upload what is missing and record every id"
 }
 
 # record STATUS DEST [ARGV...]: state/<run>/submit.json, from the uploads so far (UPLOADED).
@@ -184,24 +216,14 @@ main() {
   RUN=$RUN OUT=$out "$REPO_ROOT/scripts/submission.sh" ||
     die "make submission refused the run (above): nothing was uploaded"
 
-  local args paths dest job id log_dir ids=()
+  local args paths dest
   submission_args args "$out"
   mapfile -d '' -t paths < <(tool submit plan --built "${args[@]}") || true
   ((${#paths[@]} > 1)) || die "cannot find the job dirs of the built submission (above)"
   dest=${paths[0]}
-  log_dir="$(run_state_dir)/submit-logs"
-  mkdir -p "$log_dir"
-  UPLOADED=()
-  for job in "${paths[@]:1}"; do
-    id=$(upload_job "$job" "$log_dir/${job##*/}.upload.log")
-    say "uploaded ${job##*/}: job id $id"
-    ids+=("$id")
-    UPLOADED+=(--upload "$job" "$id")
-    record uploading "$dest" >/dev/null
-  done
-  append_manifest submit-upload "$(jq -c '{role: "submit", submission: .submission,
-    jobs: [.uploads[] | {job, job_id}]}' "$(run_state_dir)/submit.json")"
-  leaderboard_step "$dest" "${ids[@]}"
+  mkdir -p "$(run_state_dir)/submit-logs"
+  upload_all "$dest" "${paths[@]:1}"
+  leaderboard_step "$dest" "${IDS[@]}"
 }
 
 main "$@"

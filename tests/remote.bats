@@ -4,7 +4,16 @@
 
 setup() {
   load test_helper
+  load fakes/fakes
   common_setup
+}
+
+teardown() { stop_fakes; }
+
+# tracked_files DIR: what a remote job's copy of checkout DIR holds: the files git tracks as
+# files, sorted (the links git tracks, tests/stubs/*, are never copied: tools/stage.py).
+tracked_files() {
+  git -C "$1" ls-files -s | awk -F'\t' '{ split($1, entry, " "); if (entry[1] != "120000") print $2 }' | LC_ALL=C sort
 }
 
 remote_argv() {
@@ -88,8 +97,10 @@ job_env_and_command() {
   RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_success
   assert_output --partial "harbor job stubjob0123456789 launched, writing alice/tb/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
-  # The job runs this checkout's tracked files, exactly those.
-  run diff <(git -C "$REPO" ls-files | LC_ALL=C sort) "$STUB_LOG.staged"
+  # The job runs this checkout's tracked files, exactly those, the executable ones executable.
+  run diff <(tracked_files "$REPO") "$STUB_LOG.staged"
+  assert_success
+  run diff <(git -C "$REPO" ls-files -s | awk -F'\t' '$1 ~ /^100755 / { print $2 }' | LC_ALL=C sort) "$STUB_LOG.staged-executable"
   assert_success
   run jq -c 'select(.event != "launch-intent") | [.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
   assert_output '["bench","remote-bench","stubjob0123456789","alice/tb"]'
@@ -260,7 +271,7 @@ PY
   RUN=qwen-mswea WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/mopup.sh"
   assert_success
   assert_output --partial "mop-up job stubjob0123456789 launched on alice/tb"
-  run diff <(git -C "$REPO" ls-files | LC_ALL=C sort) "$STUB_LOG.staged"
+  run diff <(tracked_files "$REPO") "$STUB_LOG.staged"
   assert_success
   run jq -c 'select(.event != "launch-intent") | [.event, .role, .job_id, .bucket]' "$STATE_ROOT/qwen-mswea/manifest.jsonl"
   assert_output '["mopup","remote-mopup","stubjob0123456789","alice/tb"]'
@@ -281,9 +292,9 @@ PY
   assert_line "$jobs"
 }
 
-# scratch_checkout: a git checkout of this repository's files (tracked and new, as on disk) in
-# the test's dir, committed, with .venv linked: a place where a run file can be new or changed
-# without touching the repository the other tests read.
+# scratch_checkout [real]: a git checkout of this repository's files (tracked and new, as on
+# disk) in the test's dir, committed, with .venv linked: a place where a run file can be new or
+# changed without touching the repository the other tests read. With `real`, the real CLIs.
 scratch_checkout() {
   SCRATCH="$BATS_TEST_TMPDIR/checkout"
   mkdir -p "$SCRATCH"
@@ -294,7 +305,11 @@ scratch_checkout() {
   git -C "$SCRATCH" add -A
   git -C "$SCRATCH" -c user.name=t -c user.email=t@example.com commit -q -m scratch
   # The stubs stay first: lib.sh puts the checkout's own .venv/bin first unless PATH has it.
-  export PATH="$REPO/tests/stubs:$SCRATCH/.venv/bin:$PATH"
+  if [[ "${1:-}" == real ]]; then
+    export PATH="$SCRATCH/.venv/bin:$PATH"
+  else
+    export PATH="$REPO/tests/stubs:$SCRATCH/.venv/bin:$PATH"
+  fi
 }
 
 @test "remote jobs get the run the user means: a new or changed run file goes in as on disk, and says so" {
@@ -316,7 +331,7 @@ scratch_checkout() {
   RUN=mine WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$SCRATCH/scripts/bench.sh"
   assert_success
   assert_line "bench: $note"
-  run diff <( (git -C "$SCRATCH" ls-files; echo runs/mine.env) | LC_ALL=C sort) "$STUB_LOG.staged"
+  run diff <( (tracked_files "$SCRATCH"; echo runs/mine.env) | LC_ALL=C sort) "$STUB_LOG.staged"
   assert_success
   cmp "$SCRATCH/runs/mine.env" "$STUB_LOG.staged-runs/mine.env"
   # A tracked run file with changes: it goes in as on disk (the copy is of the working tree), with its note.
@@ -355,6 +370,80 @@ scratch_checkout() {
   run grep -c -x 'run' "$STUB_LOG"
   assert_output 0
   assert [ ! -e "$STATE_ROOT/linked/manifest.jsonl" ]
+}
+
+# --- what a remote job's copy of the checkout may hold: regular files, no credential ------------
+
+# leaked_token: an HF token's shape, built here so that no token-shaped string is tracked.
+leaked_token() { printf 'hf_%s%s' AbCdEfGhIjKlMnOpQrStUvWxYz 0123456789; }
+
+# hostile_launch_setup: a scratch checkout driven by the real hf CLI against the fake HF Jobs API,
+# a token file outside it (as ~/.cache/huggingface/token), and TMPDIR where the copy is staged.
+hostile_launch_setup() {
+  scratch_checkout real
+  fakes_setup
+  start_fake_hf_jobs '{"namespace": "alice", "new_job": {"id": "job-new"}}'
+  export HF_NAMESPACE=alice PROBE=0 TMPDIR="$BATS_TEST_TMPDIR/tmp"
+  mkdir -p "$TMPDIR" "$BATS_TEST_TMPDIR/secrets"
+  leaked_token >"$BATS_TEST_TMPDIR/secrets/token"
+}
+
+# refute_anything_left: the real hf was never called (the fake saw no request: no bucket made, no
+# file synced, no job run), no launch was recorded, and the staged copy is gone.
+refute_anything_left() {
+  run jq -c . "$FAKE_HF_RECORD"
+  assert_output ""
+  assert [ ! -e "$STATE_ROOT/$1/manifest.jsonl" ]
+  run ls -A "$TMPDIR"
+  assert_output ""
+}
+
+@test "a run file or a changed tracked file holding a credential is refused for a remote job, naming file and line; nothing is uploaded" {
+  hostile_launch_setup
+  local leaked line
+  leaked=$(leaked_token)
+  # A new run file with a token pasted in (it becomes $HF_TOKEN too: the run file is sourced).
+  { grep -v '^JOB_NAME=' "$SCRATCH/runs/qwen-t2.env"; echo "JOB_NAME=mine-job"; echo "HF_TOKEN=$leaked"; } >"$SCRATCH/runs/mine.env"
+  line=$(grep -c '' "$SCRATCH/runs/mine.env")
+  RUN=mine WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT run "$SCRATCH/scripts/bench.sh"
+  assert_failure
+  assert_line "bench: make bench WHERE=hf refused: a credential may be in the files it would upload: runs/mine.env:$line: the value of \$HF_TOKEN (hf_A…6789); runs/mine.env:$line: what looks like an HF token (hf_A…6789). Nothing was uploaded. Redact each one (a key belongs in HF_TOKEN or \`hf auth login\`, never in a file of the checkout), then run make bench WHERE=hf again."
+  refute_output --partial "$leaked"
+  refute_anything_left mine
+  rm "$SCRATCH/runs/mine.env"
+  # A tracked file, changed to hold this machine's token (no token's shape: found by its value).
+  echo "# debugging: HF_TOKEN=$HF_TOKEN" >>"$SCRATCH/docs/setup.md"
+  line=$(grep -c '' "$SCRATCH/docs/setup.md")
+  for verb in mopup reproduce; do
+    RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT run "$SCRATCH/scripts/$verb.sh"
+    assert_failure
+    assert_line "$verb: make $verb WHERE=hf refused: a credential may be in the files it would upload: docs/setup.md:$line: the value of \$HF_TOKEN (${HF_TOKEN:0:4}…${HF_TOKEN: -4}). Nothing was uploaded. Redact each one (a key belongs in HF_TOKEN or \`hf auth login\`, never in a file of the checkout), then run make $verb WHERE=hf again."
+    refute_output --partial "$HF_TOKEN"
+    refute_anything_left qwen-t2
+  done
+}
+
+@test "a tracked path that is now a link, a FIFO, or under a linked directory is refused for a remote job; nothing is uploaded" {
+  hostile_launch_setup
+  local secrets=$BATS_TEST_TMPDIR/secrets
+  rm "$SCRATCH/docs/setup.md" && ln -s "$secrets/token" "$SCRATCH/docs/setup.md"
+  rm "$SCRATCH/docs/tests.md" && mkfifo "$SCRATCH/docs/tests.md" # read, it would block for ever
+  rm -r "$SCRATCH/tests/harbor_env" && ln -s "$secrets" "$SCRATCH/tests/harbor_env"
+  local verb
+  for verb in bench mopup reproduce; do
+    RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT run "$SCRATCH/scripts/$verb.sh"
+    assert_failure
+    assert_line "$verb: make $verb WHERE=hf refused: a remote job gets regular files only, never where a link leads: docs/setup.md is a symbolic link (to $secrets/token); docs/tests.md is a FIFO; tests/harbor_env/scripted_env.py is under tests/harbor_env, which is a symbolic link (to $secrets). Nothing was uploaded. Put each file itself back (git checkout -- PATH restores the committed one), then run make $verb WHERE=hf again."
+    refute_output --partial "$(leaked_token)"
+    refute_anything_left qwen-t2
+  done
+  # Put back, the same launch stages every file git tracks as one: the real hf now syncs the
+  # copy (the fake has no buckets: it answers 404, and the launch fails there, nothing made).
+  rm "$SCRATCH/docs/setup.md" "$SCRATCH/docs/tests.md" "$SCRATCH/tests/harbor_env"
+  git -C "$SCRATCH" checkout -q -- docs tests/harbor_env
+  RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT run "$SCRATCH/scripts/mopup.sh"
+  assert_failure
+  assert_equal "$(count_requests "$FAKE_HF_RECORD" POST /api/buckets/alice/jobs-artifacts)" 1
 }
 
 @test "remote bench: its --timeout is the server's unless set, and one that would end the run early is warned of" {

@@ -249,7 +249,13 @@ kata|harbor.environments.kata:KataEnvironment (a DockerEnvironment)|docker compo
 harbor.environments.docker.docker:DockerEnvironment|harbor.environments.docker.docker:DockerEnvironment (a DockerEnvironment)|docker compose ... exec -e KEY=value
 sbx|harbor.environments.sbx.environment:DockerSandboxesEnvironment (a DockerSandboxesEnvironment)|docker sandbox exec --env KEY=value
 apple-container|harbor.environments.apple_container:AppleContainerEnvironment (a AppleContainerEnvironment)|container exec -e KEY=value
+ec2|harbor.environments.ec2:EC2Environment (a EC2Environment)|ssh ... docker compose exec -e KEY=value
+openshift|harbor.environments.openshift:OpenshiftEnvironment (a OpenshiftEnvironment)|oc exec POD ... -- bash -c 'export KEY=value && ...'
 ENVS
+  # Default-deny: an environment not read and found to keep the key out of argv is refused too.
+  RUN=qwen-mswea ENV_TYPE=modal run "$REPO/scripts/print.sh"
+  assert_failure
+  assert_output "print: run 'qwen-mswea': mini-swe-agent on ENV_TYPE=modal is refused: harbor.environments.modal:ModalEnvironment is not an environment known to keep its key (OPENAI_API_KEY=<token>) out of every local process's argv (only ENV_TYPE=hf-sandbox is: tools/environments.py says why). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
   # An import path that cannot be loaded cannot be checked: refused too, naming why.
   RUN=qwen-mswea ENV_TYPE=no_such_module:Env run "$REPO/scripts/print.sh"
   assert_failure

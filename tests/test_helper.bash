@@ -9,7 +9,9 @@ load "$REPO/tests/node_modules/bats-assert/load.bash"
 # Placeholders the goldens are written with: nothing real, nothing secret.
 # shellcheck disable=SC2034  # used by the .bats files
 TEST_ENDPOINT="https://stubjob0123456789--30000.hf.jobs/v1"
-TEST_TOKEN="hf_test-token-that-must-never-be-printed"
+# Its tail is made at run time: the value is in no tracked file, as a real token is not (a remote
+# job's copy of the checkout is refused when a file holds $HF_TOKEN's value, tools/stage.py).
+TEST_TOKEN="hf_test-token-that-must-never-be-printed-$$"
 
 # kill_running_jobs [-SIGNAL] PID...: signal each PID that is still a background job of this
 # shell (started with &, not yet reaped). A pid whose process has ended and been reaped may

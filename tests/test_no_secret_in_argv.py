@@ -15,6 +15,7 @@ catches one: a `sleep` with the token in its argv.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import os
@@ -29,8 +30,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 
 from tests.test_mopup import FakeServer, Tree
+from tools import environments
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "fake-org/fake-model"
@@ -327,23 +330,49 @@ def test_bench_and_mopup_never_put_the_token_in_argv(tmp_path, monkeypatch, agen
 
 # --- environments whose exec would put the key in a local argv: refused before harbor starts -------
 
-# A custom environment given by import path: a subclass of harbor's Podman environment.
-CUSTOM_ENV = """\
+# Custom environments given by import path, as a user's own module would be.
+CUSTOM_ENVS = """\
+from harbor.environments.base import BaseEnvironment
+from harbor.environments.hf_sandbox import HFSandboxEnvironment
 from harbor.environments.podman import PodmanEnvironment
 
 
 class MyPodman(PodmanEnvironment):
     pass
+
+
+class MySandbox(HFSandboxEnvironment):
+    async def exec(self, command, cwd=None, env=None, timeout_sec=None, user=None):
+        raise NotImplementedError  # a subclass may run anything here
+
+
+class NewCloud(BaseEnvironment):
+    pass
 """
 
+DOCKER_REASON = "(a DockerEnvironment) runs 'docker compose ... exec -e KEY=value', so its key"
+UNKNOWN_REASON = ("is not an environment known to keep its key (OPENAI_API_KEY=<token>) out of every local "
+                  "process's argv (only ENV_TYPE=hf-sandbox is: tools/environments.py says why)")
 
-@pytest.mark.parametrize("env_type", ["podman", "kata", "harbor.environments.docker.docker:DockerEnvironment",
-                                      "my_podman:MyPodman"])
-def test_mini_swe_agent_is_refused_where_its_key_would_reach_a_local_argv(tmp_path, env_type):
-    # harbor 0.25.0 ran `docker compose ... exec -e OPENAI_API_KEY=<token>` for each of these
-    # while only ENV_TYPE=docker was refused: the watcher caught it.
+
+@pytest.mark.parametrize(("env_type", "reason"), [
+    ("podman", DOCKER_REASON),
+    ("kata", DOCKER_REASON),
+    ("harbor.environments.docker.docker:DockerEnvironment", DOCKER_REASON),
+    ("my_envs:MyPodman", DOCKER_REASON),
+    ("ec2", "harbor.environments.ec2:EC2Environment (a EC2Environment) runs 'ssh ... docker compose exec -e KEY=value'"),
+    ("openshift", "harbor.environments.openshift:OpenshiftEnvironment (a OpenshiftEnvironment) runs "
+                  "'oc exec POD ... -- bash -c 'export KEY=value && ...''"),
+    ("my_envs:NewCloud", f"my_envs:NewCloud {UNKNOWN_REASON}"),
+    ("my_envs:MySandbox", "my_envs:MySandbox is a subclass of HFSandboxEnvironment, and a subclass can change how "
+                          "exec runs"),
+])
+def test_mini_swe_agent_is_refused_where_its_key_could_reach_a_local_argv(tmp_path, env_type, reason):
+    # harbor 0.25.0 ran `docker compose ... exec -e OPENAI_API_KEY=<token>` for the docker family
+    # while only ENV_TYPE=docker was refused (the watcher caught it); then ec2 (ssh) and
+    # openshift (oc exec) passed a deny-list. The rule is now default-deny.
     token = new_token()
-    (tmp_path / "my_podman.py").write_text(CUSTOM_ENV)
+    (tmp_path / "my_envs.py").write_text(CUSTOM_ENVS)
     tree = Tree(tmp_path, PLAN, SimpleNamespace(base="http://127.0.0.1:9/v1"))  # never called
     (tree.root / "runs" / "mopup-test.env").write_text(run_file("mini-swe-agent").replace(
         "ENV_TYPE=scripted_env:ScriptedEnv", f"ENV_TYPE={env_type}"))
@@ -353,14 +382,78 @@ def test_mini_swe_agent_is_refused_where_its_key_would_reach_a_local_argv(tmp_pa
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert f"bench: run 'mopup-test': mini-swe-agent on ENV_TYPE={env_type} is refused: " in proc.stderr
-    assert "(a DockerEnvironment) runs 'docker compose ... exec -e KEY=value', so its key" in proc.stderr
+    assert reason in proc.stderr
+    assert proc.stderr.rstrip().endswith(
+        ". Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)")
     assert not (tree.root / "jobs").exists() and tree.executed() == []  # harbor never started
     assert watcher.leaks == []
+
+
+def test_every_environment_harbor_registers_is_classified():
+    # Default-deny: hf-sandbox is the one harbor environment known to pass the key as data; every
+    # other one harbor registers is refused with a reason naming its class, and the ones read
+    # to put the environment in a local argv say what they run.
+    from harbor.models.environment_type import EnvironmentType
+
+    reasons = {t.value: environments.refusal(t.value) for t in EnvironmentType}
+    assert len(reasons) == len(EnvironmentType) == 34
+    assert [name for name, reason in reasons.items() if reason is None] == ["hf-sandbox"]
+    local_argv = sorted(name for name, reason in reasons.items() if reason and "would sit in a local" in reason)
+    assert local_argv == ["apple-container", "docker", "ec2", "kata", "openshift", "podman", "sbx"]
+    assert reasons["ec2"] == (
+        "harbor.environments.ec2:EC2Environment (a EC2Environment) runs 'ssh ... docker compose exec -e KEY=value', "
+        "so its key (OPENAI_API_KEY=<token>) would sit in a local process's argv, readable by every local user (ps)")
+    assert reasons["openshift"] == (
+        "harbor.environments.openshift:OpenshiftEnvironment (a OpenshiftEnvironment) runs "
+        "'oc exec POD ... -- bash -c 'export KEY=value && ...'', so its key (OPENAI_API_KEY=<token>) would sit in "
+        "a local process's argv, readable by every local user (ps)")
+    for name, reason in reasons.items():
+        if name != "hf-sandbox" and name not in local_argv:
+            assert reason.endswith(f" {UNKNOWN_REASON}") and reason.startswith("harbor.environments."), name
+
+
+def test_a_new_class_is_refused_and_the_test_environment_is_allowed_only_as_itself(tmp_path, monkeypatch):
+    from harbor.environments.base import BaseEnvironment
+    from harbor.environments.hf_sandbox import HFSandboxEnvironment
+
+    class Future(BaseEnvironment):  # an environment no one has read
+        pass
+
+    class QuietSandbox(HFSandboxEnvironment):  # overrides nothing, and is still not the class read
+        pass
+
+    assert environments.class_refusal(Future).endswith(f"Future {UNKNOWN_REASON}")
+    assert "is a subclass of HFSandboxEnvironment" in environments.class_refusal(QuietSandbox)
+    assert environments.class_refusal(HFSandboxEnvironment) is None
+    assert environments.refusal("harbor.environments.hf_sandbox:HFSandboxEnvironment") is None
+
+    # The repository's test environment is allowed as the class its file defines...
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "harbor_env"))
+    assert environments.refusal("scripted_env:ScriptedEnv") is None
+    from scripted_env import ScriptedEnv
+
+    class Sub(ScriptedEnv):  # ...not as a subclass...
+        pass
+
+    assert environments.class_refusal(Sub).endswith(f"Sub {UNKNOWN_REASON}")
+    # ...and not as a namesake elsewhere: a module of the same name and class is a user's own.
+    (tmp_path / "lookalike").mkdir()
+    shutil.copy(REPO / "tests" / "harbor_env" / "scripted_env.py", tmp_path / "lookalike" / "scripted_env_copy.py")
+    monkeypatch.syspath_prepend(str(tmp_path / "lookalike"))
+    assert environments.refusal("scripted_env_copy:ScriptedEnv") == f"scripted_env_copy:ScriptedEnv {UNKNOWN_REASON}"
+
+
+def test_a_module_class_that_cannot_load_cannot_be_checked():
+    result = CliRunner().invoke(environments.cli, ["key-refusal", "no_such_module:Env"])
+    assert result.exit_code == 1
+    assert result.output == ("Error: cannot load the environment class of ENV_TYPE=no_such_module:Env: "
+                             "Failed to import module 'no_such_module': No module named 'no_such_module'\n")
 
 
 def test_the_environments_refused_still_put_the_environment_in_their_argv():
     # What tools/environments.py relies on, read in harbor 0.25.0's own code: if an upgrade moves
     # the environment out of argv, or a new environment puts it there, this says where to look.
+    from harbor.environments import ec2, openshift
     from harbor.environments.apple_container import AppleContainerEnvironment
     from harbor.environments.docker.docker import DockerEnvironment
     from harbor.environments.sbx import local as sbx_local
@@ -368,3 +461,51 @@ def test_the_environments_refused_still_put_the_environment_in_their_argv():
     assert 'exec_command.extend(["-e", f"{key}={value}"])' in inspect.getsource(DockerEnvironment)
     assert 'args.extend(["--env", f"{key}={value}"])' in inspect.getsource(sbx_local)
     assert 'exec_cmd.extend(["-e", f"{key}={value}"])' in inspect.getsource(AppleContainerEnvironment)
+    # EC2: docker compose exec -e KEY=value, sent as the command of a local ssh.
+    assert 'parts.extend(["-e", f"{key}={value}"])' in inspect.getsource(ec2._EC2ComposeOps._exec_main_detached)
+    assert "self._ssh_exec(" in inspect.getsource(ec2.EC2Environment._compose_exec)
+    assert "*self._ssh_base_cmd(" in inspect.getsource(ec2.EC2Environment._ssh_raw)
+    # OpenShift: export KEY=value inside the argv of a local oc exec.
+    exec_source = inspect.getsource(openshift.OpenshiftEnvironment.exec)
+    assert 'shell_parts.append(f"export {key}={shlex.quote(value)}")' in exec_source
+    assert "self._run_oc_command(" in exec_source
+    assert 'full_command = ["oc"] + command' in inspect.getsource(openshift.OpenshiftEnvironment._run_oc_command)
+
+
+def test_the_environments_allowed_pass_the_environment_as_data():
+    # hf-sandbox: exec hands env to huggingface_hub's Sandbox.run, which sends it in the JSON
+    # body of a request; neither starts a local process.
+    from harbor.environments import hf_sandbox
+    from huggingface_hub import _sandbox
+
+    exec_source = inspect.getsource(hf_sandbox.HFSandboxEnvironment.exec)
+    assert "sandbox.run,\n" in exec_source and "env=env or None," in exec_source
+    run_source = inspect.getsource(_sandbox.Sandbox.run)
+    assert 'payload["env"] = env' in run_source and 'self._stream("POST", "/exec", json=payload)' in run_source
+    for module in (hf_sandbox, _sandbox):
+        assert not starts_processes(inspect.getsource(module)), module.__name__
+    # The test environment starts no process at all: kept that way, it stays allowed.
+    assert not starts_processes((REPO / "tests" / "harbor_env" / "scripted_env.py").read_text())
+
+
+def starts_processes(source: str) -> list[str]:
+    """What in SOURCE can start a process: an import of subprocess, pty or multiprocessing, or a call
+    of asyncio's create_subprocess_*, os.system/popen/exec*/spawn*/fork*/posix_spawn*."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+            found += [n for n in names if n and n.split(".")[0] in ("subprocess", "pty", "multiprocessing")]
+        if isinstance(node, ast.Attribute) and (
+                node.attr.startswith(("create_subprocess", "exec", "spawn", "fork", "posix_spawn"))
+                or node.attr in ("system", "popen")) and isinstance(node.value, ast.Name) \
+                and node.value.id in ("os", "asyncio"):
+            found.append(f"{node.value.id}.{node.attr}")
+    return found
+
+
+def test_starts_processes_sees_a_process_start():
+    assert starts_processes("import subprocess\n") == ["subprocess"]
+    assert starts_processes("import asyncio\nasyncio.create_subprocess_exec('ssh')\n") == [
+        "asyncio.create_subprocess_exec"]
+    assert starts_processes("import os\nos.execvp('oc', [])\nos.kill(1, 9)\n") == ["os.execvp"]

@@ -345,7 +345,9 @@ def test_a_credential_in_the_run_refuses_the_submission_before_anything_is_writt
     leaked = job / "fix-git__0000000" / "agent" / "trajectory.json"
     # A valid ATIF trajectory (harbor's model), one line, that echoed a key in a step.
     traj = json.loads(leaked.read_text())
-    traj["steps"][0]["message"] = "export OPENAI_API_KEY=sk-proj-Ab3dEfGhIjKlMnOpQrStUvWxYz0123456789"
+    # The key's shape is built here, so that no key-shaped string is tracked (a remote job's copy
+    # of the checkout is scanned as this trajectory is).
+    traj["steps"][0]["message"] = "export OPENAI_API_KEY=" + "sk-" + "proj-Ab3dEfGhIjKlMnOpQrStUvWxYz0123456789"
     leaked.write_text(json.dumps(traj) + "\n")
     result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
     assert result.exit_code == 1

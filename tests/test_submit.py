@@ -302,6 +302,76 @@ def test_a_harbor_with_leaderboard_submit_gets_the_exact_argv_and_a_login_file_i
     assert f"submitted run {RUN} to {LEADERBOARD}" in proc.stderr
 
 
+# What a harbor that colours its output prints (rich with FORCE_COLOR, a newer harbor, a wrapper):
+# each line dimmed, "View at" bold and the URL an OSC 8 hyperlink, underlined in cyan. The job dir
+# named by DROP_VIEW_OF loses its View line instead, as an output harbor changed would.
+COLOURING_FILTER = r"""
+import re, sys
+job, drop = sys.argv[1], sys.argv[2]
+for line in sys.stdin:
+    view = re.match(r"View at (\S+)$", line.rstrip("\n"))
+    if view and job == drop:
+        continue
+    if view:
+        url = view.group(1)
+        sys.stdout.write(f"\x1b[1mView at\x1b[0m \x1b]8;;{url}\x1b\\\x1b[4;36m{url}\x1b[0m\x1b]8;;\x1b\\\r\n")
+    else:
+        sys.stdout.write(f"\x1b[2m{line.rstrip(chr(10))}\x1b[0m\n")
+"""
+
+
+def colouring_harbor(tmp: Path) -> Path:
+    """A bin dir whose harbor is the real one with its upload output coloured (COLOURING_FILTER)."""
+    bin_dir = tmp / "colour-bin"
+    bin_dir.mkdir()
+    (tmp / "colour.py").write_text(COLOURING_FILTER)
+    wrapper = bin_dir / "harbor"
+    wrapper.write_text(f"""#!/usr/bin/env bash
+set -o pipefail
+[[ "${{1:-}}" == upload ]] || exec {REPO / '.venv/bin/harbor'} "$@"
+{REPO / '.venv/bin/harbor'} "$@" 2>&1 | {sys.executable} {tmp / 'colour.py'} "${{2##*/}}" "${{DROP_VIEW_OF:-}}"
+""")
+    wrapper.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.e2e
+def test_a_coloured_view_line_is_read_and_an_upload_whose_id_cannot_be_read_is_still_recorded(tmp_path, jobs_dir):
+    key = new_key()
+    hub = Hub(tmp_path, key)
+    tree = Tree(tmp_path, jobs_dir)
+    bin_dir = colouring_harbor(tmp_path)
+    env = {"HARBOR_API_KEY": key, "HARBOR_SUPABASE_URL": hub.url}
+    ids = [job_id(jobs_dir, job) for job in JOBS]
+    try:
+        # The retry job goes up but its View line is lost: the job's id is recorded, the retry
+        # job named as uploaded without an id, and the way on said.
+        first = tree.make(env_extra={**env, "DROP_VIEW_OF": JOBS[1]}, path_prefix=bin_dir)
+        assert first.returncode != 0
+        assert (f"submit: harbor upload of {JOBS[1]} went up, but its job id could not be read from its output "
+                f"(above; kept in state/{RUN}/submit-logs/{JOBS[1]}.upload.log), so it is recorded as id_not_read "
+                f"in the manifest. Uploads are idempotent: run make submit RUN={RUN} again to upload what is "
+                "missing and record every id") in first.stderr
+        state = json.loads((tree.state / "submit.json").read_text())
+        assert [(u["job"], u["job_id"]) for u in state["uploads"]] == [(JOBS[0], ids[0])]
+        assert state["leaderboard"]["status"] == "uploading"
+        assert [(e["event"], [(j["job"], j["job_id"]) for j in e["jobs"]], e.get("id_not_read"))
+                for e in tree.manifest()] == [("submit-upload", [(JOBS[0], ids[0])], JOBS[1])]
+        # Run again, every View line coloured: each id is read through the escapes and recorded.
+        second = tree.make(env_extra=env, path_prefix=bin_dir)
+    finally:
+        hub.stop()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "\x1b]8;;" in (tree.state / "submit-logs" / f"{JOBS[0]}.upload.log").read_text()  # it was coloured
+    state = json.loads((tree.state / "submit.json").read_text())
+    assert [(u["job"], u["job_id"]) for u in state["uploads"]] == list(zip(JOBS, ids))
+    assert state["leaderboard"]["status"] == "pending"
+    events = [e for e in tree.manifest() if e["event"] == "submit-upload"]
+    assert [(j["job"], j["job_id"]) for j in events[-1]["jobs"]] == list(zip(JOBS, ids))
+    assert "id_not_read" not in events[-1]
+    assert second.stdout.splitlines()[-1] == leaderboard_line(tree.dest, ids)
+
+
 def test_dry_run_shows_the_submission_and_every_call_and_writes_nothing(tmp_path, example_jobs):
     tree = Tree(tmp_path, example_jobs)
     proc = tree.make("DRY_RUN=1", "HUB_ORG=alice")
@@ -388,6 +458,17 @@ def test_job_id_is_the_view_line_checked_against_the_jobs_result(tmp_path):
     result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
     assert result.exit_code == 1
     assert f"harbor upload printed job id {other} for {job}, but its result.json says {jid}" in result.output
+    # Coloured, as a terminal-minded harbor prints it: bold, cyan, the URL an OSC 8 hyperlink
+    # (ended by ST or by BEL), a progress line's carriage return, 8-bit CSI.
+    for view in (f"\x1b[1mView at\x1b[0m \x1b]8;;https://hub.example/jobs/{jid}\x1b\\"
+                 f"\x1b[4;36mhttps://hub.example/jobs/{jid}\x1b[0m\x1b]8;;\x1b\\",
+                 f"\x1b[32mView at https://hub.example/jobs/{jid}\x1b[39m\x1b[K",
+                 f"uploading 5/5\rView at \x1b]8;id=1;https://hub.example/jobs/{jid}\x07"
+                 f"https://hub.example/jobs/{jid}\x1b]8;;\x07",
+                 f"\x9b1mView at\x9b0m https://hub.example/jobs/{jid}\x1b(B"):
+        log.write_text(f"\x1b[2mUploaded 5 trial(s)\x1b[0m\n{view}\r\n")
+        result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+        assert (result.exit_code, result.output) == (0, f"{jid}\n"), repr(view)
     log.write_text("Error: Claim your Harbor username first: https://hub.example/onboarding/username\n")
     result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
     assert result.exit_code == 1

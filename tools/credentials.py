@@ -1,7 +1,7 @@
 """credentials: find what looks like a credential in files about to leave the machine.
 
-make publish (and make submission, whose tree is what gets uploaded) scan every file first and
-refuse, naming the file and line, when one holds:
+make publish, make submission (whose tree is what gets uploaded) and the checkout a remote job
+gets (tools/stage.py) scan every file first and refuse, naming the file and line, when one holds:
 
 - the literal value of a token this machine has: the HF token huggingface_hub would use, and
   every environment variable named like a secret (*_TOKEN, *_KEY, *_SECRET, *_PASSWORD), at
@@ -60,8 +60,8 @@ def machine_secrets() -> dict[str, bytes]:
         token = get_token()
     except Exception:  # noqa: BLE001  (no token, an unreadable token file: nothing to look for)
         token = None
-    if token and len(token) >= MIN_SECRET:
-        found.setdefault("this machine's HF token", token.encode())
+    if token and len(token) >= MIN_SECRET and token.encode() not in found.values():  # one value, named once
+        found["this machine's HF token"] = token.encode()
     return found
 
 
@@ -103,9 +103,12 @@ def scan_files(paths: list[str], secrets: dict[str, bytes] | None = None) -> lis
     return findings
 
 
-def refusal(findings: list[Finding], verb: str, nothing: str = "uploaded") -> str:
+REDACT_IN_RUN = ("Redact each one in place (e.g. replace the value with REDACTED in that file) or move the file out "
+                 "of the job dir")
+
+
+def refusal(findings: list[Finding], verb: str, nothing: str = "uploaded", fix: str = REDACT_IN_RUN) -> str:
     """The one message of a refusal: what was found where, and how to go on."""
     shown = "; ".join(f.text() for f in findings[:5]) + (f"; and {len(findings) - 5} more" if len(findings) > 5 else "")
     return (f"{verb} refused: a credential may be in the files it would upload: {shown}. Nothing was {nothing}. "
-            f"Redact each one in place (e.g. replace the value with REDACTED in that file) or move the file out of "
-            f"the job dir, then run {verb} again.")
+            f"{fix}, then run {verb} again.")

@@ -22,7 +22,9 @@ ids then go to `harbor leaderboard submit --leaderboard ... --job-id ... --metad
   holds (a dir with result.json and config.json, what harbor upload takes).
 - job-id: the job id `harbor upload` printed (the UUID of its last "View at" line), checked
   against the job's result.json id, which is the id harbor uploads the job under
-  (upload/uploader.py upload_job: job_result.id).
+  (upload/uploader.py upload_job: job_result.id). Terminal escapes are taken out first: a harbor
+  (or a FORCE_COLOR, a wrapper) that colours its output, or makes the URL a link, prints the
+  same line.
 - record: writes state/<run>/submit.json atomically (the uploads and the leaderboard step) and
   prints it as one JSON line, for the manifest.
 
@@ -48,6 +50,19 @@ from tools.report_load import fail
 VIEW_LINE = re.compile(r"^View at (?P<url>\S+/(?P<id>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                        r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}))\s*$")
 STATUSES = ("uploading", "pending", "submitted", "failed")
+# What a terminal-minded program wraps its text in (ECMA-48): an OSC string such as an OSC 8
+# hyperlink, ended by BEL, by ST (ESC \ or 0x9c) or by the line's end; a CSI sequence such as a
+# colour (\x1b[1;36m, or 0x9b...); any other escape, ESC with its intermediate and final bytes.
+# Then any control character left.
+TERMINAL_ESCAPE = re.compile(r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+                             r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+                             r"|\x1b[ -/]*[0-~]?"
+                             r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def without_terminal_escapes(text: str) -> str:
+    """TEXT as a terminal would show it, without colours, links or other control sequences."""
+    return TERMINAL_ESCAPE.sub("", text)
 
 
 @click.group(help=__doc__.split("\n\n")[0])
@@ -118,7 +133,8 @@ def job_id_cmd(log: Path, job_dir: Path) -> None:
         text = log.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         fail(f"cannot read harbor upload's output {log}: {e.strerror}")
-    ids = [m["id"].lower() for line in text.splitlines() if (m := VIEW_LINE.match(line.strip()))]
+    lines = without_terminal_escapes(text).splitlines()
+    ids = [m["id"].lower() for line in lines if (m := VIEW_LINE.match(line.strip()))]
     if not ids:
         fail(f"harbor upload printed no 'View at <url>/<job id>' line for {job_dir} (its output: {log})")
     try:
