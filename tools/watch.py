@@ -356,10 +356,13 @@ def page_of(f: Frame, every: float) -> str:
 
 
 def write_page(path: Path, text: str) -> None:
-    """Write the page whole or not at all (a reader reloading mid-write sees the last one)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write the page whole or not at all (a reader reloading mid-write sees the last one), and
+    only over a regular file or at a new name (tools/safe_read.py write_atomic): any failure, a
+    device or a full disk, is one line and leaves no temp file."""
+    try:
+        SR.write_atomic(path, text)
+    except OSError as e:
+        RL.fail(SR.write_error(f"HTML={path}", e))
 
 
 # --------------------------------------------------------------------------- a remote run, from its bucket
@@ -525,7 +528,7 @@ def cli() -> None:
 @click.option("--tasks", "tasks_hint", type=click.IntRange(min=1, max=1_000_000), default=None,
               help="Tasks in the run (default: what its first job planned).")
 @click.option("--summary", is_flag=True, help="One line (for make status).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--html", "html_path", type=click.Path(path_type=Path), default=None,
               help="Also write the frame as a self-reloading HTML page here, every frame.")
 @click.option("--where", type=click.Choice(["local", "hf"]), default="local", show_default=True,
               help="hf: read the run's job dirs from --bucket (a run benched with WHERE=hf).")
@@ -561,6 +564,11 @@ def watch_run(settings, once, every, now_text, max_cost, max_infra_rate, tasks_h
 
     if html_path is not None and not html_path.parent.is_dir():
         RL.fail(f"HTML={SR.printable(str(html_path))}: its directory does not exist; name a file in an existing one")
+    if html_path is not None:  # refused before the first frame is worked out, as each write is
+        try:
+            SR.write_target(html_path)
+        except OSError as e:
+            RL.fail(SR.write_error(f"HTML={html_path}", e))
 
     def build() -> Frame:
         kw = dict(now=now(), tasks_hint=tasks_hint, max_cost=max_cost, max_infra_rate=max_infra_rate)
