@@ -122,6 +122,41 @@ def test_a_finished_run_says_finished_and_never_stalls(tmp_path):
     assert W.summary_line(f) == "progress: 4/4 attempt slots settled, finished, spend unknown"
 
 
+def set_finished_at(jobs: Path, task: str, value: str) -> str:
+    """Give one trial of job w the finished_at a hand-edited or clock-skewed result.json holds;
+    its trial dir's name, as the note shows it."""
+    result = next(jobs.glob(f"w/{task}__*/result.json"))
+    data = json.loads(result.read_text())
+    data["finished_at"] = value
+    result.write_text(json.dumps(data))
+    return f"w/{result.parent.name}"
+
+
+LEFT_OUT = "counted in the slots, left out of the pace, the infra-error rates, the ETA and the plot"
+
+
+@pytest.mark.parametrize("value, note", [
+    ("0001-01-01T00:00:00Z", "1 finished trial(s) have no finished_at that is an ISO 8601 time of the years "
+                             "2000-2199 (e.g. {trial}): " + LEFT_OUT),
+    ("2099-01-01T00:00:00Z", "1 finished trial(s) end after now (2026-09-03 10:00:00 UTC), the latest at "
+                             "2099-01-01 00:00:00 UTC: a clock is wrong (harbor's or this machine's); " + LEFT_OUT),
+])
+def test_a_settled_trial_whose_end_is_unusable_or_in_the_future_keeps_its_slot_and_no_time(tmp_path, value, note):
+    """Year 1 once ended the watch with a TypeError in alarms(); a future end counted as "the last
+    hour". The trial (t0, passed at 08:40) still fills its slot; its time is used nowhere."""
+    jobs = run_of(tmp_path, MID)
+    trial = set_finished_at(jobs, "t0", value)
+    f = frame(jobs, 120)  # 10:00
+    assert (f.total, f.settled, f.passed, f.failed, f.infra, f.running) == (10, 3, 2, 1, 2, 1)
+    # Timed: t1 (09:10) and t3 (09:40) settled, t2 and t4 infra, all in the last hour; two hours since the start.
+    assert f.settled_at == [T0 + timedelta(minutes=70), T0 + timedelta(minutes=100)]
+    assert f.pace_hour == 2 and f.pace_all == pytest.approx(2 / 2)
+    assert f.infra_rate_hour == pytest.approx(2 / 4) and f.infra_rate_all == pytest.approx(2 / 4)
+    assert f.notes == [note.format(trial=trial)]
+    assert f"  note: {note.format(trial=trial)}" in W.lines_of(f)
+    assert not [a for a in f.alarms if "stalled" in a]
+
+
 def watch_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
     return subprocess.run([sys.executable, "-m", "tools.watch", "watch", *args], capture_output=True, text=True,
