@@ -5,7 +5,8 @@
 # N_ATTEMPTS attempts, repeated PLAN_REPS times from PLAN_SEED (python -m tools.plan). Durations
 # come from RUN's job dirs, else the bundled examples; prices from env/flavor-prices.tsv.
 # Prints a table and, with DEADLINE, the cheapest configuration that meets it at p90.
-# Launches nothing, asks no service, writes nothing (not even state/last-run).
+# Launches nothing, asks no service, writes nothing (not even state/last-run). Its work is bounded:
+# tasks × N_ATTEMPTS at most 10,000, × PLAN_REPS at most 500,000, else one line (docs/plan.md §7).
 # DRY_RUN=1 prints the tool's command and runs nothing. The model: docs/plan.md.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"

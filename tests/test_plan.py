@@ -287,3 +287,81 @@ def test_the_whole_space_runs_in_seconds():
     assert len(doc["configurations"]) == 80
     assert time.monotonic() - start < 30  # a few seconds here; the bound only catches a blow-up
     assert math.isfinite(doc["baseline"]["wall_clock_p90_secs"])
+
+
+# --------------------------------------------------------------------------- bounds: the work, the flavor, the price list
+
+
+def plan_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """python -m tools.plan with the leaderboard's settings and `args`, its address space capped at
+    2 GiB: an unbounded read or allocation fails fast instead of filling the machine."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "tools.plan", "--run", "r", "--tasks", "89",
+                           "--attempts", "5", "--server-flavor", "h200", "--job-name", "nothing", "--jobs-dir",
+                           str(REPO / "no-such-jobs"), "--reps", "20", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=timeout, preexec_fn=cap)
+
+
+def test_work_past_the_budget_is_refused_in_one_line_before_anything_is_drawn(clean_env):
+    """100,000 tasks × 100 × 10,000 once asked numpy for 745 GiB; 89 × 5 × 10,000 ran for minutes."""
+    proc = make("RUN=qwen-t2-leaderboard", "DATASET_TASKS=100000", "N_ATTEMPTS=100", "PLAN_REPS=10000", env=clean_env)
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
+        "plan: 100,000 tasks × 100 attempts = 10,000,000 attempts, above the 10,000 make plan simulates "
+        "(docs/plan.md §7): plan a part of the run, N_TASKS=100 or fewer"]
+    assert proc.returncode != 0 and proc.stdout == ""
+    reps = plan_cli("--reps", "10000")
+    assert (reps.returncode, reps.stdout, reps.stderr) == (1, "", (
+        "plan: 89 tasks × 5 attempts × 10,000 repetitions = 4,450,000, above the 500,000 make plan simulates "
+        "(docs/plan.md §7): set PLAN_REPS=1123 or fewer\n"))
+    # The edges: the largest accepted, one more refused (tasks × k at most ATTEMPTS_CAP, × reps at most WORK_CAP).
+    assert (plan.ATTEMPTS_CAP, plan.WORK_CAP) == (10_000, 500_000)
+    plan.check_work(89, 5, 1123)
+    plan.check_work(10_000, 1, 50)
+    plan.check_work(2_000, 5, 50)
+    for tasks, k, reps in ((89, 5, 1124), (10_001, 1, 1), (5_000, 5, 1), (10_000, 1, 51)):
+        with pytest.raises(plan.PlanError):
+            plan.check_work(tasks, k, reps)
+
+
+def test_a_flavor_with_no_gpu_is_refused_and_a_price_list_adds_no_replica_count_past_8(clean_env, tmp_path):
+    proc = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=h200x0", env=clean_env)
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
+        "plan: SERVER_FLAVOR=h200x0 names no GPU (x0): name the flavor the model is served on, e.g. h200 or h200x2"]
+    assert proc.returncode != 0 and proc.stdout == ""
+    # A price list's h200x0 (zero replicas: a division by zero), x3 and x16 to x64 are no candidates.
+    prices = {"h200": 5.0} | {f"h200x{n}": 5.0 * n for n in range(0, 65)}
+    assert plan.candidate_flavors("h200", prices) == [("h200", 1), ("h200x2", 2), ("h200x4", 4), ("h200x8", 8)]
+    assert plan.candidate_flavors("h200x2", prices) == [("h200x2", 1), ("h200x4", 2), ("h200x8", 4), ("h200x16", 8)]
+    assert plan.gpus_of("h200x" + "9" * 5000) == 1  # a count past 9 digits is part of the name, never int()'d
+    tsv = tmp_path / "prices.tsv"
+    tsv.write_text((REPO / "env" / "flavor-prices.tsv").read_text()
+                   + "".join(f"h200x{n}\t{5.0 * n}\n" for n in range(0, 65) if n not in (2, 4, 8))
+                   + "h200x2\t9.00\nh200x02\t8.00\n")  # two of 2 GPUs, the cheaper one planned
+    doc = plan_doc(prices_path=tsv, tasks=3, k=1, reps=2)
+    assert len(doc["configurations"]) == 8 * (1 + 2 + 3 + 4)  # at most 80: replicas 1, 2, 4, 8
+    assert sorted({(r["flavor"], r["replicas"]) for r in doc["configurations"]}, key=lambda x: x[1]) == [
+        ("h200", 1), ("h200x02", 2), ("h200x4", 4), ("h200x8", 8)]
+
+
+def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path):
+    """A FIFO hung the plan, /dev/zero never ended, 100k rows ran for ever: one line each, at once."""
+    fifo = tmp_path / "prices.fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.tsv"
+    big.write_text((REPO / "env" / "flavor-prices.tsv").read_text()
+                   + "".join(f"h200x{n}\t{5 * n}\n" for n in range(9, 100_009)))
+    size = big.stat().st_size
+    form = "(a price list is a regular file of at most 64 KiB, as env/flavor-prices.tsv)"
+    for path, why in ((fifo, "not a regular file (a FIFO); not opened"),
+                      ("/dev/zero", "not a regular file (a character device); not opened"),
+                      (tmp_path, "not a regular file (a directory); not opened"),
+                      (big, f"over the 65,536 bytes cap for a price list ({size:,} bytes); not read")):
+        proc = plan_cli("--prices", str(path))
+        assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", f"plan: the price list {path} is refused: {why} {form}\n")
+    proc = plan_cli("--prices", str(tmp_path / "none.tsv"))
+    assert proc.stderr == (f"plan: the price list {tmp_path / 'none.tsv'} does not exist: pass an existing file "
+                           f"(the default is env/flavor-prices.tsv)\n")

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -121,6 +122,41 @@ def test_a_finished_run_says_finished_and_never_stalls(tmp_path):
     assert W.summary_line(f) == "progress: 4/4 attempt slots settled, finished, spend unknown"
 
 
+def set_finished_at(jobs: Path, task: str, value: str) -> str:
+    """Give one trial of job w the finished_at a hand-edited or clock-skewed result.json holds;
+    its trial dir's name, as the note shows it."""
+    result = next(jobs.glob(f"w/{task}__*/result.json"))
+    data = json.loads(result.read_text())
+    data["finished_at"] = value
+    result.write_text(json.dumps(data))
+    return f"w/{result.parent.name}"
+
+
+LEFT_OUT = "counted in the slots, left out of the pace, the infra-error rates, the ETA and the plot"
+
+
+@pytest.mark.parametrize("value, note", [
+    ("0001-01-01T00:00:00Z", "1 finished trial(s) have no finished_at that is an ISO 8601 time of the years "
+                             "2000-2199 (e.g. {trial}): " + LEFT_OUT),
+    ("2099-01-01T00:00:00Z", "1 finished trial(s) end after now (2026-09-03 10:00:00 UTC), the latest at "
+                             "2099-01-01 00:00:00 UTC: a clock is wrong (harbor's or this machine's); " + LEFT_OUT),
+])
+def test_a_settled_trial_whose_end_is_unusable_or_in_the_future_keeps_its_slot_and_no_time(tmp_path, value, note):
+    """Year 1 once ended the watch with a TypeError in alarms(); a future end counted as "the last
+    hour". The trial (t0, passed at 08:40) still fills its slot; its time is used nowhere."""
+    jobs = run_of(tmp_path, MID)
+    trial = set_finished_at(jobs, "t0", value)
+    f = frame(jobs, 120)  # 10:00
+    assert (f.total, f.settled, f.passed, f.failed, f.infra, f.running) == (10, 3, 2, 1, 2, 1)
+    # Timed: t1 (09:10) and t3 (09:40) settled, t2 and t4 infra, all in the last hour; two hours since the start.
+    assert f.settled_at == [T0 + timedelta(minutes=70), T0 + timedelta(minutes=100)]
+    assert f.pace_hour == 2 and f.pace_all == pytest.approx(2 / 2)
+    assert f.infra_rate_hour == pytest.approx(2 / 4) and f.infra_rate_all == pytest.approx(2 / 4)
+    assert f.notes == [note.format(trial=trial)]
+    assert f"  note: {note.format(trial=trial)}" in W.lines_of(f)
+    assert not [a for a in f.alarms if "stalled" in a]
+
+
 def watch_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
     return subprocess.run([sys.executable, "-m", "tools.watch", "watch", *args], capture_output=True, text=True,
@@ -193,6 +229,115 @@ def test_the_page_shows_the_bar_and_the_plot_and_reloads_itself(tmp_path):
     colors = {tuple(p) for p in pixels}
     assert (0x1b, 0x5e, 0x20) in colors and (0xb7, 0x1c, 0x1c) in colors
     assert not (tmp_path / "state").exists()
+
+
+# --------------------------------------------------------------------------- the page's path
+
+PAGE_NOW = "2026-09-04T20:00:00Z"
+REFUSED = "nothing was written (name a regular file or a new one)"
+
+
+def page_cli(html: str, preexec_fn=None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
+    return subprocess.run([sys.executable, "-m", "tools.watch", "watch", "--run", "example-terminus2", "--once",
+                           "--now", PAGE_NOW, "--html", html], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=120, preexec_fn=preexec_fn)
+
+
+def special_files(tmp: Path) -> dict[str, tuple[str, str]]:
+    """{case: (HTML=, the reason in the refusal)}: each special file made in tmp."""
+    os.mkfifo(tmp / "fifo.html")
+    os.mknod(tmp / "null.html", stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of our own
+    (tmp / "dir.html").mkdir()
+    (tmp / "link.html").symlink_to(tmp / "fifo.html")
+    long_name = str(tmp / ("a" * 300 + ".html"))
+    return {
+        "fifo": (str(tmp / "fifo.html"), "it is a FIFO, not a regular file; " + REFUSED),
+        "device": (str(tmp / "null.html"), "it is a character device, not a regular file; " + REFUSED),
+        "directory": (str(tmp / "dir.html"), "it is a directory, not a regular file; " + REFUSED),
+        "link to a fifo": (str(tmp / "link.html"), "it is a FIFO, not a regular file; " + REFUSED),
+        "proc": ("/proc/self/watch.html", "it is under /proc, a system directory; " + REFUSED),
+        "proc file": ("/proc/version", "it is under /proc, a system directory; " + REFUSED),
+        "sys": ("/sys/kernel/watch.html", "it is under /sys, a system directory; " + REFUSED),
+        "300-character name": (long_name, "File name too long (use a shorter name)"),
+    }
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a character device needs root")
+def test_the_page_is_written_only_over_a_regular_file_or_a_new_name(tmp_path):
+    """A FIFO, a device (root once replaced /dev/null), a directory, a link to a FIFO, /proc, /sys,
+    a name too long: one line each, exit 1, nothing there changed, nothing left beside it."""
+    cases = special_files(tmp_path)
+    before = {p.name: os.lstat(p).st_mode for p in tmp_path.iterdir()}
+    for case, (html, why) in cases.items():
+        proc = page_cli(html)
+        assert (case, proc.returncode, proc.stderr) == (case, 1, f"Error: cannot write HTML={html}: {why}\n")
+        assert proc.stdout == ""
+    assert {p.name: os.lstat(p).st_mode for p in tmp_path.iterdir()} == before
+    assert list((tmp_path / "dir.html").iterdir()) == []
+    # Through make watch, the same line.
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
+    env["STATE_ROOT"] = str(tmp_path / "state")
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-terminus2", "ONCE=1",
+                           f"HTML={cases['fifo'][0]}"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
+        f"Error: cannot write HTML={cases['fifo'][0]}: {cases['fifo'][1]}"]
+    assert stat.S_ISFIFO(os.lstat(cases["fifo"][0]).st_mode)
+
+
+def test_the_page_never_writes_through_a_temp_name_someone_left_and_fits_a_long_name(tmp_path):
+    """The temp file is created exclusively under an unpredictable name: a directory or a symlink
+    at the name the watch once used (.watch.html.tmp) is left alone; a 250-character name works."""
+    (tmp_path / ".watch.html.tmp").mkdir()
+    (tmp_path / "elsewhere").write_text("not the watch's\n")
+    (tmp_path / ".other.html.tmp").symlink_to(tmp_path / "elsewhere")
+    long_name = "b" * 250 + ".html"
+    for name in ("watch.html", "other.html", long_name):
+        proc = page_cli(str(tmp_path / name))
+        assert proc.returncode == 0, proc.stderr
+        page = tmp_path / name
+        assert stat.S_ISREG(os.lstat(page).st_mode) and page.read_text().startswith("<!doctype html>")
+    assert (tmp_path / "elsewhere").read_text() == "not the watch's\n"
+    assert (tmp_path / ".other.html.tmp").is_symlink() and list((tmp_path / ".watch.html.tmp").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".watch.html.tmp", ".other.html.tmp", "elsewhere", "watch.html", "other.html", long_name])
+
+
+def mounted_tmpfs(where: Path, size: str) -> bool:
+    where.mkdir()
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("full", ["a full tmpfs", "RLIMIT_FSIZE"])
+def test_a_full_disk_is_one_line_keeps_the_old_page_and_leaves_no_temp_file(tmp_path, full):
+    """The page (about 35 KB) does not fit: a 64 KiB tmpfs already 60 KB full (ENOSPC), or a file
+    size limit of 8 KiB on the watch's process (EFBIG: no patch of the watch, the kernel refuses)."""
+    import resource
+
+    where, preexec = tmp_path, None
+    if full == "a full tmpfs":
+        where = tmp_path / "disk"
+        if not mounted_tmpfs(where, "64k"):
+            pytest.skip("cannot mount a tmpfs here (not root)")
+        (where / "filler").write_bytes(b"\0" * 60_000)
+        why = "No space left on device (free some space, or pass another path)"
+    else:
+        def preexec():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+        why = "File too large (the file size limit (ulimit -f) is reached: raise it, or pass another path)"
+    try:
+        page = where / "watch.html"
+        page.write_text("the last page\n")
+        before = sorted(p.name for p in where.iterdir())
+        proc = page_cli(str(page), preexec_fn=preexec)
+        assert (proc.returncode, proc.stderr) == (1, f"Error: cannot write HTML={page}: {why}\n")
+        assert page.read_text() == "the last page\n"
+        assert sorted(p.name for p in where.iterdir()) == before  # no temp file left
+    finally:
+        if where != tmp_path:
+            subprocess.run(["umount", str(where)], check=True)
 
 
 # --------------------------------------------------------------------------- a remote run, through its bucket

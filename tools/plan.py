@@ -67,6 +67,19 @@ MAX_MOPUP_PASSES = 30
 # the job's figure is left out with a note.
 MULTIPLIER_RANGE = (0.01, 100.0)
 CONCURRENCY_CAP = 1000
+# The work a plan may do, so that any input it accepts ends within about a minute and a half of
+# CPU and 70 MiB (measured by benchmarks/plan_speed.py, docs/plan.md §7). Memory grows with one configuration's
+# tasks × k × repetitions (its arrays), time with that times the configurations and the passes,
+# plus a Python step per queued attempt: both products are bounded, before anything is drawn.
+ATTEMPTS_CAP = 10_000        # tasks × k
+WORK_CAP = 500_000           # tasks × k × repetitions
+# Replicas per flavor tried: a priced sibling of the run's flavor holding 1, 2, 4 or 8 copies of
+# it (HF's flavors hold 1, 2, 4 or 8 GPUs); other sizes, a price list's x16 or x3, are not
+# planned. With shards up to the replicas and N_CONCURRENT 1 to 8, at most 80 configurations.
+REPLICA_COUNTS = (1, 2, 4, 8)
+# A price list is a table of a few dozen flavors (env/flavor-prices.tsv: 1.3 KB); it is read as a
+# regular file of at most this size, never a FIFO or a device.
+PRICES_CAP = 64 * 1024
 
 
 class PlanError(click.ClickException):
@@ -87,28 +100,43 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
+# `<family>x<N>`: N GPUs (at most 9 digits: a longer tail is part of a name, not a count).
+GPU_SUFFIX = re.compile(r"x([0-9]{1,9})$")
+
+
 def gpus_of(flavor: str) -> int:
     """GPUs of an HF Jobs flavor by its name: `<family>x<N>` has N, a bare family one."""
-    m = re.search(r"x([0-9]+)$", flavor)
+    m = GPU_SUFFIX.search(flavor)
     return int(m.group(1)) if m else 1
 
 
 def family_of(flavor: str) -> str:
-    return re.sub(r"x[0-9]+$", "", flavor)
+    return GPU_SUFFIX.sub("", flavor)
+
+
+def require_gpus(flavor: str) -> None:
+    """A server flavor holds at least one GPU: `h200x0` would plan zero replicas."""
+    if gpus_of(flavor) == 0:
+        raise PlanError(f"SERVER_FLAVOR={SR.printable(flavor)} names no GPU (x0): name the flavor the model is "
+                        f"served on, e.g. {family_of(flavor)} or {family_of(flavor)}x2")
 
 
 def candidate_flavors(run_flavor: str, prices: dict[str, float]) -> list[tuple[str, int]]:
-    """[(flavor, replicas)]: the run's flavor and every priced sibling with a whole multiple of
-    its GPUs, one data-parallel replica per copy of the run's own (the model fits it, since
-    the run serves it there)."""
-    base = gpus_of(run_flavor)
-    out = []
-    for flavor in prices:
-        if family_of(flavor) == family_of(run_flavor) and gpus_of(flavor) % base == 0:
-            out.append((flavor, gpus_of(flavor) // base))
-    if not any(f == run_flavor for f, _ in out):
+    """[(flavor, replicas)]: the run's flavor and, for each other of REPLICA_COUNTS, the cheapest
+    priced sibling holding that many copies of its GPUs, one data-parallel replica per copy of
+    the run's own (the model fits it, since the run serves it there). One flavor per count: at
+    most len(REPLICA_COUNTS) flavors, whatever the price list holds (h200 and h200x1 are one
+    count); a priced flavor of no GPU (x0) is no candidate."""
+    require_gpus(run_flavor)
+    if run_flavor not in prices:
         raise PlanError(f"the run's server flavor '{run_flavor}' has no price in env/flavor-prices.tsv: add it there")
-    return sorted(out, key=lambda x: x[1])
+    base = gpus_of(run_flavor)
+    best = {1: run_flavor}
+    for flavor in sorted(prices, key=lambda f: (prices[f], f)):
+        gpus = gpus_of(flavor)
+        if family_of(flavor) == family_of(run_flavor) and gpus % base == 0 and gpus // base in REPLICA_COUNTS:
+            best.setdefault(gpus // base, flavor)
+    return sorted(((flavor, replicas) for replicas, flavor in best.items()), key=lambda x: x[1])
 
 
 def replica_flavor(flavor: str, dp: int, prices: dict[str, float]) -> str:
@@ -129,7 +157,7 @@ def shard_counts(replicas: int) -> list[int]:
     """Shards tried on `replicas` replicas: powers of two up to the replicas (1, 2, 4, 8), so the
     whole space runs in seconds; each shard is a harbor job, so more shards than replicas only
     adds orchestrators, never serving capacity."""
-    return [s for s in (1, 2, 4, 8, 16, 32, 64) if s <= replicas]
+    return [s for s in REPLICA_COUNTS if s <= replicas]
 
 
 # --------------------------------------------------------------------------- the job dirs' evidence
@@ -278,11 +306,12 @@ def pass_makespan(durations: np.ndarray, slots: int) -> np.ndarray:
     durations: (reps, shards, m) seconds in queue order; 0 is no attempt (it takes no slot time).
     """
     reps, shards, m = durations.shape
-    free = np.zeros((reps, shards, slots))
-    for j in range(m):
-        slot = free.argmin(axis=2)[..., None]
-        np.put_along_axis(free, slot, np.take_along_axis(free, slot, 2) + durations[:, :, j, None], 2)
-    return free.max(axis=(1, 2))
+    queues = durations.reshape(reps * shards, m)  # one row per (repetition, shard)
+    free = np.zeros((reps * shards, slots))
+    rows = np.arange(reps * shards)
+    for j in range(m):  # two numpy calls per attempt: this loop is most of a plan's time
+        free[rows, free.argmin(axis=1)] += queues[:, j]
+    return free.reshape(reps, shards, slots).max(axis=(1, 2))
 
 
 def compact(durations: np.ndarray) -> np.ndarray:
@@ -366,8 +395,33 @@ class Costs:
     label: str
 
 
+class _ReadPrices:
+    """A price list already read here (a regular file under PRICES_CAP), in the one form
+    tools/cost.py's tsv_prices reads a path: read_text. So the bytes checked are the bytes
+    parsed, by the same parser as make cost's offline prices."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.data.decode(encoding, "replace")
+
+
+def read_price_list(path: Path) -> _ReadPrices:
+    """The price list's bytes: a regular file of at most PRICES_CAP (a FIFO or a device would
+    hang the plan, /dev/zero never ends), else one line saying which."""
+    try:
+        return _ReadPrices(SR.read_regular(path, PRICES_CAP, "a price list"))
+    except FileNotFoundError:
+        raise PlanError(f"the price list {SR.printable(str(path))} does not exist: pass an existing file "
+                        f"(the default is env/flavor-prices.tsv)") from None
+    except SR.Unreadable as e:
+        raise PlanError(f"the price list {SR.printable(str(path))} is refused: {e} (a price list is a "
+                        f"regular file of at most {PRICES_CAP // 1024} KiB, as env/flavor-prices.tsv)") from None
+
+
 def load_costs(path: Path, sandbox_flavor: str) -> Costs:
-    prices = cost.tsv_prices(path)
+    prices = cost.tsv_prices(read_price_list(path))
     port = prices.pop("exposed-ports", 0.0)
     if sandbox_flavor not in prices:
         raise PlanError(f"the sandbox flavor '{sandbox_flavor}' has no price in {SR.shown(str(path))}: add it there")
@@ -470,10 +524,24 @@ def run_with(run: str, r: dict, model: str | None, mopup_passes: int) -> str:
             f"N_CONCURRENT={r['n_concurrent']}{passes}")
 
 
+def check_work(tasks: int, k: int, reps: int) -> None:
+    """Refuse, before anything is drawn, a plan past ATTEMPTS_CAP or WORK_CAP, saying what fits."""
+    attempts = tasks * k
+    if attempts > ATTEMPTS_CAP:
+        raise PlanError(f"{tasks:,} tasks × {k} attempts = {attempts:,} attempts, above the {ATTEMPTS_CAP:,} make plan "
+                        f"simulates (docs/plan.md §7): plan a part of the run, N_TASKS={ATTEMPTS_CAP // k} or fewer")
+    if attempts * reps > WORK_CAP:
+        raise PlanError(f"{tasks:,} tasks × {k} attempts × {reps:,} repetitions = {attempts * reps:,}, above the "
+                        f"{WORK_CAP:,} make plan simulates (docs/plan.md §7): set PLAN_REPS={WORK_CAP // attempts} "
+                        f"or fewer")
+
+
 def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, run_flavor: str,
          sandbox_flavor: str, jobs_dir: str, job_name: str, deadline: float | None, reps: int, seed: int,
          mopup_passes: int, max_infra_rate: float, ready_timeout: float, prices_path: Path = cost.TSV_PRICES,
          examples_dir: Path = EXAMPLES_JOBS, model: str | None = None, server_dp: int = 1) -> dict:
+    check_work(tasks, k, reps)
+    require_gpus(run_flavor)
     costs = load_costs(prices_path, sandbox_flavor)
     # The plan's unit is one replica: a data-parallel run's flavor holds server_dp of them.
     run_flavor = replica_flavor(run_flavor, server_dp, costs.gpu_usd)
@@ -615,7 +683,7 @@ def render(doc: dict) -> str:
               help="MAX_INFRA_RATE: the highest infra rate a recommendation may run at (or the baseline's)")
 @click.option("--ready-timeout", type=click.FloatRange(1, 10**9), default=2700.0, show_default=True,
               help="READY_TIMEOUT: bounds the server's loading time")
-@click.option("--prices", "prices_path", type=click.Path(dir_okay=False, path_type=Path), default=cost.TSV_PRICES,
+@click.option("--prices", "prices_path", type=click.Path(path_type=Path), default=cost.TSV_PRICES,
               help="the price list (default: env/flavor-prices.tsv)")
 @click.option("--model", default=None, help="MODEL: the recommendation names the bundled server profile that serves it")
 @click.option("--server-dp", type=click.IntRange(1, 64), default=1, show_default=True,

@@ -17,8 +17,12 @@ Names: Python hands undecodable bytes of a file name over as lone surrogates
 (surrogateescape). `shown()` turns them into `\\xNN` escapes for everything printed or
 put in JSON, so the output is always valid UTF-8; the real path is used for file access.
 
-Writes: `write_atomic()` writes a temp file beside the target and renames it over the
-target, so a reader sees the old file or the new one, never half of one.
+Writes: `write_atomic()` is the one atomic writer of what the tools produce (a page, a
+table, a state file): a temp file created exclusively beside the target, fsync'd and renamed
+over it, then the directory fsync'd, so a reader or a crash sees the old file or the new one,
+never half of one. It writes only a regular file or a new name (`write_target()`): a device, a
+FIFO, a socket, a directory, or anything under /proc, /sys or /dev is refused (`Unwritable`),
+never replaced.
 """
 
 from __future__ import annotations
@@ -87,7 +91,8 @@ def clip(text: str | None, limit: int = MESSAGE_CAP) -> str | None:
 # --------------------------------------------------------------------------- reading
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISLNK, "a symlink that does not resolve"))
 
 
 def _kind(mode: int) -> str:
@@ -261,37 +266,95 @@ def _mode_for(path: str) -> int:
         return 0o666 & ~umask
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
-    """Replace `path` with `data` in one step: temp file in the same dir, fsync, os.replace.
+# Pseudo and device filesystems: a file there is the kernel's, never a page or a table of ours.
+SYSTEM_DIRS = ("/proc", "/sys", "/dev")
 
-    On any failure the temp file is removed and the old file is left as it was. Text is
-    encoded as UTF-8; a stray lone surrogate becomes a visible escape, never a crash
-    halfway through a file.
+
+class Unwritable(OSError):
+    """A path write_atomic refuses to replace. An OSError, so every caller's `except OSError`
+    reports it in one line with write_error, as it reports a full disk."""
+
+
+def _system_dir(real: str) -> str | None:
+    return next((d for d in SYSTEM_DIRS if real == d or real.startswith(d + os.sep)), None)
+
+
+def write_target(path: str | os.PathLike) -> str:
+    """The file write_atomic(path) replaces: `path` with its symlinks resolved (a write goes where
+    a plain write would), when that is a regular file or a new name, outside /proc, /sys and /dev.
+
+    Raises Unwritable for anything else, having opened nothing, and the OSError of a path that
+    cannot be looked at (a name too long, a parent that is not a directory).
+    """
+    shown_path = shown(os.fspath(path))
+    target = os.path.realpath(path)
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        mode = None  # a new name
+    if mode is not None and not stat.S_ISREG(mode):
+        raise Unwritable(errno.EINVAL, f"it is {_kind(mode)}, not a regular file; nothing was written", shown_path)
+    system = _system_dir(target)
+    if system:
+        raise Unwritable(errno.EINVAL, f"it is under {system}, a system directory; nothing was written", shown_path)
+    return target
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
+    """Replace `path` with `data` in one step: a temp file created exclusively in the same dir
+    (mkstemp: O_CREAT|O_EXCL, an unpredictable name, so no file or link already there is
+    written through), fsync, os.replace, then an fsync of the dir so the rename survives a crash.
+
+    Only a regular file or a new name is written (write_target); anything else raises
+    Unwritable. On any failure (a full disk among them) the temp file is removed and the old
+    file is left as it was. Text is encoded as UTF-8; a stray lone surrogate becomes a visible
+    escape, never a crash halfway through a file.
     """
     if isinstance(data, str):
         data = data.encode("utf-8", "backslashreplace")
-    target = os.path.realpath(path)  # through a symlinked file, as a plain write would go
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    target = write_target(path)
+    directory, name = os.path.split(target)
+    # The target's first 40 characters name the temp file: a target name near the 255-byte limit
+    # still leaves room for the dot, the random part and the suffix.
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name[:40]}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(tmp, _mode_for(target))
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_error(path: str | os.PathLike, e: OSError) -> str:
     """The one-line message for a failed write, with the likely fix."""
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+    if isinstance(e, Unwritable):
+        fix = "name a regular file or a new one"
+    elif e.errno in (errno.ENOSPC, errno.EDQUOT):
         fix = "free some space, or pass another path"
+    elif e.errno == errno.EFBIG:
+        fix = "the file size limit (ulimit -f) is reached: raise it, or pass another path"
+    elif e.errno == errno.ENAMETOOLONG:
+        fix = "use a shorter name"
     else:
         fix = "check that its directory exists and is writable, or pass another path"
-    return f"cannot write {shown(os.fspath(path))}: {e.strerror or e} ({fix})"
+    return f"cannot write {printable(os.fspath(path))}: {printable(str(e.strerror or e))} ({fix})"
 
 
 # --------------------------------------------------------------------------- the run manifest

@@ -17,6 +17,9 @@ its retry jobs, both layouts), its manifest and cost (tools/report_cost.py, make
   started); the infra-error rate (infra-errored / finished trials) over the same two windows.
 - ETA: the slots left over the recent pace (the whole run's when nothing settled in the last
   hour), with the range the two paces give. Mop-up's work is in it: open slots are slots left.
+- Times are data: a trial whose finished_at is no time (tally_core's years) or later than now
+  fills its slot but is left out of the paces, the rates, the ETA and the plot, with a note
+  (timed_trials says why not clamped).
 - Spend: make cost's total so far, and projected to the end at the run's average rate; with
   MAX_COST, the ceiling.
 - Alarms, in plain words: nothing settled for longer than the slowest recent trial took; trial
@@ -88,6 +91,7 @@ class Frame:
     spend: dict
     projected_usd: float | None
     alarms: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was left out of the figures, and why
     settled_at: list[datetime] = field(default_factory=list)  # each settled trial's end, for the page's plot
     infra_at: list[datetime] = field(default_factory=list)    # each infra error's end
 
@@ -189,10 +193,10 @@ def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None,
         settled = sum(1 for row in report["per_task"]
                       if row["outcome"] != "unfinished" and row["rule"] not in SL.INFRA_RULES)
     tasks = max(tasks_hint or first_pass_tasks(dirs, settings.job_name, k) or 0, report["tasks"])
-    finished = [t for t in trials if t.status == "finished" and t.finished_at]
+    finished, notes = timed_trials(trials, now)
     settled_at = sorted(_aware(t.finished_at) for t in finished if SL.is_settled(t))
     infra_at = [_aware(t.finished_at) for t in finished if not SL.is_settled(t)]
-    starts = [s for s in (job_started(d) for d in dirs) if s]
+    starts = [s for s in (job_started(d) for d in dirs) if s and s <= now]
     start = min(starts) if starts else (settled_at[0] if settled_at else None)
     hour_ago = now - timedelta(hours=1)
     pace_hour = float(sum(1 for s in settled_at if s >= hour_ago))
@@ -217,24 +221,51 @@ def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None,
     if spend.get("known") and elapsed and eta is not None:
         projected = spend["total_usd"] * (elapsed + eta) / elapsed
     f = Frame(run=settings.run, k=k, total=total, settled=settled, passed=report["passed"], failed=report["failed"],
-              infra=len(infra_at), running=sum(1 for t in trials if t.status == "unfinished"),
+              infra=sum(1 for t in trials if t.status == "finished" and not SL.is_settled(t)), running=sum(1 for t in trials if t.status == "unfinished"),
               per_job=[(os.path.basename(d), sum(1 for t in trials if t.job_dir == os.path.abspath(d)
                                                    and t.status == "finished" and SL.is_settled(t)),
                         sum(1 for t in trials if t.job_dir == os.path.abspath(d))) for d in dirs],
               pace_hour=pace_hour, pace_all=pace_all,
               infra_rate_hour=rate(sum(1 for s in infra_at if s >= hour_ago), recent_done),
               infra_rate_all=rate(len(infra_at), len(finished)), eta_hours=eta, eta_range=eta_range,
-              spend=spend, projected_usd=projected, settled_at=settled_at, infra_at=sorted(infra_at))
-    f.alarms = alarms(f, trials, settled_at, now, max_cost, max_infra_rate,
+              spend=spend, projected_usd=projected, notes=notes, settled_at=settled_at, infra_at=sorted(infra_at))
+    f.alarms = alarms(f, finished, settled_at, now, max_cost, max_infra_rate,
                       foreign_job_dirs(Path(settings.jobs_dir), dirs, settings.job_name))
     return f
 
 
-def alarms(f: Frame, trials: list[T.Trial], settled_at: list[datetime], now: datetime, max_cost: float | None,
+def timed_trials(trials: list[T.Trial], now: datetime) -> tuple[list[T.Trial], list[str]]:
+    """(the finished trials whose end the pace, the infra-error rates, the stall alarm, the ETA and
+    the plot are computed from; a note for each kind left out of them). Every finished trial still
+    fills its slots and counts as passed, failed or an infra error: only its time is not used.
+
+    A finished_at tally_core cannot read (not ISO 8601, or outside its years) is no time. One later
+    than now is left out too, not clamped to now: a clock is wrong (harbor's or this machine's), so
+    when the trial really ended is unknown, and counting it in "the last hour" would raise the pace
+    with a trial that may have ended at any time.
+    """
+    timed, untimed, future = [], [], []
+    for t in trials:
+        if t.status == "finished":
+            (untimed if t.finished_at is None else future if _aware(t.finished_at) > now else timed).append(t)
+    left_out = "counted in the slots, left out of the pace, the infra-error rates, the ETA and the plot"
+    notes = []
+    if untimed:
+        notes.append(f"{len(untimed)} finished trial(s) have no finished_at that is an ISO 8601 time of the years "
+                     f"{T.YEARS[0]}-{T.YEARS[1]} (e.g. {SR.printable(os.path.join(os.path.basename(untimed[0].job_dir), os.path.basename(untimed[0].trial_dir)))}): {left_out}")
+    if future:
+        latest = max(_aware(t.finished_at) for t in future)
+        notes.append(f"{len(future)} finished trial(s) end after now ({now:%Y-%m-%d %H:%M:%S} UTC), the latest at "
+                     f"{latest:%Y-%m-%d %H:%M:%S} UTC: a clock is wrong (harbor's or this machine's); {left_out}")
+    return timed, notes
+
+
+def alarms(f: Frame, finished: list[T.Trial], settled_at: list[datetime], now: datetime, max_cost: float | None,
            max_infra_rate: float, foreign: list[str]) -> list[str]:
+    """The alarms of a frame; `finished` are the trials with a usable end (timed_trials)."""
     out = []
     if not f.finished and settled_at:
-        recent = sorted((t for t in trials if t.status == "finished" and t.agent_seconds and SL.is_settled(t)),
+        recent = sorted((t for t in finished if t.agent_seconds and SL.is_settled(t)),
                         key=lambda t: _aware(t.finished_at))[-10:]
         slowest = max((t.agent_seconds for t in recent), default=None)
         quiet = (now - settled_at[-1]).total_seconds()
@@ -300,6 +331,7 @@ def lines_of(f: Frame) -> list[str]:
         out.append(f"  spend: ${f.spend['total_usd']:,.2f} so far{proj} ({f.spend['prices']})")
     else:
         out.append(f"  spend: unknown ({SR.printable(str(f.spend.get('why', '')))})")
+    out += [f"  note: {n}" for n in f.notes]
     out += [f"  ALARM: {a}" for a in f.alarms] or ["  alarms: none"]
     return out
 
@@ -356,10 +388,13 @@ def page_of(f: Frame, every: float) -> str:
 
 
 def write_page(path: Path, text: str) -> None:
-    """Write the page whole or not at all (a reader reloading mid-write sees the last one)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write the page whole or not at all (a reader reloading mid-write sees the last one), and
+    only over a regular file or at a new name (tools/safe_read.py write_atomic): any failure, a
+    device or a full disk, is one line and leaves no temp file."""
+    try:
+        SR.write_atomic(path, text)
+    except OSError as e:
+        RL.fail(SR.write_error(f"HTML={path}", e))
 
 
 # --------------------------------------------------------------------------- a remote run, from its bucket
@@ -525,7 +560,7 @@ def cli() -> None:
 @click.option("--tasks", "tasks_hint", type=click.IntRange(min=1, max=1_000_000), default=None,
               help="Tasks in the run (default: what its first job planned).")
 @click.option("--summary", is_flag=True, help="One line (for make status).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--html", "html_path", type=click.Path(path_type=Path), default=None,
               help="Also write the frame as a self-reloading HTML page here, every frame.")
 @click.option("--where", type=click.Choice(["local", "hf"]), default="local", show_default=True,
               help="hf: read the run's job dirs from --bucket (a run benched with WHERE=hf).")
@@ -561,6 +596,11 @@ def watch_run(settings, once, every, now_text, max_cost, max_infra_rate, tasks_h
 
     if html_path is not None and not html_path.parent.is_dir():
         RL.fail(f"HTML={SR.printable(str(html_path))}: its directory does not exist; name a file in an existing one")
+    if html_path is not None:  # refused before the first frame is worked out, as each write is
+        try:
+            SR.write_target(html_path)
+        except OSError as e:
+            RL.fail(SR.write_error(f"HTML={html_path}", e))
 
     def build() -> Frame:
         kw = dict(now=now(), tasks_hint=tasks_hint, max_cost=max_cost, max_infra_rate=max_infra_rate)
