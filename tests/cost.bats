@@ -126,6 +126,23 @@ alice/sb3 sandbox label hf-sandbox=1, created during trial qwen3_8-27b-fp8-termi
   assert_output --partial "idle GPU: 55 min, \$$(printf '%.2f' "$(money "55 / 60 * 6.01")")"
 }
 
+@test "cost: an hf answer that gives a job id as a number is the manifest's job, counted once" {
+  # The Hub answers {"id": 123}: inspect of the manifest's "123" and the run's label listing are one job.
+  start_fake_hf_jobs "{\"jobs\": {\"123\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"id_as_number\": true,
+    \"created_at\": \"2026-01-01T00:00:00.000Z\", \"running_secs\": 3600, \"labels\": {$LABELS, \"role\": \"server\"}}}}"
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  echo '{"at":"2026-01-01T00:00:02Z","event":"serve","run":"qwen-t2","role":"server","job_id":"123","namespace":"alice"}' \
+    >"$STATE_ROOT/qwen-t2/manifest.jsonl"
+  # The real hf CLI passes the number through as it came.
+  run "$REPO/.venv/bin/hf" jobs inspect --json alice/123
+  [ "$(jq -c '.[0].id' <<<"$output")" = 123 ]
+  RUN=qwen-t2 JSON=1 run "$REPO/scripts/cost.sh"
+  assert_success
+  [ "$(jq -c '[.jobs[] | [.job, .role, .found_by]]' <<<"$output")" = '[["alice/123","server","manifest (serve)"]]' ]
+  same "$(field .total_usd)" "$(money "1 * 5.00")" "one hour of one h200"
+  [ "$(jq -r .problems <<<"$output")" = "[]" ]
+}
+
 @test "cost: the price list is cached in state/prices.json and reused; PRICES_MAX_AGE=0 reads it again" {
   scripted_run '[{"name": "h200", "usd_per_hour": 6.00, "gpu": "H200"}]'
   RUN=qwen-t2 run "$REPO/scripts/cost.sh"

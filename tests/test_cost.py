@@ -184,3 +184,10 @@ def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monk
     assert result.exit_code == 1, result.output
     assert "MAX_COST=10 cannot be enforced: no valid price is known (env/flavor-prices.tsv, an offline copy" in \
         result.output
+
+
+def test_job_ids_are_one_type_a_plain_name():
+    assert [cost.job_id_of(v) for v in (123, "123", "68b7f1a0c0ffee0000000001", "sb-1_x")] == \
+        ["123", "123", "68b7f1a0c0ffee0000000001", "sb-1_x"]
+    assert [cost.job_id_of(v) for v in (True, 1.5, -3, "", "../x", "a/b", "x\x1b[2J", "a" * 101, None, ["1"])] == \
+        [None] * 10

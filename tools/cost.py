@@ -25,7 +25,8 @@ bounded by --call-timeout seconds. The facts relied on (docs/hf-jobs.md §2):
     job runs), `created_at`, `started_at`, `finished_at`, `flavor`, `labels`, `expose` (ports);
     inspect's `status` is {stage, …}, ps's a plain string;
   - a sandbox of harbor's hf-sandbox environment is huggingface_hub's `Sandbox.create`, a job
-    labelled hf-sandbox=1, hf-sandbox-mode=dedicated (no run or task label), exposing port 49983.
+    labelled hf-sandbox=1, hf-sandbox-mode=dedicated (no run or task label), exposing port 49983;
+  - a job id is a plain name; an answer that gives it as a number is read as the same name.
 
 A bundled example run (RUN=example-*) never calls HF: its job facts were recorded once as the
 exact output of each call (examples/state/<run>/hf-recorded.json) and are read from there by
@@ -74,6 +75,17 @@ DURATION_CAP = 10 * 365 * 86400.0     # seconds: no job runs ten years
 YEARS = (2000, 2199)
 CLOCK_SKEW = 300.0                    # seconds a cache's read_epoch may be ahead of this clock
 IDLE_CAP_MS = 10 * 365 * 86400 * 1000
+# A job id is a plain name (HF's are 24 hex digits); the shell verbs check the same shape.
+JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+def job_id_of(value: Any) -> str | None:
+    """A job id from an hf answer or a file, as the one type it is compared in: a plain name. A
+    whole number is the same name (an answer that gave the id as 123 and the manifest's "123" are
+    one job, not two); anything else (a bool, a float, a path, a control character) is None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        value = str(value)
+    return value if isinstance(value, str) and JOB_ID.fullmatch(value) else None
 
 
 def finite_in(value: Any, low: float, high: float) -> float | None:
@@ -379,16 +391,19 @@ def manifest_jobs(path: Path) -> list[Launched]:
     for rec in SR.manifest_events(path):
         event, role = rec.get("event"), rec.get("role")
         ids = []
-        if isinstance(rec.get("job_id"), str) and rec["job_id"]:
+        if rec.get("job_id") not in (None, ""):
             ids = [rec["job_id"]]
         elif event == "launch-cancelled" and isinstance(rec.get("job_ids"), list):
-            ids = [i for i in rec["job_ids"] if isinstance(i, str)]
+            ids = rec["job_ids"]
         elif event == "supervisor-stop" and isinstance(rec.get("job"), str) and "/" in rec["job"]:
             ids = [rec["job"]]
-        for jid in ids:
+        for raw in ids:
             ns = rec.get("namespace") if isinstance(rec.get("namespace"), str) else None
-            if "/" in jid:
-                ns, jid = jid.split("/", 1)
+            if isinstance(raw, str) and "/" in raw:
+                ns, raw = raw.split("/", 1)
+            jid = job_id_of(raw)
+            if jid is None:
+                continue  # not a job's name: nothing to ask HF about
             if role == "bench":
                 role = "remote-bench"
             if jid not in out and role in ROLES:
@@ -457,7 +472,7 @@ def normalise_job(raw: Any) -> dict:
     stage = status.get("stage") if isinstance(status, dict) else status
     owner = raw.get("owner") if isinstance(raw.get("owner"), dict) else {}
     labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
-    return {"id": text_field(raw.get("id")), "namespace": text_field(owner.get("name")),
+    return {"id": job_id_of(raw.get("id")), "namespace": text_field(owner.get("name")),
             "stage": text_field(stage) or "UNKNOWN",
             "flavor": text_field(raw.get("flavor")),
             "labels": {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)},
@@ -573,9 +588,9 @@ def find_sandboxes(hf, namespace: str | None, spans: list[TrialSpan]) -> tuple[l
     slack = timedelta(seconds=SLACK_SECS)
     out = []
     for raw in listing if isinstance(listing, list) else []:
-        if not isinstance(raw, dict) or not raw.get("id"):
+        job = normalise_job(raw) if isinstance(raw, dict) else {"id": None}
+        if job["id"] is None:
             continue
-        job = normalise_job(raw)
         c = job["created_at"]
         if c is None:
             continue
@@ -608,11 +623,16 @@ def collect(hf, *, run: str, project_label: str, namespace: str | None, manifest
         args += ["--namespace", ns]
     try:
         listing = hf_json(hf, *args)
+        bad = 0
         for raw in listing if isinstance(listing, list) else []:
-            if isinstance(raw, dict) and raw.get("id") and raw["id"] not in found:
-                job = normalise_job(raw)
+            job = normalise_job(raw) if isinstance(raw, dict) else {"id": None}
+            if job["id"] is None:
+                bad += 1
+            elif job["id"] not in found:  # one job, whether the answer spelt its id 123 or "123"
                 role = ROLE_OF_LABEL.get(job["labels"].get("role", ""), "server")
-                found[raw["id"]] = (job, role, f"label run={run}")
+                found[job["id"]] = (job, role, f"label run={run}")
+        if bad:
+            problems.append(f"hf {shlex.join(args)}: {bad} job(s) whose id is not a plain name, left out")
     except HfFailed as e:
         problems.append(str(e))
     sandboxes, problem = find_sandboxes(hf, ns, spans)
