@@ -42,9 +42,9 @@ manifest() {
   echo '{"at":"2026-01-01T01:20:01Z","event":"mopup","run":"qwen-t2","role":"remote-mopup","job_id":"mop1","bucket":"alice/tb"}' >>"$STATE_ROOT/qwen-t2/manifest.jsonl"
 }
 
-# scripted_run HARDWARE_JSON: a server (h200, 5 min scheduling, 2 h running), a remote bench
-# (1.5 h), a mop-up (0.5 h), three sandboxes of the run's trials (30 min each) and one sandbox
-# of someone else, created hours later.
+# scripted_run HARDWARE_JSON [MORE_JOBS]: a server (h200, 5 min scheduling, 2 h running), a remote
+# bench (1.5 h), a mop-up (0.5 h), three sandboxes of the run's trials (30 min each) and one sandbox
+# of someone else, created hours later; MORE_JOBS (', "id": {…}, …') adds jobs to the scenario.
 scripted_run() {
   start_fake_hf_jobs "{\"hardware\": $1, \"jobs\": {
     \"srv1\": {\"stages\": [\"CANCELED\"], \"flavor\": \"h200\", \"port\": 30000, \"created_at\": \"2026-01-01T00:00:00.000Z\",
@@ -62,7 +62,7 @@ scripted_run() {
               \"logs\": [\"sbx-server 0.7.0 listening on :49983\", \"\\u001b[2J\\u001b]0;pwned\\u0007cleared\",
                        \"sbx-server: idle for 601917ms, shutting down\"]},
     \"sb-other\": {\"stages\": [\"COMPLETED\"], \"flavor\": \"cpu-basic\", \"port\": 49983, \"created_at\": \"2026-01-01T05:00:00.000Z\",
-              \"running_secs\": 999, \"labels\": {$SBX}}}}"
+              \"running_secs\": 999, \"labels\": {$SBX}}${2:-}}}"
   manifest
   trial task-a__aaa1111 task-a 2026-01-01T00:10:00Z 2026-01-01T00:40:00Z 1.0
   trial task-b__bbb2222 task-b 2026-01-01T00:30:00Z 2026-01-01T01:00:00Z 0.0
@@ -105,9 +105,10 @@ same() { awk -v a="$1" -v b="$2" 'BEGIN { exit !((a - b) < 0.0000011 && (b - a) 
   [ "$(jq -r '[.jobs[] | .job + " " + .role + " " + .found_by] | join("\n")' <<<"$output")" = "alice/srv1 server manifest (serve)
 alice/bench1 remote-bench manifest (bench)
 alice/mop1 remote-mopup manifest (mopup)
-alice/sb1 sandbox label hf-sandbox=1, created during trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-a__aaa1111
-alice/sb2 sandbox label hf-sandbox=1, created during trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-b__bbb2222
-alice/sb3 sandbox label hf-sandbox=1, created during trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-c__ccc3333" ]
+alice/sb1 sandbox trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-a__aaa1111: created while it set up its environment
+alice/sb2 sandbox trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-b__bbb2222: created while it set up its environment
+alice/sb3 sandbox trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-c__ccc3333: created while it set up its environment" ]
+  [ "$(jq -c '[.unattributed_sandboxes, .unattributed_sandbox_jobs]' <<<"$output")" = '[0,[]]' ] # sb-other: after the run
   [ "$(jq -r '[.jobs[].running_source] | unique | join(",")' <<<"$output")" = durations.running_secs ]
   # The calls, through the real hf CLI: the hardware list once, each manifest job inspected by
   # ns/id, the run's label and the sandbox label listed in every stage.
@@ -124,6 +125,51 @@ alice/sb3 sandbox label hf-sandbox=1, created during trial qwen3_8-27b-fp8-termi
   assert_line --index 0 --regexp '^Run qwen-t2: what it cost\. Prices: hf jobs hardware, read 20[0-9-]+T[0-9:]+Z \(cached in .*/state/prices\.json\)\.$'
   assert_output --regexp "total: +\\\$$(printf '%.2f' "$total") +GPU hours 2\\.00, wall-clock 2h05m"
   assert_output --partial "idle GPU: 55 min, \$$(printf '%.2f' "$(money "55 / 60 * 6.01")")"
+}
+
+@test "cost: eight sandboxes of another run, created while this run's trials ran, are not counted, and said" {
+  # Another run in the namespace: eight h200 sandboxes (an hour each) created while task-a ran, and
+  # one created 16 s after task-b began to set up its environment, after task-b's own sb2 (4 s).
+  local others="" i
+  for i in 1 2 3 4 5 6 7 8; do
+    others+=", \"other$i\": {\"stages\": [\"COMPLETED\"], \"flavor\": \"h200\", \"port\": 49983,
+      \"created_at\": \"2026-01-01T00:2$i:00.000Z\", \"running_secs\": 3600, \"labels\": {$SBX}}"
+  done
+  others+=", \"other9\": {\"stages\": [\"COMPLETED\"], \"flavor\": \"h200\", \"port\": 49983,
+    \"created_at\": \"2026-01-01T00:30:16.000Z\", \"running_secs\": 3600, \"labels\": {$SBX}}"
+  scripted_run '[{"name": "h200", "usd_per_hour": 6.00, "gpu": "H200"}, {"name": "cpu-upgrade", "usd_per_hour": 0.06},
+                 {"name": "cpu-basic", "usd_per_hour": 0.02}]' "$others"
+  RUN=qwen-t2 JSON=1 run "$REPO/scripts/cost.sh"
+  assert_success
+  local total
+  total=$(money "7200 / 3600 * 6.01 + 5400 / 3600 * 0.06 + 1800 / 3600 * 0.06 + (1800 + 1800 + 900) / 3600 * 0.03")
+  same "$(field .total_usd)" "$total" "total without another run's sandboxes"
+  [ "$(jq -r '[.jobs[] | select(.role == "sandbox") | .job] | join(" ")' <<<"$output")" = "alice/sb1 alice/sb2 alice/sb3" ]
+  [ "$(jq -c '[.unattributed_sandboxes, .unattributed_sandbox_jobs]' <<<"$output")" = \
+    '[9,["alice/other1","alice/other2","alice/other3","alice/other4","alice/other5","alice/other6","alice/other7","alice/other8","alice/other9"]]' ]
+  [ "$(field .gpu_hours)" = 2 ] # the server's two hours, none of theirs
+
+  RUN=qwen-t2 run "$REPO/scripts/cost.sh"
+  assert_success
+  assert_output --regexp "total: +\\\$$(printf '%.2f' "$total") "
+  assert_line "note: 9 sandbox(es) created while the run ran could not be attributed to it: not counted (alice/other1, alice/other2, alice/other3 and 6 more; no trial of the run names or matches them: docs/cost.md §5)"
+}
+
+@test "cost: an hf answer that gives a job id as a number is the manifest's job, counted once" {
+  # The Hub answers {"id": 123}: inspect of the manifest's "123" and the run's label listing are one job.
+  start_fake_hf_jobs "{\"jobs\": {\"123\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"id_as_number\": true,
+    \"created_at\": \"2026-01-01T00:00:00.000Z\", \"running_secs\": 3600, \"labels\": {$LABELS, \"role\": \"server\"}}}}"
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  echo '{"at":"2026-01-01T00:00:02Z","event":"serve","run":"qwen-t2","role":"server","job_id":"123","namespace":"alice"}' \
+    >"$STATE_ROOT/qwen-t2/manifest.jsonl"
+  # The real hf CLI passes the number through as it came.
+  run "$REPO/.venv/bin/hf" jobs inspect --json alice/123
+  [ "$(jq -c '.[0].id' <<<"$output")" = 123 ]
+  RUN=qwen-t2 JSON=1 run "$REPO/scripts/cost.sh"
+  assert_success
+  [ "$(jq -c '[.jobs[] | [.job, .role, .found_by]]' <<<"$output")" = '[["alice/123","server","manifest (serve)"]]' ]
+  same "$(field .total_usd)" "$(money "1 * 5.00")" "one hour of one h200"
+  [ "$(jq -r .problems <<<"$output")" = "[]" ]
 }
 
 @test "cost: the price list is cached in state/prices.json and reused; PRICES_MAX_AGE=0 reads it again" {

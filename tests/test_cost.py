@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import os
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,290 @@ def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monk
     assert result.exit_code == 1, result.output
     assert "MAX_COST=10 cannot be enforced: no valid price is known (env/flavor-prices.tsv, an offline copy" in \
         result.output
+
+
+# --- whose sandbox is it (tools/cost_sandboxes.py, docs/cost.md §5) --------------------------------
+
+
+def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creates():
+    """The facts the attribution rests on, in the installed huggingface_hub 2.4.0 and harbor 0.25.0."""
+    import logging
+
+    from harbor.environments import base, factory, hf_sandbox
+    from harbor.models.trial.paths import TrialPaths
+    from harbor.trial import trial
+    from harbor.utils import logger as harbor_logger
+    from huggingface_hub import _jobs_api, _sandbox
+
+    from tools import cost_sandboxes as CS
+
+    # Sandbox.create: the job's labels are hf-sandbox=1, the mode and a random nonce; its image is the one asked.
+    create = inspect.getsource(_sandbox.Sandbox.create)
+    assert "labels={**(labels or {}), SANDBOX_LABEL: \"1\", MODE_LABEL: MODE_DEDICATED, NONCE_LABEL: nonce}" in create
+    assert _sandbox.NONCE_LABEL == "hf-sandbox-nonce" and "nonce = token_hex(16)" in create
+    assert "job = api.run_job(\n            image=image," in create and "flavor=flavor," in create
+    assert CS.SPACE_IMAGE_PREFIXES == _jobs_api._SPACE_IMAGE_PREFIXES
+    # harbor's hf-sandbox start: the task's image, no labels, and a DEBUG line before each Sandbox.create.
+    start = inspect.getsource(hf_sandbox.HFSandboxEnvironment.start)
+    assert "image = self.task_env_config.docker_image" in start
+    line = 'f"Creating HF Sandbox: image={image}, flavor={self._flavor}, "\n            f"idle_timeout={self._idle_timeout}s"'
+    assert f"self.logger.debug(\n            {line}\n        )" in start
+    assert start.index("Creating HF Sandbox") < start.index("Sandbox.create,") and "labels=" not in start
+    assert "image=image,\n            flavor=self._flavor," in start
+    # ... which lands in <trial>/trial.log: the trial's logger (DEBUG) with a DEBUG file handler,
+    # and the environment logs through a child of it.
+    assert harbor_logger.logger.level == logging.DEBUG
+    init_logger = inspect.getsource(trial.Trial._init_logger)
+    assert "global_logger.getChild(" in init_logger and "logging.FileHandler(self.paths.log_path)" in init_logger
+    assert "file_handler.setLevel(logging.DEBUG)" in init_logger
+    assert "logger=self.logger," in inspect.getsource(trial.Trial._init_agent_environment)
+    assert "self.logger = (logger or global_logger).getChild(__name__)" in inspect.getsource(base.BaseEnvironment.__init__)
+    paths = TrialPaths(trial_dir=Path("t"))
+    assert (paths.log_path.name, paths.lock_path.name, paths.config_path.name, paths.result_path.name) == \
+        ("trial.log", "lock.json", "config.json", "result.json")
+    # A trial starts at most two environments: the agent's, and a separate verifier's.
+    source = inspect.getsource(trial)
+    assert source.count("self.agent_environment.start(") == 1 and source.count("await env.start(force_build=False)") == 1
+    assert source.count(".start(force_build") == 1 and CS.SANDBOXES_PER_TRIAL == 2
+    # The factory takes import_path before type: a trial with one runs that class, not hf-sandbox.
+    made = inspect.getsource(factory.EnvironmentFactory.create_environment_from_config)
+    assert made.index("if config.import_path is not None:") < made.index("elif config.type is not None:")
+    # The SandboxErrors about the job Sandbox.create has just started name it, in these words.
+    sbx = inspect.getsource(_sandbox)
+    for template in ('f"Sandbox job {self.job_id} terminated during startup "',
+                     'f"Sandbox job {self.job_id} did not become ready within {start_timeout:.0f}s."',
+                     'f"Sandbox job {job_id} runs sbx-server protocol {reported}, but this version of "',
+                     'f"Job {job.id} does not expose the sandbox server port {SANDBOX_SERVER_PORT}."'):
+        assert template in sbx, template
+    named = {"exception_type": "SandboxError"}
+    for message in ("Sandbox job 68b7f1 terminated during startup (status: ERROR, message: x).",
+                    "Sandbox job 68b7f1 did not become ready within 120s.",
+                    "Sandbox job 68b7f1 runs sbx-server protocol 1, but this version of huggingface_hub needs",
+                    "Job 68b7f1 does not expose the sandbox server port 49983."):
+        assert CS.named_sandbox({"exception_info": {**named, "exception_message": message}}) == ["68b7f1"]
+    assert CS.named_sandbox({"exception_info": {"exception_type": "RuntimeError",
+                                                "exception_message": "Sandbox job 68b7f1 did not become ready"}}) == []
+
+
+def test_job_ids_are_one_type_a_plain_name():
+    assert [cost.job_id_of(v) for v in (123, "123", "68b7f1a0c0ffee0000000001", "sb-1_x")] == \
+        ["123", "123", "68b7f1a0c0ffee0000000001", "sb-1_x"]
+    assert [cost.job_id_of(v) for v in (True, 1.5, -3, "", "../x", "a/b", "x\x1b[2J", "a" * 101, None, ["1"])] == \
+        [None] * 10
+
+
+SANDBOX_FLAVOR = "cpu-upgrade"  # the fixtures' trials run hf-sandbox with --ek flavor=cpu-upgrade
+IMAGE = "python:3.12-slim"      # the fixtures' tasks' docker_image
+
+
+def sandbox(job_id: str, created: datetime, image: str = IMAGE, flavor: str = SANDBOX_FLAVOR, secs: float = 1800,
+            ident=None) -> dict:
+    """A sandbox job as `hf jobs ps --json` prints it (huggingface_hub 2.4.0 JobInfo, status a string)."""
+    return {"id": job_id if ident is None else ident, "owner": {"name": "alice"}, "status": "COMPLETED",
+            "flavor": flavor, "docker_image": image, "expose": [49983],
+            "labels": {"hf-sandbox": "1", "hf-sandbox-mode": "dedicated", "hf-sandbox-nonce": "0" * 32},
+            "created_at": created.isoformat(), "started_at": created.isoformat(),
+            "durations": {"scheduling_secs": 0, "running_secs": secs}}
+
+
+def run_with(tmp_path, specs, boxes: list[dict], *, manifest: str = ""):
+    """The run "r" (job dir r, its trials written with harbor's models), a manifest, and the
+    recorded hf answers: prices, no labelled job, the namespace's sandboxes `boxes`."""
+    from tests.fixtures.harbor_jobs import write_job
+
+    job_dir = write_job(tmp_path / "jobs", "r", specs)
+    state = tmp_path / "state" / "r"
+    state.mkdir(parents=True)
+    (state / "manifest.jsonl").write_text(manifest)
+    calls = {"jobs hardware --json": [{"name": "cpu-upgrade", "accelerator": "", "cost/hour": "$0.03"},
+                                      {"name": "h200", "accelerator": "H200", "cost/hour": "$5.00"}],
+             "jobs ps -a --json --limit 0 -l project=terminal-bench-harness -l run=r --namespace alice": [],
+             "jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice": boxes}
+    return job_dir, state, cost.RecordedHf(tmp_path / "rec.json", calls, "2026-09-03")
+
+
+def trial_dir(job_dir: Path, task: str) -> Path:
+    return next(p for p in job_dir.iterdir() if p.name.startswith(f"{task}__"))
+
+
+def test_a_sandbox_counts_only_when_a_trial_of_the_run_proves_it_its_own(tmp_path):
+    """Three trials of the run; the namespace holds their three sandboxes and eleven of another
+    run's, ten of them created while the run ran: each is placed by its trial's proof, the ten
+    said and not counted, the one from days before not even said."""
+    from tests.fixtures.harbor_jobs import T0, TrialSpec as S
+
+    # Each trial set up its environment in the 20 s after it started: finished - 32 min.
+    specs = [S("t0", 1.0, finished=40), S("t1", None, "SandboxError", "Sandbox job sbx-named terminated during startup "
+                                                                   "(status: ERROR, message: OOM).", finished=70),
+             S("t2", 0.0, finished=100)]
+    setup = {s.task: T0 + timedelta(minutes=s.finished - 32) for s in specs}
+    t = lambda task, secs: setup[task] + timedelta(seconds=secs)  # noqa: E731
+    boxes = [sandbox("mine-t0", t("t0", 6)),
+             sandbox("other-image", t("t0", 3), image="ghcr.io/someone/else:1"),  # nearer, but not t0's image
+             sandbox("sbx-named", t("t1", 200)),  # outside t1's setup, but named by its SandboxError
+             sandbox("mine-t2", t("t2", 4)), sandbox("second-t2", t("t2", 8)),   # t2 created one
+             *[sandbox(f"other{i}", t("t0", 300 + 60 * i), flavor="h200", secs=3600) for i in range(1, 9)],
+             sandbox("long-before", T0 - timedelta(days=3), flavor="h200", secs=3600)]
+    job_dir, state, hf = run_with(tmp_path, specs, boxes)
+    with (trial_dir(job_dir, "t0") / "trial.log").open("a") as log:  # what harbor's hf_sandbox logs
+        log.write(f"Creating HF Sandbox: image={IMAGE}, flavor={SANDBOX_FLAVOR}, idle_timeout=7200s\n")
+    report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
+    doc = cost.cost_report(hf, cost.load_prices(hf, None, 0), run="r", project_label="terminal-bench-harness",
+                           namespace="alice", manifest=state / "manifest.jsonl", report=report)
+    name = {s.task: f"r/{trial_dir(job_dir, s.task).name}" for s in specs}
+    assert [(r["job"], r["found_by"]) for r in doc["jobs"]] == [
+        ("alice/mine-t0", f"trial {name['t0']}: created while it set up its environment, image {IMAGE}, "
+                          f"flavor {SANDBOX_FLAVOR} (its trial.log)"),
+        ("alice/sbx-named", f"trial {name['t1']}: its result.json names this sandbox job (SandboxError)"),
+        ("alice/mine-t2", f"trial {name['t2']}: created while it set up its environment")]
+    assert doc["total_usd"] == pytest.approx(3 * 0.5 * (0.03 + cost.tsv_prices()["exposed-ports"]))
+    assert doc["unattributed_sandboxes"] == 10  # long-before: not created while the run ran, not said
+    assert doc["unattributed_sandbox_jobs"] == ["alice/other-image", *[f"alice/other{i}" for i in range(1, 9)],
+                                                "alice/second-t2"]
+    text = cost.render_cost(doc)
+    assert ("note: 10 sandbox(es) created while the run ran could not be attributed to it: not counted "
+            "(alice/other-image") in text
+
+
+def test_make_sandboxes_shows_each_trial_the_sandbox_it_proves_its_own(tmp_path):
+    from tests.fixtures.harbor_jobs import T0, TrialSpec as S
+
+    specs = [S("t0", None, "SandboxError", "Sandbox API error (503)", finished=40)]
+    setup = T0 + timedelta(minutes=8)
+    boxes = [sandbox("theirs", setup + timedelta(seconds=2), image="other:1"), sandbox("mine", setup + timedelta(seconds=5))]
+    job_dir, state, hf = run_with(tmp_path, specs, boxes)
+    (trial_dir(job_dir, "t0") / "trial.log").write_text(
+        f"Creating HF Sandbox: image={IMAGE}, flavor={SANDBOX_FLAVOR}, idle_timeout=600s\n")
+    hf.calls["jobs logs alice/mine"] = "sbx-server: idle for 601917ms, shutting down\n"
+    report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
+    doc = cost.sandboxes_report(hf, run="r", namespace="alice", manifest=state / "manifest.jsonl", report=report,
+                                task=None, tail=5, idle_timeout="")
+    [trial] = doc["tasks"][0]["trials"]
+    assert [b["job"] for b in trial["sandboxes"]] == ["alice/mine"] and not trial["ambiguous"]
+    assert trial["sandboxes"][0]["idle_shutdown_ms"] == 601917
+
+
+def test_a_trial_without_result_claims_from_when_its_dir_was_written(tmp_path):
+    """A trial harbor runs now claims the sandbox created since it began; one stopped mid-trial
+    (no result.json, not of the harbor running now) only until its files were last written.
+    A trial of mop-up's archive is the run's too."""
+    from tests.fixtures.harbor_jobs import TrialSpec as S
+
+    from tools import cost_sandboxes as CS
+
+    began = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+    at = lambda secs: began + timedelta(seconds=secs)  # noqa: E731
+    job_dir, state, _ = run_with(tmp_path, [S("t0", finished=None), S("t1", finished=None)], [])
+    for task, begun in (("t0", 0), ("t1", -600)):
+        d = trial_dir(job_dir, task)
+        (d / "trial.log").write_text(f"Creating HF Sandbox: image={IMAGE}, flavor={SANDBOX_FLAVOR}, idle_timeout=600s\n")
+        for f, secs in (("config.json", begun), ("trial.log", begun + 10)):
+            os.utime(d / f, (at(secs).timestamp(),) * 2)
+    # t1 began ten minutes earlier, under a harbor that was stopped: mop-up archived it since.
+    archived = state / "archive" / "b1" / "r" / trial_dir(job_dir, "t1").name
+    archived.parent.mkdir(parents=True)
+    trial_dir(job_dir, "t1").rename(archived)
+    report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
+    jobs = [cost.normalise_job(sandbox(j, at(s))) for j, s in
+            (("t0-own", 5), ("t1-own", -597), ("later", 600), ("much-later", 3000))]
+    running = CS.attribute(jobs, CS.run_claims(report, state, running_since=at(-1)), since=at(-1))
+    assert sorted((j["id"], c.trial.split("/")[1][:2]) for j, c, _ in running.mine) == [("t0-own", "t0"), ("t1-own", "t1")]
+    assert [j["id"] for j in running.others] == ["later", "much-later"]
+    # Not running now: t0 stopped mid-trial; its window ends 30 s after its last write.
+    stopped = CS.attribute(jobs, CS.run_claims(report, state))
+    assert sorted(j["id"] for j, _, _ in stopped.mine) == ["t0-own", "t1-own"] and stopped.others == []
+
+
+def test_a_hostile_trial_log_is_read_within_limits(tmp_path):
+    """trial.log is read from its start, 64 KiB at most, never opened when it is not a regular
+    file; at most two sandboxes per trial, however many lines claim more."""
+    from tools import cost_sandboxes as CS
+
+    line = f"Creating HF Sandbox: image={IMAGE}, flavor={SANDBOX_FLAVOR}, idle_timeout=600s\n"
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "trial.log").write_text(line + "x" * (3 << 20) + "\n" + line)
+    assert CS.sandbox_creations(str(tmp_path / "big")) == [(IMAGE, SANDBOX_FLAVOR)]  # the second is past the head
+    (tmp_path / "many").mkdir()
+    (tmp_path / "many" / "trial.log").write_text(line * 5 + "Creating HF Sandbox: image=a,b, flavor=x, idle_timeout=1s\n")
+    assert CS.sandbox_creations(str(tmp_path / "many")) == [(IMAGE, SANDBOX_FLAVOR)] * 2
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "trial.log")  # opened for reading, it would block for ever
+    assert CS.sandbox_creations(str(tmp_path / "fifo")) == []
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "trial.log").symlink_to("/dev/zero")
+    assert CS.sandbox_creations(str(tmp_path / "link")) == []
+
+
+def test_an_hf_answer_with_an_id_that_is_not_a_plain_name_is_left_out_and_said(tmp_path):
+    from tests.test_max_cost import job, recorded
+
+    hf, scope = recorded(tmp_path, [job("srv", "h200", "COMPLETED", 3600)])
+    hf.calls["jobs ps -a --json --limit 0 -l project=terminal-bench-harness -l run=r --namespace alice"] = [
+        {**job("x", "h200", "RUNNING", 3600), "id": "../../etc"}, {**job("x", "h200", "RUNNING", 3600), "id": True}]
+    hf.calls["jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice"] = [{**job("x", "h200", "RUNNING", 3600),
+                                                                                 "id": 1.5}]
+    jobs, problems, others = cost.collect(hf, run="r", project_label="terminal-bench-harness", namespace="alice",
+                                          manifest=scope.state_dir / "manifest.jsonl", claims=[])
+    assert [j["id"] for j, _, _ in jobs] == ["srv"] and others == []
+    assert problems == [
+        "hf jobs ps -a --json --limit 0 -l project=terminal-bench-harness -l run=r --namespace alice: 2 job(s) whose id "
+        "is not a plain name, left out",
+        "hf jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice: 1 job(s) whose id is not a plain name, left out"]
+
+
+@pytest.mark.e2e
+def test_a_real_harbor_trial_on_hf_sandbox_leaves_the_proof_the_attribution_reads(tmp_path, monkeypatch):
+    """The real harbor (--env hf-sandbox) and the real huggingface_hub Sandbox.create against the
+    loopback Jobs API, whose job dies during startup: the trial dir holds harbor's "Creating HF
+    Sandbox" line, the SandboxError naming the job and its hf-sandbox config; the job carries only
+    the sandbox labels. Listed through the real hf CLI, that job is the trial's, by its id."""
+    import shutil
+    import subprocess
+
+    from test_reproduce import TOKEN, JobsAPI
+
+    from tools import cost_sandboxes as CS
+
+    api = JobsAPI(tmp_path, {"new_job": {"id": "sbx0mine", "stages": ["ERROR"], "message": "exit 1",
+                                         # loopback, closed: the sandbox server never answers
+                                         "expose_url": "http://127.0.0.1:9/sbx0mine--49983.loopback"}})
+    try:
+        shutil.copytree(REPO / "tests" / "datasets" / "mopup", tmp_path / "dataset")
+        hf_home = tmp_path / "hf-home"
+        hf_home.mkdir()
+        (hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+        for key, value in dict(HF_ENDPOINT=api.url, HF_TOKEN=TOKEN, HF_HOME=str(hf_home),
+                               HF_HUB_DISABLE_UPDATE_CHECK="1", HARBOR_TELEMETRY="0",
+                               LITELLM_LOCAL_MODEL_COST_MAP="True",
+                               PATH=f"{REPO / '.venv/bin'}:{os.environ['PATH']}").items():
+            monkeypatch.setenv(key, value)
+        for key in ("HF_HUB_OFFLINE", "HF_NAMESPACE"):
+            monkeypatch.delenv(key, raising=False)
+        proc = subprocess.run([str(REPO / ".venv/bin/harbor"), "run", "-a", "oracle", "-p", str(tmp_path / "dataset"),
+                               "--include-task-name", "t-sandbox", "--env", "hf-sandbox", "--ek", "flavor=cpu-upgrade",
+                               "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "r", "-n", "1", "-y", "-q"],
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        [trial] = [p for p in (tmp_path / "jobs" / "r").iterdir() if p.is_dir()]
+        assert (trial / "trial.log").read_text().splitlines()[0] == \
+            "Creating HF Sandbox: image=python:3.12-slim, flavor=cpu-upgrade, idle_timeout=600s"
+        claim = CS.trial_claim(str(trial), f"r/{trial.name}", "t-sandbox", None)
+        assert [(s.image, s.flavor, s.when) for s in claim.slots] == \
+            [("python:3.12-slim", "cpu-upgrade", "while it set up its environment")]
+        assert claim.job_ids == ["sbx0mine"]
+        # What the job was created with: the task's image, the sandbox labels and nothing of the run.
+        [run] = [r for r in api.requests() if r["method"] == "POST" and r["path"] == "/api/jobs/alice"]
+        labels = run["body"]["labels"]
+        assert (run["body"]["dockerImage"], run["body"]["flavor"]) == ("python:3.12-slim", "cpu-upgrade")
+        assert (labels.pop("hf-sandbox"), labels.pop("hf-sandbox-mode"), len(labels.pop("hf-sandbox-nonce"))) == \
+            ("1", "dedicated", 32)
+        assert list(labels) == ["name"] and labels["name"].startswith("python-3-12-slim-")  # the image's, not the run's
+        assert len(api.cancels("sbx0mine")) == 1  # Sandbox.create cancelled it: billed a moment, still the run's
+        jobs, problems = cost.list_sandboxes(cost.LiveHf(timeout=60), "alice")
+        assert problems == [] and [j["id"] for j in jobs] == ["sbx0mine"]
+        assert CS.fits(claim.slots[0], jobs[0])  # created while the trial set up its environment, its image
+        split = CS.attribute(jobs, [claim])
+        assert [(j["id"], why) for j, _, why in split.mine] == \
+            [("sbx0mine", f"trial r/{trial.name}: its result.json names this sandbox job (SandboxError)")]
+    finally:
+        api.stop()

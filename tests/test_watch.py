@@ -180,6 +180,48 @@ def test_spend_projected_past_the_ceiling_is_an_alarm(tmp_path):
     assert "ALARM: ceiling" not in calm.stdout
 
 
+def test_make_watch_counts_only_the_runs_own_sandboxes_and_says_how_many_it_left_out(tmp_path):
+    """make watch shows make cost's figures: eight h200 sandboxes of another run, created in the
+    namespace while the run's trial ran, are not in its spend, and the frame says so."""
+    from test_reproduce import TOKEN, JobsAPI
+
+    job = "qwen3_8-27b-fp8-terminus2-tb21-full-v2"  # runs/qwen-t2.env's JOB_NAME
+    write_job(tmp_path / "jobs", job, [S("t0", 1.0, finished=40)])  # set up its environment at T0+8 min
+    sbx = {"hf-sandbox": "1", "hf-sandbox-mode": "dedicated"}
+    at = lambda minutes: (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")  # noqa: E731
+    jobs = {"srv1": {"stages": ["RUNNING"], "flavor": "h200", "created_at": at(0), "running_secs": 3600,
+                     "labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "server"}},
+            "own": {"stages": ["COMPLETED"], "flavor": "cpu-upgrade", "port": 49983, "created_at": at(8.1),
+                    "running_secs": 1800, "labels": sbx},
+            **{f"theirs{i}": {"stages": ["COMPLETED"], "flavor": "h200", "port": 49983, "created_at": at(10 + i),
+                              "running_secs": 3600, "labels": sbx} for i in range(1, 9)}}
+    api = JobsAPI(tmp_path, {"jobs": jobs})
+    try:
+        (tmp_path / "state" / "qwen-t2").mkdir(parents=True)
+        (tmp_path / "state" / "qwen-t2" / "manifest.jsonl").write_text(json.dumps(
+            {"event": "serve", "run": "qwen-t2", "role": "server", "job_id": "srv1", "namespace": "alice"}) + "\n")
+        (tmp_path / "hf-home").mkdir()
+        (tmp_path / "hf-home" / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST", "HF_NAMESPACE", "MAKEFLAGS", "HF_HUB_OFFLINE")}
+        env.update(STATE_ROOT=str(tmp_path / "state"), HF_ENDPOINT=api.url,
+                   HF_TOKEN=TOKEN, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_UPDATE_CHECK="1",
+                   PATH=f"{REPO / '.venv/bin'}:{os.environ['PATH']}")
+        proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=qwen-t2", "ONCE=1",
+                               f"JOBS_DIR={tmp_path / 'jobs'}"], capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        api.stop()
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    spend = next(line for line in lines if line.startswith("  spend: "))
+    # The server's hour of h200 and its own sandbox's half hour of cpu-upgrade (+ the exposed port).
+    assert spend.startswith("  spend: $5.02 so far, projected $5.02 at the end (hf jobs hardware, read ")
+    assert lines[lines.index(spend) + 1] == (
+        "  note: 8 sandbox(es) created while the run ran could not be attributed to it: not counted (alice/theirs1, "
+        "alice/theirs2, alice/theirs3 and 5 more; no trial of the run names or matches them: docs/cost.md §5)")
+    assert TOKEN not in proc.stdout + proc.stderr
+
+
 def test_make_watch_once_prints_the_frame_offline_and_writes_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
     env["STATE_ROOT"] = str(tmp_path / "state")

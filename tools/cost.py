@@ -6,10 +6,14 @@
              cannot be asked, the last cache (however old), else env/flavor-prices.tsv.
              make status and make jobs read it (--json).
   cost       every job a run launched (from state/<run>/manifest.jsonl, and by its run=<run>
-             label) and every sandbox its trials used (label hf-sandbox=1, created while one of
-             the run's trials was running), each with flavor, running time, price and cost;
-             totals per role, GPU hours, wall-clock, dollars per scored attempt and per passed
-             task, and idle GPU time (a server running while no trial of the run ran).
+             label) and every sandbox one of its trials proves its own (docs/cost.md §5: the job
+             id a trial's result.json names, else the sandbox created while the trial set up its
+             environment, with the image and flavor its trial.log names, one per sandbox the
+             trial created), each with flavor, running time, price and cost; totals per role,
+             GPU hours, wall-clock, dollars per scored attempt and per passed task, and idle GPU
+             time (a server running while no trial of the run ran). The sandboxes created while
+             the run ran that none of its trials proves its own are another's: not counted, and
+             how many is said.
   sandboxes  for a task (or every infra-errored task of the tally), the sandbox job(s) its
              trials ran in, their stage and the last lines of their logs; a sandbox that shut
              itself down for idleness (`sbx-server: idle for 601917ms, shutting down`) is named,
@@ -25,7 +29,9 @@ bounded by --call-timeout seconds. The facts relied on (docs/hf-jobs.md §2):
     job runs), `created_at`, `started_at`, `finished_at`, `flavor`, `labels`, `expose` (ports);
     inspect's `status` is {stage, …}, ps's a plain string;
   - a sandbox of harbor's hf-sandbox environment is huggingface_hub's `Sandbox.create`, a job
-    labelled hf-sandbox=1, hf-sandbox-mode=dedicated (no run or task label), exposing port 49983.
+    labelled hf-sandbox=1, hf-sandbox-mode=dedicated and a random hf-sandbox-nonce (no run or
+    task label), with the task's image, exposing port 49983;
+  - a job id is a plain name; an answer that gives it as a number is read as the same name.
 
 A bundled example run (RUN=example-*) never calls HF: its job facts were recorded once as the
 exact output of each call (examples/state/<run>/hf-recorded.json) and are read from there by
@@ -50,6 +56,7 @@ from typing import Any
 
 import click
 
+from tools import cost_sandboxes as CS
 from tools import safe_read as SR
 from tools import tally_core as T
 
@@ -58,9 +65,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TSV_PRICES = REPO_ROOT / "env" / "flavor-prices.tsv"
 SANDBOX_LABEL = "hf-sandbox=1"  # huggingface_hub 2.4.0 _sandbox.py: SANDBOX_LABEL = "hf-sandbox", value "1"
 IDLE_SHUTDOWN = re.compile(r"sbx-server: idle for (\d+)ms, shutting down")
-# A sandbox is created while its trial sets up its environment; the job's created_at and the
-# trial's clock (another machine's) may disagree by a little.
-SLACK_SECS = 30
+SLACK_SECS = CS.SLACK_SECS  # the job's clock (HF's) and the trial's (harbor's) may disagree by this much
 ROLE_OF_LABEL = {"server": "server", "bench": "remote-bench", "mopup": "remote-mopup", "supervisor": "supervisor"}
 ROLES = ("server", "remote-bench", "remote-mopup", "supervisor", "sandbox")
 
@@ -74,6 +79,17 @@ DURATION_CAP = 10 * 365 * 86400.0     # seconds: no job runs ten years
 YEARS = (2000, 2199)
 CLOCK_SKEW = 300.0                    # seconds a cache's read_epoch may be ahead of this clock
 IDLE_CAP_MS = 10 * 365 * 86400 * 1000
+# A job id is a plain name (HF's are 24 hex digits); the shell verbs check the same shape.
+JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+def job_id_of(value: Any) -> str | None:
+    """A job id from an hf answer or a file, as the one type it is compared in: a plain name. A
+    whole number is the same name (an answer that gave the id as 123 and the manifest's "123" are
+    one job, not two); anything else (a bool, a float, a path, a control character) is None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        value = str(value)
+    return value if isinstance(value, str) and JOB_ID.fullmatch(value) else None
 
 
 def finite_in(value: Any, low: float, high: float) -> float | None:
@@ -379,16 +395,19 @@ def manifest_jobs(path: Path) -> list[Launched]:
     for rec in SR.manifest_events(path):
         event, role = rec.get("event"), rec.get("role")
         ids = []
-        if isinstance(rec.get("job_id"), str) and rec["job_id"]:
+        if rec.get("job_id") not in (None, ""):
             ids = [rec["job_id"]]
         elif event == "launch-cancelled" and isinstance(rec.get("job_ids"), list):
-            ids = [i for i in rec["job_ids"] if isinstance(i, str)]
+            ids = rec["job_ids"]
         elif event == "supervisor-stop" and isinstance(rec.get("job"), str) and "/" in rec["job"]:
             ids = [rec["job"]]
-        for jid in ids:
+        for raw in ids:
             ns = rec.get("namespace") if isinstance(rec.get("namespace"), str) else None
-            if "/" in jid:
-                ns, jid = jid.split("/", 1)
+            if isinstance(raw, str) and "/" in raw:
+                ns, raw = raw.split("/", 1)
+            jid = job_id_of(raw)
+            if jid is None:
+                continue  # not a job's name: nothing to ask HF about
             if role == "bench":
                 role = "remote-bench"
             if jid not in out and role in ROLES:
@@ -457,14 +476,15 @@ def normalise_job(raw: Any) -> dict:
     stage = status.get("stage") if isinstance(status, dict) else status
     owner = raw.get("owner") if isinstance(raw.get("owner"), dict) else {}
     labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
-    return {"id": text_field(raw.get("id")), "namespace": text_field(owner.get("name")),
+    return {"id": job_id_of(raw.get("id")), "namespace": text_field(owner.get("name")),
             "stage": text_field(stage) or "UNKNOWN",
             "flavor": text_field(raw.get("flavor")),
             "labels": {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)},
             "created_at": parse_time(raw.get("created_at")), "started_at": parse_time(raw.get("started_at")),
             "finished_at": parse_time(raw.get("finished_at")),
             "durations": raw.get("durations") if isinstance(raw.get("durations"), dict) else None,
-            "exposed": bool(raw.get("expose")), "image": text_field(raw.get("docker_image"))}
+            "exposed": bool(raw.get("expose")), "image": text_field(raw.get("docker_image")),
+            "space": text_field(raw.get("space_id"))}
 
 
 def running_time(job: dict, now: datetime) -> tuple[float | None, str]:
@@ -561,37 +581,36 @@ def summarise(rows: list[dict], spans: list[TrialSpan], report: dict, now: datet
     }
 
 
-def find_sandboxes(hf, namespace: str | None, spans: list[TrialSpan]) -> tuple[list[tuple[dict, str]], str | None]:
-    """Sandbox jobs (label hf-sandbox=1) created while one of the run's trials ran."""
+def list_sandboxes(hf, namespace: str | None) -> tuple[list[dict], list[str]]:
+    """Every sandbox job (label hf-sandbox=1) of the namespace, and what was wrong with the answer."""
     args = ["jobs", "ps", "-a", "--json", "--limit", "0", "-l", SANDBOX_LABEL]
     if namespace:
         args += ["--namespace", namespace]
     try:
         listing = hf_json(hf, *args)
     except HfFailed as e:
-        return [], str(e)
-    slack = timedelta(seconds=SLACK_SECS)
-    out = []
+        return [], [str(e)]
+    jobs, bad = {}, 0
     for raw in listing if isinstance(listing, list) else []:
-        if not isinstance(raw, dict) or not raw.get("id"):
-            continue
-        job = normalise_job(raw)
-        c = job["created_at"]
-        if c is None:
-            continue
-        now = datetime.now(timezone.utc)
-        during = [s for s in spans if s.started - slack <= c <= (s.finished or now) + slack]
-        # The trial that was setting up its environment then, else the one that started last before.
-        hit = min(during, key=lambda s: abs(((s.setup[0] if s.setup else s.started) - c).total_seconds()), default=None)
-        if hit:
-            out.append((job, f"label {SANDBOX_LABEL}, created during trial {hit.trial}"))
-    return out, None
+        job = normalise_job(raw) if isinstance(raw, dict) else {"id": None}
+        if job["id"] is None:
+            bad += 1
+        else:
+            jobs.setdefault(job["id"], job)
+    problems = [f"hf {shlex.join(args)}: {bad} job(s) whose id is not a plain name, left out"] if bad else []
+    return list(jobs.values()), problems
 
 
-def collect(hf, *, run: str, project_label: str, namespace: str | None, manifest: Path,
-            spans: list[TrialSpan]) -> tuple[list[tuple[dict, str, str]], list[str]]:
-    """[(job, role, found_by)], problems. The manifest's jobs (inspected), the run's labelled jobs
-    (listed), the sandboxes (listed)."""
+def sandbox_name(job: dict) -> str:
+    return f"{job['namespace']}/{job['id']}" if job["namespace"] else job["id"]
+
+
+def collect(hf, *, run: str, project_label: str, namespace: str | None, manifest: Path, claims: list[CS.Claim],
+            since: datetime | None = None, until: datetime | None = None,
+            ) -> tuple[list[tuple[dict, str, str]], list[str], list[dict]]:
+    """([(job, role, found_by)], problems, others). The manifest's jobs (inspected), the run's
+    labelled jobs (listed), the sandboxes its trials prove its own (listed); others: the sandboxes
+    created while the run ran that none of its trials proves its own (attribute's since, until)."""
     problems: list[str] = []
     launched = manifest_jobs(manifest)
     ns = namespace or next((j.namespace for j in launched if j.namespace), None)
@@ -608,33 +627,44 @@ def collect(hf, *, run: str, project_label: str, namespace: str | None, manifest
         args += ["--namespace", ns]
     try:
         listing = hf_json(hf, *args)
+        bad = 0
         for raw in listing if isinstance(listing, list) else []:
-            if isinstance(raw, dict) and raw.get("id") and raw["id"] not in found:
-                job = normalise_job(raw)
+            job = normalise_job(raw) if isinstance(raw, dict) else {"id": None}
+            if job["id"] is None:
+                bad += 1
+            elif job["id"] not in found:  # one job, whether the answer spelt its id 123 or "123"
                 role = ROLE_OF_LABEL.get(job["labels"].get("role", ""), "server")
-                found[raw["id"]] = (job, role, f"label run={run}")
+                found[job["id"]] = (job, role, f"label run={run}")
+        if bad:
+            problems.append(f"hf {shlex.join(args)}: {bad} job(s) whose id is not a plain name, left out")
     except HfFailed as e:
         problems.append(str(e))
-    sandboxes, problem = find_sandboxes(hf, ns, spans)
-    if problem:
-        problems.append(problem)
-    for job, why in sandboxes:
-        found.setdefault(job["id"], (job, "sandbox", why))
-    return list(found.values()), problems
+    sandboxes, trouble = list_sandboxes(hf, ns)
+    problems += trouble
+    split = CS.attribute([j for j in sandboxes if j["id"] not in found], claims, since=since, until=until)
+    for job, _, why in split.mine:
+        found[job["id"]] = (job, "sandbox", why)
+    return list(found.values()), problems, split.others
 
 
 def cost_report(hf, prices: Prices, *, run: str, project_label: str, namespace: str | None, manifest: Path,
                 report: dict, now: datetime | None = None) -> dict:
     now = now or datetime.now(timezone.utc)
     spans = trial_spans(report)
-    jobs, problems = collect(hf, run=run, project_label=project_label, namespace=namespace, manifest=manifest, spans=spans)
+    claims = CS.run_claims(report, manifest.parent)
+    jobs, problems, others = collect(hf, run=run, project_label=project_label, namespace=namespace,
+                                     manifest=manifest, claims=claims,
+                                     # the caller read the trial dirs a moment before `now`
+                                     until=now - timedelta(seconds=SLACK_SECS))
     rows = [job_row(j, role, found, prices, now) for j, role, found in jobs]
     rows.sort(key=lambda r: (ROLES.index(r["role"]), r["created_at"] or "", r["job"]))
     summary = summarise(rows, spans, report, now)
     for r in rows:
         r.pop("_interval")
     return {"run": run, "prices": {"source": prices.source, "label": prices.label, "read_at": prices.read_at},
-            "manifest": rel(manifest), "jobs": rows, **summary, "problems": problems}
+            "manifest": rel(manifest), "jobs": rows, **summary,
+            "unattributed_sandboxes": len(others), "unattributed_sandbox_jobs": [sandbox_name(j) for j in others],
+            "problems": problems}
 
 
 def render_cost(doc: dict) -> str:
@@ -660,7 +690,10 @@ def render_cost(doc: dict) -> str:
     out.append(f"idle GPU: {doc['idle_gpu_minutes']:.0f} min, {usd(doc['idle_gpu_usd'])} "
                f"(a server running while none of the run's {doc['trials']} trial(s) ran)")
     out.append("Running time: HF's durations.running_secs of each job (time billed); cost = running hours × (flavor price "
-               "+ exposed port). Sandboxes carry no run label: they are matched by the time they were created.")
+               "+ exposed port). Sandboxes carry no run label: one counts when a trial of the run proves it its own "
+               "(FOUND BY; docs/cost.md §5).")
+    if doc["unattributed_sandboxes"]:
+        out.append(f"note: {CS.unattributed_note(doc['unattributed_sandbox_jobs'])}")
     if doc["unpriced_jobs"]:
         out.append(f"warning: {doc['unpriced_jobs']} job(s) have a flavor without a price: not in the total.")
     for p in doc["problems"]:
@@ -692,21 +725,20 @@ def sandboxes_report(hf, *, run: str, namespace: str | None, manifest: Path, rep
     launched = manifest_jobs(manifest)
     ns = namespace or next((j.namespace for j in launched if j.namespace), None)
     wanted = [s for s in spans if s.task in tasks]
-    listing, problem = find_sandboxes(hf, ns, wanted)
-    slack = timedelta(seconds=SLACK_SECS)
+    listing, problems = list_sandboxes(hf, ns)
+    # Every trial of the run competes for the sandboxes, so each shown is the one its trial proves its own.
+    proven: dict[str, list[tuple[dict, str]]] = {}
+    for job, claim, why in CS.attribute(listing, CS.run_claims(report, manifest.parent)).mine:
+        proven.setdefault(claim.trial, []).append((job, why))
     outcome = {e["task"]: e for e in report.get("per_task", [])}
     out_tasks = []
     for name in tasks:
         e = outcome.get(name, {})
         trials = []
         for s in (s for s in wanted if s.task == name):
-            lo, hi = (s.setup[0], s.setup[1] or s.finished) if s.setup else (s.started, s.finished)
-            hi = hi or datetime.now(timezone.utc)
-            matches = sorted((j for j, _ in listing if j["created_at"] and lo - slack <= j["created_at"] <= hi + slack),
-                             key=lambda j: abs((j["created_at"] - lo).total_seconds()))
             boxes = []
-            for j in matches:
-                target = f"{j['namespace']}/{j['id']}" if j["namespace"] else j["id"]
+            for j, why in sorted(proven.get(s.trial, []), key=lambda p: (iso(p[0]["created_at"]) or "", p[0]["id"])):
+                target = sandbox_name(j)
                 try:
                     lines = hf("jobs", "logs", "-n", str(tail), target).splitlines()
                     log_error = None
@@ -716,16 +748,14 @@ def sandboxes_report(hf, *, run: str, namespace: str | None, manifest: Path, rep
                 lines = [SR.printable(ln)[:2000] for ln in lines if not ln.startswith("===== Job started")][-tail:]
                 ms = idle_shutdown(lines)
                 boxes.append({"job": target, "stage": j["stage"], "flavor": j["flavor"], "created_at": iso(j["created_at"]),
-                              "finished_at": iso(j["finished_at"]), "found_by": f"label {SANDBOX_LABEL}, created while "
-                              f"the trial set up its environment ({iso(lo)} to {iso(hi)})",
+                              "finished_at": iso(j["finished_at"]), "found_by": f"label {SANDBOX_LABEL}; {why}",
                               "log_tail": lines, "log_error": log_error, "idle_shutdown_ms": ms})
             trials.append({"trial": s.trial, "started_at": iso(s.started), "finished_at": iso(s.finished),
                            "exception_type": s.exception_type, "sandboxes": boxes,
                            "ambiguous": len(boxes) > 1})
         out_tasks.append({"task": name, "outcome": e.get("outcome"), "exception_type": e.get("exception_type"),
                           "trials": trials})
-    return {"run": run, "task": task, "idle_timeout": idle_timeout, "tasks": out_tasks,
-            "problems": [problem] if problem else []}
+    return {"run": run, "task": task, "idle_timeout": idle_timeout, "tasks": out_tasks, "problems": problems}
 
 
 def seconds_of(value: str) -> float | None:
@@ -764,9 +794,9 @@ def render_sandboxes(doc: dict) -> str:
         for tr in t["trials"]:
             out.append(f"  trial {tr['trial']}  {tr['started_at']} to {tr['finished_at']}  {tr['exception_type'] or 'no exception'}")
             if not tr["sandboxes"]:
-                out.append(f"    no sandbox job found (label {SANDBOX_LABEL}, created while the trial set up its environment)")
+                out.append(f"    no sandbox job found that this trial proves its own (label {SANDBOX_LABEL}; docs/cost.md §5)")
             if tr["ambiguous"]:
-                out.append(f"    {len(tr['sandboxes'])} sandboxes were created in that window (concurrent trials): each is shown")
+                out.append(f"    {len(tr['sandboxes'])} sandboxes: the trial created more than one (its trial.log says so)")
             for b in tr["sandboxes"]:
                 out.append(f"    sandbox {b['job']}  {b['stage']}  {b['flavor']}  created {b['created_at']}  ({b['found_by']})")
                 if b["log_error"]:

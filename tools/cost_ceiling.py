@@ -3,9 +3,11 @@
 
 What a run has spent is what `make cost` says it cost: every job of its manifest and every job
 labelled run=<run> (`hf jobs inspect`/`ps`, durations.running_secs, what HF bills, running jobs
-up to now), and the sandboxes created while one of its trials ran, priced from `hf jobs
-hardware` (cost.load_prices: the cache, the Hub, the offline TSV). While harbor runs, a sandbox
-created since harbor started counts too (its trial has no result.json yet to match it by).
+up to now), and the sandboxes its trials prove their own (cost_sandboxes.attribute, docs/cost.md §5),
+priced from `hf jobs hardware` (cost.load_prices: the cache, the Hub, the offline TSV). While
+harbor runs, a trial it started that has no result.json yet claims the sandbox created since its
+dir was written. A sandbox of another run in the namespace never moves the ceiling: the ones
+created while the run ran that no trial of it proves its own are counted nowhere, and said.
 
 The ceiling "would pass" when spent + burn × poll > MAX_COST, where burn is the price per hour
 of every job of the run still billing (not in a terminal stage): the next check could come too
@@ -35,6 +37,7 @@ from pathlib import Path
 import click
 
 from tools import cost as C
+from tools import cost_sandboxes as CS
 
 # The exit code of a stop at the ceiling, for bench, mop-up and make reproduce alike (EX_TEMPFAIL:
 # nothing is wrong, the run continues once the ceiling is raised). harbor itself exits 0, 1 or 128+N.
@@ -62,6 +65,7 @@ class Spend:
     unknown: list[str] = field(default_factory=list)  # what is left out of spent_usd, and why
     billing: list[str] = field(default_factory=list)  # the jobs counted in the burn
     priced_flavors: int = 1  # how many flavors have a valid price: 0, and no figure means anything
+    unattributed: list[str] = field(default_factory=list)  # sandboxes created meanwhile, not the run's: not counted
 
     def projected(self, poll_s: float) -> float:
         return self.spent_usd + self.burn_usd_per_hour * poll_s / 3600
@@ -96,12 +100,12 @@ def measure(hf, scope: Scope, *, running_since: datetime | None = None, now: dat
         report = C.run_tally(scope.jobs_dir, scope.job_name, scope.run, scope.verdicts)
     except C.T.TallyError:
         report = {}
-    spans = C.trial_spans(report)
-    if running_since is not None:
-        # The trials harbor runs now have no result.json yet: their sandboxes were created since it started.
-        spans.append(C.TrialSpan("(running)", f"harbor since {C.iso(running_since)}", running_since, None, None, None))
-    jobs, problems = C.collect(hf, run=scope.run, project_label=scope.project_label, namespace=scope.namespace,
-                               manifest=scope.state_dir / "manifest.jsonl", spans=spans)
+    claims = CS.run_claims(report, scope.state_dir, running_since)
+    # `now` was taken before the trial dirs were read: a sandbox created since may be of a trial
+    # they did not hold yet, so it is not said to be another's (it is counted, or said, next time).
+    jobs, problems, others = C.collect(hf, run=scope.run, project_label=scope.project_label,
+                                       namespace=scope.namespace, manifest=scope.state_dir / "manifest.jsonl",
+                                       claims=claims, since=running_since, until=now)
     spent = burn = 0.0
     unknown = [f"hf could not be asked: {p}" for p in problems]
     billing = []
@@ -116,7 +120,7 @@ def measure(hf, scope: Scope, *, running_since: datetime | None = None, now: dat
             burn += row["usd_per_hour"] + (row["exposed_port_usd_per_hour"] or 0)
             billing.append(row["job"])
     return Spend(round(spent, 6), round(burn, 6), prices.source, prices.label, unknown, billing,
-                 len(prices.per_hour))
+                 len(prices.per_hour), [C.sandbox_name(j) for j in others])
 
 
 def usd(x: float) -> str:
@@ -127,8 +131,9 @@ def reached_message(run: str, spend: Spend, ceiling: float, poll_s: float, what:
     """The one plain message of a stop at the ceiling (what stopped: 'harbor was stopped', …)."""
     where = "already past it" if spend.spent_usd > ceiling else \
         f"spending {usd(spend.burn_usd_per_hour)}/h, it would pass it before the next check in {poll_s:g} s"
+    others = f" ({CS.unattributed_note(spend.unattributed)})" if spend.unattributed else ""
     return (f"MAX_COST reached: run '{run}' has spent {usd(spend.spent_usd)} of its {usd(ceiling)} ceiling ({where}; "
-            f"prices: {spend.prices_label}). {what} To continue, raise MAX_COST (in runs/{run}.env, or "
+            f"prices: {spend.prices_label}){others}. {what} To continue, raise MAX_COST (in runs/{run}.env, or "
             f"MAX_COST=<usd> on the command line), then make mopup RUN={run}, or make reproduce RUN={run}: "
             f"the unfinished trials are retried, nothing finished is re-run.")
 
@@ -144,7 +149,8 @@ def ceiling_event(run: str, spend: Spend, ceiling: float, poll_s: float, job_dir
     return {"event": EVENT, "run": run, "job_dir": job_dir, "spent_usd": round(spend.spent_usd, 2),
             "ceiling_usd": ceiling, "burn_usd_per_hour": round(spend.burn_usd_per_hour, 4),
             "projected_usd": round(spend.projected(poll_s), 2), "poll_s": poll_s, "source": spend.source,
-            "prices": spend.prices_label, "unknown": spend.unknown, "signal": signal, "at": at}
+            "prices": spend.prices_label, "unknown": spend.unknown, "unattributed_sandboxes": len(spend.unattributed),
+            "signal": signal, "at": at}
 
 
 class Watch:
@@ -154,6 +160,7 @@ class Watch:
         self.hf, self.scope, self.ceiling, self.poll_s = hf, scope, ceiling, poll_s
         self.running_since = running_since
         self.noted = False
+        self.said_unattributed = 0  # how many of another's sandboxes were last said
 
     def check(self) -> Spend | None:
         """The spend when it would pass the ceiling, else None."""
@@ -170,6 +177,9 @@ class Watch:
         if spend.unknown and not self.noted:
             self.noted = True
             click.echo(f"harbor_watch: {unknown_note(spend)}", err=True)
+        if len(spend.unattributed) > self.said_unattributed:  # said when more appear, not every poll
+            self.said_unattributed = len(spend.unattributed)
+            click.echo(f"harbor_watch: note: {CS.unattributed_note(spend.unattributed, ' in MAX_COST')}", err=True)
         return spend if would_pass(spend, self.ceiling, self.poll_s) else None
 
 
@@ -225,6 +235,8 @@ def check(max_cost, poll, scope_json, as_json):
                                "would_pass": would_pass(spend, ceiling, poll)}))
     if spend.unknown:
         click.echo(unknown_note(spend), err=True)
+    if spend.unattributed:
+        click.echo(f"note: {CS.unattributed_note(spend.unattributed, ' in MAX_COST')}", err=True)
     if would_pass(spend, ceiling, poll):
         click.echo(reached_message(s.run, spend, ceiling, poll, "Nothing was launched."), err=True)
         sys.exit(CEILING_EXIT)

@@ -46,9 +46,12 @@ def fresh_cache(settings: RunSettings, now: float | None = None) -> Path | None:
 
 def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
              recorded: Path | None = None) -> dict:
-    """{known, total_usd, usd_per_pass, usd_per_scored_attempt, per_role, prices, price_source}
-    or {known: false, why}. state_dir/recorded default as make cost's (scripts/cost.sh)."""
+    """{known, total_usd, usd_per_pass, usd_per_scored_attempt, per_role, prices, price_source} and,
+    when sandboxes created while the run ran are not counted (another's, docs/cost.md §5), also
+    {unattributed_sandboxes, unattributed_note}; or {known: false, why}. state_dir/recorded default
+    as make cost's (scripts/cost.sh)."""
     from tools import cost as C  # noqa: PLC0415  (heavy: the hf calls' code, only when a cost is asked for)
+    from tools import cost_sandboxes as CS  # noqa: PLC0415
     example = settings.run.startswith("example-")
     if state_dir is None:
         state_dir = EXAMPLES_STATE / settings.run if example else settings.state_dir
@@ -75,10 +78,14 @@ def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
         return unknown(f"{doc['unpriced_jobs']} job(s) ran on a flavor with no price ({prices.label})")
     if not doc["jobs"]:
         return unknown(f"no job found for the run ({_rel(manifest)} lists none)")
-    return {"known": True, "total_usd": doc["total_usd"], "usd_per_pass": doc["usd_per_passed_task"],
-            "usd_per_scored_attempt": doc["usd_per_scored_attempt"],
-            "per_role": {role: v["cost_usd"] for role, v in doc["per_role"].items()},
-            "gpu_hours": doc["gpu_hours"], "prices": doc["prices"]["label"], "price_source": doc["prices"]["source"]}
+    known = {"known": True, "total_usd": doc["total_usd"], "usd_per_pass": doc["usd_per_passed_task"],
+             "usd_per_scored_attempt": doc["usd_per_scored_attempt"],
+             "per_role": {role: v["cost_usd"] for role, v in doc["per_role"].items()},
+             "gpu_hours": doc["gpu_hours"], "prices": doc["prices"]["label"], "price_source": doc["prices"]["source"]}
+    if doc["unattributed_sandboxes"]:
+        known.update(unattributed_sandboxes=doc["unattributed_sandboxes"],
+                     unattributed_note=CS.unattributed_note(doc["unattributed_sandbox_jobs"]))
+    return known
 
 
 def attach_costs(cmp: dict, tallies: list[dict]) -> None:

@@ -103,13 +103,16 @@ def _cap_text(cap: int) -> str:
     return f"{cap // MiB} MiB" if cap >= MiB else f"{cap:,} bytes"
 
 
-def read_regular(path: str | os.PathLike, cap: int = RESULT_CAP, what: str = "a result.json") -> bytes:
-    """The bytes of a regular file of at most `cap` bytes.
+def read_regular(path: str | os.PathLike, cap: int = RESULT_CAP, what: str = "a result.json", *,
+                 head: bool = False) -> bytes:
+    """The bytes of a regular file of at most `cap` bytes (head=True: its first `cap` bytes, however
+    long it is, as for a log whose start is what is looked for).
 
     Raises FileNotFoundError when nothing is there (the caller's "missing" case), and
     Unreadable for anything else: never opens a FIFO, socket or device (stat first, then
     open non-blocking and check again, in case it was swapped in between).
     """
+    size_cap = None if head else cap
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -118,7 +121,7 @@ def read_regular(path: str | os.PathLike, cap: int = RESULT_CAP, what: str = "a 
         raise
     except OSError as e:
         raise Unreadable(f"cannot read: {e.strerror or e}") from None
-    _check_regular(st, cap, what)
+    _check_regular(st, size_cap, what)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -127,12 +130,14 @@ def read_regular(path: str | os.PathLike, cap: int = RESULT_CAP, what: str = "a 
         raise Unreadable(f"cannot read: {e.strerror or e}") from None
     try:
         st = os.fstat(fd)
-        _check_regular(st, cap, what)
-        data = _read_fd(fd, st.st_size, cap)
+        _check_regular(st, size_cap, what)
+        data = _read_fd(fd, min(st.st_size, cap), cap)
     except OSError as e:
         raise Unreadable(f"cannot read: {e.strerror or e}") from None
     finally:
         os.close(fd)
+    if head:
+        return data[:cap]
     if len(data) > cap:  # it grew past the cap after the stat
         raise Unreadable(f"over the {_cap_text(cap)} cap for {what} (more than {cap:,} bytes); not read")
     return data
@@ -150,10 +155,10 @@ def _read_fd(fd: int, size: int, cap: int) -> bytes:
     return b"".join(parts)
 
 
-def _check_regular(st: os.stat_result, cap: int, what: str) -> None:
+def _check_regular(st: os.stat_result, cap: int | None, what: str) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise Unreadable(f"not a regular file ({_kind(st.st_mode)}); not opened")
-    if st.st_size > cap:
+    if cap is not None and st.st_size > cap:
         raise Unreadable(f"over the {_cap_text(cap)} cap for {what} ({st.st_size:,} bytes); not read")
 
 

@@ -329,6 +329,8 @@ def lines_of(f: Frame) -> list[str]:
     if f.spend.get("known"):
         proj = "" if f.projected_usd is None else f", projected ${f.projected_usd:,.2f} at the end"
         out.append(f"  spend: ${f.spend['total_usd']:,.2f} so far{proj} ({f.spend['prices']})")
+        if f.spend.get("unattributed_note"):
+            out.append(f"  note: {f.spend['unattributed_note']}")
     else:
         out.append(f"  spend: unknown ({SR.printable(str(f.spend.get('why', '')))})")
     out += [f"  note: {n}" for n in f.notes]

@@ -44,8 +44,12 @@ Scenario (JSON; every key optional):
           "scheduling_secs": 30,                   # durations: SCHEDULING this long after created_at
           "running_secs": 3600,                    # durations.runningSecs, fixed (a finished job);
                                                    # default: seconds since it started, until canceled
-          "running_secs_file": "/tmp/x/secs"       # once this file exists, its number is runningSecs
+          "running_secs_file": "/tmp/x/secs",      # once this file exists, its number is runningSecs
                                                    # (a test moves a job's billed time forward at will)
+          "docker_image": "python:3.12-slim",      # dockerImage; default lmsysorg/sglang:latest
+          "id_as_number": true                     # the answers give the id as a JSON number (a job
+                                                   # named "123" comes back as 123), as a hostile or
+                                                   # changed Hub might
         }
       },
       "hardware": [{"name": "h200", "usd_per_hour": 5.0, "gpu": "H200"}, ...],
@@ -136,6 +140,7 @@ class Job:
         self.scheduling_secs = spec.get("scheduling_secs")
         self.running_secs = spec.get("running_secs")
         self.running_secs_file = spec.get("running_secs_file")
+        self.id_as_number = bool(spec.get("id_as_number"))
         self.inspections = 0
         self.canceled = False
         self.canceled_at: dt.datetime | None = None
@@ -186,7 +191,7 @@ class Job:
         durations = self.durations()
         started = _parse_iso(self.created_at) + dt.timedelta(seconds=durations["schedulingSecs"] or 0)
         info = {
-            "id": self.id,
+            "id": int(self.id) if self.id_as_number else self.id,
             "owner": {"id": "u1", "name": self.namespace, "type": "user"},
             "status": status,
             "createdAt": self.created_at,
