@@ -478,7 +478,7 @@ stop_server_if_done() {
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || targets_args=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || targets_args+=(--split "$(run_state_dir)/shards.json")
   left=$(cd "$REPO_ROOT" && tool reproduce targets \
-    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
+    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
     left=""
   if [[ "$left" == 0 ]]; then
     say "AUTO_STOP=1: nothing left to retry; stopping the server"

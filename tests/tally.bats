@@ -53,3 +53,19 @@ setup() {
   run cat "$STATE_ROOT/last-run"
   assert_output qwen-t2
 }
+
+@test "every bundled example's job dirs record its run's MODEL: each tallies" {
+  local run
+  for run in example-terminus2 example-mswea example-leaderboard example-leaderboard-complete; do
+    RUN=$run run "$REPO/scripts/tally.sh"
+    assert_success
+    refute_output --partial "another run's job"
+  done
+}
+
+@test "a job dir of the run's name that records another model is refused with the fix, and nothing is written" {
+  run make -C "$REPO" --no-print-directory tally RUN=example-terminus2 MODEL=Other/Model-7B
+  assert_failure
+  assert_line "Error: examples/jobs/example-terminus2-tb21 ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), not the run's MODEL Other/Model-7B; examples/jobs/example-terminus2-tb21-retry-1 ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), not the run's MODEL Other/Model-7B: another run's job under this run's job name, so its trials are not this run's. Give this run its own JOB_NAME (a run file copied from another keeps the original's), or move that job dir out of the jobs dir (a job of this run renamed on purpose: give it back the name harbor wrote it as)"
+  [[ ! -e "$STATE_ROOT/example-terminus2/tally.md" ]]
+}
