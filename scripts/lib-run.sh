@@ -196,6 +196,17 @@ reconcile_launches() {
 
 rel_path() { printf '%s' "${1#"$REPO_ROOT"/}"; }
 
+# refuse_foreign_job_dirs: stop with the fix when a job dir of the run's name is another run's:
+# its config.json names another job, or records a model other than MODEL (a run file copied from
+# another keeps the original's JOB_NAME). tools/tally_core.py refuse_foreign_job_dirs decides;
+# tally, mop-up and submission refuse the same dirs on their own.
+refuse_foreign_job_dirs() {
+  [[ -d "$(abs_jobs_dir)" ]] || return 0
+  local why
+  why=$(cd "$REPO_ROOT" && tool tally job-dirs --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" \
+    --model "$MODEL" 2>&1 >/dev/null) || die "${why#Error: }"
+}
+
 # --- harbor's end ------------------------------------------------------------------------------
 
 # watch_harbor JOB_DIR ARGV...: run harbor's ARGV under tools/harbor_watch.py: once JOB_DIR's

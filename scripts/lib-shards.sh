@@ -29,8 +29,8 @@ validate_shard_settings() {
 shard_plan() {
   local -n _plan=$1
   local mode=$2 tasks task args
-  args=(shards plan --run "$RUN" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --shards "$N_SHARDS"
-    --attempts "$N_ATTEMPTS" --state-dir "$(run_state_dir)")
+  args=(shards plan --run "$RUN" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --model "$MODEL"
+    --shards "$N_SHARDS" --attempts "$N_ATTEMPTS" --state-dir "$(run_state_dir)")
   split_words tasks "$TASKS"
   for task in "${tasks[@]}"; do
     args+=(--task "$task")

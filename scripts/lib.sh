@@ -149,6 +149,7 @@ load_settings() {
     die "run '$RUN' names server profile '$server', which is not in env/servers/ (have: $(basename -s .env "$ENV_DIR"/servers/*.env | tr '\n' ' '))"
   # shellcheck disable=SC1090
   source "$ENV_DIR/servers/$server.env"
+  local profile_model=$MODEL profile_label=$MODEL_LABEL
   # shellcheck disable=SC1090
   source "$RUNS_DIR/$RUN.env"
   for pair in "${overrides[@]}"; do
@@ -156,7 +157,12 @@ load_settings() {
   done
   # shellcheck disable=SC2034  # read by argv.sh
   COMMAND_LINE_PAIRS=("${overrides[@]}")
+  # A profile's MODEL_LABEL names the profile's model: a run that serves another MODEL without
+  # naming its label gets the label of its own model, never the profile's.
+  [[ "$MODEL" == "$profile_model" || "$MODEL_LABEL" != "$profile_label" ]] || MODEL_LABEL=""
   JOB_NAME=${JOB_NAME:-$RUN}
+  # The run's own job name (a smoke's JOB_NAME becomes <this>-smoke): what validate_job_name checks.
+  RUN_JOB_NAME=$JOB_NAME
   # A remote harbor job needs the server for as long as the server lives (check_bench_timeout).
   BENCH_TIMEOUT=${BENCH_TIMEOUT:-$SERVER_TIMEOUT}
   note_ignored "${from_shell[@]}"
@@ -271,6 +277,71 @@ validate_values() {
   [[ "$WHERE" == local || "$WHERE" == hf ]] ||
     die "setting WHERE must be local or hf, got '$WHERE' (run '$RUN')"
   validate_api_base
+  validate_job_name
+}
+
+# --- the run's job name -------------------------------------------------------------------------
+#
+# A run's job dirs are found by name (tools/tally_core.py run_job_dirs): <job>, its shards
+# <job>-shard-<N> (N_SHARDS) and its retry jobs <job>-retry-<N> (mop-up), flat under JOBS_DIR or
+# nested under JOBS_DIR/jobs/; <job>-smoke is its smoke test. A job name with one of those endings
+# would be read as another run's shard, retry or smoke job, and two runs of one job name would
+# count, retry and submit each other's trials.
+
+# job_name_owner: where the run's job name comes from, for the fix a refusal names.
+job_name_owner() {
+  if [[ " ${COMMAND_LINE_PAIRS[*]} " == *" JOB_NAME="* ]]; then
+    printf 'on the command line'
+  elif [[ "$RUN_JOB_NAME" == "$RUN" ]]; then
+    printf 'the run'"'"'s name: runs/%s.env sets no JOB_NAME' "$RUN"
+  else
+    printf 'runs/%s.env' "$RUN"
+  fi
+}
+
+# job_of_run NAME: the run job name X when discovery reads NAME as one of X's jobs (X-shard-<N>,
+# X-retry-<N> with N from 1, X-smoke), with what it reads it as on the next line; nothing else.
+job_of_run() {
+  if [[ "$1" =~ ^(.+)-(shard|retry)-(0*[1-9][0-9]*)$ ]]; then
+    printf '%s\n%s %s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]/retry/mop-up retry job}" "${BASH_REMATCH[3]}"
+  elif [[ "$1" == ?*-smoke ]]; then
+    printf '%s\nthe smoke job\n' "${1%-smoke}"
+  fi
+}
+
+# file_job_name RUN: the JOB_NAME that RUN's files resolve to (env/defaults.env < its server
+# profile < runs/RUN.env; no command line), read in a bash of its own so nothing of another run
+# reaches this one's settings; fails when its files cannot be read.
+file_job_name() {
+  # shellcheck disable=SC2016  # expanded by that bash
+  bash -c '{ source "$1/defaults.env" && source "$2" && { [[ ! -f "$1/servers/$SERVER.env" ]] ||
+    source "$1/servers/$SERVER.env"; } && source "$2"; } >/dev/null && printf "%s" "${JOB_NAME:-$3}"' \
+    file_job_name "$ENV_DIR" "$RUNS_DIR/$1.env" "$1" 2>/dev/null
+}
+
+# validate_job_name: the run's job name is its own. It has no ending that discovery reads as
+# another run's shard, retry or smoke job, and no other run file resolves to it or to one of its
+# jobs (a run file copied from another keeps the original's JOB_NAME). A JOB_NAME given on the
+# command line is checked for its ending only: it is this command's explicit choice, and a job
+# dir whose config.json records another model is refused by the verbs that read it.
+validate_job_name() {
+  local name=$RUN_JOB_NAME base role other theirs
+  local fix="Give run '$RUN' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
+  [[ "$name" != jobs ]] ||
+    die "JOB_NAME jobs ($(job_name_owner)) is where harbor nests job dirs (JOBS_DIR/jobs/), which discovery searches: every job there would be read as this run's. $fix"
+  if { read -r base && read -r role; } < <(job_of_run "$name"); then
+    die "JOB_NAME $name ($(job_name_owner)) is the name of $role of the run whose JOB_NAME is $base: that run would count this one's trials as its own. $fix"
+  fi
+  [[ " ${COMMAND_LINE_PAIRS[*]} " != *" JOB_NAME="* ]] || return 0
+  while read -r other; do
+    [[ "$other" != "$RUN" && "$other" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || continue
+    theirs=$(file_job_name "$other") || continue
+    [[ "$theirs" != "$name" ]] ||
+      die "runs/$RUN.env and runs/$other.env both resolve to JOB_NAME $name: the two runs would count, retry and submit each other's trials (a copied run file keeps the original's JOB_NAME). Give the new one its own JOB_NAME=… in its run file"
+    if { read -r base && read -r role; } < <(job_of_run "$theirs") && [[ "$base" == "$name" ]]; then
+      die "runs/$other.env's JOB_NAME $theirs is the name of $role of run '$RUN' (runs/$RUN.env, JOB_NAME $name): run '$RUN' would count its trials as its own. Give runs/$other.env a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
+    fi
+  done < <(list_runs)
 }
 
 # Variables make's command line may carry that are not settings: what a verb acts on (RUN,
@@ -478,7 +549,7 @@ stop_server_if_done() {
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || targets_args=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || targets_args+=(--split "$(run_state_dir)/shards.json")
   left=$(cd "$REPO_ROOT" && tool reproduce targets \
-    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
+    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
     left=""
   if [[ "$left" == 0 ]]; then
     say "AUTO_STOP=1: nothing left to retry; stopping the server"

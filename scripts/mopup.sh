@@ -135,7 +135,7 @@ main() {
   # The same manual verdicts as make tally: a task with a verdict is never retried.
   local verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
-  tool mopup plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --state-dir "$state" \
+  tool mopup plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" --state-dir "$state" \
     --mode "$MOPUP_MODE" --n-concurrent "$N_CONCURRENT" --current-config "$work/current-config.json" \
     "${verdicts[@]}" --out "$work/plan.json"
   local mode batch

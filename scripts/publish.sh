@@ -22,7 +22,7 @@ main() {
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run "$RUN"
     --model-repo "${EVAL_MODEL_REPO:-$MODEL}" --dataset-repo "${DATASET_REPO:-$DATASET}"
     --eval-dataset "$EVAL_DATASET" --task-id "$EVAL_TASK_ID" --dataset-revision "$DATASET_REF"
-    --agent "$AGENT" --k "$N_ATTEMPTS"
+    --agent "$AGENT" --model "$MODEL" --k "$N_ATTEMPTS"
     --bucket "$BUCKET" --submitter "$SUBMITTER")
   case "${TIMEOUTS:-scored}" in
     scored) ;;

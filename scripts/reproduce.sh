@@ -35,7 +35,7 @@ supervisor_settings() {
 # The run's jobs dir as an absolute path (settings give it relative to the repository).
 retry_targets_argv() {
   local -n _rt=$1
-  _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME")
+  _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL")
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _rt+=(--verdicts "runs/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || _rt+=(--split "$(run_state_dir)/shards.json")
 }
@@ -180,6 +180,8 @@ main() {
     print_plan
     return 0
   fi
+  # Before a server is paid for: the run's job dirs are its own (a copied run file's are not).
+  refuse_foreign_job_dirs
   hold_run_lock "make reproduce"
   remember_run
   local verdicts=()
@@ -189,7 +191,7 @@ main() {
   exec "$REPO_ROOT/.venv/bin/python" -m tools.reproduce run --run "$RUN" --repo "$REPO_ROOT" \
     --state-dir "$(run_state_dir)" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --api-base "${API_BASE:-}" \
     "${verdicts[@]}" --mopup-passes "$MOPUP_PASSES" --max-relaunches "$MAX_RELAUNCHES" \
-    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL" --skip-smoke "$(smoke_redundant)"
+    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL" --skip-smoke "$(smoke_redundant)" --model "$MODEL"
 }
 
 # Sourced (tests build the WHERE=hf argv with supervisor_argv), it defines and runs nothing.

@@ -33,7 +33,10 @@ main() {
   fi
   resolve_run
   load_settings
+  validate_job_name
   local args=(tally --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run-name "$RUN")
+  # A job dir of the run's name that records another model is another run's: refused, not counted.
+  [[ -z "$MODEL" ]] || args+=(--model "$MODEL")
   local extra dir
   split_words extra "${JOB_DIR:-}"
   for dir in "${extra[@]}"; do

@@ -208,6 +208,9 @@ printed_argv() {
   mkdir -p "$JOBS_DIR"
   # The bundled example's job: its lock.json resolves the dataset to one commit, as harbor records it.
   cp -r "$REPO/examples/jobs/example-terminus2-tb21" "$JOBS_DIR/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
+  # As harbor writes the job under that name: its config.json names the job its dir is.
+  jq '.job_name = "qwen3_8-27b-fp8-terminus2-tb21-full-v2"' "$REPO/examples/jobs/example-terminus2-tb21/config.json" \
+    >"$JOBS_DIR/qwen3_8-27b-fp8-terminus2-tb21-full-v2/config.json"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
   run jq -c 'select(.event == "resolved") | [.job_name, .dataset.commit, .harbor_versions]' "$STATE_ROOT/qwen-t2/manifest.jsonl"

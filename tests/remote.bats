@@ -362,7 +362,8 @@ scratch_checkout() {
 @test "a run file that is a link is refused for a remote job: nothing that leaves follows a link" {
   use_stubs
   scratch_checkout
-  cp "$SCRATCH/runs/qwen-t2.env" "$BATS_TEST_TMPDIR/outside.env"
+  # A copy of qwen-t2 with a job name of its own (two run files may not share one).
+  sed 's/^JOB_NAME=.*/JOB_NAME=linked-job/' "$SCRATCH/runs/qwen-t2.env" >"$BATS_TEST_TMPDIR/outside.env"
   ln -s "$BATS_TEST_TMPDIR/outside.env" "$SCRATCH/runs/linked.env"
   RUN=linked WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$SCRATCH/scripts/bench.sh"
   assert_failure

@@ -468,3 +468,88 @@ scratch_suites() {
   assert_success
   assert_output ok
 }
+
+# --- 9. a run's job name is its own -----------------------------------------------------------
+
+v2=qwen3_8-27b-fp8-terminus2-tb21-full-v2 # qwen-t2's JOB_NAME
+fix_ending="Give run 'qwen-t2' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
+
+@test "a JOB_NAME that discovery would read as another run's shard, retry or smoke job is refused on the command line, by every verb" {
+  run mk print RUN=qwen-t2 JOB_NAME=a-shard-1
+  assert_failure
+  assert_line --index 0 "print: JOB_NAME a-shard-1 (on the command line) is the name of shard 1 of the run whose JOB_NAME is a: that run would count this one's trials as its own. $fix_ending"
+  run mk print RUN=qwen-t2 JOB_NAME=a-retry-02
+  assert_failure
+  assert_line --index 0 "print: JOB_NAME a-retry-02 (on the command line) is the name of mop-up retry job 02 of the run whose JOB_NAME is a: that run would count this one's trials as its own. $fix_ending"
+  run mk print RUN=qwen-t2 JOB_NAME=a-smoke
+  assert_failure
+  assert_line --index 0 "print: JOB_NAME a-smoke (on the command line) is the name of the smoke job of the run whose JOB_NAME is a: that run would count this one's trials as its own. $fix_ending"
+  run mk print RUN=qwen-t2 JOB_NAME=jobs
+  assert_failure
+  assert_line --index 0 "print: JOB_NAME jobs (on the command line) is where harbor nests job dirs (JOBS_DIR/jobs/), which discovery searches: every job there would be read as this run's. $fix_ending"
+  local verb name
+  for verb in bench smoke mopup tally submission reproduce plan watch cost; do
+    run mk "$verb" RUN=qwen-t2 JOB_NAME="$v2-shard-2" DRY_RUN=1
+    assert_failure
+    assert_line --index 0 "$verb: JOB_NAME $v2-shard-2 (on the command line) is the name of shard 2 of the run whose JOB_NAME is $v2: that run would count this one's trials as its own. $fix_ending"
+  done
+  # What discovery never takes for another run's job is accepted: -shard-0, -retry-x, -smoketest.
+  for name in a-shard-0 a-retry-x a-smoketest a-shard-1a; do
+    run mk print RUN=qwen-t2 JOB_NAME="$name"
+    assert_success
+    assert_line "    --job-name $name \\"
+  done
+  # A smoke's own job (<job>-smoke) is the run's: make smoke is not refused.
+  run mk smoke RUN=qwen-t2 DRY_RUN=1
+  assert_success
+  assert_output --partial "--job-name $v2-smoke "
+  [[ ! -e "$STATE_ROOT" ]]
+}
+
+@test "a run file whose job name is another run's shard, retry or smoke job is refused, naming the file" {
+  linked_checkout
+  grep -v '^JOB_NAME=' "$SCRATCH/runs/qwen-t2.env" >"$SCRATCH/runs/mine-smoke.env"
+  RUN=mine-smoke run "$SCRATCH/scripts/tally.sh"
+  assert_failure
+  assert_output "tally: JOB_NAME mine-smoke (the run's name: runs/mine-smoke.env sets no JOB_NAME) is the name of the smoke job of the run whose JOB_NAME is mine: that run would count this one's trials as its own. Give run 'mine-smoke' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
+  rm "$SCRATCH/runs/mine-smoke.env"
+  # Run 'other' names its job as qwen-t2's first shard: refused for other, and for qwen-t2, whose
+  # discovery would count other's trials.
+  sed "s/^JOB_NAME=.*/JOB_NAME=$v2-shard-1/" "$SCRATCH/runs/qwen-t2.env" >"$SCRATCH/runs/other.env"
+  RUN=other run "$SCRATCH/scripts/print.sh"
+  assert_failure
+  assert_output "print: JOB_NAME $v2-shard-1 (runs/other.env) is the name of shard 1 of the run whose JOB_NAME is $v2: that run would count this one's trials as its own. Give run 'other' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
+  RUN=qwen-t2 run "$SCRATCH/scripts/tally.sh"
+  assert_failure
+  assert_output "tally: runs/other.env's JOB_NAME $v2-shard-1 is the name of shard 1 of run 'qwen-t2' (runs/qwen-t2.env, JOB_NAME $v2): run 'qwen-t2' would count its trials as its own. Give runs/other.env a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
+  [[ ! -e "$STATE_ROOT" ]]
+}
+
+@test "a copied run file keeps the original's JOB_NAME: both runs are refused, naming both files, until it has its own" {
+  linked_checkout
+  cp "$SCRATCH/runs/qwen-t2.env" "$SCRATCH/runs/mine.env"
+  printf 'MODEL=Other/Model-7B\n' >>"$SCRATCH/runs/mine.env"
+  local verb
+  for verb in print tally bench mopup submission reproduce; do
+    RUN=mine DRY_RUN=1 run "$SCRATCH/scripts/$verb.sh"
+    assert_failure
+    assert_output "$verb: runs/mine.env and runs/qwen-t2.env both resolve to JOB_NAME $v2: the two runs would count, retry and submit each other's trials (a copied run file keeps the original's JOB_NAME). Give the new one its own JOB_NAME=… in its run file"
+  done
+  RUN=qwen-t2 run "$SCRATCH/scripts/tally.sh"
+  assert_failure
+  assert_output "tally: runs/qwen-t2.env and runs/mine.env both resolve to JOB_NAME $v2: the two runs would count, retry and submit each other's trials (a copied run file keeps the original's JOB_NAME). Give the new one its own JOB_NAME=… in its run file"
+  [[ ! -e "$STATE_ROOT" ]]
+  # A JOB_NAME on the command line is this command's own choice of job dirs: its model is checked by
+  # the verbs that read them (tests/tally.bats).
+  RUN=mine JOB_NAME=mine-job run "$SCRATCH/scripts/print.sh"
+  assert_success
+  # Its own JOB_NAME: both runs work, and the server's model label is its own model's, not the profile's.
+  sed -i 's/^JOB_NAME=.*/JOB_NAME=mine-job/' "$SCRATCH/runs/mine.env"
+  RUN=mine run "$SCRATCH/scripts/print.sh"
+  assert_success
+  assert_line "    --label model=Model-7B \\"
+  assert_line "    --job-name mine-job \\"
+  RUN=qwen-t2 run "$SCRATCH/scripts/print.sh"
+  assert_success
+  assert_line "    --label model=qwen3_8-27b-fp8 \\"
+}

@@ -53,3 +53,47 @@ setup() {
   run cat "$STATE_ROOT/last-run"
   assert_output qwen-t2
 }
+
+@test "every bundled example's job dirs record its run's MODEL: each tallies" {
+  local run
+  for run in example-terminus2 example-mswea example-leaderboard example-leaderboard-complete; do
+    RUN=$run run "$REPO/scripts/tally.sh"
+    assert_success
+    refute_output --partial "another run's job"
+  done
+}
+
+@test "a job dir of the run's name that records another model is refused with the fix, and nothing is written" {
+  run make -C "$REPO" --no-print-directory tally RUN=example-terminus2 MODEL=Other/Model-7B
+  assert_failure
+  assert_line "Error: examples/jobs/example-terminus2-tb21 ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), not the run's MODEL Other/Model-7B; examples/jobs/example-terminus2-tb21-retry-1 ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), not the run's MODEL Other/Model-7B: another run's job under this run's job name, so its trials are not this run's. Give this run its own JOB_NAME (a run file copied from another keeps the original's), or move that job dir out of the jobs dir (a job of this run renamed on purpose: give it back the name harbor wrote it as)"
+  [[ ! -e "$STATE_ROOT/example-terminus2/tally.md" ]]
+}
+
+@test "a copied run file serving another model never tallies the original's trials" {
+  linked_checkout
+  # qwen-t2's job, as harbor wrote it: the bundled example's job under qwen-t2's job name.
+  local v2=qwen3_8-27b-fp8-terminus2-tb21-full-v2
+  mkdir -p "$SCRATCH/jobs"
+  cp -r "$REPO/examples/jobs/example-terminus2-tb21" "$SCRATCH/jobs/$v2"
+  jq --arg name "$v2" '.job_name = $name' "$REPO/examples/jobs/example-terminus2-tb21/config.json" >"$SCRATCH/jobs/$v2/config.json"
+  RUN=qwen-t2 run "$SCRATCH/scripts/tally.sh"
+  assert_success
+  # cp runs/qwen-t2.env runs/mine.env, and another MODEL: refused while both name one job.
+  cp "$SCRATCH/runs/qwen-t2.env" "$SCRATCH/runs/mine.env"
+  printf 'MODEL=Other/Model-7B\n' >>"$SCRATCH/runs/mine.env"
+  RUN=mine run "$SCRATCH/scripts/tally.sh"
+  assert_failure
+  assert_output --partial "tally: runs/mine.env and runs/qwen-t2.env both resolve to JOB_NAME $v2"
+  # The original run file moved away: mine's job name is its own now, but the job dir is qwen-t2's.
+  mv "$SCRATCH/runs/qwen-t2.env" "$BATS_TEST_TMPDIR/qwen-t2.env"
+  RUN=mine run "$SCRATCH/scripts/tally.sh"
+  assert_failure
+  assert_output "Error: jobs/$v2 ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), not the run's MODEL Other/Model-7B: another run's job under this run's job name, so its trials are not this run's. Give this run its own JOB_NAME (a run file copied from another keeps the original's), or move that job dir out of the jobs dir (a job of this run renamed on purpose: give it back the name harbor wrote it as)"
+  [[ ! -e "$STATE_ROOT/mine/tally.md" ]]
+  # Its own JOB_NAME: nothing benched yet.
+  printf 'JOB_NAME=mine-job\n' >>"$SCRATCH/runs/mine.env"
+  RUN=mine run "$SCRATCH/scripts/tally.sh"
+  assert_failure 3
+  assert_output --partial "tally: run 'mine' has no job dir yet (looked for jobs/mine-job"
+}

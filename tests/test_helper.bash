@@ -59,3 +59,17 @@ use_real_clis() {
   export HF_TOKEN="$TEST_TOKEN"
   export LITELLM_LOCAL_MODEL_COST_MAP=True
 }
+
+# linked_checkout: a checkout in the test's dir with runs/ of its own (a copy of the repository's)
+# and the code linked, for a test that adds or changes a run file without touching the repository
+# the other tests read. Its scripts are run by path ("$SCRATCH/scripts/tally.sh") or with make -C.
+linked_checkout() {
+  SCRATCH="$BATS_TEST_TMPDIR/repo"
+  mkdir -p "$SCRATCH/scripts" "$SCRATCH/runs"
+  local name
+  for name in Makefile env tools tests examples .venv; do
+    ln -s "$REPO/$name" "$SCRATCH/$name"
+  done
+  ln -s "$REPO"/scripts/*.sh "$SCRATCH/scripts/"
+  cp "$REPO"/runs/*.env "$SCRATCH/runs/"
+}

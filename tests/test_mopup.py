@@ -594,6 +594,26 @@ def test_bad_input_names_the_problem_and_changes_nothing(tmp_path, server, setti
     assert not (tree.root / "jobs").exists() and tree.manifest() == [] and tree.executed() == []
 
 
+def test_a_job_of_another_model_under_the_run_s_name_is_refused_and_nothing_moves(tmp_path, server):
+    """A run file copied from another keeps the original's JOB_NAME: the job dir of that name ran
+    another model. Mop-up refuses before it plans a retry of "the missing" tasks with this run's
+    model: nothing archived, nothing run, every file as it was."""
+    from tests.fixtures.harbor_jobs import TrialSpec, write_job
+
+    tree = Tree(tmp_path, DEFAULT_PLAN, server)
+    job = write_job(tree.root / "jobs", JOB, [TrialSpec("t-sandbox", None, "SandboxError"), TrialSpec("t-pass", 1.0)],
+                    dataset=tmp_path / "their-dataset", model="openai/Other/Model-7B")
+    before = {p: sha256(p) for p in job.rglob("*") if p.is_file()}
+    proc = tree.mopup()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (f"Error: tally failed: {job} ran model 'openai/Other/Model-7B' (its config.json), not the run's MODEL "
+            f"{MODEL}: another run's job under this run's job name") in proc.stderr
+    assert "Give this run its own JOB_NAME" in proc.stderr
+    assert {p: sha256(p) for p in job.rglob("*") if p.is_file()} == before
+    assert tree.manifest() == [] and tree.executed() == []
+    assert not (tree.state / "archive").exists()
+
+
 @pytest.mark.e2e
 def test_job_result_left_empty_by_a_kill_is_archived_not_fatal(tmp_path, server, report_line):
     # Harbor rewrites <job>/result.json at every trial start and end; a kill mid-write leaves

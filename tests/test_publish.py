@@ -221,6 +221,21 @@ def test_the_bundled_example_is_never_really_published(tmp_path, hub):
     assert hub.requests() == []
 
 
+def test_a_job_of_another_model_under_the_run_s_name_is_never_published(tmp_path, hub):
+    """The example served with another MODEL (a run file copied from it keeps its JOB_NAME): its job
+    dirs are another run's result, refused before any call (the example's dry run; a real publish of
+    it is refused as an example)."""
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "publish", "RUN=example-terminus2",
+                           "MODEL=Other/Model-7B", "DRY_RUN=1", "BUCKET=alice/tb-runs", "EVAL_TASK_ID=x",
+                           f"STATE_ROOT={tmp_path / 'state'}"],
+                          capture_output=True, text=True, env=client_env(tmp_path, hub.endpoint), timeout=120)
+    assert proc.returncode != 0
+    assert (f"{REPO / 'examples/jobs/example-terminus2-tb21'} ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its "
+            f"config.json), not the run's MODEL Other/Model-7B") in proc.stderr
+    assert hub.requests() == []
+    assert not (tmp_path / "state").exists()
+
+
 @pytest.mark.parametrize("drop, message", [
     ("--task-id", "EVAL_TASK_ID is empty"),
     ("--bucket", "BUCKET is empty"),

@@ -217,6 +217,23 @@ def test_compare_empty_matrix(in_golden, tmp_path):
     assert "empty matrix: run alpha has no tasks" in result.output
 
 
+def test_compare_refuses_a_run_whose_job_dirs_record_another_model(tmp_path):
+    """A run named by its run name is tallied as make tally tallies it: a job dir of its name that ran
+    another model than its MODEL (a run file copied from another keeps its JOB_NAME) is refused."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "RUNS", "DRY_RUN", "MAKEFLAGS", "MFLAGS")}
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "compare",
+                           "RUNS=example-terminus2 example-mswea", "MODEL=Other/Model-7B",
+                           f"STATE_ROOT={tmp_path / 'state'}"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.startswith(
+        f"Error: no tally for run example-terminus2 ({REPO / 'examples/jobs/example-terminus2-tb21'}): "
+        f"{REPO / 'examples/jobs/example-terminus2-tb21'} ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), "
+        f"not the run's MODEL Other/Model-7B")
+    assert proc.stdout == ""
+
+
 def test_compare_run_without_tally(in_golden):
     result = CliRunner().invoke(report.cli, ["compare", "alpha.json", "missing.json"])
     assert result.exit_code == 1

@@ -560,7 +560,8 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 --n-concurrent 3 -y" in bench
     assert 'OPENAI_API_KEY="$(hf auth token)"' in bench and "--ak reasoning_effort=low" in bench
     assert mopup.startswith("mopup    RUN=qwen-t2 AUTO_STOP=0 PROBE=1 scripts/mopup.sh   (at most 3 pass(es)")
-    assert "python -m tools.reproduce targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2, lists tasks" in mopup
+    assert ("python -m tools.reproduce targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 "
+            "--model Qwen/Qwen3.8-27B-FP8, lists tasks") in mopup
     assert "relaunched at most 2 time(s)" in mopup
     assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
     assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh")
@@ -615,6 +616,31 @@ def test_bundled_example_and_bad_settings_are_refused(tmp_path):
     assert bad.returncode == 1
     assert bad.stderr.strip() == "reproduce: setting MOPUP_PASSES must be a whole number (0 or more), got 'two' (run 'qwen-t2')"
     assert not (tmp_path / "state").exists()
+
+
+def test_a_job_of_another_model_under_the_run_s_name_is_refused_before_a_server_is_paid_for(tmp_path):
+    """qwen-t2 whose job dir ran another model (a run file copied from another keeps the original's
+    JOB_NAME): make reproduce refuses before it takes the lock or launches anything, and the
+    supervisor's own selection (targets, before every mop-up pass) refuses the same dir."""
+    from tests.fixtures.harbor_jobs import TrialSpec, write_job
+
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "qwen3_8-27b-fp8-terminus2-tb21-full-v2", [TrialSpec("t1", None, "SandboxError")],
+                    model="openai/Other/Model-7B")
+    why = (f"{job} ran model 'openai/Other/Model-7B' (its config.json), not the run's MODEL Qwen/Qwen3.8-27B-FP8: "
+           f"another run's job under this run's job name")
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "API_BASE", "CLI_SETTINGS", "DRY_RUN")}
+    env.update(RUN="qwen-t2", JOBS_DIR=str(jobs), STATE_ROOT=str(tmp_path / "state"), HF_TOKEN="hf_fake",
+               HF_ENDPOINT="http://127.0.0.1:1")  # nothing listens: a launch could not even be tried
+    proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], env=env, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith(f"reproduce: {why}")
+    assert not (tmp_path / "state").exists()
+    targets = subprocess.run([sys.executable, "-m", "tools.reproduce", "targets", "--jobs-dir", str(jobs),
+                              "--job-name", job.name, "--model", "Qwen/Qwen3.8-27B-FP8"],
+                             cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert targets.returncode == 1 and why in targets.stderr and targets.stdout == ""
 
 
 def test_the_supervisor_refuses_to_run_without_the_lock(tmp_path):

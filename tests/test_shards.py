@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.harbor_jobs import MODEL as MODEL_FIXTURE
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
 from tests.test_tally_slots import attempts
 from tools import mopup_plan as MP
@@ -210,6 +212,127 @@ def test_plan_keeps_its_split_and_refuses_another_once_shards_ran(tmp_path):
     assert json.loads((tmp_path / "state" / "shards.json").read_text()) == kept  # unchanged
 
 
+def state_files(tmp_path: Path) -> dict[str, str]:
+    state = tmp_path / "state"
+    return {p.name: p.read_text() for p in state.iterdir()} if state.is_dir() else {}
+
+
+def test_a_task_added_to_the_dataset_after_shards_ran_is_refused_with_what_to_do(tmp_path):
+    """DATASET_PATH gains a task under the same N_SHARDS: the kept split was compared by its source's
+    label, so the bench resumed the old shards and exited 0 having run none of it. Now the tasks are
+    compared: refused (each shard's list is frozen in its job's config.json), nothing written."""
+    ds = make_dataset(tmp_path / "dataset", ["t1", "t2", "t3", "t4", "t5"])
+    assert shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds)).returncode == 0
+    (tmp_path / "jobs" / "r-shard-1").mkdir(parents=True)
+    kept = state_files(tmp_path)
+    make_dataset(ds, ["t6"])
+    proc = shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds))
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stdout == ""
+    assert proc.stderr == (
+        f"Error: run r's task list changed since it was split ({tmp_path / 'state' / 'shards.json'}: 5 tasks of "
+        f"DATASET_PATH {ds}; now 6 of DATASET_PATH {ds}: added t6, removed none), and 1 shard job dir(s) exist: each "
+        f"shard's task list is frozen into its job's config.json, and harbor refuses to resume a job whose config "
+        f"changed. Restore the task list the run was split with, or give the changed run a new JOB_NAME; nothing was "
+        f"written\n")
+    assert state_files(tmp_path) == kept
+    # TASKS too: one removed and one added.
+    proc = shards_plan(tmp_path, "--shards", "2", *[a for t in ("t1", "t2", "t3", "t4", "t9") for a in ("--task", t)])
+    assert proc.returncode == 1
+    assert "now 5 of TASKS: added t9, removed t5)" in proc.stderr
+    assert state_files(tmp_path) == kept
+
+
+def test_the_kept_split_is_reused_for_the_same_tasks_wherever_they_are_listed_from(tmp_path):
+    """Compared by its tasks, not by its source's label: TASKS naming the dataset's tasks is the same split."""
+    ds = make_dataset(tmp_path / "dataset", ["t1", "t2", "t3"])
+    first = json.loads(shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds)).stdout)
+    (tmp_path / "jobs" / "r-shard-2").mkdir(parents=True)
+    again = shards_plan(tmp_path, "--shards", "2", "--task", "t3", "--task", "t1", "--task", "t2")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == dict(first, reused=True)
+
+
+def test_a_changed_task_list_before_any_shard_ran_is_split_again(tmp_path):
+    ds = make_dataset(tmp_path / "dataset", ["t1", "t2", "t3"])
+    assert shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds)).returncode == 0
+    make_dataset(ds, ["t4"])
+    proc = shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds))
+    assert proc.returncode == 0, proc.stderr
+    assert [s["tasks"] for s in json.loads(proc.stdout)["shards"]] == [["t1", "t3"], ["t2", "t4"]]
+    assert json.loads(proc.stdout)["reused"] is False
+    assert "shards: run r's task list changed since it was split (3 tasks, now 4) and no shard has run yet: it is split again" in proc.stderr
+    assert [s["tasks"] for s in json.loads((tmp_path / "state" / "shards.json").read_text())["shards"]] == [
+        ["t1", "t3"], ["t2", "t4"]]
+
+
+def unsharded_run(tmp_path: Path, model: str = MODEL_FIXTURE) -> Path:
+    """Run r benched unsharded: a scored (passed), b scored (failed), c an infra error; k = 1."""
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "r", [TrialSpec("a", 1.0), TrialSpec("b", 0.0), TrialSpec("c", None, "SandboxError")],
+              dataset=tmp_path / "dataset", model=model)
+    return jobs
+
+
+def test_sharding_a_run_that_already_scored_trials_is_refused_saying_why(tmp_path):
+    """N_SHARDS on a run benched unsharded: the shards would run every task again, the scored ones
+    included. Refused, naming the trials and where they are, with what to do; nothing written."""
+    unsharded_run(tmp_path)
+    args = ("--shards", "2", *[a for t in "abcd" for a in ("--task", t)])
+    for mode in ((), ("--dry-run",), ("--offline",)):
+        proc = shards_plan(tmp_path, *args, *mode)
+        assert proc.returncode == 1, proc.stdout
+        assert proc.stderr == (
+            "Error: run r already has 2 settled trial(s) (scored, or a genuine limit) of 2 task(s) that its shard(s) "
+            "r-shard-1, r-shard-2 would run again, in r: continue it with make mopup RUN=r (it runs only what each "
+            "task lacks), or give the sharded run a new JOB_NAME; nothing was written\n")
+        assert not (tmp_path / "state").exists()
+        assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == ["r"]
+
+
+def test_offline_with_the_task_list_unknown_any_settled_trial_refuses(tmp_path):
+    """make print of a registry dataset (not listed offline): every task of the run may be in a shard."""
+    unsharded_run(tmp_path)
+    proc = shards_plan(tmp_path, "--shards", "2", "--dataset", "org/ds", "--offline")
+    assert proc.returncode == 1
+    assert "run r already has 2 settled trial(s) (scored, or a genuine limit) of 2 task(s)" in proc.stderr
+
+
+def test_a_run_with_only_infra_errors_may_be_sharded(tmp_path):
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "r", [TrialSpec("c", None, "SandboxError")], dataset=tmp_path / "dataset")
+    proc = shards_plan(tmp_path, "--shards", "2", "--task", "c", "--task", "d")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_sharded_run_resumes_after_its_retry_jobs_scored_but_never_restarts_a_settled_shard(tmp_path):
+    """Every shard ran, and mop-up's retry job settled trials: the bench resumes (nothing refused). A
+    shard that never started, whose tasks mop-up has settled since, would run them again: refused."""
+    ds = make_dataset(tmp_path / "dataset", ["a", "b", "c", "d"])
+    plan = json.loads(shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds)).stdout)
+    assert [s["tasks"] for s in plan["shards"]] == [["a", "c"], ["b", "d"]]
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "r-shard-1", [TrialSpec("a", 1.0), TrialSpec("c", None, "SandboxError")], dataset=ds, scoped=True)
+    write_job(jobs, "r-retry-1", [TrialSpec("c", 0.0), TrialSpec("b", 1.0)], dataset=ds, scoped=True)
+    proc = shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds))
+    assert proc.returncode == 1
+    assert ("run r already has 1 settled trial(s) (scored, or a genuine limit) of 1 task(s) that its shard(s) "
+            "r-shard-2 would run again, in r-retry-1:") in proc.stderr
+    write_job(jobs, "r-shard-2", [TrialSpec("b", None, "SandboxError")], dataset=ds, scoped=True)
+    proc = shards_plan(tmp_path, "--shards", "2", "--dataset-path", str(ds))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["reused"] is True
+
+
+def test_a_job_dir_of_another_model_is_refused(tmp_path):
+    unsharded_run(tmp_path, model="openai/Other/Model-7B")
+    proc = shards_plan(tmp_path, "--shards", "2", "--task", "x", "--task", "y", "--model", "Qwen/Qwen3.8-27B-FP8")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"Error: {tmp_path / 'jobs' / 'r'} ran model 'openai/Other/Model-7B' (its "
+                                  f"config.json), not the run's MODEL Qwen/Qwen3.8-27B-FP8: another run's job")
+    assert not (tmp_path / "state").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (("--shards", "4", "--task", "a", "--task", "b"), "N_SHARDS=4 is more than the run's 2 task(s) (TASKS)"),
     (("--shards", "2", "--task", "a", "--task", "-x"), "'-x'"),
@@ -322,6 +445,42 @@ def watch_pid(job_dir: Path) -> int | None:
         if b"tools.harbor_watch" in argv and str(job_dir).encode() in argv:
             return int(entry.name)
     return None
+
+
+def test_the_sharded_bench_refuses_before_any_harbor_runs_and_writes_nothing(tmp_path, server):
+    """Through bench's sharded path: (1) a run benched unsharded, its scored trials in <job>, benched
+    again with N_SHARDS; (2) a sharded run whose dataset gained a task after its shards ran. Each is
+    refused in one line with what to do: no harbor started, no shard dir, no manifest line, the
+    kept state as it was."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = Tree(tmp_path / "one", DEFAULT_PLAN, server)
+    write_job(one.root / "jobs", JOB, [TrialSpec("t-pass", 1.0), TrialSpec("t-fail", 0.0)],
+              dataset=tmp_path / "fixture-dataset", model=f"openai/{MODEL}")
+    out, _ = shard_bench(one, GOVERNOR="0").communicate(timeout=WAIT_S)
+    assert ("run mopup-test already has 2 settled trial(s) (scored, or a genuine limit) of 2 task(s) that its shard(s) "
+            f"{JOB}-shard-1, {JOB}-shard-2 would run again, in {JOB}: continue it with make mopup RUN=mopup-test") in out
+    assert sorted(p.name for p in (one.root / "jobs").iterdir()) == [JOB]
+    assert sorted(p.name for p in one.state.iterdir()) == ["lock", "lock.json"]  # the run's lock, held by the bench
+    assert one.executed("bench") == []
+
+    two = Tree(tmp_path / "two", DEFAULT_PLAN, server)
+    kept = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.shards", "plan", "--run", "mopup-test",
+                           "--jobs-dir", str(two.root / "jobs"), "--job-name", JOB, "--shards", "2", "--attempts", "1",
+                           "--state-dir", str(two.state), "--dataset-path", str(two.root / "dataset")],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert kept.returncode == 0, kept.stderr
+    (two.root / "jobs" / f"{JOB}-shard-1").mkdir(parents=True)
+    shutil.copytree(two.root / "dataset" / "t-pass", two.root / "dataset" / "t-new")
+    before = {p.name: p.read_bytes() for p in two.state.iterdir()}
+    bench = shard_bench(two, GOVERNOR="0")
+    out, _ = bench.communicate(timeout=WAIT_S)
+    assert bench.returncode == 1, out
+    assert "run mopup-test's task list changed since it was split" in out and "added t-new, removed none" in out
+    after = {p.name: p.read_bytes() for p in two.state.iterdir()}
+    assert {k: v for k, v in after.items() if k not in ("lock", "lock.json")} == before
+    assert sorted(p.name for p in (two.root / "jobs").iterdir()) == [f"{JOB}-shard-1"]
+    assert two.executed("bench") == []
 
 
 @pytest.mark.e2e

@@ -179,6 +179,25 @@ def test_the_complete_example_is_accepted_with_exactly_its_counted_trials(tmp_pa
     assert [tree_hash(src) for src in sources] == before
 
 
+def test_a_job_of_another_model_under_the_run_s_name_is_refused_and_nothing_is_written(tmp_path):
+    """The complete example served with another MODEL (a run file copied from it, its JOB_NAME kept):
+    its job dirs are another run's, so none is submitted as this one's, dry run or not."""
+    sources = [EXAMPLE_JOBS / job for job in COMPLETE_JOBS]
+    before = [tree_hash(src) for src in sources]
+    out = tmp_path / "out"
+    for dry in ("DRY_RUN=0", "DRY_RUN=1"):
+        proc = make("submission", "RUN=example-leaderboard-complete", "MODEL=Other/Model-7B", f"OUT={out}", dry,
+                    f"STATE_ROOT={tmp_path / 'state'}")
+        assert proc.returncode == 2, proc.stdout + proc.stderr  # make's, for the script's exit 1
+        assert proc.stderr.startswith(
+            f"Error: examples/jobs/{COMPLETE_JOBS[0]} ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), "
+            f"not the run's MODEL Other/Model-7B; ")
+        assert ("another run's job under this run's job name, so its trials are not this run's. Give this run its "
+                "own JOB_NAME") in proc.stderr
+        assert not out.exists() and not (tmp_path / "state").exists()
+    assert [tree_hash(src) for src in sources] == before
+
+
 def test_dry_run_lists_what_it_would_write_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
     dest = out / SUBMISSION

@@ -99,6 +99,10 @@ def example_jobs(tmp_path) -> Path:
     jobs = tmp_path / "example-jobs"
     for src, job in zip(("example-leaderboard-tb21", "example-leaderboard-tb21-retry-1"), JOBS):
         shutil.copytree(REPO / "examples" / "jobs" / src, jobs / job, symlinks=True)
+        # As harbor writes a job of this run: its config.json names the job its dir is, and the run's model.
+        config = json.loads((jobs / job / "config.json").read_text())
+        agents = [dict(agent, model_name="openai/fake-org/fake-model") for agent in config["agents"]]
+        (jobs / job / "config.json").write_text(json.dumps(dict(config, job_name=job, agents=agents), indent=4))
     return jobs
 
 

@@ -91,6 +91,101 @@ def test_run_job_dirs_missing_jobs_dir_names_it(tmp_path):
         T.run_job_dirs(tmp_path / "nope", "run")
 
 
+# --------------------------------------------------------------------------- whose job dir
+
+
+def test_whose_job_a_dir_is_comes_from_the_fields_harbor_writes():
+    """The names refuse_foreign_job_dirs reads are harbor 0.25's own: JobConfig.job_name and .agents,
+    AgentConfig.model_name; and a config.json as harbor writes it (exclude_defaults) holds them."""
+    from harbor.models.job.config import JobConfig
+    from harbor.models.trial.config import AgentConfig
+
+    from tools import tally_core as TC
+
+    assert {TC.CONFIG_JOB_NAME, TC.CONFIG_AGENTS} <= set(JobConfig.model_fields)
+    assert TC.CONFIG_MODEL_NAME in AgentConfig.model_fields
+    written = json.loads(JobConfig(job_name="j", agents=[AgentConfig(name="terminus-2", model_name="openai/Q/M")])
+                         .model_dump_json(indent=4, exclude_defaults=True))
+    assert written[TC.CONFIG_JOB_NAME] == "j"
+    assert written[TC.CONFIG_AGENTS][0][TC.CONFIG_MODEL_NAME] == "openai/Q/M"
+
+
+def test_model_matches_harbor_s_provider_prefixed_name():
+    from tools.tally_core import model_matches
+
+    assert model_matches("openai/Qwen/Qwen3.8-27B-FP8", "Qwen/Qwen3.8-27B-FP8")
+    assert model_matches("openai/openai/gpt-oss-20b", "openai/gpt-oss-20b")  # Run 2's model id
+    assert model_matches("Qwen/Qwen3.8-27B-FP8", "Qwen/Qwen3.8-27B-FP8")
+    for other in ("openai/Qwen/Qwen3.8-27B", "openai/Other/Qwen3.8-27B-FP8", "openai/Qwen3.8-27B-FP8"):
+        assert not model_matches(other, "Qwen/Qwen3.8-27B-FP8"), other
+
+
+MINE = "Qwen/Qwen3.8-27B-FP8"  # the fixtures' model, as a run's MODEL names it
+
+
+def foreign_run(jobs):
+    """Run `a`'s own job and retry job, both of MINE."""
+    write_job(jobs, "a", [S("t1", 1.0, finished=60), S("t2", None, "SandboxError", finished=61)])
+    write_job(jobs, "a-retry-1", [S("t2", 0.0, finished=90)], scoped=True)
+
+
+def test_a_job_dir_of_another_model_under_the_run_s_name_is_refused_never_counted(tmp_path):
+    """A job dir named as a shard of run `a`, written by a run whose JOB_NAME was a-shard-1 with another
+    model: tally and retry-targets refuse it, naming it, its model and the fix; nothing is counted."""
+    jobs = tmp_path / "jobs"
+    foreign_run(jobs)
+    own = run_cli("tally", "--jobs-dir", jobs, "--job-name", "a", "--model", MINE, "--json")
+    assert own.exit_code == 0, own.output
+    assert json.loads(own.stdout)["tasks"] == 2
+    write_job(jobs, "a-shard-1", [S("t3", 1.0, finished=120)], model="openai/Other/Model-7B")
+    for verb in ("tally", "retry-targets", "job-dirs"):
+        r = run_cli(verb, "--jobs-dir", jobs, "--job-name", "a", "--model", MINE)
+        assert r.exit_code == 1, (verb, r.output)
+        assert r.stdout == ""
+        assert r.stderr == (f"Error: {jobs / 'a-shard-1'} ran model 'openai/Other/Model-7B' (its config.json), not "
+                            f"the run's MODEL {MINE}: another run's job under this run's job name, so its trials are "
+                            f"not this run's. Give this run its own JOB_NAME (a run file copied from another keeps the "
+                            f"original's), or move that job dir out of the jobs dir (a job of this run renamed on "
+                            f"purpose: give it back the name harbor wrote it as)\n")
+    # Without a MODEL to compare (tally.py on its own), the model is not checked.
+    assert run_cli("tally", "--jobs-dir", jobs, "--job-name", "a", "--json").exit_code == 0
+
+
+def test_a_job_dir_whose_config_names_another_job_is_refused(tmp_path):
+    """A copy of job `b` under the name of a's retry job 2: its config.json names b, so it is b's."""
+    jobs = tmp_path / "jobs"
+    foreign_run(jobs)
+    write_job(jobs, "b", [S("t1", 0.0, finished=200)])
+    os.rename(jobs / "b", jobs / "a-retry-2")
+    r = run_cli("tally", "--jobs-dir", jobs, "--job-name", "a", "--model", MINE)
+    assert r.exit_code == 1
+    assert r.stderr == (f"Error: {jobs / 'a-retry-2'}/config.json names job 'b': harbor wrote it as that job, and it "
+                        f"was renamed or copied here since: another run's job under this run's job name, so its trials "
+                        f"are not this run's. Give this run its own JOB_NAME (a run file copied from another keeps the "
+                        f"original's), or move that job dir out of the jobs dir (a job of this run renamed on purpose: "
+                        f"give it back the name harbor wrote it as)\n")
+    # An explicit JOB_DIR is the caller's own choice: never refused for it.
+    r = run_cli("tally", jobs / "a-retry-2", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["tasks"] == 1
+
+
+def test_what_cannot_tell_whose_job_it_is_is_not_refused(tmp_path):
+    """No config.json yet (harbor writes it first), one that is not JSON, no job_name or model in it
+    (harbor's defaults), a symlinked job dir (never followed: the scan reports it)."""
+    from tools.tally_core import not_the_runs
+
+    jobs = tmp_path / "jobs"
+    foreign_run(jobs)
+    (jobs / "a-retry-2").mkdir()
+    (jobs / "a-retry-3").mkdir()
+    (jobs / "a-retry-3" / "config.json").write_text("{not json")
+    (jobs / "a-retry-4").mkdir()
+    (jobs / "a-retry-4" / "config.json").write_text(json.dumps({"agents": [{"name": "oracle"}]}))
+    write_job(tmp_path / "elsewhere", "z", [S("t1", 1.0)], model="openai/Other/Model-7B")
+    (jobs / "a-retry-5").symlink_to(tmp_path / "elsewhere" / "z")
+    assert [not_the_runs(d, MINE) for d in T.run_job_dirs(jobs, "a")] == [None] * 6
+
+
 # --------------------------------------------------------------------------- classification
 
 CASES = [

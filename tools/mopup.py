@@ -75,8 +75,10 @@ def cli() -> None:
               help="`harbor run … --print-config` output for the job as it would run now")
 @click.option("--verdicts", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The run's manual verdicts (as make tally reads them): such tasks are never retried.")
+@click.option("--model", default=None,
+              help="The run's MODEL: a job dir of the run's name that records another model is refused.")
 @click.option("--out", type=click.Path(path_type=Path), required=True)
-def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config, verdicts, out):
+def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config, verdicts, model, out):
     """Decide what to retry and how; write the plan JSON to --out and print it."""
     try:
         current = json.loads(current_config.read_text())
@@ -84,7 +86,7 @@ def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config,
         raise click.ClickException(f"{current_config} holds no JSON job config: `harbor run … --print-config` "
                                    "printed none (check the run's settings with make print RUN=…)")
     the_plan = build_plan(jobs_dir.resolve(), job_name, mode, n_concurrent, current, run, verdicts,
-                          split=state_dir / "shards.json")
+                          split=state_dir / "shards.json", model=model)
     try:
         write_atomically(out, json.dumps(the_plan, indent=2))
     except WriteFailed as exc:

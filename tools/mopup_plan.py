@@ -52,12 +52,13 @@ def now_utc() -> datetime:
 # --- what is left --------------------------------------------------------------------------------
 
 
-def tally_run(jobs_dir: Path, job_name: str, verdicts: Path | None) -> dict:
-    """make tally's report of the run (the default policy and accounting), from the library."""
+def tally_run(jobs_dir: Path, job_name: str, verdicts: Path | None, model: str | None = None) -> dict:
+    """make tally's report of the run (the default policy and accounting), from the library. With
+    `model` (the run's MODEL), a job dir of another run under the run's name is refused."""
     try:
         policy = tally_core.load_policy()
         loaded = tally_core.load_verdicts(verdicts)
-        dirs = tally_core.resolve_job_dirs((), str(jobs_dir), job_name)
+        dirs = tally_core.resolve_job_dirs((), str(jobs_dir), job_name, model)
     except tally_core.TallyError as exc:
         raise click.ClickException(f"tally failed: {exc}")
     return tally_core.tally(dirs, policy, loaded, False, run=job_name,
@@ -110,10 +111,11 @@ def left_to_retry(report: dict, planned: list, unstarted: set[str] = frozenset()
 
 
 def what_is_left(jobs_dir: Path, job_name: str, verdicts: Path | None = None,
-                 split: Path | None = None) -> dict[str, dict]:
+                 split: Path | None = None, model: str | None = None) -> dict[str, dict]:
     """left_to_retry of the run as it is on disk now (the plan's own selection, for make reproduce).
-    `split`: a sharded run's kept split (state/<run>/shards.json, tools/shards.py)."""
-    report = tally_run(jobs_dir, job_name, verdicts)
+    `split`: a sharded run's kept split (state/<run>/shards.json, tools/shards.py); `model`: the
+    run's MODEL (tally_run)."""
+    report = tally_run(jobs_dir, job_name, verdicts, model)
     shards = shard_dirs(jobs_dir, job_name)
     if shards:
         return left_to_retry(report, planned_of_shards(shards)[0], unstarted_shard_tasks(split, shards))
@@ -214,11 +216,11 @@ def resume_blockers(job_dir: Path, frozen_raw: dict, current: dict, config, task
 
 
 def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, current: dict, run: str,
-               verdicts: Path | None = None, split: Path | None = None) -> dict:
+               verdicts: Path | None = None, split: Path | None = None, model: str | None = None) -> dict:
     shards = shard_dirs(jobs_dir, job_name)
     job_dir = shards[0] if shards else main_job_dir(jobs_dir, job_name)
     refuse_special_files(run_job_dirs(jobs_dir, job_name))
-    report = tally_run(jobs_dir, job_name, verdicts)
+    report = tally_run(jobs_dir, job_name, verdicts, model)
     k = report.get("n_attempts", 1)
 
     config, frozen_raw, config_blocker = (None, None, None) if shards else read_job_config(job_dir)

@@ -331,13 +331,15 @@ def cli() -> None:
 @click.option("--task-id", default="", help="EVAL_TASK_ID: the task id in the benchmark's eval.yaml.")
 @click.option("--dataset-revision", default="", help="DATASET_REF: the dataset commit the run is pinned to.")
 @click.option("--agent", required=True)
+@click.option("--model", default=None, help="MODEL, the model the run served: a job dir of the run's name that "
+              "records another model is another run's, refused.")
 @click.option("--k", "k", type=click.IntRange(min=1), default=1, show_default=True, help="Attempts per task (N_ATTEMPTS).")
 @click.option("--bucket", default="", help="NS/NAME of the run's bucket (BUCKET).")
 @click.option("--submitter", default="", help="SUBMITTER: source.user.")
 @click.option("--timeouts-unscored", is_flag=True, help="Tally with agent timeouts unscored.")
 @click.option("--dry-run", is_flag=True, help="Print every file and call; call nothing.")
-def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset, task_id, dataset_revision, agent, k,
-                bucket, submitter, timeouts_unscored, dry_run):
+def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset, task_id, dataset_revision, agent, model,
+                k, bucket, submitter, timeouts_unscored, dry_run):
     """Push RUN's README and job dirs to its bucket, then open the eval-results pull request."""
     from huggingface_hub import constants, get_token
 
@@ -353,7 +355,7 @@ def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset,
     if dataset_revision and not re.fullmatch(r"[0-9a-f]{40}", dataset_revision):
         R.fail(f"DATASET_REF {SR.printable(dataset_revision)[:80]!r} is not a 40-hex commit: make pin RUN={run} "
                f"writes the one the run's jobs ran")
-    tally = R.run_tally(Path(jobs_dir).resolve(), job_name, timeouts_unscored, f"run {run}")
+    tally = R.run_tally(Path(jobs_dir).resolve(), job_name, timeouts_unscored, f"run {run}", model=model)
     board = board_of(tally)
     if board and board["provisional"]:
         # The board's figure counts an open slot as not passed: publishing now would understate it.

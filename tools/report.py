@@ -244,7 +244,7 @@ def check_submission_cmd(runs, fmt):
 def load_run_default() -> tuple[str, dict]:
     """No RUN given: the last run used, as `make` resolves it; (run name, its tally)."""
     s = run_settings("")
-    return s.run, run_tally(s.jobs_dir, s.job_name, False, f"run {s.run}", s.verdicts)
+    return s.run, run_tally(s.jobs_dir, s.job_name, False, f"run {s.run}", s.verdicts, s.model or None)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,7 @@ class RunSettings:
     call_timeout: float
     prices_max_age: float
     state_root: Path
+    model: str = ""  # MODEL: a job dir of the run's name that records another model is another run's
 
 
 def _absolute(p: str) -> Path:
@@ -134,7 +135,7 @@ def run_settings(name: str) -> RunSettings:
               'v=""; [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || v="$RUNS_DIR/$RUN.verdicts.yaml"; '
               'printf "%s\\n" "$RUN" "$JOBS_DIR" "$JOB_NAME" "$v" "$(run_state_dir)" "${HF_NAMESPACE:-}" '
               '"$(sanitize_label "${PROJECT_LABEL:-terminal-bench-harness}")" "${HF_CALL_TIMEOUT:-60}" '
-              '"${PRICES_MAX_AGE:-86400}" "$STATE_ROOT"')
+              '"${PRICES_MAX_AGE:-86400}" "$STATE_ROOT" "$MODEL"')
     proc = subprocess.run(
         ["bash", "-c", script, "report", str(REPO_ROOT / "scripts" / "lib.sh"), name],
         capture_output=True, text=True, cwd=REPO_ROOT,
@@ -144,10 +145,10 @@ def run_settings(name: str) -> RunSettings:
     if not name:
         # resolve_run's note (RUN not given; using the last run, …): which run this is, said.
         sys.stderr.write(proc.stderr)
-    run, jobs_dir, job_name, verdicts, state_dir, ns, label, timeout, max_age, root = proc.stdout.split("\n")[:10]
+    run, jobs_dir, job_name, verdicts, state_dir, ns, label, timeout, max_age, root, model = proc.stdout.split("\n")[:11]
     return RunSettings(run, _absolute(jobs_dir), job_name, Path(verdicts) if verdicts else None,
                        _absolute(state_dir), ns, label, _seconds(timeout, 60.0), _seconds(max_age, 86400.0),
-                       _absolute(root))
+                       _absolute(root), model)
 
 
 def _seconds(text: str, default: float) -> float:
@@ -164,14 +165,19 @@ def resolve_run_settings(name: str) -> tuple[str, Path, str]:
 
 
 def run_tally(jobs_dir: Path, job_name: str, timeouts_unscored: bool, label: str,
-              verdicts: Path | None = None) -> dict:
-    """The run's tally, from the tally's library (what `python -m tools.tally tally --json` prints)."""
+              verdicts: Path | None = None, model: str | None = None) -> dict:
+    """The run's tally, from the tally's library (what `python -m tools.tally tally --json` prints).
+    With `model` (the run's MODEL), a job dir of another run under the run's name is refused."""
     try:
         policy = TC.load_policy()
         verdict_map = TC.load_verdicts(str(verdicts)) if verdicts else {}
-        dirs = TC.resolve_job_dirs((), str(jobs_dir), job_name)
+        dirs = TC.resolve_job_dirs((), str(jobs_dir), job_name, model)
     except TC.TallyError as e:
-        if not (jobs_dir / job_name).exists():
+        try:
+            found = TC.run_job_dirs(jobs_dir, job_name)
+        except TC.TallyError:
+            found = []
+        if not found:
             # The run is known, its job has not run yet: that, not a setting, is what to fix.
             fail(f"no tally for {label}: its job dir {display_path(str(jobs_dir / job_name))} does not exist yet "
                  f"(make bench runs it; RUN=<run> names another run)")
@@ -205,7 +211,7 @@ def load_run(arg: str, timeouts_unscored: bool = False) -> dict:
              f"Known runs: {' '.join(known_runs()) or '(none in runs/)'}")
     settings = run_settings(arg)
     tally = run_tally(settings.jobs_dir, settings.job_name, timeouts_unscored, f"run {settings.run}",
-                      settings.verdicts)
+                      settings.verdicts, settings.model or None)
     tally["_settings"] = settings
     return tally
 

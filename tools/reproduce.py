@@ -81,6 +81,7 @@ class Config:
     idle_stop_after: int
     health_poll: float
     skip_smoke: str = ""  # why the smoke step is not run (it would run the bench's very tasks); "": run it
+    model: str = ""  # the run's MODEL: a job dir of its name that records another model is refused
 
     @property
     def state_file(self) -> Path:
@@ -562,6 +563,8 @@ class Supervisor:
             argv += ["--verdicts", str(self.cfg.verdicts)]
         if (self.cfg.state_dir / "shards.json").is_file():
             argv += ["--split", str(self.cfg.state_dir / "shards.json")]
+        if self.cfg.model:
+            argv += ["--model", self.cfg.model]
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.cfg.repo, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
@@ -772,7 +775,9 @@ def cli():
 @click.option("--verdicts", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--split", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="a sharded run's kept split (state/<run>/shards.json): its shards that never started")
-def targets_cmd(jobs_dir, job_name, verdicts, split):
+@click.option("--model", default=None,
+              help="the run's MODEL: a job dir of the run's name that records another model is refused")
+def targets_cmd(jobs_dir, job_name, verdicts, split, model):
     """Print, as a JSON list, the tasks a mop-up pass would retry now.
 
     mop-up's own selection (tools/mopup_plan.py what_is_left, the plan's left_to_retry): the
@@ -782,7 +787,7 @@ def targets_cmd(jobs_dir, job_name, verdicts, split):
     """
     from tools import mopup_plan  # noqa: PLC0415  (heavy: harbor)
 
-    click.echo(json.dumps(sorted(mopup_plan.what_is_left(jobs_dir, job_name, verdicts, split))))
+    click.echo(json.dumps(sorted(mopup_plan.what_is_left(jobs_dir, job_name, verdicts, split, model))))
 
 
 @cli.command("run")
@@ -798,8 +803,9 @@ def targets_cmd(jobs_dir, job_name, verdicts, split):
 @click.option("--idle-stop-after", type=click.IntRange(min=1), default=600)
 @click.option("--health-poll", type=click.FloatRange(min=0.1), default=30.0)
 @click.option("--skip-smoke", default="", help="Why the smoke step is skipped (it would run the bench's very tasks).")
+@click.option("--model", default="", help="The run's MODEL: a job dir of the run's name that records another model is refused.")
 def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_passes, max_relaunches,
-        idle_stop_after, health_poll, skip_smoke):
+        idle_stop_after, health_poll, skip_smoke, model):
     """Supervise RUN from nothing to its tally (scripts/reproduce.sh execs this under the run's lock)."""
     lock = state_dir / "lock"
     if os.environ.get("RUN_LOCK_HELD") != str(lock) or not _fd_open(LOCK_FD):
@@ -812,7 +818,7 @@ def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_
     cfg = Config(run=run, repo=repo.resolve(), state_dir=state_dir, jobs_dir=jobs_dir, job_name=job_name,
                  api_base=api_base.rstrip("/"), verdicts=verdicts, mopup_passes=mopup_passes,
                  max_relaunches=max_relaunches, idle_stop_after=idle_stop_after, health_poll=health_poll,
-                 skip_smoke=skip_smoke)
+                 skip_smoke=skip_smoke, model=model)
     try:
         supervisor = Supervisor(cfg, token)
     except BadState as e:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """shards: split a run into N_SHARDS harbor jobs, <job>-shard-1 … <job>-shard-N (docs/scaling.md).
 
-    shards.py plan --run R --jobs-dir J --job-name NAME --shards S --attempts K --state-dir D
+    shards.py plan --run R --jobs-dir J --job-name NAME [--model M] --shards S --attempts K --state-dir D
                    [--task T ...] [--dataset-path P] [--dataset-repo URL --dataset-ref SHA]
                    [--dataset ORG/NAME[@VERSION]] [--dry-run] [--offline]
 
@@ -27,7 +27,19 @@ ones; with none timed every task weighs the same. Tasks go heaviest first to the
 
 Stability: a shard's --include-task-name list is frozen into its job's config.json, and harbor
 refuses to resume a job under a different one. So a kept split is reused as long as N_SHARDS and
-the task source are the same; a different split is refused while any shard job dir exists.
+the tasks themselves are the same (wherever they are listed from now); a different split (another
+N_SHARDS, a task added or removed) is made while no shard job dir exists, and refused once one
+does (keep the split's tasks, or give the changed run a new JOB_NAME).
+
+Nothing run twice: the sharded bench is the run's first pass. A shard that has not run yet is
+refused when the run already has settled trials of one of its tasks (an unsharded bench, a retry
+job, another shard): make mopup continues such a run, running only what each task's slots lack.
+
+Whose dirs: a job dir of the run's name whose config.json names another job, or (--model, the
+run's MODEL) records another model, is another run's (tools/tally_core.py): refused.
+
+Every refusal writes nothing: shards.json and the tasks.json listing are written only with a plan
+that is accepted.
 
 Exit codes: 0, 1 a user-facing error (the message names the problem and the fix), 2 usage.
 """
@@ -45,7 +57,7 @@ import click
 
 from tools import safe_read as SR
 from tools import tally_core as T
-from tools.mopup_plan import GLOB_CHARS, NOT_A_NAME
+from tools.mopup_plan import GLOB_CHARS, NOT_A_NAME, unsettled
 
 MAX_TASKS = 100_000            # a dataset listing longer than this is not a task dataset
 MAX_NAME = 200                 # a task name longer than this is not harbor's
@@ -147,13 +159,14 @@ def write_state(path: Path, doc: dict) -> None:
     SR.write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
-def task_list(opts: dict, state_dir: Path, dry_run: bool, offline: bool = False) -> tuple[list[str] | None, str]:
-    """(the run's tasks, where they came from); (None, source) offline when listing needs the network."""
+def task_list(opts: dict, state_dir: Path, offline: bool = False) -> tuple[list[str] | None, str, dict | None]:
+    """(the run's tasks, where they came from, the listing to cache in STATE_DIR/tasks.json once the
+    plan is accepted, or None); tasks None offline when listing needs the network."""
     if opts["task"]:
-        return checked_names(list(opts["task"]), "TASKS"), "TASKS"
+        return checked_names(list(opts["task"]), "TASKS"), "TASKS", None
     if opts["dataset_path"]:
         path = Path(opts["dataset_path"]).resolve()
-        return local_tasks(path), f"DATASET_PATH {path}"
+        return local_tasks(path), f"DATASET_PATH {path}", None
     if opts["dataset_repo"]:
         source, lister = f"{opts['dataset_repo']}@{opts['dataset_ref']}", lambda: hub_tasks(opts["dataset_repo"], opts["dataset_ref"])
     elif opts["dataset"]:
@@ -165,24 +178,18 @@ def task_list(opts: dict, state_dir: Path, dry_run: bool, offline: bool = False)
     cached = read_state(cache)
     if cached and cached.get("source") == source and isinstance(cached.get("tasks"), list) \
             and all(isinstance(t, str) for t in cached["tasks"]):
-        return checked_names(cached["tasks"], str(cache)), source
+        return checked_names(cached["tasks"], str(cache)), source, None
     if offline:
-        return None, source
+        return None, source, None
     tasks = lister()
-    if not dry_run:
-        write_state(cache, {"source": source, "listed_at": now_iso(), "tasks": tasks})
-    return tasks, source
+    return tasks, source, {"source": source, "listed_at": now_iso(), "tasks": tasks}
 
 
 # --- the split -----------------------------------------------------------------------------------
 
 
-def mean_agent_seconds(jobs_dir: Path, job_name: str) -> dict[str, float]:
+def mean_agent_seconds(dirs: list[Path]) -> dict[str, float]:
     """Each task's mean agent time over the run's finished trials so far (the tally's reading)."""
-    try:
-        dirs = T.run_job_dirs(jobs_dir, job_name)
-    except T.TallyError:
-        return {}
     times: dict[str, list[float]] = {}
     notes = T.ScanNotes()
     for d in dirs:
@@ -193,6 +200,16 @@ def mean_agent_seconds(jobs_dir: Path, job_name: str) -> dict[str, float]:
             if trial.status == "finished" and s is not None and 0 < s < 1e7:
                 times.setdefault(trial.task, []).append(s)
     return {task: statistics.fmean(v) for task, v in times.items()}
+
+
+def settled_trials(dirs: list[Path]) -> dict[str, list[str]]:
+    """Each task's settled trials in these job dirs (trial dirs): the ones mop-up never re-runs
+    (passed, failed, a genuine limit; tools/slots.py), classified as make tally classifies them."""
+    if not dirs:
+        return {}
+    report = T.tally([str(d) for d in dirs], T.load_policy())
+    return {row["task"]: settled for row in report["per_task"]
+            if (settled := [t["trial_dir"] for t in row["trials"] if not unsettled(t)])}
 
 
 def split(tasks: list[str], n: int, k: int, seconds: dict[str, float]) -> tuple[list[list[str]], list[float], str]:
@@ -229,6 +246,8 @@ def cli() -> None:
 @click.option("--run", required=True)
 @click.option("--jobs-dir", required=True, type=click.Path(path_type=Path))
 @click.option("--job-name", required=True)
+@click.option("--model", default=None, help="the run's MODEL: a job dir of the run's name that records another "
+              "model is another run's, refused")
 @click.option("--shards", "n", required=True, type=click.IntRange(2, 64))
 @click.option("--attempts", "k", required=True, type=click.IntRange(1, 100))
 @click.option("--state-dir", required=True, type=click.Path(path_type=Path))
@@ -239,45 +258,108 @@ def cli() -> None:
 @click.option("--dataset")
 @click.option("--dry-run", is_flag=True, help="write nothing (DRY_RUN=1, make print)")
 @click.option("--offline", is_flag=True, help="list nothing over the network (make print); implies --dry-run")
-def plan_cmd(run: str, jobs_dir: Path, job_name: str, n: int, k: int, state_dir: Path, dry_run: bool,
-             offline: bool, **opts) -> None:
-    """Print the split (JSON) and keep it in STATE_DIR/shards.json."""
+def plan_cmd(run: str, jobs_dir: Path, job_name: str, model: str | None, n: int, k: int, state_dir: Path,
+             dry_run: bool, offline: bool, **opts) -> None:
+    """Print the split (JSON) and keep it in STATE_DIR/shards.json. Every refusal writes nothing."""
     kept_path = state_dir / "shards.json"
     kept = read_state(kept_path)
-    shard_dirs = [d for d in (T.run_job_dirs(jobs_dir, job_name) if jobs_dir.is_dir() else [])
-                  if T.shard_number(job_name, d.name)]
-    dry_run = dry_run or offline
-    tasks, source = task_list(opts, state_dir, dry_run, offline)
-    if kept and kept.get("n_shards") == n and kept.get("task_source") == source and _valid_kept(kept, job_name, n):
-        checked_names([t for shard in kept["shards"] for t in shard["tasks"]], str(kept_path))
-        click.echo(json.dumps(dict(kept, reused=True)))
-        return
-    if kept and shard_dirs:
+    try:
+        run_dirs = T.run_job_dirs(jobs_dir, job_name) if jobs_dir.is_dir() else []
+        T.refuse_foreign_job_dirs(run_dirs, model)
+    except T.TallyError as exc:
+        raise ShardError(str(exc)) from exc
+    shard_dirs = [d for d in run_dirs if T.shard_number(job_name, d.name)]
+    tasks, source, listing = task_list(opts, state_dir, offline)
+    doc = kept_split(run, kept, kept_path, job_name, n, tasks, source, shard_dirs)
+    if doc is None and tasks is None:  # offline, the list unknown: each shard's tasks are listed at launch
+        doc = {"run": run, "job_name": job_name, "n_shards": n, "n_attempts": k, "task_source": source,
+               "balanced_by": None, "shards": [
+                   {"index": i, "job_name": T.shard_job_name(job_name, i), "tasks": None, "weight_s": None}
+                   for i in range(1, n + 1)]}
+    elif doc is None:
+        if n > len(tasks):
+            raise ShardError(f"N_SHARDS={n} is more than the run's {len(tasks)} task(s) ({source}): a shard needs one. "
+                             f"Set N_SHARDS to at most {len(tasks)}")
+        groups, loads, how = split(tasks, n, k, mean_agent_seconds(run_dirs))
+        doc = {"run": run, "job_name": job_name, "n_shards": n, "n_attempts": k, "task_source": source,
+               "balanced_by": how, "created_at": now_iso(),
+               "shards": [{"index": i + 1, "job_name": T.shard_job_name(job_name, i + 1), "tasks": g, "weight_s": w}
+                          for i, (g, w) in enumerate(zip(groups, loads))]}
+    refuse_rerun(run, doc, run_dirs, shard_dirs)
+    reused = doc is kept
+    if not (dry_run or offline):
+        if listing:
+            write_state(state_dir / "tasks.json", listing)
+        if not reused:
+            write_state(kept_path, doc)
+    click.echo(json.dumps(dict(doc, reused=reused)))
+
+
+def kept_split(run: str, kept: dict | None, kept_path: Path, job_name: str, n: int, tasks: list[str] | None,
+               source: str, shard_dirs: list[Path]) -> dict | None:
+    """The kept split when it is this one (N_SHARDS shards of the same tasks), None when a new one is
+    to be made; ShardError when a new one would change the task list of a shard that has run.
+
+    The tasks themselves are compared, not where they came from: a task added to DATASET_PATH or
+    TASKS must never be left out of every shard while the bench exits 0 (unknown offline: kept)."""
+    same_n = bool(kept) and kept.get("n_shards") == n and _valid_kept(kept, job_name, n)
+    kept_tasks = sorted(t for shard in kept["shards"] for t in shard["tasks"]) if same_n else []
+    if same_n and (tasks is None or kept_tasks == tasks):
+        checked_names(kept_tasks, str(kept_path))
+        return kept
+    if shard_dirs and not kept:
+        raise ShardError(f"{len(shard_dirs)} shard job dir(s) of {job_name} exist but {kept_path} does not: their split "
+                         f"is unknown, so a new one could not resume them. Restore {kept_path}, or give the run a new JOB_NAME")
+    if shard_dirs and same_n:
+        added, removed = sorted(set(tasks) - set(kept_tasks)), sorted(set(kept_tasks) - set(tasks))
+        raise ShardError(
+            f"run {run}'s task list changed since it was split ({kept_path}: {len(kept_tasks)} tasks of "
+            f"{SR.printable(SR.clip(str(kept.get('task_source')), 300))}; now {len(tasks)} of {source}: added {_names(added)}, removed {_names(removed)}), "
+            f"and {len(shard_dirs)} shard job dir(s) exist: each shard's task list is frozen into its job's config.json, "
+            f"and harbor refuses to resume a job whose config changed. Restore the task list the run was split with, "
+            f"or give the changed run a new JOB_NAME; nothing was written")
+    if shard_dirs:
         raise ShardError(
             f"run {run} was split into {kept.get('n_shards')} shards of {kept.get('task_source')} ({kept_path}), and "
             f"{len(shard_dirs)} shard job dir(s) exist: a new split (N_SHARDS={n}, {source}) would change their task "
             f"lists, and harbor refuses to resume a job whose config changed. Keep N_SHARDS={kept.get('n_shards')} "
             f"and the dataset, or give the run a new JOB_NAME")
-    if shard_dirs and not kept:
-        raise ShardError(f"{len(shard_dirs)} shard job dir(s) of {job_name} exist but {kept_path} does not: their split "
-                         f"is unknown, so a new one could not resume them. Restore {kept_path}, or give the run a new JOB_NAME")
-    if tasks is None:
-        click.echo(json.dumps({"run": run, "job_name": job_name, "n_shards": n, "n_attempts": k, "task_source": source,
-                               "balanced_by": None, "reused": False, "shards": [
-                                   {"index": i, "job_name": T.shard_job_name(job_name, i), "tasks": None, "weight_s": None}
-                                   for i in range(1, n + 1)]}))
+    if same_n and tasks is not None:
+        click.echo(f"shards: run {run}'s task list changed since it was split ({len(kept_tasks)} tasks, now "
+                   f"{len(tasks)}) and no shard has run yet: it is split again", err=True)
+    return None
+
+
+def refuse_rerun(run: str, doc: dict, run_dirs: list[Path], shard_dirs: list[Path]) -> None:
+    """ShardError when a shard that has not run yet would run again a task the run already has settled
+    trials of (in <job>, a retry job or another shard): the sharded bench is a run's first pass, and a
+    run that has one is continued by mop-up, which runs only what each task's slots lack."""
+    started = {d.name for d in shard_dirs}
+    fresh = [s for s in doc["shards"] if s["job_name"] not in started]
+    if not fresh:
         return
-    if n > len(tasks):
-        raise ShardError(f"N_SHARDS={n} is more than the run's {len(tasks)} task(s) ({source}): a shard needs one. "
-                         f"Set N_SHARDS to at most {len(tasks)}")
-    groups, loads, how = split(tasks, n, k, mean_agent_seconds(jobs_dir, job_name))
-    doc = {"run": run, "job_name": job_name, "n_shards": n, "n_attempts": k, "task_source": source,
-           "balanced_by": how, "created_at": now_iso(),
-           "shards": [{"index": i + 1, "job_name": T.shard_job_name(job_name, i + 1), "tasks": g, "weight_s": w}
-                      for i, (g, w) in enumerate(zip(groups, loads))]}
-    if not dry_run:
-        write_state(kept_path, doc)
-    click.echo(json.dumps(dict(doc, reused=False)))
+    settled = settled_trials([d for d in run_dirs if not d.is_symlink()])
+    if any(s["tasks"] is None for s in fresh):  # offline, the list unknown: any task of the run may be in one
+        again = settled
+    else:
+        again = {t: settled[t] for s in fresh for t in s["tasks"] if t in settled}
+    if not again:
+        return
+    trials = [t for dirs in again.values() for t in dirs]
+    where = sorted({SR.printable(Path(t).parent.name) for t in trials})
+    raise ShardError(
+        f"run {run} already has {len(trials)} settled trial(s) (scored, or a genuine limit) of {len(again)} task(s) "
+        f"that its shard(s) {', '.join(s['job_name'] for s in fresh)} would run again, in {', '.join(where)}: continue "
+        f"it with make mopup RUN={run} (it runs only what each task lacks), or give the sharded run a new JOB_NAME; "
+        f"nothing was written")
+
+
+def _names(tasks: list[str]) -> str:
+    """At most five task names, printable (a kept split is a file anyone could have edited)."""
+    if not tasks:
+        return "none"
+    return ", ".join(SR.printable(SR.clip(t, MAX_NAME)) for t in tasks[:5]) + (
+        f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
 
 
 def _valid_kept(kept: dict, job_name: str, n: int) -> bool:

@@ -436,10 +436,14 @@ def check_out(out: Path) -> None:
         R.fail(f"OUT={out} exists and is not a directory: give a directory (OUT=. builds ./submissions/...)")
 
 
-def run_dirs(jobs_dir: Path, job_name: str, out: Path, dest: Path) -> tuple[list[Path], list[Path]]:
-    """(the run's job dirs to submit, those whose name is a symlink); refusals change nothing."""
+def run_dirs(jobs_dir: Path, job_name: str, out: Path, dest: Path,
+             model: str | None = None) -> tuple[list[Path], list[Path]]:
+    """(the run's job dirs to submit, those whose name is a symlink); refusals change nothing. A job
+    dir of the run's name that is another run's (its config.json names another job, or records
+    another model than `model`, the run's MODEL) is refused: its trials are not the run's."""
     try:
         job_dirs = T.run_job_dirs(jobs_dir, job_name)
+        T.refuse_foreign_job_dirs(job_dirs, model)
     except T.TallyError as e:
         R.fail(str(e))
     # A job dir name that is a symlink could lead anywhere (~/.cache/huggingface, another run):
@@ -463,14 +467,15 @@ def run_dirs(jobs_dir: Path, job_name: str, out: Path, dest: Path) -> tuple[list
 
 
 def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta: Metadata,
-                    run: str | None = None, where: str = "local", shard_plan: Path | None = None) -> Plan:
+                    run: str | None = None, where: str = "local", shard_plan: Path | None = None,
+                    model: str | None = None) -> Plan:
     """What build writes, decided before anything is: refusals change nothing."""
     problems = meta.problems()
     if problems:
         R.fail("the leaderboard's metadata.yaml needs every field: " + "; ".join(problems))
     check_out(out)
     dest = submission_dir(out, version, meta)
-    job_dirs, linked = run_dirs(jobs_dir, job_name, out, dest)
+    job_dirs, linked = run_dirs(jobs_dir, job_name, out, dest, model)
     if os.path.lexists(dest):
         R.fail(f"{dest} already exists; nothing was changed. Remove it (rm -r -- {shlex.quote(str(dest))}) "
                f"or give another OUT=dir")
@@ -617,7 +622,8 @@ def build_cmd(jobs_dir, job_name, out, run, where, shard_plan, dry_run, **settin
     """Build the submission tree of a run, then check it against the leaderboard rules."""
     meta = resolve_metadata(**{k: v for k, v in settings.items() if k not in ("dataset_repo", "version")})
     version = settings["version"] or version_of(settings["dataset_repo"])
-    plan = plan_submission(jobs_dir, job_name, out, version, meta, run=run, where=where, shard_plan=shard_plan)
+    plan = plan_submission(jobs_dir, job_name, out, version, meta, run=run, where=where, shard_plan=shard_plan,
+                           model=settings["model"] or None)
     if dry_run:
         # A dry run prints its plan, a refusal included, and exits 0: it was asked what would happen.
         R.echo(dry_run_text(plan), nl=False)

@@ -11,17 +11,19 @@ infra error, an unfinished or an unreadable one); with k = 1 the latest settled 
 counts, else the latest infra error, else the task is unfinished.
 
 Usage:
-    tally.py tally [JOB_DIR...] [--jobs-dir D --job-name N] [--policy FILE] [--verdicts FILE]
+    tally.py tally [JOB_DIR...] [--jobs-dir D --job-name N] [--model M] [--policy FILE] [--verdicts FILE]
                    [--timeouts-unscored] [--run-name LABEL] [--attempts K] [--json] [--markdown FILE]
-    tally.py retry-targets --jobs-dir D --job-name N [--policy FILE] [--verdicts FILE] [--json]
-    tally.py job-dirs --jobs-dir D --job-name N [--next-retry]
+    tally.py retry-targets --jobs-dir D --job-name N [--model M] [--policy FILE] [--verdicts FILE] [--json]
+    tally.py job-dirs --jobs-dir D --job-name N [--model M] [--next-retry]
     tally.py policy infra-types [--policy FILE]
     tally.py policy check [--policy FILE]
 
 Job dirs of a run (shared with mop-up: `run_job_dirs`, `retry_job_name`):
     <jobs-dir>/<job-name>, <jobs-dir>/<job-name>-retry-<N>, and the same under
     <jobs-dir>/jobs/ (harbor's default --jobs-dir nests), plus every JOB_DIR given.
-    Only `<job>/<trial>/result.json` is read; nothing below a trial dir is walked.
+    Only `<job>/<trial>/result.json` is read; nothing below a trial dir is walked. A job dir
+    found by name whose config.json names another job, or (with --model, the run's MODEL)
+    records another model, is another run's: refused (exit 1), never counted.
 
 Accounting (always printed): "timeouts-scored" (default) counts AgentTimeoutError trials
 as scored (a reward < 1 or no reward is a failure); "timeouts-unscored"
@@ -79,8 +81,8 @@ from tools import safe_read as SR
 from tools import slots as SL
 from tools.tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_POLICY, EXIT_EMPTY, OUTCOMES,  # noqa: F401
                                REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify,
-                               load_policy, load_verdicts, next_retry_job_name, resolve_job_dirs,
-                               retry_job_name, retry_number, retry_targets, run_job_dirs, tally)
+                               load_policy, load_verdicts, next_retry_job_name, refuse_foreign_job_dirs,
+                               resolve_job_dirs, retry_job_name, retry_number, retry_targets, run_job_dirs, tally)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -282,13 +284,15 @@ def cli():
               help="YAML of manual per-task verdicts: verdicts: {task: {outcome, reason}}.")
 @click.option("--timeouts-unscored", is_flag=True,
               help="Count AgentTimeoutError trials as unscored errors (the reference's Run 1 table).")
+@click.option("--model", help="The run's MODEL: a job dir of the run's name whose config.json records another "
+              "model (or names another job) is refused, not counted.")
 @click.option("--run-name", help="Label for the report (default: the job name).")
 @click.option("--attempts", type=click.IntRange(min=1),
               help="k, the attempt slots per task (default: the first job's n_attempts, harbor's -k).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (fields in the module docstring).")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
               help="Also write the per-task breakdown as Markdown to this file.")
-def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts_unscored, run_name,
+def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts_unscored, model, run_name,
               attempts, as_json, markdown_path):
     """Tally a run: the latest finished trial of every task, classified by the policy.
 
@@ -297,7 +301,7 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
     try:
         policy = load_policy(policy_path)
         verdicts = load_verdicts(verdicts_path)
-        dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name)
+        dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name, model)
     except TallyError as e:
         _fail(e)
     report = tally(dirs, policy, verdicts, timeouts_unscored, run=run_name or job_name, verdicts_path=verdicts_path,
@@ -326,8 +330,10 @@ def _echo(text: str, nl: bool = True, err: bool = False) -> None:
 @_policy_option
 @click.option("--verdicts", "verdicts_path", type=click.Path(dir_okay=False),
               help="Manual verdicts; a task with a verdict is never retried.")
+@click.option("--model", help="The run's MODEL: a job dir of the run's name whose config.json records another "
+              "model (or names another job) is refused, not counted.")
 @click.option("--json", "as_json", is_flag=True, help="Print {run, policy, infra_types, tasks: [...]}.")
-def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, as_json):
+def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, model, as_json):
     """What mop-up retries: tasks whose latest trial errored (infra) or that never finished (k > 1: open slots).
 
     Text output: one task per line, `task<TAB>outcome<TAB>exception type<TAB>trial dirs (comma-separated)`;
@@ -337,7 +343,7 @@ def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, 
     try:
         policy = load_policy(policy_path)
         verdicts = load_verdicts(verdicts_path)
-        dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name)
+        dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name, model)
     except TallyError as e:
         _fail(e)
     report = tally(dirs, policy, verdicts, False, run=job_name, verdicts_path=verdicts_path)
@@ -363,13 +369,17 @@ def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, 
 @click.option("--jobs-dir", required=True, help="Where harbor wrote the run's job dirs.")
 @click.option("--job-name", required=True, help="The run's job name.")
 @click.option("--next-retry", is_flag=True, help="Print the next unused retry job name instead.")
-def job_dirs_cmd(jobs_dir, job_name, next_retry):
+@click.option("--model", help="The run's MODEL: refuse (exit 1) when a job dir of the run's name is another run's "
+              "(its config.json records another model or names another job).")
+def job_dirs_cmd(jobs_dir, job_name, next_retry, model):
     """The run's job dirs, one per line (flat layout first, then jobs/), in retry order."""
     try:
         if next_retry:
             _echo(next_retry_job_name(jobs_dir, job_name))
             return
-        for d in run_job_dirs(jobs_dir, job_name):
+        dirs = run_job_dirs(jobs_dir, job_name)
+        refuse_foreign_job_dirs(dirs, model)
+        for d in dirs:
             click.echo(os.fsencode(d))  # the exact bytes: scripts use these paths as they are
     except TallyError as e:
         _fail(e)

@@ -1,7 +1,7 @@
 """tally_core: the library behind `make tally`, imported by mop-up, the report, cost and the rest.
 
 Job-dir discovery (`run_job_dirs`, `retry_job_name`, `shard_job_name`, `next_retry_job_name`,
-`resolve_job_dirs`),
+`resolve_job_dirs`; `refuse_foreign_job_dirs`: a dir of the run's name that is another run's job),
 reading trials (`read_trial`, `scan_job_dir`), the outcome policy (`load_policy`, `classify`),
 manual verdicts (`load_verdicts`), slot filling (through tools/slots.py), the whole report
 (`tally`: the `--json` document that tools/tally.py's docstring describes field by field), and
@@ -138,6 +138,58 @@ def next_retry_job_name(jobs_dir: str | os.PathLike, job_name: str) -> str:
     """The first unused `<job_name>-retry-<N>` across both layouts (for mop-up)."""
     numbers = [retry_number(job_name, p.name) or 0 for p in run_job_dirs(jobs_dir, job_name)]
     return retry_job_name(job_name, max(numbers, default=0) + 1)
+
+
+# Whose job a dir is, by its config.json (harbor 0.25's JobConfig, written when the job starts):
+# the job it was written as, and the model each agent called (make bench: --model openai/<MODEL>).
+CONFIG_JOB_NAME = "job_name"
+CONFIG_AGENTS = "agents"
+CONFIG_MODEL_NAME = "model_name"  # a field of each AgentConfig in agents
+
+
+def model_matches(recorded: str, model: str) -> bool:
+    """harbor records `<litellm provider>/<model id>` (openai/Qwen/Qwen3.8-27B-FP8, and for MODEL
+    openai/gpt-oss-20b, openai/openai/gpt-oss-20b); the model id alone matches too."""
+    return recorded == model or recorded.split("/", 1)[-1] == model
+
+
+def not_the_runs(job_dir: Path, model: str | None) -> str | None:
+    """Why a job dir found under the run's job name is another run's job, by its config.json: it
+    names another job (harbor wrote it as that one, and it was copied or renamed here), or an agent
+    called another model than the run's MODEL. None when it is the run's, or nothing tells: no
+    config.json yet, or one that cannot be read (the scan and mop-up report those), or a job dir
+    that is a symlink (never followed: the scan reports it)."""
+    if job_dir.is_symlink():
+        return None
+    try:
+        config = SR.read_json_object(job_dir / "config.json", what="a config.json")
+    except (OSError, SR.Unreadable):
+        return None
+    recorded = config.get(CONFIG_JOB_NAME)
+    if isinstance(recorded, str) and recorded != job_dir.name:
+        return (f"{SR.shown(str(job_dir))}/config.json names job {_short_repr(recorded)}: harbor wrote it as that "
+                f"job, and it was renamed or copied here since")
+    agents = config.get(CONFIG_AGENTS)
+    if model and isinstance(agents, list):
+        for agent in agents:
+            name = agent.get(CONFIG_MODEL_NAME) if isinstance(agent, dict) else None
+            if isinstance(name, str) and not model_matches(name, model):
+                return (f"{SR.shown(str(job_dir))} ran model {_short_repr(name)} (its config.json), "
+                        f"not the run's MODEL {model}")
+    return None
+
+
+def refuse_foreign_job_dirs(dirs: Iterable[str | os.PathLike], model: str | None) -> None:
+    """TallyError, naming each one and the fix, when a job dir found under the run's job name is
+    another run's job (not_the_runs): its trials are never counted, retried or submitted as the run's.
+    A run file copied from another keeps the original's JOB_NAME: the usual way this happens."""
+    problems = [p for d in dirs if (p := not_the_runs(Path(d), model))]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise TallyError(f"{'; '.join(problems[:3])}{more}: another run's job under this run's job name, so its "
+                         f"trials are not this run's. Give this run its own JOB_NAME (a run file copied from another "
+                         f"keeps the original's), or move that job dir out of the jobs dir (a job of this run renamed "
+                         f"on purpose: give it back the name harbor wrote it as)")
 
 
 # --------------------------------------------------------------------------- policy
@@ -815,8 +867,12 @@ def retry_targets(report: dict) -> list[dict]:
             if e["outcome"] == "unfinished" or (e["outcome"] == "errored" and e["rule"] in _INFRA_RULES)]
 
 
-def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: str | None) -> list[Path]:
-    """The explicit JOB_DIRs plus every job dir of --jobs-dir/--job-name; errors name the fix."""
+def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: str | None,
+                     model: str | None = None) -> list[Path]:
+    """The explicit JOB_DIRs plus every job dir of --jobs-dir/--job-name; errors name the fix.
+
+    A job dir found by the run's name that is another run's (refuse_foreign_job_dirs; `model`, the
+    run's MODEL, when given) is refused: explicit JOB_DIRs are the caller's own choice."""
     if bool(jobs_dir) != bool(job_name):
         raise TallyError("--jobs-dir and --job-name go together (the run's job dirs are <jobs-dir>/<job-name>[-retry-N])")
     if not job_dirs and not jobs_dir:
@@ -835,5 +891,6 @@ def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: 
             raise TallyError(
                 f"no job dir for job name {job_name!r} under {jobs_dir} (looked for {job_name} and "
                 f"{job_name}{RETRY_INFIX}<N>, flat and under {NESTED_DIR}/): check JOB_NAME/JOBS_DIR in the run file")
+        refuse_foreign_job_dirs(run_dirs, model)
         found.extend(run_dirs)
     return found
