@@ -18,7 +18,7 @@ cost_args() {
   local -n _args=$1
   local state_dir
   state_dir=$(run_state_dir)
-  _args=("$2" --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --call-timeout "$HF_CALL_TIMEOUT")
+  _args=("$2" --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" --call-timeout "$HF_CALL_TIMEOUT")
   [[ -z "${HF_NAMESPACE:-}" ]] || _args+=(--namespace "$HF_NAMESPACE")
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _args+=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   if [[ "$RUN" == example-* ]]; then

@@ -260,3 +260,15 @@ alice/sb3 sandbox trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-c__ccc3333: 
   assert_output --partial "=> IDLE SHUTDOWN"
   [ ! -e "$STATE_ROOT" ] || [ -z "$(ls -A "$STATE_ROOT")" ]
 }
+
+@test "cost, sandboxes: a job dir of the run's name that records another model is refused, and nothing is asked" {
+  export HF_ENDPOINT=http://127.0.0.1:1 # no HF: the refusal comes first
+  unset JOBS_DIR
+  local refusal="examples/jobs/example-terminus2-tb21 ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), not the run's MODEL Other/Model-7B"
+  for verb in cost sandboxes; do
+    RUN=example-terminus2 MODEL=Other/Model-7B run "$REPO/scripts/$verb.sh"
+    assert_failure 1
+    assert_output --partial "Error: $refusal; "
+    assert_output --partial "Give this run its own JOB_NAME"
+  done
+}

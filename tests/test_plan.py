@@ -365,3 +365,14 @@ def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path)
     proc = plan_cli("--prices", str(tmp_path / "none.tsv"))
     assert proc.stderr == (f"plan: the price list {tmp_path / 'none.tsv'} does not exist: pass an existing file "
                            f"(the default is env/flavor-prices.tsv)\n")
+
+
+def test_the_run_s_own_job_dirs_of_another_model_are_refused_not_planned_from():
+    """A run file copied from another keeps its JOB_NAME: the job dirs found are the other model's,
+    whose durations say nothing of this run's. Refused with the fix, as the tally refuses them."""
+    jobs = str(REPO / "examples" / "jobs")
+    with pytest.raises(plan.PlanError, match=r"example-terminus2-tb21 ran model 'openai/Qwen/Qwen3.8-27B-FP8' \(its "
+                                             r"config.json\), not the run's MODEL Other/Model-7B.*own JOB_NAME"):
+        plan.choose_sample(jobs, "example-terminus2-tb21", 1.0, 900.0, model="Other/Model-7B")
+    assert plan.choose_sample(jobs, "example-terminus2-tb21", 1.0, 900.0,
+                              model="Qwen/Qwen3.8-27B-FP8").source == "the run's own job dirs"

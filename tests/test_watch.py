@@ -728,3 +728,16 @@ def test_the_live_view_fits_a_100_column_terminal_redraws_and_stops_on_ctrl_c(tm
         assert "9/13 attempt slots settled" in " ".join(line.strip() for line in after)
     finally:
         tm("kill-server")
+
+
+def test_a_job_dir_of_another_model_under_the_run_s_name_is_refused_in_one_line():
+    """A run file copied from another keeps its JOB_NAME: make watch would show the other model's
+    trials as this run's. Refused, as the tally refuses them."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-terminus2", "ONCE=1",
+                           "MODEL=Other/Model-7B"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and proc.stdout == ""
+    error = [line for line in proc.stderr.splitlines() if not line.startswith("make")]
+    assert len(error) == 1 and error[0].startswith(
+        "Error: run example-terminus2: ") and "example-terminus2-tb21 ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its " \
+        "config.json), not the run's MODEL Other/Model-7B" in error[0] and "own JOB_NAME" in error[0], error

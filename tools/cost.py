@@ -450,13 +450,17 @@ def trial_spans(report: dict) -> list[TrialSpan]:
     return sorted(spans, key=lambda s: (s.started, s.trial))
 
 
-def run_tally(jobs_dir: str, job_name: str, run: str, verdicts: str | None) -> dict:
+def run_tally(jobs_dir: str, job_name: str, run: str, verdicts: str | None, model: str | None = None) -> dict:
+    """The run's tally, from its job dirs (none yet: an empty one). A job dir of the run's name that
+    is another run's (T.refuse_foreign_job_dirs) raises T.TallyError: its trials and sandboxes are
+    not this run's."""
     policy = T.load_policy()
     v = T.load_verdicts(verdicts) if verdicts else {}
     try:
         dirs = T.run_job_dirs(jobs_dir, job_name)
     except T.TallyError:
         dirs = []
+    T.refuse_foreign_job_dirs(dirs, model)
     return T.tally(dirs, policy, v, run=run, verdicts_path=verdicts)
 
 
@@ -839,6 +843,7 @@ run_options = [
     click.option("--run", required=True), click.option("--state-dir", required=True, type=click.Path(file_okay=False)),
     click.option("--jobs-dir", required=True), click.option("--job-name", required=True),
     click.option("--verdicts", type=click.Path(dir_okay=False)), click.option("--namespace", default=""),
+    click.option("--model", default="", help="The run's MODEL: a job dir of the run's name that records another is refused."),
 ]
 
 
@@ -881,12 +886,12 @@ def _prices_for(hf, dry_run: bool, cache: str | None, max_age: float) -> Prices:
 @click.option("--project-label", default="terminal-bench-harness", show_default=True)
 @click.option("--cache", type=click.Path(dir_okay=False))
 @click.option("--max-age", type=float, default=86400, show_default=True)
-def cost(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job_name, verdicts, namespace,
+def cost(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job_name, verdicts, namespace, model,
          project_label, cache, max_age):
     """Every job the run launched and every sandbox its trials used, with what each cost."""
     hf = make_hf(recorded, dry_run, call_timeout)
     try:
-        report = run_tally(jobs_dir, job_name, run, verdicts)
+        report = run_tally(jobs_dir, job_name, run, verdicts, model or None)
     except T.TallyError as e:
         raise CostError(str(e)) from None
     prices_ = _prices_for(hf, dry_run, cache, max_age)
@@ -904,11 +909,11 @@ def cost(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job
 @click.option("--tail", type=click.IntRange(1, 10000), default=20, show_default=True)
 @click.option("--idle-timeout", default="", help="The run's SANDBOX_IDLE_TIMEOUT, for the advice.")
 def sandboxes(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job_name, verdicts, namespace,
-              task, tail, idle_timeout):
+              model, task, tail, idle_timeout):
     """The sandbox job(s) behind a task's trials (default: every infra-errored task)."""
     hf = make_hf(recorded, dry_run, call_timeout)
     try:
-        report = run_tally(jobs_dir, job_name, run, verdicts)
+        report = run_tally(jobs_dir, job_name, run, verdicts, model or None)
     except T.TallyError as e:
         raise CostError(str(e)) from None
     doc = sandboxes_report(hf, run=run, namespace=namespace or None, manifest=Path(state_dir) / "manifest.jsonl",

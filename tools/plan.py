@@ -241,13 +241,18 @@ def read_sample(job_dirs: list[Path], source: str, mult: float, timeout_secs: fl
 
 
 def choose_sample(jobs_dir: str, job_name: str, mult: float, timeout_secs: float,
-                  examples_dir: Path = EXAMPLES_JOBS, example_job: str = EXAMPLE_JOB) -> Sample:
+                  examples_dir: Path = EXAMPLES_JOBS, example_job: str = EXAMPLE_JOB, model: str | None = None) -> Sample:
     """The run's own job dirs when they hold a settled trial with an agent time, else the
-    bundled examples'."""
+    bundled examples'. A job dir of the run's name that is another run's (another model's) is
+    refused: its durations are not this run's."""
     try:
         own = T.run_job_dirs(jobs_dir, job_name)
     except T.TallyError:
         own = []
+    try:
+        T.refuse_foreign_job_dirs(own, model)
+    except T.TallyError as e:
+        raise PlanError(str(e)) from None
     if own:
         sample = read_sample(own, "the run's own job dirs", mult, timeout_secs)
         if sample.durations.size:
@@ -546,7 +551,7 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
     # The plan's unit is one replica: a data-parallel run's flavor holds server_dp of them.
     run_flavor = replica_flavor(run_flavor, server_dp, costs.gpu_usd)
     timeout_secs = timeout_estimate * mult
-    sample = choose_sample(jobs_dir, job_name, mult, timeout_secs, examples_dir)
+    sample = choose_sample(jobs_dir, job_name, mult, timeout_secs, examples_dir, model=model)
     curve = fit_curve(sample)
     loading = min(LOADING_SECS, ready_timeout)
     common = dict(pool=sample.durations, curve=curve, tasks=tasks, k=k, reps=reps, seed=seed, loading_secs=loading, run_gpus=gpus_of(run_flavor), costs=costs)

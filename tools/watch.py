@@ -179,6 +179,10 @@ def foreign_job_dirs(jobs_dir: Path, run_dirs: list[str], job_name: str, depth: 
 def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None, max_cost: float | None,
              max_infra_rate: float, with_cost: bool = True) -> Frame:
     dirs = [str(d) for d in T.run_job_dirs(settings.jobs_dir, settings.job_name)]
+    try:
+        T.refuse_foreign_job_dirs(dirs, settings.model or None)  # another run's trials are not this run's
+    except T.TallyError as e:
+        RL.fail(f"run {settings.run}: {e}")
     if not dirs:
         RL.fail(f"run {settings.run} has no job dir yet under {RL.display_path(str(settings.jobs_dir))} "
                 f"({settings.job_name}): nothing to watch until make bench (or make reproduce) starts it")
