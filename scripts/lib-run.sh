@@ -210,17 +210,19 @@ refuse_foreign_job_dirs() {
 # --- harbor's end ------------------------------------------------------------------------------
 
 # watch_harbor JOB_DIR ARGV...: run harbor's ARGV under tools/harbor_watch.py: once JOB_DIR's
-# result.json says the job finished, harbor has LINGER_GRACE seconds to exit before it is
-# terminated (TERM, then KILL); that is recorded in the run's manifest. With MAX_COST, the run's
-# spend is measured every COST_POLL seconds, and harbor is stopped (SIGINT, as Ctrl-C) when it
-# would pass the ceiling: exit CEILING_EXIT, a cost-ceiling event in the manifest. Otherwise
-# exits as harbor did (0 when the watchdog ended a harbor whose work was done).
+# result.json says the job finished (or harbor was interrupted and every trial has ended),
+# harbor has LINGER_GRACE seconds to exit before it is terminated (TERM, then KILL); that is
+# recorded in the run's manifest. With MAX_COST, the run's spend is measured every COST_POLL
+# seconds, and harbor is stopped (SIGINT, as Ctrl-C) when it would pass the ceiling: exit
+# CEILING_EXIT, a cost-ceiling event in the manifest. After any stop or interrupt harbor has
+# STOP_GRACE seconds to exit, then TERM, then KILL. Otherwise exits as harbor did (0 when the
+# watchdog ended a harbor whose work was done).
 watch_harbor() {
   local job_dir=$1 ceiling=()
   shift
   [[ -z "$MAX_COST" ]] || ceiling=(--max-cost "$MAX_COST" --cost-poll "$COST_POLL" --cost-scope "$(cost_scope_json)")
-  tool harbor_watch run --job-dir "$job_dir" \
-    --grace "$LINGER_GRACE" --event-file "$(run_state_dir)/manifest.jsonl" "${ceiling[@]}" -- "$@"
+  tool harbor_watch run --job-dir "$job_dir" --grace "$LINGER_GRACE" --term-wait "$STOP_GRACE" \
+    --event-file "$(run_state_dir)/manifest.jsonl" "${ceiling[@]}" -- "$@"
 }
 
 # --- the spending ceiling (MAX_COST) ---------------------------------------------------------
