@@ -61,8 +61,11 @@ IDLE_SHUTDOWN = re.compile(r"sbx-server: idle for (\d+)ms, shutting down")
 # A sandbox is created while its trial sets up its environment; the job's created_at and the
 # trial's clock (another machine's) may disagree by a little.
 SLACK_SECS = 30
-ROLE_OF_LABEL = {"server": "server", "bench": "remote-bench", "mopup": "remote-mopup", "supervisor": "supervisor"}
-ROLES = ("server", "remote-bench", "remote-mopup", "supervisor", "sandbox")
+# watchdog: each check of the run's watchdog is a job of its own, labelled as the run's other jobs
+# (scripts/argv.sh, watchdog_argv; docs/watchdog.md).
+ROLE_OF_LABEL = {"server": "server", "bench": "remote-bench", "mopup": "remote-mopup", "supervisor": "supervisor",
+                 "watchdog": "watchdog"}
+ROLES = ("server", "remote-bench", "remote-mopup", "supervisor", "watchdog", "sandbox")
 
 
 # What a price, a duration and a time may be, read from a cache anyone could edit or an hf answer:
