@@ -207,7 +207,11 @@ def test_the_reasons_say_what_was_seen():
     assert W.decide(now, GRACE, [srv(heartbeat=T0)], [], {"srv1": W.Metrics(running=0, tokens=900)}, {"srv1": 500}) \
         .reason == "a trial is under way: srv1 generated 400 token(s) since the last check"
     # Two servers (a relaunch): the newest heartbeat or creation counts.
-    assert W.last_held([srv(heartbeat=T0 + 5, sid="a"), srv(created=T0 + 50, sid="b")]) == T0 + 50
+    assert W.last_held([srv(heartbeat=T0 + 5, sid="a"), srv(created=T0 + 50, sid="b")], now) == T0 + 50
+    # A heartbeat from a clock far ahead would hold the run that long: it is left out.
+    assert W.last_held([srv(heartbeat=now + 86400)], now) == T0
+    assert W.decide(now, GRACE, [srv(heartbeat=now + 86400)], [], {"srv1": IDLE}, {"srv1": 500}).verdict == "cancelled"
+    assert W.last_held([srv(heartbeat=now + 300)], now) == now + 300  # a few minutes: another machine's clock
 
 
 # --- metrics ---------------------------------------------------------------------------------------
@@ -295,6 +299,31 @@ def test_a_stale_heartbeat_on_an_idle_server_cancels_it_says_so_on_its_labels_an
     stages = {j.id: j.status.stage for j in api.list_jobs(namespace="alice")}
     assert stages == {"srv1": "CANCELED", "other": "RUNNING"}  # another run's server is not this watchdog's
     assert scheduled(api) == {}
+
+
+def test_a_cancel_hf_refuses_keeps_the_watchdog_for_the_next_check(fakes, capsys, monkeypatch):
+    fakes.metrics.write_text(vllm_metrics(0, 120))
+    api = fakes.jobs_api(scenario(fakes, watchdog_labels={"tokens_srv1": "120"}, srv1=server(fakes, heartbeat=T0)))
+
+    def refused(**_kwargs):
+        raise W.httpx2.HTTPError("403 Forbidden")
+
+    monkeypatch.setattr(api, "cancel_job", refused)
+    rc, out = run_check(api, T0 + 7200, capsys)
+    assert rc == 1
+    assert out[-1] == ("watchdog: could not cancel server alice/srv1 (403 Forbidden): it may be billing; the next check "
+                       "tries again (hf jobs cancel alice/srv1)")
+    assert scheduled(api)["wd1"]["verdict"] == "cancel-failed"
+    assert ("DELETE", "/api/scheduled-jobs/alice/wd1") not in fakes.writes()
+
+
+def test_a_server_with_no_exposed_url_is_asked_at_its_proxy_url():
+    from huggingface_hub._jobs_api import JobInfo
+
+    job = JobInfo(id="abc", owner={"id": "u", "name": "alice", "type": "user"}, status={"stage": "RUNNING"},
+                  expose={"ports": [30000]}, labels={"heartbeat": "1780000000"})
+    s = W.server_of(job)
+    assert (s.url, s.heartbeat, s.created) == ("https://abc--30000.hf.jobs", 1780000000.0, None)
 
 
 def test_a_trial_under_way_keeps_the_server_whatever_the_heartbeat(fakes, capsys):

@@ -72,6 +72,7 @@ LABEL = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 # A time read from a label: a whole number of seconds in the years 2000-2199, else left out.
 EPOCH_RANGE = (946_684_800, 7_258_118_400)
 COUNT_CAP = 10**15  # a token counter past this is not one
+CLOCK_SKEW = 600  # seconds a heartbeat (another machine's clock) may be ahead of this check's
 # The figures read from a server's Prometheus /metrics: vLLM's, and sglang's (with
 # --enable-metrics, env/servers/*sglang*.env). Requests running, and generated tokens so far.
 RUNNING_METRICS = ("vllm:num_requests_running", "sglang:num_running_reqs")
@@ -116,7 +117,7 @@ class Metrics:
 
 @dataclasses.dataclass
 class Decision:
-    verdict: str  # held | supervised | busy | cancelled | no-server
+    verdict: str  # held | supervised | busy | cancelled | no-server (and cancel-failed, when HF refused)
     reason: str
     cancel: bool = False  # cancel the run's live servers
     remove: bool = False  # then delete the run's watchdog (this one)
@@ -152,6 +153,8 @@ def server_of(job) -> Server:
     created = job.created_at.timestamp() if job.created_at else None
     urls = job.status.expose_urls or []
     url = urls[0] if urls and isinstance(urls[0], str) and re.match(r"^https?://[^\s]+$", urls[0]) else None
+    if url is None and job.expose and isinstance(job.expose[0], int):
+        url = f"https://{job.id}--{job.expose[0]}.hf.jobs"  # the proxy's URL (docs/hf-jobs.md §1.4)
     return Server(id=job.id, stage=str(job.status.stage), created=created, heartbeat=epoch_label(labels, HEARTBEAT),
                   url=url.rstrip("/") if url else None, labels=labels)
 
@@ -198,10 +201,12 @@ def fetch_metrics(url: str, token: str | None, timeout: float = 10) -> Metrics:
 # --- the decision ----------------------------------------------------------------------------------
 
 
-def last_held(servers: list[Server]) -> float | None:
+def last_held(servers: list[Server], now: float) -> float | None:
     """When something last held the run, as the servers show it: their latest heartbeat, or their
-    creation (make serve holds the run while it launches)."""
-    return max((t for s in servers for t in (s.heartbeat, s.created) if t is not None), default=None)
+    creation (make serve holds the run while it launches). A heartbeat later than now by more than
+    CLOCK_SKEW came from a clock that is wrong: it would hold the run for as long, so it is left out."""
+    return max((t for s in servers for t in (s.heartbeat, s.created) if t is not None and t <= now + CLOCK_SKEW),
+               default=None)
 
 
 def activity(servers: list[Server], metrics: dict[str, Metrics], last_tokens: dict[str, float]) -> str | None:
@@ -225,7 +230,7 @@ def decide(now: float, grace: float, servers: list[Server], holders: list[str], 
     servers' own figures. Figures that cannot be read are unknown: never taken for activity."""
     if not servers:
         return Decision("no-server", "the run has no live server job", remove=True)
-    held = last_held(servers)
+    held = last_held(servers, now)
     if held is not None and now - held <= grace:
         return Decision("held", f"the run was last held {ago(now - held)} ago, within WATCHDOG_GRACE ({ago(grace)})")
     if holders:
@@ -293,7 +298,12 @@ def describe(s: Server, now: float, m: Metrics | None, before: float | None) -> 
     parts = [f"server {s.id} {s.stage}"]
     if s.created is not None:
         parts.append(f"created {ago(now - s.created)} ago")
-    parts.append(f"heartbeat {ago(now - s.heartbeat)} ago" if s.heartbeat is not None else "no heartbeat")
+    if s.heartbeat is None:
+        parts.append("no heartbeat")
+    elif s.heartbeat > now + CLOCK_SKEW:
+        parts.append(f"heartbeat {ago(s.heartbeat - now)} ahead of this check's clock (left out)")
+    else:
+        parts.append(f"heartbeat {ago(now - s.heartbeat)} ago")
     if m is None:
         parts.append("metrics: not asked (not running, or no exposed URL)")
     elif m.problem:
@@ -328,8 +338,11 @@ def check(api: HfApi, cfg: Run, *, token: str | None, now: float) -> int:
         say(f"job {h} of the run is running")
     d = decide(now, cfg.grace, servers, holders, metrics, last_tokens)
     say(f"run {cfg.run}: {d.verdict}: {d.reason}")
-    if d.cancel:
-        cancel_servers(api, cfg, servers, now)
+    if d.cancel and not cancel_servers(api, cfg, servers, now):
+        # It stays, and its next check tries again: never gone while a server may be billing.
+        for sj in mine:
+            record(api, cfg, sj, {CHECKED: str(int(now)), VERDICT: "cancel-failed"})
+        return 1
     if d.remove:
         for sj in mine:
             remove_self(api, cfg, sj.id)
@@ -341,9 +354,11 @@ def check(api: HfApi, cfg: Run, *, token: str | None, now: float) -> int:
     return 0
 
 
-def cancel_servers(api: HfApi, cfg: Run, servers: list[Server], now: float) -> None:
+def cancel_servers(api: HfApi, cfg: Run, servers: list[Server], now: float) -> bool:
     """The verdict on each server's own labels first (make status shows it once this watchdog is
-    gone), then its cancel; a failed label write never keeps a server billing."""
+    gone), then its cancel; a failed label write never keeps a server billing. True when every
+    cancel went through."""
+    cancelled = True
     for s in servers:
         try:
             labels = relabel(s.labels, {ON_SERVER_VERDICT: "cancelled", ON_SERVER_CHECKED: str(int(now))},
@@ -356,8 +371,10 @@ def cancel_servers(api: HfApi, cfg: Run, servers: list[Server], now: float) -> N
             api.cancel_job(job_id=s.id, namespace=cfg.namespace)
             say(f"cancelled server {cfg.namespace}/{s.id}")
         except HF_ERRORS as e:
+            cancelled = False
             say(f"could not cancel server {cfg.namespace}/{s.id} ({printable(clip(str(e), 200) or '')}): it may be "
                 f"billing; the next check tries again (hf jobs cancel {cfg.namespace}/{s.id})")
+    return cancelled
 
 
 def remove_self(api: HfApi, cfg: Run, scheduled_id: str) -> None:
