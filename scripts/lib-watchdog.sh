@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Sourced by lib-run.sh (and status.sh): the run's watchdog (docs/watchdog.md), a scheduled HF Job that cancels
-# the run's server once nothing has held the run for WATCHDOG_GRACE and no trial is under way;
-# and the heartbeat that says the run is held. make serve installs it (install_watchdog), the
+# Sourced by lib-run.sh (and status.sh): the run's watchdog (docs/watchdog.md), a scheduled HF
+# Job that cancels the run's server once nothing has held the run for WATCHDOG_GRACE and no trial
+# is under way; and the heartbeat that says the run is held. make serve installs it (install_watchdog), the
 # run's stops remove it (remove_watchdog), and every verb that needs the server beats while it
 # holds the run's lock (start_heartbeat). Not executable on its own.
 

@@ -374,6 +374,19 @@ def test_a_running_supervisor_holds_the_run(fakes, capsys):
     assert fakes.writes() == [("PUT", "/api/scheduled-jobs/alice/wd1/labels")]
 
 
+def test_the_watchdogs_own_running_check_does_not_hold_the_run(fakes, capsys):
+    fakes.metrics.write_text(vllm_metrics(0, 120))
+    api = fakes.jobs_api(scenario(fakes, watchdog_labels={"tokens_srv1": "120"}, srv1=server(fakes, heartbeat=T0)))
+    # HF's scheduler starts a check: a job of the watchdog's spec, labelled as the run's jobs.
+    check_job = api.trigger_scheduled_job(scheduled_job_id="wd1", namespace="alice")
+    assert (check_job.status.stage, check_job.labels["role"], check_job.initiator.type) == \
+        ("RUNNING", "watchdog", "scheduled-job")
+    rc, out = run_check(api, T0 + 7200, capsys)
+    assert out[1].startswith("watchdog: run qwen-t2: cancelled: nothing has held the run for 2h00m")
+    assert {j.id: j.status.stage for j in api.list_jobs(namespace="alice")} == {"srv1": "CANCELED",
+                                                                               "wd1-run-1": "RUNNING"}
+
+
 def test_a_watchdog_whose_server_is_gone_removes_itself(fakes, capsys):
     api = fakes.jobs_api(scenario(fakes, srv1=server(fakes, stage="CANCELED", heartbeat=T0)))
     rc, out = run_check(api, T0 + 60, capsys)

@@ -273,7 +273,8 @@ def beat(api: HfApi, *, run: str, project: str, namespace: str | None, now: floa
     run_labels = {"project": project, "run": run, "role": "server"}
     beaten = []
     for job in api.list_jobs(status=list(LIVE), labels=run_labels, namespace=namespace):
-        labels = relabel({str(k): str(v) for k, v in (job.labels or {}).items()}, {HEARTBEAT: str(int(now))}, run_labels)
+        current = {str(k): str(v) for k, v in (job.labels or {}).items()}
+        labels = relabel(current, {HEARTBEAT: str(int(now))}, run_labels)
         api.update_job_labels(job_id=job.id, labels=labels, namespace=namespace)
         beaten.append(job.id)
     return beaten
@@ -309,7 +310,8 @@ def describe(s: Server, now: float, m: Metrics | None, before: float | None) -> 
     elif m.problem:
         parts.append(f"metrics: unknown ({m.problem})")
     else:
-        tokens = "?" if m.tokens is None else f"{m.tokens:g}" + (f" (+{m.tokens - before:g})" if before is not None else "")
+        since = f" (+{m.tokens - before:g})" if before is not None and m.tokens is not None else ""
+        tokens = "?" if m.tokens is None else f"{m.tokens:g}{since}"
         parts.append(f"metrics: {'?' if m.running is None else f'{m.running:g}'} running, {tokens} tokens generated")
     return ", ".join(parts)
 
