@@ -113,6 +113,7 @@ main() {
   local token
   token=$(hf_token "the endpoint and the sandboxes need it")
   hold_run_lock "make $( ((smoke)) && echo smoke || echo bench)"
+  start_heartbeat # the run's watchdog sees it held while harbor runs (docs/watchdog.md)
   refuse_over_ceiling
   probe_first "$base"
   local rc=0

@@ -11,6 +11,7 @@
 # says who holds it. state/<run>/lock.json says which operation took it, its pid and since when.
 
 readonly RUN_LOCK_FD=9
+RUN_LOCK_TAKEN=0
 
 run_lock_file() { printf '%s/lock' "$(run_state_dir)"; }
 
@@ -73,6 +74,8 @@ try_run_lock() {
   fi
   RUN_LOCK_HELD=$lock
   export RUN_LOCK_HELD
+  # This verb took the lock itself (start_heartbeat beats for it and what it starts).
+  RUN_LOCK_TAKEN=1
   jq -n --arg operation "$operation" --argjson pid "$$" --arg since "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     '{operation: $operation, pid: $pid, since: $since}' >"$dir/lock.json.tmp" &&
     mv -f "$dir/lock.json.tmp" "$dir/lock.json"
@@ -306,3 +309,7 @@ stop_at_ceiling() {
     "$SCRIPT_NAME" "$MAX_COST" "$RUN" "$RUN" >&2
   exit "$CEILING_EXIT"
 }
+
+# The run's watchdog and its heartbeat (docs/watchdog.md).
+# shellcheck source=lib-watchdog.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib-watchdog.sh"

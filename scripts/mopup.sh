@@ -112,6 +112,7 @@ main() {
   cd "$REPO_ROOT"
   # One writer: a second mop-up (or a bench) on this run would resume or archive the same trials.
   hold_run_lock "make mopup"
+  start_heartbeat # the run's watchdog sees it held while harbor runs (docs/watchdog.md)
   # Scratch files (the current config, the plan) live in the run's state, emptied at the start
   # under the run's lock, so a killed mop-up leaves nothing behind in /tmp. A dry run writes
   # nothing there: it uses a temp dir it removes.

@@ -72,6 +72,11 @@ print_plan() {
     serve_argv argv launch
     with_launch_label argv
     plan_line serve "$(show_cmd -- "${argv[@]}")   (skipped while the recorded server is healthy; then waits for /health 200)"
+    if [[ "$WATCHDOG" == 1 ]]; then
+      plan_line watchdog "$(install_watchdog "$HF_NAMESPACE")   (installed by make serve beside each server it launches, replacing the run's earlier one; removed by stop; docs/watchdog.md)"
+    else
+      plan_line watchdog "none: WATCHDOG=0 (only the server's --timeout, $SERVER_TIMEOUT, guards it if this pipeline dies)"
+    fi
   fi
   plan_line probe "$(show_cmd "RUN=$RUN" -- scripts/probe.sh)"
   local smoke_argv skip_smoke
@@ -99,7 +104,9 @@ print_plan() {
   if [[ -n "${API_BASE:-}" ]]; then
     plan_line stop "skipped: the API_BASE server is not this run's to stop"
   else
-    plan_line stop "$(show_cmd "RUN=$RUN" -- scripts/stop.sh)   (hf jobs cancel of the run's server; also on any failure or Ctrl-C; retried for ${IDLE_STOP_AFTER}s)"
+    local labels
+    watchdog_labels_args labels
+    plan_line stop "$(show_cmd "RUN=$RUN" -- scripts/stop.sh)   (hf jobs cancel of the run's server, then removes its watchdog: $(show_cmd -- hf jobs scheduled ps -a -q --namespace "${HF_NAMESPACE:-<namespace>}" "${labels[@]}"), and hf jobs scheduled delete of each; also on any failure or Ctrl-C; retried for ${IDLE_STOP_AFTER}s)"
   fi
   plan_line summary "the tally, the trials re-run per mop-up pass, the server's uptime and idle time"
 }
@@ -183,6 +190,8 @@ main() {
   # Before a server is paid for: the run's job dirs are its own (a copied run file's are not).
   refuse_foreign_job_dirs
   hold_run_lock "make reproduce"
+  # One heartbeat for the whole pipeline: its steps inherit the lock (docs/watchdog.md).
+  start_heartbeat
   remember_run
   local verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_watchdog import play_the_scheduler
 from tools import reproduce
 
 REPO = Path(__file__).resolve().parents[1]
@@ -318,7 +319,7 @@ def world(tmp_path):
 @pytest.mark.e2e
 def test_happy_path_serve_to_stop(world, report_line):
     tree = world()
-    proc = tree.reproduce()
+    proc = tree.reproduce(HEARTBEAT_EVERY="5s")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert step_lines(proc.stderr) == [
@@ -345,6 +346,15 @@ def test_happy_path_serve_to_stop(world, report_line):
     assert "mop-up pass 1: done, 4 task(s) planned, 4 trial(s) re-run" in proc.stdout
     assert "Passed" in proc.stdout or "passed" in proc.stdout
     assert TOKEN not in out
+    # The run's watchdog: installed by serve beside the server, removed at the end once the server
+    # was cancelled; while the pipeline held the run, it beat on the server.
+    assert [(r["method"], r["path"]) for r in tree.api.requests()
+            if r["path"].startswith("/api/scheduled-jobs") and r["method"] != "GET" or r["path"].endswith("/cancel")] == [
+        ("POST", "/api/scheduled-jobs/alice"), ("POST", "/api/jobs/alice/srv1/cancel"),
+        ("DELETE", "/api/scheduled-jobs/alice/sched-1")]
+    assert [r for r in tree.api.requests() if (r["method"], r["path"]) == ("PUT", "/api/jobs/alice/srv1/labels")]
+    events = [json.loads(line)["event"] for line in (tree.state / "manifest.jsonl").read_text().splitlines()]
+    assert events.count("watchdog-install") == 1 and events.count("watchdog-remove") == 1
     wasted, idle, lost = figures(tree, report_line, "srv1", tree.all_trial_dirs())
     assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
     # Run again: every step is done, nothing is launched or run again.
@@ -523,6 +533,71 @@ def test_sigkilled_twice_resumes_without_a_second_server(world, report_line):
 
 
 @pytest.mark.e2e
+def test_a_sigkilled_reproduce_leaves_its_server_to_the_watchdog_which_cancels_it_after_the_grace(world, report_line):
+    """The rehearsal (docs/watchdog.md): every local process of a make reproduce is killed with
+    SIGKILL mid-bench, so nothing will ever stop its server. The test then plays HF's scheduler,
+    running the watchdog's recorded job spec again and again (each run starting when the last
+    ends: that is WATCHDOG_EVERY here): every check says held while the last heartbeat is within
+    WATCHDOG_GRACE, and the first past it cancels the server and removes the watchdog."""
+    grace = 8
+    plan = dict(PLAN, **{"t-hang": ["slow-pass"]})
+    tree = world(plan)
+    first = tree.start(SCRIPTED_ENV_RELEASE=str(tree.tmp / "never"), HEARTBEAT_EVERY="2s", WATCHDOG_GRACE=f"{grace}s")
+
+    def beats() -> list[dict]:
+        return [r for r in tree.api.requests() if (r["method"], r["path"]) == ("PUT", "/api/jobs/alice/srv1/labels")]
+
+    wait_for(lambda: any(r["task"] == "t-hang" for r in tree.executed()) and beats() or first.poll() is not None, 300,
+             "bench to reach t-hang, with the run's heartbeat on its server")
+    assert first.poll() is None, "the supervisor ended before bench reached t-hang"
+    kill_session(first)
+    killed_at = time.time()
+    beaten = beats()
+    last_beat = int(beaten[-1]["body"]["labels"]["heartbeat"])
+    assert last_beat <= killed_at
+    # What HF keeps of the watchdog: the spec make serve scheduled, with its secret by name only.
+    created = [r for r in tree.api.requests() if (r["method"], r["path"]) == ("POST", "/api/scheduled-jobs/alice")]
+    assert len(created) == 1
+    spec = created[0]["body"]["jobSpec"]
+    assert spec["secrets"] == {"HF_TOKEN": "***"} and TOKEN not in json.dumps(created)
+    assert spec["environment"]["WATCHDOG_GRACE"] == f"{grace}s" and spec["labels"]["role"] == "watchdog"
+
+    runs = []
+    while not tree.api.cancels("srv1"):
+        assert len(runs) < 100, f"the watchdog never cancelled the server: {runs[-1][0].stdout}"
+        runs.append(play_the_scheduler(spec, endpoint=tree.api.url, token=TOKEN, tmp=tree.tmp))
+        proc = runs[-1][0]
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert TOKEN not in proc.stdout + proc.stderr
+    verdicts = [p.stdout.splitlines()[1].split(": ")[2] for p, _, _ in runs]
+    # Held while the heartbeat was within the grace; the first check past it cancelled.
+    assert verdicts == ["held"] * (len(runs) - 1) + ["cancelled"], [p.stdout for p, _, _ in runs]
+    assert all(started - last_beat <= grace + 1 for _, started, _ in runs[:-1])
+    _, cancel_start, cancel_end = runs[-1]
+    # The scheduler's first run comes at the kill, each next one when the last ends: its period here
+    # (WATCHDOG_EVERY) is one run's length.
+    every = max(end - start for _, start, end in runs)
+    assert last_beat + grace - 1 <= cancel_start <= max(last_beat + grace, killed_at) + every + 1
+    cancelled_at = tree.api.cancels("srv1")[0]["at"]
+    report_line(f"last heartbeat {killed_at - last_beat:.1f}s before the kill; server cancelled {cancelled_at - last_beat:.1f}s "
+                f"after it (WATCHDOG_GRACE {grace}s + one check of {every:.1f}s), by check {len(runs)}")
+    assert cancelled_at - last_beat <= grace + every + (cancel_end - cancel_start) + 1
+    assert "cancelled: nothing has held the run for" in runs[-1][0].stdout
+    assert tree.api.stages()["srv1"] == "CANCELED"
+    # Its verdict stays on the server; the watchdog removed itself.
+    labels = [r for r in beats() if "watchdog_verdict" in r["body"]["labels"]]
+    assert [r["body"]["labels"]["watchdog_verdict"] for r in labels] == ["cancelled"]
+    assert [(r["method"], r["path"]) for r in tree.api.requests() if r["method"] == "DELETE"] == [
+        ("DELETE", "/api/scheduled-jobs/alice/sched-1")]
+    # The job ran what make serve packed: huggingface_hub's hash-pinned requirements, installed so.
+    assert (tree.tmp / "pip-argv").read_text().splitlines()[0] == (
+        "install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r "
+        "requirements.txt")
+    from tools import watchdog
+    assert (tree.tmp / "pip-requirements.txt").read_text() == watchdog.requirements((REPO / "env/requirements.lock").read_text())
+
+
+@pytest.mark.e2e
 def test_crash_loop_stops_with_a_clear_message_and_nothing_billing(world, report_line):
     bad = [{"id": "bad1", "stages": ["ERROR"], "message": "CUDA out of memory", "logs": ["OOM"]},
            {"id": "bad2", "stages": ["ERROR"], "message": "CUDA out of memory", "logs": ["OOM"]},
@@ -550,8 +625,17 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == list(reproduce.STEPS)
-    serve, probe, smoke, bench, mopup, tally, stop, _ = lines
+    # Each step, and after serve the run's watchdog it installs (docs/watchdog.md).
+    assert [line.split()[0] for line in lines] == ["serve", "watchdog", *reproduce.STEPS[1:]]
+    serve, watchdog, probe, smoke, bench, mopup, tally, stop, _ = lines
+    assert watchdog.startswith("watchdog hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency "
+                               "--secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness "
+                               "--label run=qwen-t2 --label role=watchdog --label 'code=<its sha256>' "
+                               "-e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness ")
+    assert "-e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.watchdog bundle>'" in watchdog
+    assert "'*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; " in watchdog
+    assert watchdog.endswith("exec python -m tools.watchdog check'   (installed by make serve beside each server it "
+                             "launches, replacing the run's earlier one; removed by stop; docs/watchdog.md)")
     assert serve.startswith("serve    hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200 --expose 30000 "
                             "--secrets HF_TOKEN --timeout 4d")
     assert "lmsysorg/sglang:latest -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8" in serve
@@ -564,7 +648,9 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
             "--model Qwen/Qwen3.8-27B-FP8, lists tasks") in mopup
     assert "relaunched at most 2 time(s)" in mopup
     assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
-    assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh")
+    assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh   (hf jobs cancel of the run's server, then removes its "
+                           "watchdog: hf jobs scheduled ps -a -q --namespace '<namespace>' -l project=terminal-bench-harness "
+                           "-l run=qwen-t2 -l role=watchdog, and hf jobs scheduled delete of each;")
     assert "placeholder, https://<job_id>--30000.hf.jobs/v1" in proc.stderr
     assert not (tmp_path / "state").exists()
 

@@ -4,7 +4,7 @@ Usage:
     python tests/fakes/fake_openai.py --port-file PORT_FILE [--record REQUESTS.jsonl]
         [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-for SECONDS]
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
-        [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE]
+        [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE] [--metrics FILE]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -35,6 +35,11 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
         --unhealthy-polls M  ...for the first M GET /workers only (default: always): replicas
                          that finish loading while the server is polled
         --workers-body FILE  FILE's bytes as the answer, status 200 (a hostile gateway)
+    GET  /metrics                404, as sglang without --enable-metrics answers, unless
+        --metrics FILE   FILE's bytes as the answer, status 200, read again at every request, so
+                         a test sets the figures (a Prometheus text exposition, as vLLM's
+                         `vllm:num_requests_running 0` / `vllm:generation_tokens_total 120`); a
+                         FILE that does not exist (yet) answers 404
 
 Every request is appended to --record as one JSON line:
     {"method": "GET", "path": "/health", "status": 503, "auth": "ok", "body": null}
@@ -72,6 +77,7 @@ class State:
         if args.workers_body:
             with open(args.workers_body, "rb") as f:
                 self.workers_body = f.read()
+        self.metrics = args.metrics
         self.expect_token = os.environ.get("FAKE_OPENAI_EXPECT_TOKEN")
         self.lock = threading.Lock()
 
@@ -170,6 +176,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(200, state.workers_body, body, auth)
         if self.command == "GET" and self.path == "/workers" and state.workers:
             return self._reply(200, worker_list(state), body, auth)
+        if self.command == "GET" and self.path == "/metrics" and state.metrics and os.path.exists(state.metrics):
+            with open(state.metrics, "rb") as f:
+                return self._reply(200, f.read(), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
         return self._reply(404, {"detail": "Not Found"}, body, auth)
@@ -195,6 +204,7 @@ def main() -> None:
     parser.add_argument("--unhealthy", type=int, default=0)
     parser.add_argument("--unhealthy-polls", type=int, default=-1)
     parser.add_argument("--workers-body")
+    parser.add_argument("--metrics")
     args = parser.parse_args()
 
     Handler.state = State(args)
