@@ -48,6 +48,23 @@ busy_message() {
     "$RUN" "$who" "${lock#"$REPO_ROOT"/}"
 }
 
+# lock_is_held LOCK: true when some process holds an flock on the file LOCK. Read from
+# /proc/locks (Linux), which touches nothing: trying the lock itself (flock -n) would hold it for
+# an instant, and a verb starting in that instant would be refused as busy. Elsewhere flock -n is
+# the only way to ask.
+lock_is_held() {
+  local lock=$1 id rc=0
+  if [[ -r /proc/locks ]]; then
+    id=$(stat -L -c '%Hd %Ld %i' "$lock" 2>/dev/null) || return 1
+    # shellcheck disable=SC2086  # three numbers, split on purpose
+    id=$(printf '%02x:%02x:%s' $id)
+    awk -v id="$id" '$2 == "FLOCK" && $6 == id { found = 1 } END { exit !found }' /proc/locks
+    return
+  fi
+  flock -n -E 75 "$lock" true || rc=$?
+  ((rc == 75))
+}
+
 # holds_run_lock: true when this process already holds RUN's lock (inherited from the verb
 # that started it: bench runs tally.sh and stop.sh under its own lock).
 holds_run_lock() {

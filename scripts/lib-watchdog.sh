@@ -141,11 +141,10 @@ start_heartbeat() {
 }
 
 # heartbeat_loop LOCK SECONDS: beat every SECONDS while the lock is held, and look at the lock
-# every few seconds between beats, so the loop ends soon after the run is let go. `flock -n`
-# succeeds only when nobody holds the lock (and lets go at once); 75 is its answer when somebody
-# does.
+# every few seconds between beats (lock_is_held, lib-run.sh), so the loop ends soon after the run
+# is let go.
 heartbeat_loop() {
-  local lock=$1 every=$2 next=0 rc ns
+  local lock=$1 every=$2 next=0 ns
   while :; do
     if ((SECONDS >= next)); then
       next=$((SECONDS + every))
@@ -155,9 +154,7 @@ heartbeat_loop() {
     fi
     sleep "$((every < 5 ? every : 5))"
     [[ -e "$lock" ]] || return 0
-    rc=0
-    flock -n -E 75 "$lock" true || rc=$?
-    ((rc == 75)) || return 0
+    lock_is_held "$lock" || return 0
   done
 }
 

@@ -156,3 +156,26 @@ state_snapshot() {
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
 }
+
+@test "asking whether the run is held never takes its lock: a verb starting meanwhile is never refused" {
+  local lock="$BATS_TEST_TMPDIR/lock"
+  : >"$lock"
+  # Held by another process, and free: told apart.
+  bash -c 'exec 9>>"$1"; flock -n 9; exec sleep 600' lock "$lock" 3>&- &
+  HOLDER_PID=$!
+  wait_until bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; lock_is_held "$2"' x "$REPO" "$lock"
+  kill_running_jobs "$HOLDER_PID"
+  wait "$HOLDER_PID" || true
+  run bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; lock_is_held "$2"' x "$REPO" "$lock"
+  assert_failure
+  # The heartbeat asks every few seconds for days; a verb taking the lock at any of those moments
+  # must get it. 300 questions against 300 takes, side by side: not one take refused.
+  bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; for i in $(seq 300); do lock_is_held "$2" || :; done' \
+    x "$REPO" "$lock" 3>&- &
+  local asker=$! refused=0 i
+  for ((i = 0; i < 300; i++)); do
+    flock -n "$lock" true || refused=$((refused + 1))
+  done
+  wait "$asker"
+  [ "$refused" -eq 0 ]
+}
