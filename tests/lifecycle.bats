@@ -45,12 +45,18 @@ health_answers() { jq -r 'select(.path == "/health") | "\(.status) \(.auth)"' "$
 
 @test "wait-ready: connection refused while the weights load (vLLM), then ready" {
   serve_job1 '["RUNNING"]'
-  start_fake_openai --refuse-for 4
+  start_fake_openai --refuse-until "$BATS_TEST_TMPDIR/listen"
   write_server_state gptoss-t2 job1 "$FAKE_OPENAI_BASE"
 
-  RUN=gptoss-t2 run "$REPO/scripts/wait-ready.sh"
+  RUN=gptoss-t2 READY_POLL=1 "$REPO/scripts/wait-ready.sh" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local pid=$! i status=0
+  # One poll is an inspect, then /health: a second inspect means /health was refused at least once.
+  for ((i = 0; i < 600 && $(inspects) < 2; i++)); do sleep 0.1; done
+  : >"$BATS_TEST_TMPDIR/listen"
+  wait "$pid" || status=$?
+  output=$(<"$BATS_TEST_TMPDIR/out")
 
-  assert_success
+  [ "$status" -eq 0 ]
   assert_output --partial "/health refused"
   assert_output --partial "ready after"
   [ "$(cancels)" -eq 0 ]
