@@ -32,10 +32,12 @@ supervisor_settings() {
   require_integer IDLE_STOP_AFTER HEALTH_POLL
 }
 
-# The run's jobs dir as an absolute path (settings give it relative to the repository).
+# retry_targets_argv VAR: mop-up's selection of what is left to retry (python -m tools.reproduce
+# targets), as the supervisor asks it before every pass.
 retry_targets_argv() {
   local -n _rt=$1
-  _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL")
+  _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL"
+    --max-task-retries "$MAX_TASK_RETRIES")
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _rt+=(--verdicts "runs/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || _rt+=(--split "$(run_state_dir)/shards.json")
 }
@@ -191,7 +193,8 @@ main() {
   exec "$REPO_ROOT/.venv/bin/python" -m tools.reproduce run --run "$RUN" --repo "$REPO_ROOT" \
     --state-dir "$(run_state_dir)" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --api-base "${API_BASE:-}" \
     "${verdicts[@]}" --mopup-passes "$MOPUP_PASSES" --max-relaunches "$MAX_RELAUNCHES" \
-    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL" --skip-smoke "$(smoke_redundant)" --model "$MODEL"
+    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL" --skip-smoke "$(smoke_redundant)" --model "$MODEL" \
+    --max-task-retries "$MAX_TASK_RETRIES"
 }
 
 # Sourced (tests build the WHERE=hf argv with supervisor_argv), it defines and runs nothing.

@@ -561,7 +561,7 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert 'OPENAI_API_KEY="$(hf auth token)"' in bench and "--ak reasoning_effort=low" in bench
     assert mopup.startswith("mopup    RUN=qwen-t2 AUTO_STOP=0 PROBE=1 scripts/mopup.sh   (at most 3 pass(es)")
     assert ("python -m tools.reproduce targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 "
-            "--model Qwen/Qwen3.8-27B-FP8, lists tasks") in mopup
+            "--model Qwen/Qwen3.8-27B-FP8 --max-task-retries 3, lists tasks") in mopup
     assert "relaunched at most 2 time(s)" in mopup
     assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
     assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh")

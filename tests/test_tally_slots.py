@@ -133,7 +133,7 @@ def test_k_is_read_from_the_job_config_and_slots_are_filled(k5, policy):
         [18, 14, 11, 1, 1, 32]
     assert [count(SLOTS, g) for g in "✓✗E?…"] == [18, 14, 11, 1, 1]
     assert report["pass_rate"] == 18 / 32
-    assert report["errored_breakdown"] == {"infra": 6, "timeout": 0, "verdict": 5}
+    assert report["errored_breakdown"] == {"infra": 6, "final": 0, "timeout": 0, "verdict": 5}
     # An infra error after five settled trials is normal with k > 1: no warning for j.
     assert not [w for w in report["warnings"] if w.startswith("j:")]
     assert not [w for w in report["warnings"] if "scored attempts disagree" in w]
@@ -161,6 +161,29 @@ def test_run_figures_against_independent_computation(k5, policy):
     fr = want["fractions"]
     means = sorted(sum(r.choice(fr) for _ in fr) / len(fr) for _ in range(4000))
     assert abs(means[100] - b["low"]) < 0.05 and abs(means[3899] - b["high"]) < 0.05
+
+
+def test_final_error_at_k5_is_max_task_retries_attempts_per_open_slot(tmp_path, policy):
+    """k = 5: a task's open slots are final errors once its infra error survived MAX_TASK_RETRIES
+    attempts in a row for each of them (mop-up runs a task's missing attempts side by side)."""
+    limit, settled = 2, [P, F]
+    open_slots = K - len(settled)
+    plans = {"short": settled + ["infra"] * (limit * open_slots - 1), "final": settled + ["infra"] * (limit * open_slots)}
+    write_job(tmp_path / "jobs", "fin", [s for t, plan in plans.items() for s in attempts(t, plan)], n_attempts=K,
+              multiplier=1.0)
+    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "fin"), policy, max_task_retries=limit)
+    by_task = {e["task"]: e for e in report["per_task"]}
+    assert {t: (e["infra_streak"], e["final_error"]) for t, e in by_task.items()} == {
+        "short": (limit * open_slots - 1, False), "final": (limit * open_slots, True)}
+    assert report["final_errors"] == ["final"]
+    assert report["errored_breakdown"] == {"infra": open_slots, "final": open_slots, "timeout": 0, "verdict": 0}
+    assert [(t["task"], t["missing"]) for t in T.retry_targets(report)] == [("short", open_slots)]
+    # A final error's slots are not open: the headline is provisional for the other task's only.
+    lb = report["leaderboard"]
+    assert (lb["open_slots"], lb["provisional"]) == (open_slots, True)
+    text = T.render_text(report)
+    assert (f"FINAL ERRORS: {open_slots} of {2 * K} slots, of 1 task(s) whose infra error survived {limit} attempts "
+            f"in a row per open slot (MAX_TASK_RETRIES={limit}): final: counted as not passed, not open") in text
 
 
 def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(k5, policy, tmp_path):
@@ -214,7 +237,7 @@ def test_timeouts_unscored_fills_the_slots_the_same_trials(k5, policy):
     report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS, timeouts_unscored=True)
     assert {e["task"]: e["slots_text"] for e in report["per_task"]} == SLOTS_UNSCORED
     assert [report[o] for o in ("passed", "failed", "errored", "scored")] == [18, 12, 13, 30]
-    assert report["errored_breakdown"] == {"infra": 6, "timeout": 2, "verdict": 5}
+    assert report["errored_breakdown"] == {"infra": 6, "final": 0, "timeout": 2, "verdict": 5}
     assert report["mean_task_pass_fraction"] == pytest.approx(expected_figures(SLOTS_UNSCORED)["mean"])
 
 
