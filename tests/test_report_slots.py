@@ -122,8 +122,11 @@ def test_k5_vs_k1_the_k1_run_reads_as_one_slot_per_task(tallies):
 
 def test_captions_state_each_runs_k_and_accounting(tallies):
     md = report.compare_markdown(compare(tallies, "A", "C"))
-    assert ("Runs: A: k = 5, timeouts-scored (the board's rate, passed / (tasks × k), 95% CI from the replicates; "
-            "* while slots are open); C: k = 1, timeouts-scored (passed / scored tasks, Wilson 95% CI).") in md
+    assert ("Runs: A: k = 5, timeouts-scored (the headline is the board's rate, passed / (tasks × k), with its 95% CI "
+            "from the replicates; * while slots are open); C: k = 1, timeouts-scored (passed / scored tasks, Wilson "
+            "95% CI).") in md
+    assert ("| Run | Agent | k | Headline: leaderboard rate (passed / tasks × k) | Its 95% CI (replicates) | Mean task "
+            "pass fraction (not the headline) | Its 95% CI |") in md
     lines = md.splitlines()
     a_row = next(line for line in lines if line.startswith("| A | terminus-2 |"))
     fr = [fraction(A[t]) for t in sorted(A) if fraction(A[t]) is not None]
@@ -146,7 +149,25 @@ def test_captions_state_each_runs_k_and_accounting(tallies):
     assert ("k = 5 attempts per task. Leaderboard resolution rate (passed / tasks × k, as the board counts): "
             "**40.0%** (10/25), 95% CI ") in section
     assert "PROVISIONAL: 6 of 25 slots are open (not passed until mop-up fills them)." in section
-    assert "Mean over tasks of each task's pass fraction: 53.8%" in section
+    assert "Not the headline: the mean over tasks of each task's pass fraction, 53.8%, its own 95% CI " in section
+
+
+def test_the_outcome_picture_shows_each_runs_headline_with_its_own_interval(tallies):
+    """Beside the board's rate of a k = 5 run, the replicates' interval (the headline's), never the
+    bootstrap of another figure; beside a k = 1 run's pass rate, Wilson's. Values computed here."""
+    cmp = compare(tallies, "A", "C")
+    slots = [cell.split(" ")[1] for cell, _ in cells(cmp).values()]
+    reps = [sum(s[j] == "✓" for s in slots) / 5 for j in range(5)]
+    value = sum(s.count("✓") for s in slots) / 25
+    half = 2.776 * statistics.stdev(reps) / math.sqrt(5)
+    fig = report.outcome_bar_figure(cmp)
+    texts = [t.get_text() for t in fig.axes[0].texts if "95% CI" in t.get_text()]
+    assert texts[0] == (f"k = 5: {100 * value:.1f}% (board) *\n95% CI "
+                        f"{100 * (value - half):.1f}–{100 * (value + half):.1f}%")
+    # C: 2 of 4 scored, Wilson's interval.
+    z = 1.959963984540054
+    centre, spread = (0.5 + z * z / 8) / (1 + z * z / 4), z / (1 + z * z / 4) * math.sqrt(0.25 / 4 + z * z / 64)
+    assert texts[1] == f"k = 1: 50.0%\n95% CI {100 * (centre - spread):.1f}–{100 * (centre + spread):.1f}%"
 
 
 def test_html_and_pictures_at_k5(tallies, tmp_path):

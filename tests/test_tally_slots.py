@@ -12,6 +12,7 @@ import importlib.util
 import json
 import math
 import random
+import re
 import statistics
 from pathlib import Path
 
@@ -223,6 +224,41 @@ def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(
     assert md.read_text().splitlines()[8].startswith("**Leaderboard resolution rate: 40.00%")
 
 
+def test_one_headline_interval_named_once_and_every_other_interval_labelled_second(policy):
+    """The bundled k = 5 example: three 95% intervals, of two figures. The headline's (the board's
+    rate, the replicates' t interval) comes first and is the only one called the headline's; the
+    others follow it and each says it is not the headline's and of what it is. Values computed here."""
+    report = T.tally(T.run_job_dirs(REPO / "examples" / "jobs", "example-leaderboard-tb21"), policy,
+                     run="example-leaderboard")
+    slots = [e["slots"] for e in report["per_task"]]
+    n = len(slots)
+    reps = [sum(s[j] == "passed" for s in slots) / n for j in range(K)]
+    value = sum(s.count("passed") for s in slots) / (n * K)
+    half = 2.776 * statistics.stdev(reps) / math.sqrt(K)
+    low, high = max(0, value - half), min(1, value + half)
+    rng = np.random.default_rng(0)
+    per_task = np.array([s.count("passed") / K for s in slots])
+    board_boot = np.quantile([per_task[rng.integers(0, n, size=n)].mean() for _ in range(10_000)], [0.025, 0.975])
+    fractions = np.array([e["pass_fraction"] for e in report["per_task"] if e["pass_fraction"] is not None])
+    rng = np.random.default_rng(0)
+    mean_boot = np.quantile([fractions[rng.integers(0, len(fractions), size=len(fractions))].mean()
+                             for _ in range(10_000)], [0.025, 0.975])
+    lines = T.render_text(report).splitlines()
+    with_interval = [line for line in lines if re.search(r"\d% to \d", line)]
+    assert len(with_interval) == 3
+    head, second, third = with_interval
+    assert head.startswith(f"Leaderboard resolution rate: {100 * value:.2f}% ")
+    assert f"95% interval {100 * low:.2f}% to {100 * high:.2f}%: the headline and its interval (mean of the 5 " in head
+    assert sum("headline and its interval" in line for line in lines) == 1
+    assert second == (f"  not the headline's interval: the same rate by a task-level bootstrap of each task's passed / "
+                      f"5 (10,000 resamples, seed 0), {100 * board_boot[0]:.2f}% to {100 * board_boot[1]:.2f}%")
+    assert third.startswith(f"pass@1, mean over tasks of each task's pass fraction: {100 * fractions.mean():.2f}% ")
+    assert third.endswith(f"its 95% interval by a task-level bootstrap (10,000 resamples, seed 0): "
+                          f"{100 * mean_boot[0]:.2f}% to {100 * mean_boot[1]:.2f}%")
+    assert lines.index(head) < lines.index(second) < lines.index("Other figures, not the headline (each interval is "
+                                                                 "its own figure's):") < lines.index(third)
+
+
 def test_a_run_with_every_slot_filled_is_not_provisional(policy):
     """A finished slot set: the figure is passed / (tasks × k), nothing open."""
     from tools import slots as SL
@@ -265,7 +301,7 @@ def test_cli_text_json_and_markdown(k5, tmp_path):
     out = r.stdout
     assert "Attempts per task (k): 5; each task's latest 5 settled trials fill its slots" in out
     assert "| Outcome | Attempts | % of 45 (9 tasks × 5) |" in out
-    assert "Pass rate excluding infra errors: 56.25% (18/32 scored attempts)" in out
+    assert "Pass rate excluding infra errors: 56.25% (18/32 scored attempts; not the headline)" in out
     assert f"pass@1, mean over tasks of each task's pass fraction: {100 * want['mean']:.2f}% (7 of 9 tasks" in out
     assert f"mean ± standard error: {100 * want['rep_mean']:.2f}% ± {100 * want['rep_stderr']:.2f}%" in out
     assert "pass@5 (harbor's estimator, over the 4 tasks with 5 scored attempts): 100.00%" in out

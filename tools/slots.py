@@ -206,14 +206,15 @@ def leaderboard_figure(slot_outcomes: list[list[str]], k: int, open_slots: int) 
 
 
 def headline_lines(report: dict) -> list[str]:
-    """The board's figure first: the figure with its interval, then the bootstrap; provisional
-    when slots are open, with the command that fills them."""
+    """The board's figure first, with the one interval named the headline's; provisional when slots
+    are open, with the command that fills them; then, second and labelled as not the headline's,
+    the same figure's task-level bootstrap."""
     lb = report["leaderboard"]
     if lb["value"] is None:
         return ["Leaderboard resolution rate: n/a (no task yet)"]
     iv = lb["interval95"]
-    ci = ("" if iv is None else f", 95% interval {_pct(iv['low'])} to {_pct(iv['high'])} ({iv['method']}; "
-          f"the board's ± appears to be this replicate spread)")
+    ci = ("" if iv is None else f", 95% interval {_pct(iv['low'])} to {_pct(iv['high'])}: the headline and its "
+          f"interval ({iv['method']}; the board's ± appears to be this replicate spread)")
     out = [f"Leaderboard resolution rate: {_pct(lb['value'])} ({lb['passed']} passed of {lb['trials']} trials = "
            f"{lb['tasks']} tasks × {lb['k']}; errored and open slots count as not passed){ci}"]
     if lb["provisional"]:
@@ -228,8 +229,9 @@ def headline_lines(report: dict) -> list[str]:
                    f"not open (mop-up no longer fills them)")
     b = lb["bootstrap95"]
     if b is not None:
-        out.append(f"  95% interval by a task-level bootstrap of each task's passed / {lb['k']} "
-                   f"({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}): {_pct(b['low'])} to {_pct(b['high'])}")
+        out.append(f"  not the headline's interval: the same rate by a task-level bootstrap of each task's passed / "
+                   f"{lb['k']} ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}), {_pct(b['low'])} to "
+                   f"{_pct(b['high'])}")
     return out
 
 
@@ -269,17 +271,18 @@ def stats_lines(report: dict) -> list[str]:
               _pct(report["replicate_mean"]) + (" ± " + _pct(report["replicate_stderr"])
                                                 if report["replicate_stderr"] is not None else " (one replicate)"))
     b = report["bootstrap95"]
+    boot = "n/a" if b is None else f"{_pct(b['low'])} to {_pct(b['high'])}"
     return [
+        "Other figures, not the headline (each interval is its own figure's):",
         f"pass@1, mean over tasks of each task's pass fraction: {_pct(report['mean_task_pass_fraction'])} "
-        f"({report['tasks_with_scored_attempts']} of {report['tasks']} tasks have a scored attempt)",
+        f"({report['tasks_with_scored_attempts']} of {report['tasks']} tasks have a scored attempt; errored slots left "
+        f"out); its 95% interval by a task-level bootstrap ({BOOTSTRAP_RESAMPLES:,} resamples, seed "
+        f"{BOOTSTRAP_SEED}): {boot}",
         f"pass@1 over the {k} replicates (replicate j = the j-th settled attempt of every task), mean ± standard "
         f"error: {spread}; replicates: " + ", ".join(
             f"{_pct(r['pass_rate'], 1)} ({r['passed']}/{r['scored']})" for r in rep) + (
             "" if len(with_scored) == len(rep) else f" ({len(rep) - len(with_scored)} with no scored attempt)"),
         f"pass@{k} (harbor's estimator, over the {pk['tasks']} tasks with {k} scored attempts): {_pct(pk['value'])}",
-        "95% interval of the mean pass fraction (task-level bootstrap, "
-        f"{BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}): "
-        + ("n/a" if b is None else f"{_pct(b['low'])} to {_pct(b['high'])}"),
     ]
 
 

@@ -107,7 +107,7 @@ def _accounting_line(report: dict) -> str:
 
 def _rate_line(report: dict) -> str:
     what = "infra errors and timeouts" if report["accounting"] == ACCOUNTING_UNSCORED else "infra errors"
-    unit = " scored attempts" if report.get("n_attempts", 1) > 1 else ""
+    unit = " scored attempts; not the headline" if report.get("n_attempts", 1) > 1 else ""
     if report["pass_rate"] is None:
         return f"Pass rate excluding {what}: n/a (0 scored {'attempts' if unit else 'tasks'})"
     return (f"Pass rate excluding {what}: {100 * report['pass_rate']:.2f}% "
@@ -241,7 +241,8 @@ def render_markdown(report: dict) -> str:
     out += summary_table(report)
     out += ["", f"**{_rate_line(report)}**", ""]
     if report.get("n_attempts", 1) > 1:
-        out += [f"- {line}" for line in SL.stats_lines(report)] + [""]
+        title, *figures = SL.stats_lines(report)
+        out += [title, "", *[f"- {line}" for line in figures], ""]
     out += ["## Exceptions", ""]
     out += _exceptions_block(report)
     out += ["## Usage", ""]
