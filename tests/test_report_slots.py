@@ -185,39 +185,48 @@ def test_html_and_pictures_at_k5(tallies, tmp_path):
 # --- dollars -------------------------------------------------------------------------------------
 
 
-def recorded_total(recording: Path) -> float:
-    """What the bundled example cost, from the recorded hf answers: every inspected job and every
+def recorded_total(recording: Path, jobs_recorded: int = 17) -> float:
+    """What a bundled example cost, from the recorded hf answers: every inspected job and every
     listed sandbox, running_secs × (its flavor's price + the exposed-port price when it exposes one)."""
     calls = json.loads(recording.read_text())["calls"]
     price = {row["name"]: float(row["cost/hour"].lstrip("$")) for row in calls["jobs hardware --json"]}
     port = 0.01  # env/flavor-prices.tsv exposed-ports
     jobs = [rows[0] for key, rows in calls.items() if key.startswith("jobs inspect")]
     jobs += calls["jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice"]
-    assert len(jobs) == 17
+    assert len(jobs) == jobs_recorded
     return sum(j["durations"]["running_secs"] / 3600 * (price[j["flavor"]] + (port if j.get("expose") else 0))
                for j in jobs)
 
 
 EXAMPLE_STATE = REPO / "examples" / "state" / "example-terminus2"
+MSWEA_STATE = REPO / "examples" / "state" / "example-mswea"
+MSWEA_JOBS = 15  # its server, its remote bench job and its 13 sandboxes (examples/make_example_cost.py)
 
 
-def test_compare_shows_the_bundled_examples_dollars(monkeypatch):
+def test_compare_shows_the_bundled_examples_dollars(monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
     total = recorded_total(EXAMPLE_STATE / "hf-recorded.json")
+    other = recorded_total(MSWEA_STATE / "hf-recorded.json", MSWEA_JOBS)
     result = CliRunner().invoke(report.cli, ["compare", "example-terminus2", "example-mswea", "--format", "json"])
     assert result.exit_code == 0, result.output
     t2, mswea = json.loads(result.output)["runs"]
     assert t2["cost"]["known"] and t2["cost"]["total_usd"] == pytest.approx(total, abs=1e-5)
     assert t2["cost"]["usd_per_pass"] == pytest.approx(total / 4, abs=1e-5)  # 4 passed tasks
     assert t2["cost"]["price_source"] == "recorded"
-    assert mswea["cost"] == {"known": False, "why": "a bundled example with no recorded jobs "
-                             "(examples/state/example-mswea/manifest.jsonl does not exist)"}
+    assert mswea["cost"]["known"] and mswea["cost"]["total_usd"] == pytest.approx(other, abs=1e-5)
+    assert mswea["cost"]["usd_per_pass"] == pytest.approx(other / 5, abs=1e-5)  # 5 passed tasks
     md = CliRunner().invoke(report.cli, ["compare", "example-terminus2", "example-mswea"]).output
     assert f"| 1.08 | ${total:,.2f} | ${total / 4:,.2f} |" in md
-    assert "| 1.00 | unknown | — |" in md
+    assert f"| 1.00 | ${other:,.2f} | ${other / 5:,.2f} |" in md
     assert ("- example-terminus2-tb21: $45.92; prices: hf jobs hardware, recorded 2026-09-04T09:10:00Z: "
             "examples/state/example-terminus2/hf-recorded.json.") in md
-    assert "- example-mswea-tb21: cost unknown: a bundled example with no recorded jobs" in md
+    # An example with no recording: its cost is unknown, said in one line, and the comparison goes on.
+    from tools import report_cost
+    monkeypatch.setattr(report_cost, "EXAMPLES_STATE", tmp_path)
+    md = CliRunner().invoke(report.cli, ["compare", "example-terminus2", "example-mswea"]).output
+    assert "| 1.00 | unknown | — |" in md
+    assert (f"- example-mswea-tb21: cost unknown: a bundled example with no recorded jobs "
+            f"({tmp_path / 'example-mswea' / 'manifest.jsonl'} does not exist)") in md
 
 
 def test_results_section_states_the_cost(monkeypatch):
@@ -225,8 +234,9 @@ def test_results_section_states_the_cost(monkeypatch):
     cmp = report.comparison_of(["example-terminus2", "example-mswea"], False)
     section = report.results_markdown(cmp)
     total = recorded_total(EXAMPLE_STATE / "hf-recorded.json")
+    other = recorded_total(MSWEA_STATE / "hf-recorded.json", MSWEA_JOBS)
     assert f" Cost: **${total:,.2f}** (${total / 4:,.2f} per passed task; prices: hf jobs hardware" in section
-    assert " Cost unknown: a bundled example with no recorded jobs" in section
+    assert f" Cost: **${other:,.2f}** (${other / 5:,.2f} per passed task; prices: hf jobs hardware" in section
 
 
 def test_pass_rate_against_dollars_picture_with_two_costed_runs(tmp_path, monkeypatch):
