@@ -173,6 +173,15 @@ main() {
   refuse_bundled_example reproduce
   supervisor_settings
   check_timeouts 0
+  # The token before any HF call (MAX_COST's check asks hf for prices and jobs): a user without one
+  # gets this one line, not the hf CLI's "Not logged in" first.
+  if ! is_dry_run; then
+    if [[ "$WHERE" == hf ]]; then
+      hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
+    else
+      hf_token "the server job, its endpoint and the sandboxes need it" >/dev/null
+    fi
+  fi
   refuse_over_ceiling # MAX_COST: a run at its ceiling launches nothing (dry run: states the ceiling)
   case "$WHERE" in
     local) ;;
@@ -185,7 +194,9 @@ main() {
   # Before a server is paid for: the run's job dirs are its own (a copied run file's are not).
   refuse_foreign_job_dirs
   hold_run_lock "make reproduce"
-  remember_run
+  # Not remembered here: a start that fails must not become the run a bare make tally acts on. The
+  # steps remember it as bench does (serve once it launched, a bench or mop-up that ran), and the
+  # supervisor once the run has job dirs to tally (tools/reproduce.py).
   local verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   cd "$REPO_ROOT"

@@ -643,6 +643,42 @@ def test_a_job_of_another_model_under_the_run_s_name_is_refused_before_a_server_
     assert targets.returncode == 1 and why in targets.stderr and targets.stdout == ""
 
 
+def test_no_token_is_said_before_any_hf_call_and_a_failed_start_is_never_remembered(tmp_path):
+    """A new user without a token: one line saying so, before MAX_COST's check (or anything else)
+    asks HF; and no failed start, the token's or the probe's, becomes the remembered run."""
+    api = JobsAPI(tmp_path, {})
+    try:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "last-run").write_text("qwen-mswea\n")  # the run the user last worked on
+        hf_home = tmp_path / "hf-home"  # no login: `hf auth token` has nothing to print
+        hf_home.mkdir()
+        (hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RUN", "API_BASE", "CLI_SETTINGS", "DRY_RUN", "HF_TOKEN", "HF_NAMESPACE", "JOBS_DIR")}
+        env.update(RUN="qwen-t2", MAX_COST="500", STATE_ROOT=str(state), HF_ENDPOINT=api.url, HF_HOME=str(hf_home),
+                   HF_HUB_DISABLE_UPDATE_CHECK="1", JOBS_DIR=str(tmp_path / "jobs"))
+        proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], env=env, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1
+        assert proc.stderr.splitlines()[-1] == ("reproduce: no HF token: set HF_TOKEN or run 'hf auth login' (the "
+                                                "server job, its endpoint and the sandboxes need it)")
+        assert "Not logged in" not in proc.stderr + proc.stdout
+        assert api.requests() == []  # not one HF call
+        assert sorted(p.name for p in state.iterdir()) == ["last-run"]
+        assert (state / "last-run").read_text() == "qwen-mswea\n"
+        # With a token, a start that fails (the probe: nothing answers at API_BASE) is not remembered either.
+        env.update(HF_TOKEN="hf_fake-token", API_BASE="http://127.0.0.1:1/v1", PROBE_TIMEOUT="5")
+        del env["MAX_COST"]
+        proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], env=env, capture_output=True, text=True,
+                              timeout=300, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1, proc.stderr
+        assert "reproduce: the probe step failed" in proc.stderr
+        assert (state / "last-run").read_text() == "qwen-mswea\n"
+    finally:
+        api.stop()
+
+
 def test_the_supervisor_refuses_to_run_without_the_lock(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tools.reproduce", "run", "--run", "r", "--repo", str(REPO),
                            "--state-dir", str(tmp_path / "s"), "--jobs-dir", str(tmp_path / "j"), "--job-name", "j"],

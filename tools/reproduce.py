@@ -309,6 +309,15 @@ class Supervisor:
         subprocess.run(["bash", "-c", script, "reproduce", str(lib), event, json.dumps(fields)],
                        env=self.env(), cwd=self.cfg.repo, check=False, stdin=subprocess.DEVNULL, timeout=120)
 
+    def remember(self) -> None:
+        """The run becomes the last run used (lib.sh's remember_run) once it has job dirs to tally:
+        a failed start never does, as a failed bench never does (scripts/bench.sh)."""
+        if not job_dir_exists(self.cfg.jobs_dir, self.cfg.job_name):
+            return
+        lib = self.cfg.repo / "scripts" / "lib.sh"
+        subprocess.run(["bash", "-c", 'source "$1"; resolve_run; remember_run', "reproduce", str(lib)],
+                       env=self.env(), cwd=self.cfg.repo, check=False, stdin=subprocess.DEVNULL, timeout=120)
+
     # --- children -------------------------------------------------------------------------------
     def env(self, **extra: str) -> dict:
         env = dict(os.environ, RUN=self.cfg.run, WHERE="local")
@@ -739,6 +748,7 @@ class Supervisor:
             invocation.update(ended_at=now_iso(), outcome=outcome)
             self.state["current_step"] = None
             self.save()
+            self.remember()
         if code == CEILING_EXIT:
             for line in summary_lines(self.state, time.time()):
                 print(f"reproduce: {line}", flush=True)
