@@ -87,7 +87,7 @@ print_plan() {
       bench_argv s
       printf '%s\0' "${s[@]}"
     )
-    plan_line smoke "$(show_cmd "${env_display[@]}" -- "${smoke_argv[@]}")   (scripts/bench.sh --smoke, PROBE=0 AUTO_STOP=0)"
+    plan_line smoke "$(show_cmd "${env_display[@]}" -- "${smoke_argv[@]}")   (scripts/bench.sh --smoke on $(smoke_task_text), PROBE=0 AUTO_STOP=0)"
   fi
   if is_sharded; then
     plan_line bench "scripts/bench.sh: $N_SHARDS shards side by side under the governor, each the run's harbor command on its share of the tasks (make print RUN=$RUN N_SHARDS=$N_SHARDS shows every one)   (PROBE=0 AUTO_STOP=0; the server is checked every ${HEALTH_POLL}s)"

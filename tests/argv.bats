@@ -174,6 +174,49 @@ printed_argv() {
   done
 }
 
+@test "every shipped run of more than one task smokes a task chosen on purpose: the shortest the bundled examples settled, printed" {
+  # The shortest, computed here: of the tasks every bundled example settled (infra errors aside;
+  # qemu-startup's image is broken), the lowest mean agent time over those settled trials.
+  local shortest run settings tasks smoke dataset want
+  shortest=$(cd "$REPO" && .venv/bin/python - <<'PY'
+import glob
+from collections import defaultdict
+from tools import slots as SL, tally_core as T
+policy, seen = T.load_policy(), defaultdict(dict)
+for env in sorted(glob.glob("runs/example-*.env")):
+    job = next(line.strip().split("=", 1)[1] for line in open(env) if line.startswith("JOB_NAME="))
+    for d in T.run_job_dirs("examples/jobs", job):
+        for t in T.scan_job_dir(d, T.ScanNotes()):
+            if t.status == "finished":
+                t.outcome, t.rule, _ = T.classify(t, policy)
+                if SL.is_settled(t) and t.agent_seconds:
+                    seen[t.task].setdefault(env, []).append(t.agent_seconds)
+everywhere = {task: [s for v in by.values() for s in v] for task, by in seen.items()
+              if len(by) == len(glob.glob("runs/example-*.env"))}
+print(min(everywhere, key=lambda task: sum(everywhere[task]) / len(everywhere[task])))
+PY
+  )
+  [[ -n "$shortest" ]] || fail "no task settled in every bundled example"
+  for run in $(benchable_runs); do
+    settings=$(RUN=$run "$REPO/tests/bin/argv-of" settings)
+    tasks=$(sed -n 's/^TASKS=//p' <<<"$settings")
+    [[ "$tasks" != *[[:space:]]* && -n "$tasks" ]] && continue # a one-task run smokes its one task
+    smoke=$(sed -n 's/^SMOKE_TASK=//p' <<<"$settings")
+    dataset=$(sed -n 's/^DATASET=//p' <<<"$settings")
+    want=$shortest
+    [[ -z "$dataset" ]] || want="*/$shortest" # a registry dataset names its tasks <org>/<task>
+    [[ "$smoke" == "$want" ]] || fail "$run: SMOKE_TASK is '$smoke', not the shortest known task '$want'"
+    run grep -A1 -x -- --include-task-name "$(golden_file "$run" smoke)"
+    assert_output "--include-task-name"$'\n'"$want"
+    RUN=$run run "$REPO/scripts/print.sh"
+    assert_success
+    assert_output --partial "# $run: smoke test (one task: task $want (SMOKE_TASK); job "
+  done
+  RUN=qwen-t2 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh" --smoke
+  assert_success
+  assert_line --index 0 "smoke: one task: task $shortest (SMOKE_TASK)"
+}
+
 @test "AUTO_STOP keeps the server while tasks are left to mop up, and never stops it after a smoke test" {
   # qwen-t2 on a copy of the bundled example's job dirs: 3 infra-errored tasks, 1 unfinished.
   cp -r "$REPO/examples/jobs" "$BATS_TEST_TMPDIR/jobs"
