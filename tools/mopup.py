@@ -81,7 +81,7 @@ def cli() -> None:
 @click.option("--max-task-retries", type=click.IntRange(min=0, max=tally_core.MAX_TASK_RETRIES_CAP),
               default=tally_core.DEFAULT_MAX_TASK_RETRIES, show_default=True,
               help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a row (per open slot) is a "
-              "final error, not retried (raise it to try such a task again; 0: no limit).")
+              "final error, not retried (a higher value gives such a task one more try; 0: no limit).")
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config, verdicts, model, max_task_retries,
          out):

@@ -346,7 +346,7 @@ def retry_jobs(jobs_dir: Path, job_name: str, tasks: dict[str, dict]) -> list[di
 
 
 def final_errors_line(plan: dict) -> list[str]:
-    """The tasks the plan leaves alone as final errors (past MAX_TASK_RETRIES), and how to try them again."""
+    """The tasks the plan leaves alone as final errors (past MAX_TASK_RETRIES), and how to give them one more try."""
     final = plan.get("final_errors") or []
     if not final:
         return []
