@@ -258,6 +258,20 @@ bench_argv() {
   _argv+=(--jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --n-concurrent "$N_CONCURRENT" -y)
 }
 
+# smoke_task_text: which task the smoke runs, said wherever the smoke is (make print, make smoke,
+# make reproduce's plan): SMOKE_TASK, chosen on purpose, or harbor's own pick.
+smoke_task_text() {
+  local tasks
+  split_words tasks "$TASKS"
+  if [[ -n "$SMOKE_TASK" ]]; then
+    printf 'task %s (SMOKE_TASK)' "$SMOKE_TASK"
+  elif ((${#tasks[@]} == 1)); then
+    printf "task %s (the run's one task)" "${tasks[0]}"
+  else
+    printf "the first task harbor picks (SMOKE_TASK is empty: set a short one in runs/%s.env)" "$RUN"
+  fi
+}
+
 # Smoke: the run's own wiring on one task, in a job of its own, before the full run.
 apply_smoke_settings() {
   JOB_NAME="$JOB_NAME-smoke"

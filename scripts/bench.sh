@@ -73,6 +73,7 @@ main() {
   ((smoke == 0)) || apply_smoke_settings
   validate_settings
   validate_shard_settings
+  ((smoke == 0)) || say "one task: $(smoke_task_text)"
 
   local base
   if ! base=$(endpoint); then

@@ -317,6 +317,14 @@ validate_values() {
     die "setting WHERE must be local or hf, got '$WHERE' (run '$RUN')"
   validate_api_base
   validate_job_name
+  validate_max_task_retries
+}
+
+# validate_max_task_retries: MAX_TASK_RETRIES is 0 (no limit) or a count of attempts, as the tally
+# takes it (tools/tally_core.py MAX_TASK_RETRIES_CAP).
+validate_max_task_retries() {
+  [[ "$MAX_TASK_RETRIES" =~ ^[0-9]{1,3}$ ]] ||
+    die "setting MAX_TASK_RETRIES must be a whole number from 0 to 999 (attempts in a row ending in an infra error before a task is a final error; 0: no limit), got '$MAX_TASK_RETRIES' (run '$RUN')"
 }
 
 # --- the run's job name -------------------------------------------------------------------------
@@ -581,15 +589,16 @@ endpoint() {
 
 # AUTO_STOP=1: once a bench or mop-up leaves nothing for the run's server to do (no task to
 # retry by mop-up's own selection, python -m tools.reproduce targets: with N_ATTEMPTS > 1, no task
-# with a missing attempt), stop it; while tasks are left, keep it for make mopup and say so:
-# the decision to stop belongs to whoever runs the next step.
+# with a missing attempt; a final error, past MAX_TASK_RETRIES, is none: the tally decides), stop
+# it; while tasks are left, keep it for make mopup and say so: the decision to stop belongs to
+# whoever runs the next step.
 stop_server_if_done() {
   [[ "$AUTO_STOP" == 1 ]] && run_has_server || return 0
   local left targets_args=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || targets_args=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || targets_args+=(--split "$(run_state_dir)/shards.json")
-  left=$(cd "$REPO_ROOT" && tool reproduce targets \
-    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
+  left=$(cd "$REPO_ROOT" && tool reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" \
+    --max-task-retries "$MAX_TASK_RETRIES" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
     left=""
   if [[ "$left" == 0 ]]; then
     say "AUTO_STOP=1: nothing left to retry; stopping the server"

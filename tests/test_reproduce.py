@@ -393,7 +393,7 @@ def plan_of(tmp_path, **settings) -> list[str]:
 def test_the_plan_of_a_one_task_run_skips_the_smoke_and_says_why(tmp_path):
     smoke = [line for line in plan_of(tmp_path, RUN="qwen-tb3-smoke") if line.startswith("smoke ")]
     assert smoke == ["smoke    skipped: the bench runs one task, atrx-vep-crispr, the very task the smoke would run"]
-    smoke = [line for line in plan_of(tmp_path, RUN="qwen-t2", N_TASKS="1") if line.startswith("smoke ")]
+    smoke = [line for line in plan_of(tmp_path, RUN="qwen-t2", N_TASKS="1", SMOKE_TASK="") if line.startswith("smoke ")]
     assert smoke == ["smoke    skipped: the bench runs one task (N_TASKS=1), the very task the smoke would run"]
     # A smoke of another task, or of one of several, is a real first look: it stays.
     for settings in ({"RUN": "qwen-tb3-smoke", "SMOKE_TASK": "fix-git"}, {"RUN": "qwen-t2", "TASKS": "fix-git path-tracing"},
@@ -650,7 +650,7 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert 'OPENAI_API_KEY="$(hf auth token)"' in bench and "--ak reasoning_effort=low" in bench
     assert mopup.startswith("mopup    RUN=qwen-t2 AUTO_STOP=0 PROBE=1 scripts/mopup.sh   (at most 3 pass(es)")
     assert ("python -m tools.reproduce targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 "
-            "--model Qwen/Qwen3.8-27B-FP8, lists tasks") in mopup
+            "--model Qwen/Qwen3.8-27B-FP8 --max-task-retries 3, lists tasks") in mopup
     assert "relaunched at most 2 time(s)" in mopup
     assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
     assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh   (hf jobs cancel of the run's server, then removes its "
@@ -732,6 +732,42 @@ def test_a_job_of_another_model_under_the_run_s_name_is_refused_before_a_server_
                               "--job-name", job.name, "--model", "Qwen/Qwen3.8-27B-FP8"],
                              cwd=REPO, capture_output=True, text=True, timeout=120)
     assert targets.returncode == 1 and why in targets.stderr and targets.stdout == ""
+
+
+def test_no_token_is_said_before_any_hf_call_and_a_failed_start_is_never_remembered(tmp_path):
+    """A new user without a token: one line saying so, before MAX_COST's check (or anything else)
+    asks HF; and no failed start, the token's or the probe's, becomes the remembered run."""
+    api = JobsAPI(tmp_path, {})
+    try:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "last-run").write_text("qwen-mswea\n")  # the run the user last worked on
+        hf_home = tmp_path / "hf-home"  # no login: `hf auth token` has nothing to print
+        hf_home.mkdir()
+        (hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RUN", "API_BASE", "CLI_SETTINGS", "DRY_RUN", "HF_TOKEN", "HF_NAMESPACE", "JOBS_DIR")}
+        env.update(RUN="qwen-t2", MAX_COST="500", STATE_ROOT=str(state), HF_ENDPOINT=api.url, HF_HOME=str(hf_home),
+                   HF_HUB_DISABLE_UPDATE_CHECK="1", JOBS_DIR=str(tmp_path / "jobs"))
+        proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], env=env, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1
+        assert proc.stderr.splitlines()[-1] == ("reproduce: no HF token: set HF_TOKEN or run 'hf auth login' (the "
+                                                "server job, its endpoint and the sandboxes need it)")
+        assert "Not logged in" not in proc.stderr + proc.stdout
+        assert api.requests() == []  # not one HF call
+        assert sorted(p.name for p in state.iterdir()) == ["last-run"]
+        assert (state / "last-run").read_text() == "qwen-mswea\n"
+        # With a token, a start that fails (the probe: nothing answers at API_BASE) is not remembered either.
+        env.update(HF_TOKEN="hf_fake-token", API_BASE="http://127.0.0.1:1/v1", PROBE_TIMEOUT="5")
+        del env["MAX_COST"]
+        proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], env=env, capture_output=True, text=True,
+                              timeout=300, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1, proc.stderr
+        assert "reproduce: the probe step failed" in proc.stderr
+        assert (state / "last-run").read_text() == "qwen-mswea\n"
+    finally:
+        api.stop()
 
 
 def test_the_supervisor_refuses_to_run_without_the_lock(tmp_path):

@@ -210,6 +210,10 @@ class RecordedHf:
     def load(cls, path: Path) -> "RecordedHf":
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            # The one line the other verbs give (tools/report_cost.py), not an errno.
+            raise CostError(f"no recording: {rel(path)} does not exist (a bundled example never calls HF; "
+                            f"examples/make_example_cost.py records one)") from None
         except (OSError, ValueError) as e:
             raise CostError(f"{path}: cannot read the recorded hf answers ({e})") from None
         return cls(path, doc.get("calls") or {}, doc.get("recorded_at"))
