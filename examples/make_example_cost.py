@@ -132,7 +132,7 @@ def sandboxes() -> tuple[list[dict], dict[str, list[str]]]:
 
 def manifest_line(at: str, event: str, extra: dict) -> str:
     base = {"at": at, "event": event, "run": RUN, "commit": "example", "lock_sha256": None,
-            "tools": {"harbor": "0.25.0", "huggingface_hub": "2.4.0"}}
+            "tools": {"harbor": "0.26.0", "huggingface_hub": "2.4.0"}}
     return json.dumps({**base, **extra, "settings": {"SERVER_FLAVOR": "h200", "BENCH_FLAVOR": "cpu-upgrade",
                                                      "SANDBOX_FLAVOR": "cpu-upgrade", "N_CONCURRENT": "3"}},
                       separators=(",", ":"))

@@ -15,7 +15,9 @@ from tools.report_load import display_path
 
 MULTIPLIERS = ("timeout_multiplier", "agent_timeout_multiplier", "verifier_timeout_multiplier",
                "agent_setup_timeout_multiplier", "environment_build_timeout_multiplier")
-ENV_OVERRIDES = ("override_cpus", "override_memory_mb", "override_storage_mb", "override_gpus")
+# Every override_* of harbor 0.26.0's EnvironmentConfig (override_tpu is new in 0.26.0; tests/test_report.py
+# fails when harbor adds one this list lacks).
+ENV_OVERRIDES = ("override_cpus", "override_memory_mb", "override_storage_mb", "override_gpus", "override_tpu")
 AGENT_OVERRIDES = ("override_timeout_sec", "override_setup_timeout_sec", "max_timeout_sec")
 VERIFIER_OVERRIDES = ("override_timeout_sec", "max_timeout_sec")
 MIN_TRIALS = 5
