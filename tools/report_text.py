@@ -267,7 +267,7 @@ def rate_line(run: dict) -> str:
             f"board's ± appears to be this spread).{provisional} Mean over tasks of each task's pass fraction: "
             f"{pct(run['mean_task_pass_fraction'])}, 95% CI {interval_text(run_interval(run))} "
             f"(task-level bootstrap); attempts passed / scored {run['passed']}/{run['scored']}; "
-            f"pass@{pk['k']} {pct(pk['value'])}.")
+            f"pass@{pk['k']} {pct(pk['value'])}." + (f" {SL.other_figures_line(lb)}." if SL.other_figures_line(lb) else ""))
 
 
 def cost_line(run: dict) -> str:
