@@ -81,8 +81,8 @@ shard_summary() {
 # governor_line: what the governor will do, or that it is off.
 governor_line() {
   if [[ "$GOVERNOR" == 1 ]]; then
-    printf 'governor: while more than %s of the trials finished in the last %s s (at least %s of them) are infra errors, the newest shard is interrupted (SIGINT, as Ctrl-C); after %s s below, one is started again' \
-      "$MAX_INFRA_RATE" "$GOVERNOR_WINDOW" "$GOVERNOR_MIN_TRIALS" "$GOVERNOR_QUIET"
+    printf 'governor: while more than %s of the trials finished in the last %s s (at least %s of them) are infra errors, the newest shard is interrupted (SIGINT, as Ctrl-C, even under nohup; then TERM, then KILL, %s s apart, to a harbor still running); after %s s below, one is started again' \
+      "$MAX_INFRA_RATE" "$GOVERNOR_WINDOW" "$GOVERNOR_MIN_TRIALS" "$STOP_GRACE" "$GOVERNOR_QUIET"
   else
     printf 'governor: off (GOVERNOR=0): every shard runs to its end'
   fi
@@ -117,9 +117,11 @@ shard_spec() {
     --argjson m "$GOVERNOR_MIN_TRIALS" --argjson q "$GOVERNOR_QUIET" \
     '{max_rate: $r, window_s: $w, min_trials: $m, quiet_s: $q}')
   jq -cn --arg run "$RUN" --arg event_file "$(run_state_dir)/manifest.jsonl" --arg log_dir "$(run_state_dir)/shards" \
-    --argjson poll "$GOVERNOR_POLL" --argjson governor "$governor" --argjson shards "$(printf '%s\n' "${shards[@]}" | jq -cs .)" \
-    '{run: $run, event_file: $event_file, log_dir: $log_dir, poll_s: $poll, governor: $governor, shards: $shards,
-      watch: ($ARGS.positional)}' --args -- --grace "$LINGER_GRACE" --event-file "$(run_state_dir)/manifest.jsonl" "${ceiling[@]}"
+    --argjson poll "$GOVERNOR_POLL" --argjson stop_grace "$STOP_GRACE" --argjson governor "$governor" \
+    --argjson shards "$(printf '%s\n' "${shards[@]}" | jq -cs .)" \
+    '{run: $run, event_file: $event_file, log_dir: $log_dir, poll_s: $poll, stop_grace_s: $stop_grace,
+      governor: $governor, shards: $shards, watch: ($ARGS.positional)}' --args -- \
+    --grace "$LINGER_GRACE" --term-wait "$STOP_GRACE" --event-file "$(run_state_dir)/manifest.jsonl" "${ceiling[@]}"
 }
 
 # bench_shards BASE TOKEN: the sharded bench on this machine, the run's lock held by the caller.

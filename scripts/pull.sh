@@ -2,7 +2,7 @@
 # Usage: make pull RUN=<run> [BUCKET=ns/name] [PULL=results|all] [DRY_RUN=1]
 # Bring a remotely benched run's job dirs home from its bucket into JOBS_DIR, so tally and
 # mop-up work on them: the job itself, its shards and its retry jobs (<job-name>-retry-N), and the
-# attempts harbor retried inside them (.retried/<job>/, docs/design.md decision 26). By default
+# attempts harbor retried inside them (.retried/<job>/, docs/design.md decision 27). By default
 # only the json files (job and trial config, lock and result); PULL=all adds trajectories. A
 # run of N_ATTEMPTS > 1 is a leaderboard run: its submission uploads every trial's files
 # (make submit), so its default is all. An explicit PULL wins.

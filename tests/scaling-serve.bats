@@ -43,7 +43,7 @@ refused() {
   done
   # Word for word, the four-H200 one.
   mapfile -t dp < <(engine_words $DP_RUN)
-  assert_equal "${dp[*]}" "python3 -m sglang_router.launch_server --model-path Qwen/Qwen3.8-27B-FP8 --trust-remote-code --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --attention-backend flashinfer --chunked-prefill-size 32768 --max-prefill-tokens 32768 --reasoning-parser qwen3 --tool-call-parser qwen3_coder --mamba-full-memory-ratio 3.67 --mamba-radix-cache-strategy extra_buffer_lazy --mamba-ssm-dtype float32 --dp-size 4 --router-policy cache_aware --host 0.0.0.0 --port 30000"
+  assert_equal "${dp[*]}" "python3 -m sglang_router.launch_server --model-path Qwen/Qwen3.8-27B-FP8 --trust-remote-code --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --attention-backend flashinfer --chunked-prefill-size 32768 --max-prefill-tokens 32768 --reasoning-parser qwen3 --tool-call-parser qwen3_coder --mamba-full-memory-ratio 3.67 --mamba-radix-cache-strategy extra_buffer_lazy --mamba-ssm-dtype float32 --enable-metrics --dp-size 4 --router-policy cache_aware --host 0.0.0.0 --port 30000"
 }
 
 @test "SERVER_DP: a vLLM profile serves vllm serve --data-parallel-size N with its one-GPU profile's flags" {

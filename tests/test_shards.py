@@ -10,6 +10,7 @@ read what harbor executed from the scripted environment's log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import pytest
 from tests.fixtures.harbor_jobs import MODEL as MODEL_FIXTURE
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
 from tests.test_tally_slots import attempts
+from tools import harbor_watch as HW
 from tools import mopup_plan as MP
 from tools import shards as SH
 from tools import tally_core as T
@@ -390,6 +392,245 @@ def test_plan_lists_an_hf_dataset_at_its_commit_through_the_hub_and_caches_it(tm
     assert [s["tasks"] for s in json.loads(proc.stdout)["shards"]] == [["alpha", "gamma"], ["beta"]]
 
 
+# --- stopping shards: the escalation, with harbors that do not stop ------------------------------
+
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+BOUND_S = 60  # only a hang reaches it
+
+# A harbor that a stop does not end: it records each SIGINT and SIGTERM it gets and goes on, as a
+# harbor does whose cancellation hangs; KILL ends it. A signal ignored when it started stays
+# ignored, as in harbor (Python keeps an inherited SIG_IGN).
+DEAF_HARBOR = r"""
+import os, signal, sys, time
+from pathlib import Path
+marks = Path(sys.argv[1])
+def record(signum, _frame):
+    with (marks / f"signals-{os.getpid()}").open("a") as out:
+        out.write(signal.Signals(signum).name + "\n")
+for sig in (signal.SIGINT, signal.SIGTERM):
+    if signal.getsignal(sig) is not signal.SIG_IGN:
+        signal.signal(sig, record)
+(marks / f"ready-{os.getpid()}").write_text("")
+for _ in range(1200):
+    time.sleep(0.1)
+"""
+
+
+class DeafBench:
+    """tools/shard_run.py over two shards whose "harbor" is DEAF_HARBOR, under the real watch,
+    optionally holding a run lock (flock on fd 9, as scripts/lib-run.sh takes it) and started with
+    SIGINT ignored, as `nohup … &` starts it."""
+
+    def __init__(self, tmp: Path, grace: float, sigint_ignored: bool, lock: bool = False, harbor: str = DEAF_HARBOR):
+        self.tmp, self.grace = tmp, grace
+        self.marks = tmp / "marks"
+        self.marks.mkdir()
+        self.manifest = tmp / "manifest.jsonl"
+        self.lock = tmp / "lock"
+        (tmp / "deaf.py").write_text(harbor)
+        spec = {"run": "r", "event_file": str(self.manifest), "log_dir": str(tmp / "logs"), "poll_s": 0.1,
+                "stop_grace_s": grace, "governor": None,
+                "watch": ["--grace", "60", "--term-wait", str(grace), "--poll", "0.1", "--event-file", str(self.manifest)],
+                "shards": [{"index": i, "job_dir": str(tmp / "jobs" / f"r-shard-{i}"), "tasks": 1,
+                            "argv": [PYTHON, str(tmp / "deaf.py"), str(self.marks)]} for i in (1, 2)]}
+        (tmp / "spec.json").write_text(json.dumps(spec))
+        argv = [PYTHON, "-m", "tools.shard_run", "run", "--spec", str(tmp / "spec.json")]
+        if lock:  # the verb's own lock, then the supervisor in its place (exec), as bench.sh holds it
+            argv = ["bash", "-c", 'exec 9>>"$1" && flock -n 9 && shift && exec "$@"', "lock", str(self.lock), *argv]
+
+        def preexec() -> None:
+            if sigint_ignored:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        self.proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=preexec)
+        deadline = time.monotonic() + BOUND_S
+        while len(self.harbors()) < 2:
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.proc.stdout.read()
+            time.sleep(0.05)
+
+    def harbors(self) -> list[int]:
+        return sorted(int(p.name.removeprefix("ready-")) for p in self.marks.glob("ready-*"))
+
+    def signals(self, pid: int) -> list[str]:
+        path = self.marks / f"signals-{pid}"
+        return path.read_text().split() if path.exists() else []
+
+    def events(self, name: str) -> list[dict]:
+        lines = self.manifest.read_text().splitlines() if self.manifest.exists() else []
+        return [e for e in map(json.loads, lines) if e["event"] == name]
+
+    def processes(self) -> list[int]:
+        """Every live process started for this bench (its cmdline names this test's tmp dir)."""
+        return [pid for pid in pids_naming(str(self.tmp)) if not zombie(pid)]
+
+    def wait_until_gone(self) -> float:
+        """Seconds until no process of this bench is left (bounded)."""
+        started, deadline = time.monotonic(), time.monotonic() + BOUND_S
+        while self.processes():
+            assert time.monotonic() < deadline, f"still running: {self.processes()}"
+            time.sleep(0.05)
+        return time.monotonic() - started
+
+    def lock_is_free(self) -> bool:
+        return subprocess.run(["flock", "-n", str(self.lock), "true"], timeout=BOUND_S).returncode == 0
+
+    def close(self) -> None:
+        for pid in self.processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=BOUND_S)
+
+
+def pids_naming(text: str) -> list[int]:
+    """Processes whose command line has `text` in one of its words."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(text.encode() in word for word in argv):
+                found.append(int(entry.name))
+    return found
+
+
+def zombie(pid: int) -> bool:
+    """Exited and not yet reaped (an orphan waits for init), or gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@pytest.fixture
+def deaf_bench(tmp_path):
+    made = []
+
+    def make(**kwargs) -> DeafBench:
+        made.append(DeafBench(tmp_path, **kwargs))
+        return made[-1]
+
+    yield make
+    for bench in made:
+        bench.close()
+
+
+# What a shard whose harbor ignores its stop gets from its watch, whether or not the bench was
+# started with SIGINT ignored: SIGINT (restored in each shard), then TERM, then KILL.
+SENT = ["INT", "TERM", "KILL"]
+
+
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["foreground", "nohup"])
+def test_a_stopped_bench_ends_shards_whose_harbor_ignores_the_stop(deaf_bench, sigint_ignored):
+    bench = deaf_bench(grace=0.5, sigint_ignored=sigint_ignored)
+    os.kill(bench.proc.pid, signal.SIGTERM)  # kill of the bench
+    out, _ = bench.proc.communicate(timeout=BOUND_S)
+    assert bench.proc.returncode == 128 + signal.SIGTERM, out
+    assert bench.wait_until_gone() < BOUND_S
+    for pid in bench.harbors():  # what each harbor saw: the stop, then TERM (KILL is not seen)
+        assert bench.signals(pid) == ["SIGINT", "SIGTERM"]
+    stopped = sorted(bench.events("shard-stopped"), key=lambda e: e["shard"])
+    assert [(e["shard"], e["why"], [(s["signal"], s["to"]) for s in e["signals"]], e["exited"], e["exit"])
+            for e in stopped] == [(i, "interrupted", [("INT", "watch")], True, 128 + signal.SIGINT) for i in (1, 2)]
+    for e in stopped:  # each signal had its grace before the next, and no wait was unbounded
+        assert 2 * bench.grace <= e["stop_s"] < 2 * bench.grace + BOUND_S / 2
+    interrupted = bench.events("harbor-interrupted")
+    assert [(e["received"], [s["signal"] for s in e["signals"]], e["exited"], e["returncode"]) for e in interrupted] \
+        == [("INT", SENT, True, -signal.SIGKILL)] * 2
+    assert ("interrupted (SIGTERM): stopping every shard (SIGINT, as Ctrl-C; TERM, then KILL, each 0.5 s later, "
+            "to a harbor still running)") in out
+
+
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["foreground", "nohup"])
+def test_a_killed_bench_ends_its_shards_through_the_parent_death_signal(deaf_bench, sigint_ignored):
+    bench = deaf_bench(grace=0.5, sigint_ignored=sigint_ignored)
+    os.kill(bench.proc.pid, signal.SIGKILL)  # the supervisor, as a lost terminal or the OOM killer ends it
+    bench.proc.wait(timeout=BOUND_S)
+    assert bench.wait_until_gone() < BOUND_S
+    for pid in bench.harbors():
+        assert bench.signals(pid) == ["SIGINT", "SIGTERM"]
+    interrupted = bench.events("harbor-interrupted")
+    assert [(e["received"], [s["signal"] for s in e["signals"]], e["exited"]) for e in interrupted] == \
+        [("INT", SENT, True)] * 2
+
+
+def test_a_stuck_shard_watch_is_killed_with_its_group(deaf_bench):
+    bench = deaf_bench(grace=0.5, sigint_ignored=False)
+    stuck = wait_for("shard 1's watch", lambda: watch_pid(bench.tmp / "jobs" / "r-shard-1"))
+    os.kill(stuck, signal.SIGSTOP)  # the watch can do nothing: its harbor would run on unwatched
+    os.kill(bench.proc.pid, signal.SIGTERM)
+    out, _ = bench.proc.communicate(timeout=BOUND_S)
+    assert bench.proc.returncode == 128 + signal.SIGTERM, out
+    assert bench.wait_until_gone() < BOUND_S
+    by_shard = {e["shard"]: e for e in bench.events("shard-stopped")}
+    assert [(s["signal"], s["to"]) for s in by_shard[1]["signals"]] == [("INT", "watch"), ("KILL", "group")]
+    assert (by_shard[1]["exited"], by_shard[1]["exit"]) == (True, 128 + signal.SIGKILL)
+    assert by_shard[1]["stop_s"] >= 3 * bench.grace
+    assert [(s["signal"], s["to"]) for s in by_shard[2]["signals"]] == [("INT", "watch")]
+    assert "shard 1's watch (pid" in out and "after it was stopped: killing its process group" in out
+
+
+def test_the_run_lock_is_held_until_the_last_shard_process_exits(deaf_bench):
+    # One writer per run: the supervisor is killed, its shards live on through their stop, and the
+    # run's lock stays held by them (inherited, as an unsharded harbor inherits it) until the last exits.
+    bench = deaf_bench(grace=3, sigint_ignored=True, lock=True)
+    assert not bench.lock_is_free()
+    os.kill(bench.proc.pid, signal.SIGKILL)
+    bench.proc.wait(timeout=BOUND_S)
+    holders = bench.processes()
+    assert len(holders) == 4 and holders_of(bench.lock) == holders  # each shard's watch and harbor
+    assert not bench.lock_is_free()
+    wait_for("the lock's last holder gone", lambda: not holders_of(bench.lock), bound=BOUND_S)
+    assert bench.lock_is_free() and not bench.processes()
+
+
+# A harbor that leaves a process behind: it starts one in its own process group (the shard's),
+# as a tool harbor ran could outlive it, and exits at once on the stop.
+LEAVING_HARBOR = r"""
+import os, signal, subprocess, sys, time
+from pathlib import Path
+marks = Path(sys.argv[1])
+left = subprocess.Popen(["sleep", "600"])
+(marks / f"left-{left.pid}").write_text("")
+signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+(marks / f"ready-{os.getpid()}").write_text("")
+for _ in range(1200):
+    time.sleep(0.1)
+"""
+
+
+def test_what_a_stopped_shard_leaves_in_its_group_is_killed_once_its_watch_has_exited(deaf_bench):
+    bench = deaf_bench(grace=30, sigint_ignored=False, harbor=LEAVING_HARBOR)
+    left = sorted(int(p.name.removeprefix("left-")) for p in bench.marks.glob("left-*"))
+    assert len(left) == 2 and not any(zombie(pid) for pid in left)
+    os.kill(bench.proc.pid, signal.SIGTERM)
+    out, _ = bench.proc.communicate(timeout=BOUND_S)
+    assert bench.proc.returncode == 128 + signal.SIGTERM, out
+    assert all(zombie(pid) for pid in left)  # each harbor's leftover: killed, not running on
+    stopped = sorted(bench.events("shard-stopped"), key=lambda e: e["shard"])
+    assert [(e["shard"], [s["signal"] for s in e["signals"]], e["exit"], e.get("leftovers_killed")) for e in stopped] \
+        == [(i, ["INT"], 128 + signal.SIGINT, True) for i in (1, 2)]
+    assert out.count("processes left in its process group after its watch exited were killed") == 2
+
+
+def fds_of(pid: int) -> list[str]:
+    try:
+        return [os.readlink(f) for f in Path(f"/proc/{pid}/fd").iterdir()]
+    except OSError:
+        return []
+
+
+def holders_of(path: Path) -> list[int]:
+    """Processes with `path` open. Found by their descriptors, not their command line: an exiting
+    process has lost its command line (its memory) a moment before it closes its descriptors."""
+    return sorted(pid for pid in (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit())
+                  if str(path) in fds_of(pid))
+
+
 # --- the sharded bench, end to end ---------------------------------------------------------------
 
 from tests.test_mopup import DEFAULT_PLAN, JOB, MODEL, SCORED, FakeServer, Tree, report_line  # noqa: E402
@@ -412,23 +653,30 @@ def the_split(n: int = 2) -> list[list[str]]:
     return SH.split(MOPUP_TASKS, n, 1, {})[0]
 
 
-def shard_bench(tree: Tree, **settings: str) -> subprocess.Popen:
+def shard_bench(tree: Tree, nohup: bool = False, **settings: str) -> subprocess.Popen:
     """bench.sh's sharded path (lib-shards.sh bench_shards) under the run's lock. Not bench.sh
-    itself: its doctor and probe need git-lfs, a real HF token and a real endpoint."""
+    itself: its doctor and probe need git-lfs, a real HF token and a real endpoint. In a session
+    of its own (a test can end it whole); with `nohup`, started with SIGINT ignored, as
+    `nohup make bench &` from a script starts it."""
     script = ('source scripts/lib.sh; source scripts/argv.sh; source scripts/lib-run.sh; source scripts/lib-shards.sh; '
               'resolve_run; load_settings; validate_settings; validate_shard_settings; hold_run_lock "make bench"; '
               'bench_shards "$API_BASE" "$HF_TOKEN"')
     env = tree.env("bench", N_SHARDS="2", GOVERNOR_POLL="0.2", N_CONCURRENT="1", **settings)
+
+    def preexec() -> None:
+        if nohup:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     return subprocess.Popen(["bash", "-c", script], cwd=tree.root, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=preexec)
 
 
-def wait_for(what: str, check, proc: subprocess.Popen | None = None):
-    deadline = time.monotonic() + WAIT_S
+def wait_for(what: str, check, proc: subprocess.Popen | None = None, bound: float = WAIT_S):
+    deadline = time.monotonic() + bound
     while not (found := check()):
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the bench ended before {what}:\n{proc.stdout.read()}")
-        assert time.monotonic() < deadline, f"no {what} in {WAIT_S} s"
+        assert time.monotonic() < deadline, f"no {what} in {bound} s"
         time.sleep(0.05)
     return found
 
@@ -568,3 +816,199 @@ def test_the_governor_stops_nothing_below_the_rate(tmp_path, server):
     assert [r.get("event") for r in tree.manifest() if str(r.get("event", "")).startswith("governor")] == []
     assert sorted(r["task"] for r in tree.executed("bench")) == MOPUP_TASKS
     assert out.count("ended: harbor's watch exited 0") == 2
+
+
+# --- the sharded bench stopped, end to end: one writer, the stop under nohup, the bounded linger --
+
+
+@pytest.fixture
+def tree_processes():
+    """Trees whose processes (anything naming the tree in its command line) are ended after the
+    test, with their lingering trials released, whatever the test left."""
+    trees: list[tuple[Tree, Path]] = []
+    yield lambda tree, release: trees.append((tree, release))
+    for tree, release in trees:
+        release.touch()
+        for pid in pids_naming(str(tree.root)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def shard_processes(tree: Tree) -> list[int]:
+    """Every shard's watch (its argv names the shard's job dir) and what it started (harbor)."""
+    watches = [pid for pid in pids_naming(str(tree.root / "jobs")) if not zombie(pid)]
+    return sorted({*watches, *(child for pid in watches for child in children(pid) if not zombie(child))})
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def lock_holders(tree: Tree) -> list[int]:
+    return holders_of(tree.state / "lock")
+
+
+def lock_is_free(tree: Tree) -> bool:
+    return subprocess.run(["flock", "-n", str(tree.state / "lock"), "true"], timeout=WAIT_S).returncode == 0
+
+
+def trial_results(job_dir: Path) -> dict[str, dict]:
+    return {t.name: json.loads((t / "result.json").read_text()) for t in job_dir.iterdir()
+            if t.is_dir() and (t / "result.json").is_file()}
+
+
+def exception_type(result: dict) -> str | None:
+    return (result.get("exception_info") or {}).get("exception_type")
+
+
+def stopped_events(tree: Tree, shard: int) -> list[dict]:
+    return [e for e in manifest_events(tree, "shard-stopped") if e["shard"] == shard]
+
+
+def interrupted_events(tree: Tree, shard: int) -> list[dict]:
+    job_dir = str(tree.root / "jobs" / f"{JOB}-shard-{shard}")
+    return [e for e in manifest_events(tree, "harbor-interrupted") if e["job_dir"] == job_dir]
+
+
+@pytest.mark.e2e
+def test_a_killed_supervisors_shards_keep_the_run_locked_until_the_last_one_exits(tmp_path, server, tree_processes,
+                                                                                 report_line):
+    # nohup make bench &, then its process group is killed (kill -9, a lost machine session): the
+    # shards live on through their stop (their harbors linger after it), and while any of them
+    # lives no second writer may start: make mopup then would run every task beside them.
+    split = the_split()
+    lingering = {tasks[-1] for tasks in split}  # each shard's last task lingers (the rest, run first, pass)
+    plan = {t: ["linger", "pass"] if t in lingering else ["pass"] for t in MOPUP_TASKS}
+    tree = Tree(tmp_path, plan, server)
+    release = tmp_path / "release"
+    tree_processes(tree, release)
+    bench = shard_bench(tree, nohup=True, STOP_GRACE="600", SCRIPTED_ENV_RELEASE=str(release))
+    wait_for("a lingering trial in each shard",
+             lambda: {r["task"] for r in tree.executed("bench")} >= lingering, bench)
+    scored_before = {r["task"] for r in tree.executed("bench") if r["task"] not in lingering}
+    os.killpg(bench.pid, signal.SIGKILL)  # bench.sh's bash and the supervisor: the shards have groups of their own
+    bench.wait(timeout=WAIT_S)
+    # The stop reached each shard (the kernel's parent-death signal, SIGINT, which each shard has
+    # back though the bench ignores it); each harbor wrote its cancelled trial and lives on,
+    # holding the run's lock.
+    jobs = [tree.root / "jobs" / f"{JOB}-shard-{i}" for i in (1, 2)]
+    wait_for("the cancelled trials", lambda: all(
+        any(exception_type(r) == "CancelledError" for r in trial_results(job).values()) for job in jobs))
+    holders = shard_processes(tree)
+    assert len(holders) == 4 and lock_holders(tree) == holders  # each shard's watch and harbor
+    assert not lock_is_free(tree)
+    second = tree.mopup()
+    assert second.returncode == 1
+    [refusal] = [line for line in second.stderr.splitlines() if "is busy" in line]
+    assert "run 'mopup-test' is busy: make bench (pid " in refusal
+    assert "has exited, but a process it started still holds the lock: " in refusal
+    named = {int(word.split("(")[0]) for word in refusal.split("still holds the lock: ")[1].split(" (")[0].split()}
+    assert named == set(holders)
+    assert tree.executed("mopup") == []
+    release.touch()  # the lingering harbors exit; with them, the last holders of the lock
+    wait_for("the lock's last holder gone", lambda: not lock_holders(tree))
+    assert lock_is_free(tree) and not shard_processes(tree)
+    for i in (1, 2):
+        [event] = interrupted_events(tree, i)
+        assert (event["received"], [s["signal"] for s in event["signals"]], event["exited"]) == ("INT", ["INT"], True)
+    # Nothing lost, nothing re-run: mop-up runs the cancelled and never-started tasks once each.
+    mop = tree.mopup()
+    assert mop.returncode == 0, mop.stdout + mop.stderr
+    executed = [r["task"] for r in tree.executed("mopup")]
+    report_line(f"wasted work: {len(set(executed) & scored_before)} scored trial(s) re-executed by mop-up "
+                f"(of {len(executed)} it ran)")
+    assert set(executed) & scored_before == set() and len(executed) == len(set(executed))
+    assert set(executed) == set(MOPUP_TASKS) - scored_before
+    outcomes = {row["task"]: row["outcome"] for row in tree.tally()["per_task"]}
+    assert outcomes == {t: "passed" for t in MOPUP_TASKS}
+
+
+@pytest.mark.e2e
+def test_a_background_bench_is_governed_and_stopped_though_sigint_is_ignored(tmp_path, server, tree_processes):
+    # nohup make bench &: SIGINT is ignored by the bench and would be by everything it starts. The
+    # governor's stop and a kill of the bench must still stop the shard, and say so: each shard has
+    # SIGINT back at its default, and is stopped with it, as Ctrl-C stops harbor.
+    first, second = the_split()
+    plan = {**{t: ["held-SandboxError", "pass"] for t in first}, **{t: ["slow-pass"] for t in second}}
+    tree = Tree(tmp_path, plan, server)
+    hold, release = tmp_path / "hold", tmp_path / "release"
+    tree_processes(tree, release)
+    grace = 20
+    bench = shard_bench(tree, nohup=True, MAX_INFRA_RATE="0.3", GOVERNOR_MIN_TRIALS="3", GOVERNOR_WINDOW="600",
+                        GOVERNOR_QUIET="600", STOP_GRACE=str(grace), SCRIPTED_ENV_HOLD=str(hold),
+                        SCRIPTED_ENV_RELEASE=str(release))
+    wait_for("a trial in each shard", lambda: {r["job"] for r in tree.executed("bench")} ==
+             {f"{JOB}-shard-1", f"{JOB}-shard-2"}, bench)
+    hold.touch()
+    [stop] = wait_for("the governor's stop", lambda: manifest_events(tree, "governor-stop"), bench)
+    assert stop["shard"] == 2
+    # Stopped with SIGINT, harbor cancelled its trial and exited within the grace.
+    [stopped] = wait_for("shard 2 stopped", lambda: stopped_events(tree, 2), bench, bound=3 * grace)
+    assert (stopped["why"], [(s["signal"], s["to"]) for s in stopped["signals"]], stopped["exited"], stopped["exit"]) \
+        == ("governor", [("INT", "watch")], True, 128 + signal.SIGINT)
+    assert stopped["stop_s"] < grace  # harbor's own cancellation ended it: no TERM or KILL after it
+    [watch_line] = interrupted_events(tree, 2)
+    assert (watch_line["received"], [s["signal"] for s in watch_line["signals"]]) == ("INT", ["INT"])
+    wait_for("the governor's start", lambda: manifest_events(tree, "governor-start"), bench)
+    wait_for("shard 2 running again", lambda: len([r for r in tree.executed("bench")
+                                                   if r["job"] == f"{JOB}-shard-2"]) == 2, bench)
+    # kill of the bench (TERM to its supervisor): the running shard is stopped the same way.
+    [supervisor] = pids_naming(str(tree.state / "shards-spec.json"))
+    os.kill(supervisor, signal.SIGTERM)
+    out, _ = bench.communicate(timeout=WAIT_S)
+    assert bench.returncode == 128 + signal.SIGTERM, out
+    assert "interrupted (SIGTERM): stopping every shard (SIGINT, as Ctrl-C; " in out
+    wait_for("every shard process gone", lambda: not shard_processes(tree), bound=3 * grace)
+    [_, again] = stopped_events(tree, 2)
+    assert (again["why"], [(s["signal"], s["to"]) for s in again["signals"]], again["exited"]) == \
+        ("interrupted", [("INT", "watch")], True)
+    # Nothing lost: every trial dir of both shards has its result; shard 2's two are its cancellations.
+    for i in (1, 2):
+        assert HW.trials_without_result(str(tree.root / "jobs" / f"{JOB}-shard-{i}")) == []
+    cancelled = [r for r in trial_results(tree.root / "jobs" / f"{JOB}-shard-2").values()
+                 if exception_type(r) == "CancelledError"]
+    assert len(cancelled) == 2
+
+
+@pytest.mark.e2e
+def test_a_shard_that_lingers_after_the_governors_stop_is_ended_and_the_bench_finishes(tmp_path, server,
+                                                                                      tree_processes):
+    # The governor stops shard 2 while its harbor's trial is one that lingers after an interrupt:
+    # harbor writes the cancelled trial and stays alive. It is ended STOP_GRACE later (TERM), the
+    # shard is started again when shard 1 runs out, and the bench reaches its end.
+    first, second = the_split()
+    plan = {**{t: ["held-SandboxError", "pass"] for t in first}, **{t: ["linger"] for t in second}}
+    tree = Tree(tmp_path, plan, server)
+    hold, release = tmp_path / "hold", tmp_path / "release"
+    tree_processes(tree, release)
+    grace = 10  # time for harbor's own cancellation, on a loaded machine
+    bench = shard_bench(tree, MAX_INFRA_RATE="0.3", GOVERNOR_MIN_TRIALS="3", GOVERNOR_WINDOW="600",
+                        GOVERNOR_QUIET="600", STOP_GRACE=str(grace), SCRIPTED_ENV_HOLD=str(hold),
+                        SCRIPTED_ENV_RELEASE=str(release))
+    wait_for("a trial in each shard", lambda: {r["job"] for r in tree.executed("bench")} ==
+             {f"{JOB}-shard-1", f"{JOB}-shard-2"}, bench)
+    hold.touch()
+    [stop] = wait_for("the governor's stop", lambda: manifest_events(tree, "governor-stop"), bench)
+    assert stop["shard"] == 2
+    [stopped] = wait_for("shard 2 stopped", lambda: stopped_events(tree, 2), bench, bound=3 * grace + 60)
+    assert (stopped["why"], [(s["signal"], s["to"]) for s in stopped["signals"]], stopped["exited"]) == \
+        ("governor", [("INT", "watch")], True)
+    assert grace <= stopped["stop_s"]
+    [watch_line] = interrupted_events(tree, 2)
+    # harbor lingered after SIGINT; TERM, STOP_GRACE later, ended it (or KILL as long after that)
+    assert (watch_line["received"], [s["signal"] for s in watch_line["signals"]][:2], watch_line["exited"]) == \
+        ("INT", ["INT", "TERM"], True)
+    [cancelled] = [r for r in trial_results(tree.root / "jobs" / f"{JOB}-shard-2").values()
+                   if exception_type(r) == "CancelledError"]
+    release.touch()  # shard 2's other tasks pass at once when it is started again
+    out, _ = bench.communicate(timeout=WAIT_S)
+    assert bench.returncode == 0, out
+    assert "shard 2 stopped by the governor" in out and "shard 2 (4 tasks) started again" in out
+    assert [e["shard"] for e in manifest_events(tree, "governor-start")] == [2]
+    results = trial_results(tree.root / "jobs" / f"{JOB}-shard-2")
+    passed = {r["task_name"] for r in results.values() if ((r.get("verifier_result") or {}).get("rewards") or {}).get("reward") == 1}
+    assert passed == set(second) - {cancelled["task_name"]}
+    assert not shard_processes(tree)

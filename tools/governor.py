@@ -17,7 +17,8 @@ over trials counted. The rules, in this order:
          stopped. Nothing would finish, so no rate could ever say so, and the run would stall.
   none   fewer than GOVERNOR_MIN_TRIALS trials counted: too few to judge.
   stop   the rate is above MAX_INFRA_RATE (strictly) and more than one shard runs: the newest
-         running shard (the last one (re)started) is interrupted (SIGINT, as Ctrl-C).
+         running shard (the last one (re)started) is interrupted (tools/shard_run.py: SIGINT, as Ctrl-C,
+         even under nohup; then TERM, then KILL, if harbor does not exit).
   hold   the rate is above MAX_INFRA_RATE but one shard runs: it is never stopped, since one
          shard is the least load the run can have. Nothing is carried out; the supervisor says it
          and records it like a decision (its time becomes last_decision_at), so it is said once

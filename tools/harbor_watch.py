@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""harbor_watch: run harbor, and end it when it lingers after its job has finished.
+"""harbor_watch: run harbor, and end it when it lingers after its job has finished or was interrupted.
 
 In the reference's Run 2, harbor printed its final summary and then stayed alive for hours
 (an unclosed aiohttp session) until the 12 h job timeout killed it mid-teardown, turning a
@@ -18,6 +18,14 @@ rewritten with `finished_at` null; when harbor is interrupted it sets `finished_
 memory ("persisted result keeps finished_at unset"). So a `finished_at` on disk means
 the job is done. tests/test_harbor_watch.py asserts these names on harbor's own model.
 
+When was harbor interrupted, with every trial ended: an interrupted harbor cancels its running
+trials, and each still writes its result.json, its exception_type "CancelledError"
+(harbor/trial/trial.py Trial.run and _finalize), but the job's finished_at stays null. So the
+linger watch also fires, after the same --grace, while every trial dir has its result.json, the
+one that finished last (of those written since harbor started: a resumed job's earlier
+cancellations do not count) ended in CancelledError, and the job's finished_at is null; a trial
+started meanwhile (harbor went on after a trial's own CancelledError) starts the grace again.
+
 Resumes: `harbor job resume` (and a repeated `harbor run` of the same job) rewrites the same
 result.json, which may still hold the finished_at of the earlier run when harbor starts. Only
 a finished_at other than the one on disk before harbor started counts: harbor stamps a new
@@ -33,7 +41,15 @@ finished_at stays null), then TERM (harbor turns it into the same KeyboardInterr
 Signals: harbor stays in this process's session and process group, so Ctrl-C at the
 terminal reaches it directly. The first SIGINT or SIGTERM this process gets is passed on to
 harbor once (a SIGINT is not, when this process is in its terminal's foreground group: that
-one came from Ctrl-C and harbor has it already), and it keeps waiting for harbor to exit.
+one came from Ctrl-C and harbor has it already). Harbor then has --term-wait seconds
+(STOP_GRACE) to cancel its trials and exit, then TERM, then KILL after as long again (TERM at
+once to KILL when the signal was TERM): an interrupted harbor that lingers is never waited on
+for ever. A SIGINT ignored by whoever started this process (nohup … &) stays ignored, here and
+in harbor; TERM, which harbor 0.25.0 turns into a KeyboardInterrupt (harbor/cli/jobs.py:
+_execute_job installs _handle_sigterm), is then the stop. (`harbor job resume` installs no such
+handler: TERM ends it at once, and the trials it was running are left without a result.json, for
+make mopup to run again.) A shard's watch never has SIGINT ignored: tools/shard_run.py restores
+it, and stops a shard with SIGINT.
 
 Exit codes: harbor's own when it exits by itself (128+N when a signal N ended it); 0 when
 this tool ended harbor after its job had finished (the work is done, and a line on stderr
@@ -43,9 +59,15 @@ harbor first, as at the ceiling: harbor never runs on unwatched); 1 when harbor 
 started; 2 usage. A spend that cannot be measured (an hf answer or a file it cannot read) is one
 line on stderr, and the watch goes on.
 
-Event (--event-file, one JSON line appended, only when harbor lingered):
-  {"event": "harbor-lingered", "job_dir", "finished_at" (harbor's own, naive local time),
-   "grace_s", "signal": "TERM" | "KILL" (the last one sent), "at" (UTC, when it was sent)}
+Events (--event-file, one JSON line appended when harbor lingered, was interrupted or stopped):
+  {"event": "harbor-lingered", "job_dir", "finished_at" (harbor's own, naive local time; null
+   when harbor lingered after an interrupt, then also "cancelled_trial" and "cancelled_at", the
+   trial that ended last and its finished_at), "grace_s", "signal": "TERM" | "KILL" (the last
+   one sent), "at" (UTC, when it was sent)}
+  {"event": "harbor-interrupted", "job_dir", "received": "INT" | "TERM" (what this process got),
+   "signals": [{"signal": "INT" | "TERM" | "KILL", "at"}] (what it sent harbor, the one passed on
+   first; none for Ctrl-C, which reached harbor from the terminal), "grace_s" (--term-wait),
+   "exited" (false: harbor outlived KILL), "returncode" (harbor's, -N for signal N), "at"}
   {"event": "cost-ceiling", "run", "job_dir", "spent_usd", "ceiling_usd", "burn_usd_per_hour",
    "projected_usd", "poll_s", "source" (of the prices), "prices", "unknown", "signal": "INT" |
    "TERM" | "KILL" (the last one sent), "at"}
@@ -76,6 +98,9 @@ RESULT_CAP = 64 << 20
 KILL_WAIT_S = 10.0
 EVENT = "harbor-lingered"
 FAILED_EVENT = "watch-failed"
+INTERRUPTED_EVENT = "harbor-interrupted"
+# The exception type harbor 0.25.0 records for a trial it cancelled (harbor/job.py CANCELLED_ERROR_TYPE).
+CANCELLED = "CancelledError"
 WATCH_FAILED_EXIT = 70  # EX_SOFTWARE: the watch itself failed; harbor was stopped first
 CEILING_EXIT = 75  # tools/cost_ceiling.py CEILING_EXIT: stopped at MAX_COST
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
@@ -137,18 +162,84 @@ def new_finish(result: dict | None, baseline: str | None) -> str | None:
     return done if done is not None and done != baseline else None
 
 
-def trials_without_result(job_dir: str) -> list[str] | None:
-    """Trial dirs of the job (they hold a config.json) with no result.json; None when unlistable."""
-    missing = []
+def trial_dirs(job_dir: str) -> dict[str, bool] | None:
+    """The job's trial dirs (they hold a config.json), each with whether it has its result.json;
+    None when the job dir cannot be listed."""
+    trials = {}
     try:
         with os.scandir(job_dir) as entries:
             for entry in entries:
-                if entry.is_dir(follow_symlinks=False) and _exists(entry.path, "config.json") \
-                        and not _is_file(entry.path, "result.json"):
-                    missing.append(entry.name)
+                if entry.is_dir(follow_symlinks=False) and _exists(entry.path, "config.json"):
+                    trials[entry.name] = _is_file(entry.path, "result.json")
     except OSError:
         return None
-    return sorted(missing)
+    return trials
+
+
+def trials_without_result(job_dir: str) -> list[str] | None:
+    """Trial dirs of the job (they hold a config.json) with no result.json; None when unlistable."""
+    trials = trial_dirs(job_dir)
+    return None if trials is None else sorted(name for name, done in trials.items() if not done)
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """harbor was interrupted and every trial has ended: what the linger watch fires on when the
+    job's finished_at is null (an interrupted harbor never writes it)."""
+    trial: str          # the trial dir that ended last
+    finished_at: str    # its own finished_at, as harbor wrote it (UTC)
+
+
+class Trials:
+    """The linger watch's view of the job's trials: was harbor interrupted, with every trial ended?
+
+    Yes when every trial dir has its result.json and the one that finished last, of those written
+    since harbor started, ended in CancelledError: harbor 0.25.0 records a cancelled trial so
+    (harbor/trial/trial.py Trial.run: `except asyncio.CancelledError` → `_record_exception`, whose
+    ExceptionInfo.from_exception keeps `type(e).__name__`; `_finalize` then writes
+    `paths.result_path`, the trial's result.json). A trial dir that had its result.json before
+    harbor started (a resumed job's earlier cancellations) does not count. A result.json is read
+    once, when it has its finished_at (harbor writes it whole, once, at the trial's end).
+    """
+
+    def __init__(self, job_dir: str):
+        self.job_dir = job_dir
+        self.before = {name for name, done in (trial_dirs(job_dir) or {}).items() if done}
+        self._ended: dict[str, tuple[datetime, str, str | None]] = {}
+
+    def cancelled(self) -> Cancelled | None:
+        trials = trial_dirs(self.job_dir)
+        if not trials or not all(trials.values()):
+            return None  # nothing ran yet, or a trial is still running
+        new = [name for name in trials if name not in self.before]
+        if not new:
+            return None
+        for name in new:
+            if name not in self._ended:
+                ended = trial_end(read_job_result(os.path.join(self.job_dir, name, "result.json")))
+                if ended is None:
+                    return None  # being written, or not harbor's: no answer this time
+                self._ended[name] = ended
+        last = max(new, key=lambda name: self._ended[name][0])
+        _, written, exception = self._ended[last]
+        return Cancelled(last, written) if exception == CANCELLED else None
+
+
+def trial_end(result: dict | None) -> tuple[datetime, str, str | None] | None:
+    """A trial result's finished_at (parsed, and as written) and its exception type; None when it
+    has no finished_at that parses."""
+    written = (result or {}).get("finished_at")
+    if not isinstance(written, str) or not 0 < len(written) <= 64 or not written.isprintable():
+        return None
+    try:
+        at = datetime.fromisoformat(written)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=timezone.utc)
+    info = result.get("exception_info")
+    exception = info.get("exception_type") if isinstance(info, dict) else None
+    return at, written, exception if isinstance(exception, str) else None
 
 
 def _exists(folder: str, name: str) -> bool:
@@ -179,27 +270,54 @@ def trials_note(missing: list[str] | None, job_dir: str) -> str:
             f"and make mopup re-runs them.")
 
 
-def linger_message(finish: str, grace: float, last_signal: str, term_wait: float, survived: bool,
+def linger_message(finish: str | Cancelled, grace: float, last_signal: str, term_wait: float, survived: bool,
                    note: str) -> str:
     how = "terminated it (TERM)" if last_signal == "TERM" else \
         f"terminated it (KILL: it was still running {seconds(term_wait)} after TERM)"
     if survived:
         how = (f"sent TERM, then KILL, and it was still there {seconds(KILL_WAIT_S)} later "
                f"(stuck in the kernel?): check it with ps and stop it by hand")
-    return (f"{PREFIX} harbor's job finished at {finish} but harbor was still running {seconds(grace)} later; "
-            f"{how}. {note}")
+    if isinstance(finish, Cancelled):
+        done = (f"harbor was interrupted and every trial had ended (the last, {finish.trial}, in CancelledError at "
+                f"{finish.finished_at}; the job's finished_at stays null)")
+    else:
+        done = f"harbor's job finished at {finish}"
+    return f"{PREFIX} {done} but harbor was still running {seconds(grace)} later; {how}. {note}"
 
 
-def interrupt_message(signum: int, forwarded: bool, returncode: int | None) -> str:
+def interrupt_message(signum: int, forwarded: bool, returncode: int | None,
+                      escalated: tuple[str, ...] = (), term_wait: float = 0.0) -> str:
     name = signal.Signals(signum).name
     how = "passed it on to harbor once" if forwarded else "Ctrl-C at the terminal reached harbor directly"
-    ended = f"harbor exited with {returncode}" if returncode is not None else "harbor is still running"
+    ended = f"harbor exited with {returncode}" if returncode is not None else \
+        f"harbor is still running (stuck in the kernel?): check it with ps and stop it by hand"
+    if escalated:
+        ended = (f"harbor was still running {seconds(term_wait)} later, so it was sent {', then '.join(escalated)}; "
+                 f"{ended}")
     return f"{PREFIX} interrupted by {name}; {how}; {ended}."
 
 
-def linger_event(job_dir: str, finish: str, grace: float, last_signal: str, at: str) -> dict:
-    return {"event": EVENT, "job_dir": os.path.abspath(job_dir), "finished_at": finish,
-            "grace_s": int(grace) if float(grace).is_integer() else grace, "signal": last_signal, "at": at}
+def _grace_s(grace: float) -> float | int:
+    return int(grace) if float(grace).is_integer() else grace
+
+
+def linger_event(job_dir: str, finish: str | Cancelled, grace: float, last_signal: str, at: str) -> dict:
+    event = {"event": EVENT, "job_dir": os.path.abspath(job_dir),
+             "finished_at": None if isinstance(finish, Cancelled) else finish,
+             "grace_s": _grace_s(grace), "signal": last_signal, "at": at}
+    if isinstance(finish, Cancelled):
+        event.update(cancelled_trial=finish.trial, cancelled_at=finish.finished_at)
+    return event
+
+
+def interrupt_event(job_dir: str, signum: int, sent: list[tuple[str, str]], term_wait: float,
+                    outcome: "Outcome") -> dict:
+    """What the watch did after an interrupt: every signal it sent harbor (the one passed on first),
+    and whether harbor exited."""
+    return {"event": INTERRUPTED_EVENT, "job_dir": os.path.abspath(job_dir),
+            "received": signal.Signals(signum).name.removeprefix("SIG"),
+            "signals": [{"signal": name, "at": at} for name, at in sent], "grace_s": _grace_s(term_wait),
+            "exited": not outcome.survived, "returncode": outcome.returncode, "at": utc_now()}
 
 
 def append_event(path: str, event: dict) -> str | None:
@@ -244,6 +362,7 @@ class Interrupts:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.forwarded = False
+        self.sent: list[tuple[str, str]] = []  # the signal passed on to harbor, with its time
         self._from_terminal = False
         self._proc: subprocess.Popen | None = None
 
@@ -272,6 +391,13 @@ class Interrupts:
             return
         proc.send_signal(self.signum)
         self.forwarded = True
+        self.sent.append((signal.Signals(self.signum).name.removeprefix("SIG"), utc_now()))
+
+    @property
+    def harbor_got(self) -> str:
+        """The stop signal harbor has from this interrupt: "INT" (passed on, or Ctrl-C from the
+        terminal) or "TERM"."""
+        return "INT" if self.signum == signal.SIGINT else "TERM"
 
 
 class Waker:
@@ -336,12 +462,13 @@ def send(proc: subprocess.Popen, sig: int) -> None:
 @dataclass
 class Outcome:
     returncode: int | None
-    finish: str | None = None        # the finished_at harbor lingered after
+    finish: str | Cancelled | None = None  # the finished_at harbor lingered after, or its cancelled last trial
     last_signal: str | None = None   # "TERM" | "KILL" when this tool ended harbor
     signalled_at: str | None = None
     survived: bool = False           # still alive KILL_WAIT_S after KILL
     spend: object | None = None      # cost_ceiling.Spend when harbor was stopped at the ceiling
     ceiling_signal: str | None = None  # "INT" | "TERM" | "KILL": the last one sent at the ceiling
+    interrupt: list[tuple[str, str]] | None = None  # after an interrupt: the signals sent harbor, with their times
 
 
 class CeilingCheck:
@@ -368,52 +495,96 @@ class CeilingCheck:
         return max(0.0, self.due - time.monotonic()) if self.watch is not None else float("inf")
 
 
+# watch_until_finished's answer when this process was interrupted (harbor has the signal).
+INTERRUPTED = object()
+
+
 def watch_until_finished(proc: subprocess.Popen, result_path: str, baseline: str | None, poll: float,
-                         waker: Waker, ceiling: CeilingCheck | None = None):
-    """Wait until harbor exits (None), writes a new finish (its finished_at, a str), or the run's
-    spend would pass its ceiling (the cost_ceiling.Spend)."""
+                         waker: Waker, ceiling: CeilingCheck | None = None, interrupts: Interrupts | None = None,
+                         trials: Trials | None = None, grace: float = 0.0):
+    """Wait until harbor exits (None), writes a new finish (its finished_at, a str), the run's spend
+    would pass its ceiling (the cost_ceiling.Spend), this process is interrupted (INTERRUPTED), or
+    harbor has been interrupted with every trial ended for `grace` seconds (Cancelled)."""
+    interrupted_since = None
     while proc.poll() is None:
-        finish = new_finish(read_job_result(result_path), baseline)
+        if interrupts is not None and interrupts.signum is not None:
+            return INTERRUPTED
+        result = read_job_result(result_path)
+        finish = new_finish(result, baseline)
         if finish is not None:
             return finish
+        wait = poll
+        cancelled = trials.cancelled() if trials is not None and result is not None and \
+            result.get("finished_at") is None else None
+        if cancelled is None:
+            interrupted_since = None  # a trial started again, or harbor finished: it was no interruption
+        else:
+            interrupted_since = interrupted_since if interrupted_since is not None else time.monotonic()
+            left = interrupted_since + grace - time.monotonic()
+            if left <= 0:
+                return cancelled
+            wait = min(wait, left)
         if ceiling is not None:
             spend = ceiling()
             if spend is not None and proc.poll() is None:
                 return spend
-            waker.sleep(min(poll, ceiling.until_due()))
-        else:
-            waker.sleep(poll)
+            wait = min(wait, ceiling.until_due())
+        waker.sleep(wait)
     return None
 
 
 def first_stop_signal() -> str:
     """"INT", or "TERM" when this process (so harbor) was started with SIGINT ignored (a background
     job of a script: nohup make bench &): harbor would never see a SIGINT. TERM is what harbor
-    0.25.0 turns into the same KeyboardInterrupt (harbor/cli/jobs.py _handle_sigterm)."""
+    0.25.0 turns into the same KeyboardInterrupt (harbor/cli/jobs.py: _execute_job, the command
+    `harbor run`, installs _handle_sigterm, which raises KeyboardInterrupt)."""
     return "TERM" if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else "INT"
+
+
+STOP_STEPS = (("INT", signal.SIGINT), ("TERM", signal.SIGTERM), ("KILL", signal.SIGKILL))
+
+
+def stop_harbor(proc: subprocess.Popen, first: str, term_wait: float, waker: Waker,
+                already_sent: bool = False) -> tuple[list[tuple[str, str]], bool]:
+    """SIGINT (Ctrl-C), then TERM, then KILL, from `first` on, each after term_wait seconds without an
+    exit; when harbor already has `first` (an interrupt passed on), only the wait after it. The
+    signals sent, each with its time, and whether harbor was still there KILL_WAIT_S after KILL."""
+    sent: list[tuple[str, str]] = []
+    names = [name for name, _ in STOP_STEPS]
+    for step, (name, sig) in enumerate(STOP_STEPS[names.index(first):]):
+        if proc.poll() is not None:
+            break
+        if not (already_sent and step == 0):
+            # harbor alone, not our process group: the verb that started us must not see a Ctrl-C.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, sig)
+            sent.append((name, utc_now()))
+        if wait_for_exit(proc, KILL_WAIT_S if name == "KILL" else term_wait, waker):
+            break
+    return sent, proc.poll() is None
 
 
 def stop_at_ceiling(proc: subprocess.Popen, spend, term_wait: float, waker: Waker, first: str = "INT") -> Outcome:
     """SIGINT (Ctrl-C), then TERM, then KILL, each after term_wait seconds; from TERM on when
     `first` is "TERM" (harbor ignores SIGINT)."""
-    outcome = Outcome(None, spend=spend)
-    steps = ((signal.SIGINT, "INT", term_wait), (signal.SIGTERM, "TERM", term_wait), (signal.SIGKILL, "KILL", KILL_WAIT_S))
-    for sig, name, wait in steps[[name for _, name, _ in steps].index(first):]:
-        if proc.poll() is not None:
-            break
-        # harbor alone, not our process group: the verb that started us must not see a Ctrl-C.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, sig)
-        outcome.ceiling_signal, outcome.signalled_at = name, utc_now()
-        if wait_for_exit(proc, wait, waker):
-            break
-    else:
-        outcome.survived = True
-    outcome.returncode = proc.returncode
+    sent, survived = stop_harbor(proc, first, term_wait, waker)
+    outcome = Outcome(proc.returncode, spend=spend, survived=survived)
+    if sent:
+        outcome.ceiling_signal, outcome.signalled_at = sent[-1]
     return outcome
 
 
-def end_lingering(proc: subprocess.Popen, finish: str, grace: float, term_wait: float, waker: Waker) -> Outcome:
+def end_interrupted(proc: subprocess.Popen, interrupts: Interrupts, term_wait: float, waker: Waker) -> Outcome:
+    """This process was interrupted, and harbor has the signal (passed on, or Ctrl-C from the
+    terminal): it gets term_wait seconds to cancel its trials and exit, then TERM, then KILL. An
+    interrupted harbor that lingers (its trials written, the process alive) is never waited on for
+    ever."""
+    sent, survived = stop_harbor(proc, interrupts.harbor_got, term_wait, waker, already_sent=True)
+    return Outcome(proc.returncode, survived=survived, interrupt=[*interrupts.sent, *sent])
+
+
+def end_lingering(proc: subprocess.Popen, finish: str | Cancelled, grace: float, term_wait: float,
+                  waker: Waker) -> Outcome:
     """Grace, then TERM, then KILL; harbor's own exit code when it leaves in time."""
     if wait_for_exit(proc, grace, waker):
         return Outcome(proc.returncode)
@@ -428,13 +599,18 @@ def end_lingering(proc: subprocess.Popen, finish: str, grace: float, term_wait: 
 
 
 def supervise(proc: subprocess.Popen, result_path: str, baseline: str | None, grace: float, term_wait: float,
-              poll: float, waker: Waker, ceiling: CeilingCheck | None = None) -> Outcome:
-    finish = watch_until_finished(proc, result_path, baseline, poll, waker, ceiling)
-    if finish is None:
+              poll: float, waker: Waker, ceiling: CeilingCheck | None = None, interrupts: Interrupts | None = None,
+              trials: Trials | None = None) -> Outcome:
+    end = watch_until_finished(proc, result_path, baseline, poll, waker, ceiling, interrupts, trials, grace)
+    if end is None:
         return Outcome(proc.returncode)
-    if not isinstance(finish, str):
-        return stop_at_ceiling(proc, finish, term_wait, waker, ceiling.first_signal)
-    return end_lingering(proc, finish, grace, term_wait, waker)
+    if end is INTERRUPTED:
+        return end_interrupted(proc, interrupts, term_wait, waker)
+    if isinstance(end, Cancelled):  # harbor lingered `grace` seconds already, interrupted
+        return end_lingering(proc, end, 0.0, term_wait, waker)
+    if not isinstance(end, str):
+        return stop_at_ceiling(proc, end, term_wait, waker, ceiling.first_signal)
+    return end_lingering(proc, end, grace, term_wait, waker)
 
 
 def exit_code(outcome: Outcome, interrupted: int | None) -> int:
@@ -476,11 +652,8 @@ def report_ceiling(outcome: Outcome, job_dir: str, ceiling, event_file: str | No
     click.echo(f"{PREFIX} " + CC.reached_message(watch.scope.run, outcome.spend, watch.ceiling, watch.poll_s, what),
                err=True)
     if event_file:
-        event = CC.ceiling_event(watch.scope.run, outcome.spend, watch.ceiling, watch.poll_s,
-                                 os.path.abspath(job_dir), outcome.ceiling_signal, outcome.signalled_at)
-        error = append_event(event_file, event)
-        if error:
-            click.echo(error, err=True)
+        record(event_file, CC.ceiling_event(watch.scope.run, outcome.spend, watch.ceiling, watch.poll_s,
+                                            os.path.abspath(job_dir), outcome.ceiling_signal, outcome.signalled_at))
 
 
 def stop_after_failure(proc: subprocess.Popen, err: BaseException, job_dir: str, term_wait: float,
@@ -500,10 +673,8 @@ def stop_after_failure(proc: subprocess.Popen, err: BaseException, job_dir: str,
                f"{trials_note(trials_without_result(job_dir), job_dir)} This is a bug of tools/harbor_watch.py: "
                f"please report it with the line above.", err=True)
     if event_file:
-        error = append_event(event_file, {"event": FAILED_EVENT, "job_dir": os.path.abspath(job_dir), "error": what,
-                                          "signal": outcome.ceiling_signal, "at": utc_now()})
-        if error:
-            click.echo(error, err=True)
+        record(event_file, {"event": FAILED_EVENT, "job_dir": os.path.abspath(job_dir), "error": what,
+                            "signal": outcome.ceiling_signal, "at": utc_now()})
     return WATCH_FAILED_EXIT
 
 
@@ -514,10 +685,24 @@ def report(outcome: Outcome, job_dir: str, grace: float, term_wait: float, event
     click.echo(linger_message(outcome.finish, grace, outcome.last_signal, term_wait, outcome.survived, note),
                err=True)
     if event_file:
-        event = linger_event(job_dir, outcome.finish, grace, outcome.last_signal, outcome.signalled_at)
-        error = append_event(event_file, event)
-        if error:
-            click.echo(error, err=True)
+        record(event_file, linger_event(job_dir, outcome.finish, grace, outcome.last_signal, outcome.signalled_at))
+
+
+def report_interrupt(outcome: Outcome, interrupts: Interrupts, job_dir: str, term_wait: float,
+                     event_file: str | None) -> None:
+    """The interrupt's line on stderr; with --event-file, the harbor-interrupted event when the
+    interrupt came while harbor ran (a stop at the ceiling or of a linger records its own)."""
+    escalated = tuple(name for name, _ in (outcome.interrupt or [])[len(interrupts.sent):])
+    click.echo(interrupt_message(interrupts.signum, interrupts.forwarded, outcome.returncode, escalated, term_wait),
+               err=True)
+    if event_file and outcome.interrupt is not None:
+        record(event_file, interrupt_event(job_dir, interrupts.signum, outcome.interrupt, term_wait, outcome))
+
+
+def record(event_file: str, event: dict) -> None:
+    error = append_event(event_file, event)
+    if error:
+        click.echo(error, err=True)
 
 
 def make_ceiling(max_cost: str, poll: float, scope_json: str, term_wait: float) -> CeilingCheck | None:
@@ -549,11 +734,12 @@ def cli() -> None:
 @click.option("--grace", required=True, type=click.FloatRange(min=0),
               help="Seconds harbor gets to exit by itself after its job has finished.")
 @click.option("--term-wait", default=30.0, show_default=True, type=click.FloatRange(min=0),
-              help="Seconds between TERM and KILL.")
+              help="Seconds harbor gets after each stop signal before the next (SIGINT, TERM, KILL): "
+                   "after an interrupt, at the ceiling, and between TERM and KILL (STOP_GRACE).")
 @click.option("--poll", default=5.0, show_default=True, type=click.FloatRange(min=0.05),
               help="Seconds between reads of the job's result.json.")
 @click.option("--event-file", type=click.Path(dir_okay=False),
-              help="Append a harbor-lingered JSON line here when harbor had to be ended.")
+              help="Append a JSON line here when harbor had to be ended, was interrupted or stopped.")
 @click.option("--max-cost", default="", help="The run's spending ceiling in USD (MAX_COST); empty: none.")
 @click.option("--cost-poll", default=60.0, show_default=True, type=click.FloatRange(min=0.05),
               help="Seconds between measures of the run's spend.")
@@ -568,6 +754,7 @@ def run_cmd(job_dir, grace, term_wait, poll, event_file, max_cost, cost_poll, co
     waker = Waker()
     interrupts.install()
     baseline = finished_at(read_job_result(result_path))  # before harbor can rewrite it
+    trials = Trials(job_dir)  # likewise: the trials that had ended before harbor started
     if interrupts.signum is not None:
         sys.exit(128 + interrupts.signum)
     proc = start_harbor(harbor_argv)
@@ -575,7 +762,7 @@ def run_cmd(job_dir, grace, term_wait, poll, event_file, max_cost, cost_poll, co
     if ceiling is not None:
         ceiling.watch.running_since = datetime.now(timezone.utc)
     try:
-        outcome = supervise(proc, result_path, baseline, grace, term_wait, poll, waker, ceiling)
+        outcome = supervise(proc, result_path, baseline, grace, term_wait, poll, waker, ceiling, interrupts, trials)
     except Exception as err:  # noqa: BLE001  (never leave harbor running alone)
         waker.close()
         sys.exit(stop_after_failure(proc, err, job_dir, term_wait, first_stop_signal(), event_file))
@@ -583,7 +770,7 @@ def run_cmd(job_dir, grace, term_wait, poll, event_file, max_cost, cost_poll, co
         report_ceiling(outcome, job_dir, ceiling, event_file)
     report(outcome, job_dir, grace, term_wait, event_file)
     if interrupts.signum is not None:
-        click.echo(interrupt_message(interrupts.signum, interrupts.forwarded, outcome.returncode), err=True)
+        report_interrupt(outcome, interrupts, job_dir, term_wait, event_file)
     waker.close()
     sys.exit(exit_code(outcome, interrupts.signum))
 

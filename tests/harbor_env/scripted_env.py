@@ -29,6 +29,12 @@ Behaviours, each raised where the real failure surfaces, so harbor records it as
                       at most), then the trial passes: harbor is mid-trial until the test,
                       having acted meanwhile, releases it. Without SCRIPTED_ENV_RELEASE it
                       waits SCRIPTED_ENV_SLOW seconds (6).
+  linger              slow-pass on SCRIPTED_ENV_RELEASE, and a harbor that lingers after an
+                      interrupt: start() also starts a non-daemon thread that waits for the same
+                      file (ten minutes at most), so once harbor is interrupted (its trial written
+                      with a CancelledError, its main thread done) the process lives on until the
+                      file exists or it is signalled again, as Run 2's harbor lived on after its
+                      summary (an unclosed client's thread)
   server-dies         the model server dies under the run: start() SIGKILLs the pid in the
                       file SCRIPTED_ENV_SERVER_PID_FILE (the fake model server, so its endpoint
                       stops answering), creates SCRIPTED_ENV_SERVER_DEAD_FILE (the fake Jobs
@@ -52,6 +58,7 @@ import asyncio
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -69,7 +76,7 @@ APT_MIRROR_OUTPUT = (
 
 START_BEHAVIOURS = {"ReadTimeout", "SandboxError", "CancelledError", "ConnectError", "hang", "server-dies"}
 AGENT_BEHAVIOURS = {"apt-mirror", "AgentTimeoutError", "ContextWindowExceededError"}
-KNOWN = ({"pass", "fail", "slow-pass"} | START_BEHAVIOURS | AGENT_BEHAVIOURS
+KNOWN = ({"pass", "fail", "slow-pass", "linger"} | START_BEHAVIOURS | AGENT_BEHAVIOURS
          | {f"held-{b}" for b in START_BEHAVIOURS})
 
 
@@ -91,6 +98,14 @@ def _attempt_and_behaviour(task: str) -> tuple[int, str]:
     if behaviour not in KNOWN:
         raise RuntimeError(f"ScriptedEnv: unknown behaviour {behaviour!r} for {task} (known: {sorted(KNOWN)})")
     return earlier + 1, behaviour
+
+
+def _wait_for(path: Path) -> None:
+    """Until `path` exists, ten minutes at most: blocking, in a thread of its own."""
+    for _ in range(12000):
+        if path.exists():
+            return
+        time.sleep(0.05)
 
 
 def _kill_the_server() -> None:
@@ -161,7 +176,10 @@ class ScriptedEnv(BaseEnvironment):
             raise asyncio.CancelledError("scripted: cancelled")
         if b == "hang":
             await asyncio.sleep(3600)
-        if b == "slow-pass":
+        if b == "linger":
+            release = _required_path("SCRIPTED_ENV_RELEASE")
+            threading.Thread(target=_wait_for, args=(release,), name="scripted-linger").start()
+        if b in ("slow-pass", "linger"):
             release = os.environ.get("SCRIPTED_ENV_RELEASE")
             if not release:
                 await asyncio.sleep(float(os.environ.get("SCRIPTED_ENV_SLOW", "6")))
@@ -180,7 +198,7 @@ class ScriptedEnv(BaseEnvironment):
         pass
 
     def _reward(self) -> str:
-        return "1" if self._behaviour in ("pass", "slow-pass") else "0"
+        return "1" if self._behaviour in ("pass", "slow-pass", "linger") else "0"
 
     async def download_file(self, source_path, target_path):
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)
