@@ -411,6 +411,30 @@ def test_an_attempt_harbor_retried_in_the_run_is_a_trial_of_its_job_and_never_a_
     assert report["retried_in_run"] == 0 and report["unreadable"][0]["path"] == str(kept)
 
 
+def test_an_attempt_harbor_retried_in_the_run_counts_in_no_infra_streak(tmp_path, policy):
+    """MAX_TASK_RETRIES counts a trial once, whatever harbor retried inside the run: its in-run retries
+    come at once, under the same load, so a short sandbox outage would otherwise make a final error of
+    every task it touched before any mop-up pass. Here: one trial, errored after two in-run retries."""
+    import shutil
+
+    from tools import tally_core as TC
+
+    job = write_job(tmp_path / "jobs", "r", attempts("t", ["infra"], start=2), multiplier=1.0)
+    other = write_job(tmp_path / "other", "r", attempts("t", ["infra", "infra"]), multiplier=1.0)
+    for d in sorted(p for p in other.iterdir() if p.is_dir()):
+        rid = json.loads((d / "result.json").read_text())["id"]
+        shutil.copytree(d, TC.retried_attempts_dir(job) / f"{d.name}.{rid}")
+    report = T.tally([job], policy, max_task_retries=2)
+    [entry] = report["per_task"]
+    assert report["retried_in_run"] == 2 and report["exceptions_all_trials"] == {"SandboxError": 3}
+    assert (entry["infra_streak"], entry["final_error"]) == (1, False)
+    assert report["final_errors"] == [] and [t["task"] for t in T.retry_targets(report)] == ["t"]
+    # A second trial of it (a mop-up pass) that errs too makes it one: two attempts in a row.
+    write_job(tmp_path / "jobs", "r-retry-1", attempts("t", ["infra"], start=3), multiplier=1.0)
+    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=2)
+    assert (report["per_task"][0]["infra_streak"], report["final_errors"]) == (2, ["t"])
+
+
 def test_the_boards_other_figures_are_harbors_pass_at_j_the_mean_trial_duration_and_the_token_totals():
     """Over the slots' trials of the bundled complete k = 5 run (what its submission holds), counted here
     from its result.json files: pass@2, pass@4 and pass@5 with harbor's own k values and estimator, the

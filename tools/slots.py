@@ -97,10 +97,13 @@ def fill(group: list, k: int) -> Slots:
 def infra_streak(group: list) -> int:
     """How many of the task's finished trials (oldest first), since its latest settled one, ended
     in an infra error: the attempts its infra error has survived. An unfinished trial counts for
-    nothing (it may have been stopped mid-trial) and breaks nothing."""
+    nothing (it may have been stopped mid-trial) and breaks nothing; nor does an attempt harbor
+    retried inside its job (MAX_RETRIES): those retries come at once, under the same load, and the
+    attempt that ended the trial is counted, so a short outage cannot spend MAX_TASK_RETRIES in
+    seconds, before any mop-up pass (docs/mopup.md §2)."""
     streak = 0
     for t in group:
-        if t.status == "finished":
+        if t.status == "finished" and not getattr(t, "retried", False):
             streak = 0 if is_settled(t) else streak + 1
     return streak
 
