@@ -78,6 +78,14 @@ credential_source() {
     die "no Harbor Hub credential: run 'harbor auth login', or export HARBOR_API_KEY=<your key> in your shell (never on make's command line). Nothing was built or uploaded"
 }
 
+# warn_several_ids N: a submission of more than one job (a sharded run, retry jobs) names each id.
+# Whether the Hub's leaderboard takes several --job-id in one submission is not known (no harbor has
+# the command yet): said, never assumed (docs/submission.md §4).
+warn_several_ids() {
+  (($1 > 1)) || return 0
+  warn "this submission names $1 job ids, one --job-id each: whether the Hub's leaderboard accepts several in one submission is not verified (no harbor has 'leaderboard submit' yet; docs/submission.md §4). If it takes one job only, bench the run as one job: N_SHARDS=1, in-run retries (MAX_RETRIES), mop-up in place"
+}
+
 dry_run() {
   local out=$1 default_out=$2 args paths dest job argv ids=() source rc=0
   [[ "$default_out" != 1 || ! -e "$out" ]] || say "would remove $out (an earlier make submit's tree) and build it again with make submission"
@@ -111,6 +119,7 @@ dry_run() {
     ids+=("<job id of ${job##*/}>")
   done
   leaderboard_argv argv "$dest/metadata.yaml" "${ids[@]}"
+  warn_several_ids "${#ids[@]}"
   if has_leaderboard_submit; then
     printf 'would run: %s\n' "$(show_cmd -- "${argv[@]}")"
   else
@@ -175,6 +184,7 @@ leaderboard_step() {
   local dest=$1 argv json
   shift
   leaderboard_argv argv "$dest/metadata.yaml" "$@"
+  warn_several_ids "$#"
   if ! has_leaderboard_submit; then
     json=$(record pending "$dest" "${argv[@]}")
     append_manifest submit "$(jq -c '{role: "submit", status: .leaderboard.status, leaderboard: .leaderboard.name,

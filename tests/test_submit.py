@@ -213,6 +213,11 @@ def entries(trial: Path) -> list[str]:
     return sorted(str(p.relative_to(trial)) + ("/" if p.is_dir() else "") for p in trial.rglob("*"))
 
 
+# make submit's warning when a submission names more than one job id (docs/submission.md §4).
+SEVERAL_IDS = ("submit: warning: this submission names {n} job ids, one --job-id each: whether the Hub's leaderboard "
+               "accepts several in one submission is not verified")
+
+
 def leaderboard_line(dest: Path, ids: list[str]) -> str:
     words = ["harbor", "leaderboard", "submit", "--leaderboard", LEADERBOARD]
     for i in ids:
@@ -247,6 +252,8 @@ def test_submit_uploads_every_counted_trial_records_the_ids_and_prints_the_submi
     # harbor 0.26.0 has no leaderboard submit: the exact command, with the recorded ids.
     assert proc.stdout.splitlines()[-1] == leaderboard_line(tree.dest, ids)
     assert "harbor 0.26.0 has no 'harbor leaderboard submit' yet" in proc.stderr
+    # Two job ids: whether the Hub's leaderboard takes several is not known, and make submit says so.
+    assert SEVERAL_IDS.format(n=2) in proc.stderr
 
     # The fake got exactly the counted trials, each trial's every file, and both job archives.
     objects = {r["name"]: r for r in hub.requests() if r.get("event") == "object"}
@@ -272,7 +279,8 @@ def test_submit_uploads_every_counted_trial_records_the_ids_and_prints_the_submi
     # the exchanged JWT; no argv ever held it, and no file does.
     requests = [r for r in hub.requests() if "method" in r]
     exchanges = [r for r in requests if r["path"] == "/functions/v1/api-key-exchange"]
-    assert len(exchanges) == 4  # each harbor upload, and each Hub check (before the uploads, after them)
+    # each harbor upload, each Hub check (before the uploads, after them), and the metadata check's read of the board
+    assert len(exchanges) == 5
     assert all(r["body"] == {"api_key_sha256": hashlib.sha256(key.encode()).hexdigest()} for r in exchanges)
     assert all(r["auth"] == "jwt" for r in requests if r not in exchanges)
     assert watcher.leaks == []
@@ -415,6 +423,7 @@ def test_dry_run_shows_the_submission_and_every_call_and_writes_nothing(tmp_path
     assert (f"would print, for later (harbor 0.26.0 has no leaderboard submit): "
             f"{leaderboard_line(tree.dest, ids)}") in lines
     assert "no Harbor Hub credential yet" in proc.stderr
+    assert SEVERAL_IDS.format(n=3) in proc.stderr
     assert not (tree.root / "state").exists()
 
 
