@@ -4,7 +4,7 @@
     .venv/bin/python examples/make_example.py [OUT_DIR]   (default: examples/, writing OUT_DIR/jobs/...)
 
 The example is what `make tally` shows when no run is given: a terminus-2 run of
-Qwen3.8-27B-FP8 on twelve Terminal-Bench 2.1 tasks, written with harbor 0.25's own
+Qwen3.8-27B-FP8 on twelve Terminal-Bench 2.1 tasks, written with harbor 0.26's own
 pydantic models by the same writer the tests use (tests/fixtures/harbor_jobs.py), in
 the state a real run reaches after a first pass, a resume pass and one retry job:
 
@@ -109,7 +109,7 @@ def retry_job() -> list[TrialSpec]:
 
 
 def write_lock(job_dir: Path) -> None:
-    """The job's lock.json as harbor 0.25.0 writes it when a job starts (its own JobLock model):
+    """The job's lock.json as harbor 0.26.0 writes it when a job starts (its own JobLock model):
     each trial's task resolved to DATASET_REPO at DATASET_COMMIT, harbor's version, a fixed time."""
     from datetime import datetime, timezone
     from hashlib import sha256
@@ -128,7 +128,7 @@ def write_lock(job_dir: Path) -> None:
         trials.append(TrialLock(task=task, agent=tc.agent, environment=tc.environment,
                                 verifier=VerifierLock(**tc.verifier.model_dump()),
                                 agent_timeout_multiplier=tc.agent_timeout_multiplier))
-    lock = JobLock(created_at=datetime(2026, 9, 3, 4, 3, tzinfo=timezone.utc), harbor=HarborLockInfo(version="0.25.0"),
+    lock = JobLock(created_at=datetime(2026, 9, 3, 4, 3, tzinfo=timezone.utc), harbor=HarborLockInfo(version="0.26.0"),
                    n_concurrent_trials=cfg.n_concurrent_trials, retry=cfg.retry, trials=trials)
     (job_dir / "lock.json").write_text(lock.model_dump_json(indent=4, exclude_defaults=True) + "\n")
 

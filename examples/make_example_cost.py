@@ -149,7 +149,7 @@ def sandboxes(job_name: str = "example-terminus2-tb21", prefix: str = "68b8") ->
 
 def manifest_line(at: str, event: str, extra: dict, run: str = RUN) -> str:
     base = {"at": at, "event": event, "run": run, "commit": "example", "lock_sha256": None,
-            "tools": {"harbor": "0.25.0", "huggingface_hub": "2.4.0"}}
+            "tools": {"harbor": "0.26.0", "huggingface_hub": "2.4.0"}}
     return json.dumps({**base, **extra, "settings": {"SERVER_FLAVOR": "h200", "BENCH_FLAVOR": "cpu-upgrade",
                                                      "SANDBOX_FLAVOR": "cpu-upgrade", "N_CONCURRENT": "3"}},
                       separators=(",", ":"))

@@ -5,7 +5,7 @@
 
 A leaderboard-style run (runs/example-leaderboard.env): terminus-2 with Qwen3.8-27B-FP8 on
 six Terminal-Bench 2.1 tasks, 5 attempts per task (harbor's -k 5), the tasks' own timeouts,
-written with harbor 0.25's own pydantic models by the writer the tests use
+written with harbor 0.26's own pydantic models by the writer the tests use
 (tests/fixtures/harbor_jobs.py), as a run looks after its first job and one retry job:
 
     examples/jobs/example-leaderboard-tb21/          -k 5: 30 trials, some infra-errored, one crashed

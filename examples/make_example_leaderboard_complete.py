@@ -6,7 +6,7 @@
 runs/example-leaderboard-complete.env: the k = 5 example (runs/example-leaderboard.env, written by
 examples/make_example_leaderboard.py) as it stands once `make mopup` has filled its last open slots,
 so that `make submission` has something to accept offline, beside the example it refuses. Written
-with harbor 0.25's own pydantic models (tests/fixtures/harbor_jobs.py for the job dirs, harbor's
+with harbor 0.26's own pydantic models (tests/fixtures/harbor_jobs.py for the job dirs, harbor's
 Trajectory for each agent/trajectory.json, JobLock through examples/make_example.py write_lock):
 
     examples/jobs/example-leaderboard-complete-tb21/          -k 5: the same 30 attempts as the k = 5 example

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write the bundled second example run: the same tasks as the terminus-2 example, under
-mini-swe-agent, as harbor 0.25.0's own pydantic models would have written them.
+mini-swe-agent, as harbor 0.26.0's own pydantic models would have written them.
 
 Usage: .venv/bin/python examples/make_example_mswea.py [JOBS_DIR]   (default: examples/jobs)
 

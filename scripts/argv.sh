@@ -6,15 +6,15 @@
 # oracle runs each task's reference solution and calls no model: a check of the tasks and sandboxes.
 readonly SUPPORTED_AGENTS="terminus-2 mini-swe-agent oracle"
 
-# The --env names harbor 0.25.0 knows: harbor.models.environment_type.EnvironmentType.
+# The --env names harbor 0.26.0 knows: harbor.models.environment_type.EnvironmentType.
 # tests/settings.bats checks this list against that enum, so a harbor upgrade that changes
 # it fails there, loudly.
 readonly HARBOR_ENV_TYPES="docker sbx podman daytona e2b modal runloop langsmith ec2 gke ack
   openshift novita apple-container singularity islo tensorlake cwsandbox use-computer cua-cloud
   blaxel opensandbox beam skypilot hf-sandbox hyperbrowser vercel runta prime kata mosaic smol
-  sail kernel"
+  sail kernel snowflake boxd superserve aca-sandbox"
 
-# The reasoning efforts the agents take (harbor 0.25.0, checked by tests/settings.bats):
+# The reasoning efforts the agents take (harbor 0.26.0, checked by tests/settings.bats):
 # terminus-2 types its option as this Literal (Terminus2Options.reasoning_effort);
 # mini-swe-agent types it str and hands it to LiteLLM's completion(reasoning_effort=…), whose
 # Literal is the same list; oracle calls no model, and harbor refuses the kwarg for it.
@@ -71,6 +71,13 @@ validate_registry_dataset() {
     die "run '$RUN' sets DATASET ($DATASET) and DATASET_REPO or DATASET_REF: name one dataset. A registry dataset's version goes after its name (DATASET=org/name@version); DATASET_REF pins a git DATASET_REPO"
 }
 
+# registry_pinned: DATASET names one version for good: a revision number (@6) or a digest
+# (@sha256:<64 hex>), as harbor's package reference reads them (VersionRef.parse). No version, or a
+# tag (@latest, @v2.1), is resolved again on every resume: a tag can move (tools/pin.py says the same).
+registry_pinned() {
+  [[ "$DATASET" =~ @([0-9]{1,9}|sha256:[0-9a-f]{64})$ ]]
+}
+
 # flavor_gpus FLAVOR: the GPUs of an HF Jobs flavor by its name: <family>x<N> has N (h200x4,
 # l40sx1, a10g-largex2), a cpu-… flavor none, any other one (h200, a100-large, t4-small) one.
 flavor_gpus() {
@@ -124,6 +131,7 @@ validate_settings() {
   require MODEL SERVER_ENGINE SERVER_IMAGE SERVER_FLAVOR PORT SERVER_TIMEOUT PROJECT_LABEL \
     JOB_NAME JOBS_DIR AGENT ENV_TYPE AGENT_TIMEOUT_MULTIPLIER N_CONCURRENT
   require_integer PORT N_CONCURRENT
+  require_max_retries
   require_number AGENT_TIMEOUT_MULTIPLIER STOP_GRACE
   [[ -z "$N_TASKS" ]] || require_integer N_TASKS
   validate_values
@@ -141,6 +149,11 @@ validate_settings() {
   validate_registry_dataset
   [[ -z "$DATASET_REF" || "$DATASET_REF" =~ ^[0-9a-f]{40}$ ]] ||
     die "setting DATASET_REF must be a full 40-hex commit sha, got '$DATASET_REF' (run '$RUN')"
+  # A Hub user or org name. harbor reads an --ek value as JSON first (cli/utils.py parse_kwargs), so
+  # a name of digits only, or true/false/null, would reach hf-sandbox as another type.
+  [[ -z "$HF_NAMESPACE" ]] || [[ "$HF_NAMESPACE" =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$ &&
+    ! "$HF_NAMESPACE" =~ ^([0-9]+|true|false|null|True|False|None)$ ]] ||
+    die "setting HF_NAMESPACE must be a Hub user or organization name (letters, digits, '.', '_', '-'; not only digits), got '$HF_NAMESPACE' (run '$RUN')"
   [[ "$JOB_NAME" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] ||
     die "setting JOB_NAME must be letters, digits, '.', '_' and '-', got '$JOB_NAME' (run '$RUN')"
   if [[ "$AGENT" == mini-swe-agent && "$ENV_TYPE" == hf-sandbox && -z "$SANDBOX_IDLE_TIMEOUT" ]]; then
@@ -251,11 +264,50 @@ bench_argv() {
   if [[ "$ENV_TYPE" == hf-sandbox ]]; then
     [[ -z "$SANDBOX_FLAVOR" ]] || _argv+=(--ek "flavor=$SANDBOX_FLAVOR")
     [[ -z "$SANDBOX_IDLE_TIMEOUT" ]] || _argv+=(--ek "job_timeout=$SANDBOX_IDLE_TIMEOUT")
+    # The sandboxes run, and are billed, under the run's namespace, as its server is (harbor 0.26.0's
+    # hf-sandbox namespace option; empty: the token owner's account). Its trial.log then names it,
+    # and make cost attributes by it (docs/cost.md §5).
+    [[ -z "$HF_NAMESPACE" ]] || _argv+=(--ek "namespace=$HF_NAMESPACE")
   fi
   _argv+=(--agent-timeout-multiplier "$AGENT_TIMEOUT_MULTIPLIER")
   # Only when it is not harbor's default, so a single-attempt run's command stays as it was.
   [[ "$N_ATTEMPTS" == 1 ]] || _argv+=(-k "$N_ATTEMPTS")
-  _argv+=(--jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --n-concurrent "$N_CONCURRENT" -y)
+  local retry
+  retry_args retry
+  _argv+=("${retry[@]}" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --n-concurrent "$N_CONCURRENT" -y)
+}
+
+# In-run retries (MAX_RETRIES > 0): harbor retries a trial whose every exception is one of
+# --retry-include, the outcome policy's infra types (tools/tally_core.py retry_include), never its
+# "all but excluded": that would re-roll a NonZeroAgentExitCodeError the policy counts as the
+# model's failure. harbor deletes a retried attempt's dir before it runs the trial again
+# (harbor/trial/queue.py): the plugin tools/retried.py copies each one first, under
+# <jobs-dir>/.retried/<job>/ (docs/design.md decision 27). Every harbor run or resume of such a job
+# must carry the plugin: mop-up's resume adds it too (tools/mopup_plan.py).
+readonly MAX_RETRIES_CAP=10
+readonly KEEP_RETRIED_PLUGIN=tools.retried:KeepRetried
+
+# require_max_retries: MAX_RETRIES is a whole number from 0 (no in-run retries) to MAX_RETRIES_CAP.
+require_max_retries() {
+  if ! [[ "$MAX_RETRIES" =~ ^(0|[1-9][0-9]?)$ ]] || ((MAX_RETRIES > MAX_RETRIES_CAP)); then
+    die "setting MAX_RETRIES must be a whole number from 0 to $MAX_RETRIES_CAP (the leaderboard runs use 2; what is left after them is mop-up's), got '$MAX_RETRIES' (run '$RUN')"
+  fi
+}
+
+# retry_args VAR: harbor's in-run retry flags for MAX_RETRIES (none when 0).
+retry_args() {
+  local -n _retry=$1
+  local types type
+  _retry=()
+  ((MAX_RETRIES > 0)) || return 0
+  needs_setup python # the include list is the policy's, read by the tally's own code
+  types=$(cd "$REPO_ROOT" && tool tally policy retry-include) ||
+    die "cannot read the outcome policy's infra types for --retry-include (above): fix env/outcome-policy.yaml"
+  _retry=(--max-retries "$MAX_RETRIES")
+  while IFS= read -r type; do
+    [[ -z "$type" ]] || _retry+=(--retry-include "$type")
+  done <<<"$types"
+  _retry+=(--plugin "$KEEP_RETRIED_PLUGIN")
 }
 
 # smoke_task_text: which task the smoke runs, said wherever the smoke is (make print, make smoke,

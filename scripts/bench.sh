@@ -58,9 +58,10 @@ probe_first() {
 record_resolved() {
   local resolved
   resolved=$(cd "$REPO_ROOT" && tool pin resolved --jobs-dir "$JOBS_DIR" \
-    --job-name "$JOB_NAME" 2>/dev/null) || return 0
+    --job-name "$JOB_NAME" --model "$MODEL" 2>/dev/null) || return 0
   append_manifest resolved "$(jq -c --arg job_name "$JOB_NAME" '{role: "bench", job_name: $job_name,
-    dataset: .dataset, dataset_commits: .dataset_commits, harbor_versions: .harbor_versions}' <<<"$resolved")"
+    dataset: .dataset, dataset_commits: .dataset_commits, registry_datasets: .registry_datasets,
+    harbor_versions: .harbor_versions}' <<<"$resolved")"
 }
 
 main() {
@@ -84,8 +85,8 @@ main() {
   else
     [[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "endpoint '$base' is not an http(s) URL (API_BASE or state/$RUN/server.json)"
   fi
-  if [[ -n "$DATASET" && "$DATASET" != *@* ]]; then
-    warn "registry dataset $DATASET is not pinned: every resume resolves its latest version, and a new one breaks the resume. Pin it with DATASET=$DATASET@<version> in runs/$RUN.env"
+  if [[ -n "$DATASET" ]] && ! registry_pinned; then
+    warn "registry dataset $DATASET is not pinned to a revision or digest: every resume resolves it again, and a new version breaks the resume. Pin it with DATASET=${DATASET%@*}@<version> in runs/$RUN.env (make submission refuses an unpinned one)"
   elif [[ -z "$DATASET" && -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
     warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
   fi

@@ -2,7 +2,10 @@
 # Usage: make pin RUN=<run> [DRY_RUN=1]
 # Pin the run file to what the run's jobs really ran, so the next run reproduces this one: the
 # dataset commit harbor resolved and recorded in the jobs' lock.json becomes DATASET_REF=<sha>
-# in runs/<run>.env. The diff is shown first; DRY_RUN=1 shows it and writes nothing. What it
+# in runs/<run>.env; a registry dataset's resolved version (the jobs' config.json) becomes
+# DATASET=<org/name>@sha256:<digest>, unless the run file pins it already (a revision or digest).
+# A job dir of the run's name that ran another model is refused, as the tally refuses it.
+# The diff is shown first; DRY_RUN=1 shows it and writes nothing. What it
 # cannot pin is said with the way to pin it by hand (a server image given by tag: HF's job
 # record holds no digest). The logic is tools/pin.py.
 # shellcheck source=lib.sh
@@ -15,7 +18,7 @@ main() {
   resolve_run
   load_settings
   local argv=("$REPO_ROOT/.venv/bin/python" -m tools.pin plan --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
-    --run-file "$RUNS_DIR/$RUN.env" --manifest "$(run_state_dir)/manifest.jsonl")
+    --run-file "$RUNS_DIR/$RUN.env" --manifest "$(run_state_dir)/manifest.jsonl" --model "$MODEL")
   cd "$REPO_ROOT"
   if is_dry_run; then
     "${argv[@]}"

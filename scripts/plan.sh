@@ -32,7 +32,8 @@ plan_args() {
     --timeout-estimate "$AGENT_TIMEOUT_ESTIMATE" --server-flavor "$SERVER_FLAVOR"
     --sandbox-flavor "$SANDBOX_FLAVOR" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
     --reps "$PLAN_REPS" --seed "$PLAN_SEED" --mopup-passes "$MOPUP_PASSES"
-    --max-infra-rate "$MAX_INFRA_RATE" --ready-timeout "$READY_TIMEOUT" --model "$MODEL" --server-dp "$SERVER_DP")
+    --max-infra-rate "$MAX_INFRA_RATE" --ready-timeout "$READY_TIMEOUT" --model "$MODEL" --server-dp "$SERVER_DP"
+    --max-retries "$MAX_RETRIES")
   # No count in the settings: the tool reads the run's first job's plan, or says what to set.
   [[ -z "$tasks" ]] || _args+=(--tasks "$tasks")
   [[ -z "$DEADLINE" ]] || _args+=(--deadline "$DEADLINE")
@@ -47,6 +48,7 @@ main() {
   require SERVER_FLAVOR
   require_number AGENT_TIMEOUT_MULTIPLIER
   require_integer MOPUP_PASSES
+  require_max_retries
   validate_plan_settings
   local args
   plan_args args

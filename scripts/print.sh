@@ -126,8 +126,8 @@ print_unpinned() {
   [[ "$SERVER_IMAGE" == *@sha256:* ]] ||
     lines+=("SERVER_IMAGE=$SERVER_IMAGE is a tag, which can move: pin a digest, SERVER_IMAGE=<repository>@sha256:<digest>")
   if [[ -n "$DATASET" ]]; then
-    [[ "$DATASET" == *@* ]] ||
-      lines+=("the registry dataset $DATASET has no @version, so every resume resolves its latest: pin one, DATASET=$DATASET@<version>")
+    registry_pinned ||
+      lines+=("the registry dataset $DATASET names no revision or digest, so every resume resolves it again (a tag can move): pin one, DATASET=${DATASET%@*}@<version>; after a run, make pin RUN=$RUN writes the one it ran")
   elif [[ -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
     lines+=("the dataset $DATASET_REPO has no DATASET_REF, so every resume re-resolves its HEAD: after a run, make pin RUN=$RUN writes the commit it ran")
   fi

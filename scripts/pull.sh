@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: make pull RUN=<run> [BUCKET=ns/name] [PULL=results|all] [DRY_RUN=1]
 # Bring a remotely benched run's job dirs home from its bucket into JOBS_DIR, so tally and
-# mop-up work on them: the job itself and its retry jobs (<job-name>-retry-N). By default
+# mop-up work on them: the job itself, its shards and its retry jobs (<job-name>-retry-N), and the
+# attempts harbor retried inside them (.retried/<job>/, docs/design.md decision 27). By default
 # only the json files (job and trial config, lock and result); PULL=all adds trajectories. A
 # run of N_ATTEMPTS > 1 is a leaderboard run: its submission uploads every trial's files
 # (make submit), so its default is all. An explicit PULL wins.
@@ -31,15 +32,16 @@ main() {
   case "${PULL:-$(default_pull)}" in
     # Patterns are fnmatch over paths relative to the bucket, where * also matches '/':
     # the exclude (checked first) keeps everything below <job>/<trial>/ out.
+    # A kept attempt is one level deeper (.retried/<job>/<attempt>/): the excludes count from there.
     results)
-      argv+=(--exclude '*/*/*/*')
+      argv+=(--exclude '[!.]*/*/*/*' --exclude '.*/*/*/*/*')
       for job in "$JOB_NAME" "$JOB_NAME-shard-*" "$JOB_NAME-retry-*"; do
-        argv+=(--include "$job/*.json")
+        argv+=(--include "$job/*.json" --include ".retried/$job/*.json")
       done
       ;;
     all)
       for job in "$JOB_NAME" "$JOB_NAME-shard-*" "$JOB_NAME-retry-*"; do
-        argv+=(--include "$job/*")
+        argv+=(--include "$job/*" --include ".retried/$job/*")
       done
       ;;
     *) die "PULL must be results or all, got '$PULL'" ;;

@@ -16,6 +16,14 @@
 source "$(dirname "$0")/lib.sh"
 
 main() {
+  # --for-submit (make submit's dry run): a refusal, or a tree check-submission would reject, is the
+  # exit code; the default tree make submit rebuilds may be there.
+  local for_submit=0
+  case "${1:-}" in
+    "") ;;
+    --for-submit) for_submit=1 ;;
+    *) die "unknown argument '$1' (scripts/submission.sh takes only --for-submit, make submit's)" ;;
+  esac
   needs_setup python
   resolve_run
   load_settings
@@ -24,12 +32,13 @@ main() {
   local out=${OUT:-.}
   local argv=("$REPO_ROOT/.venv/bin/python" -m tools.submission build
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --out "$out" --run "$RUN" --where "${WHERE:-local}"
-    --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}"
+    --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}" --dataset "$DATASET"
     --agent-display-name "$AGENT_DISPLAY_NAME" --agent-org-display-name "$AGENT_ORG_DISPLAY_NAME"
     --agent-url "$AGENT_URL" --model-provider "$MODEL_PROVIDER"
     --model-display-name "$MODEL_DISPLAY_NAME" --model-org-display-name "$MODEL_ORG_DISPLAY_NAME"
     --version "$LEADERBOARD_VERSION")
   is_dry_run && argv+=(--dry-run)
+  ! is_dry_run || ((for_submit == 0)) || argv+=(--refusal-exit --rebuild)
   # A sharded run's split lists the dataset's tasks when no job ran it whole (tools/shards.py).
   [[ ! -f "$(run_state_dir)/shards.json" ]] || argv+=(--shard-plan "$(run_state_dir)/shards.json")
   cd "$REPO_ROOT"

@@ -4,9 +4,12 @@
 #   1. make submission: the leaderboard's tree of the run (scripts/submission.sh), checked; a
 #      refusal stops here. OUT defaults to state/<run>/submission (rebuilt by every make submit).
 #   2. harbor upload of each job dir in that tree (private, harbor's default; HUB_ORG: --org),
-#      each job id it prints recorded in state/<run>/submit.json and the manifest.
+#      each job id it prints recorded in state/<run>/submit.json and the manifest. Before the
+#      uploads and again before step 3, what the Hub holds under each job id is compared with the
+#      tree: a trial the tree does not hold (a raw job dir uploaded once) stops it, named, since
+#      the Hub never deletes one and the board would count it (tools/submit.py hub-check).
 #   3. harbor leaderboard submit --leaderboard HUB_LEADERBOARD --job-id ... --metadata ...,
-#      when this harbor has that command (0.25.0 has not): otherwise the exact command to run
+#      when this harbor has that command (0.26.0 has not): otherwise the exact command to run
 #      once it does, with the recorded ids.
 # The credential is harbor's own: HARBOR_API_KEY or `harbor auth login`, read by harbor from its
 # environment or ~/.harbor/credentials.json; never in an argv, never printed. Uploads are
@@ -32,7 +35,7 @@ validate_submit_settings() {
 submission_args() {
   local -n _args=$1
   _args=(--out "$2" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
-    --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}"
+    --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}" --dataset "$DATASET"
     --agent-display-name "$AGENT_DISPLAY_NAME" --agent-org-display-name "$AGENT_ORG_DISPLAY_NAME"
     --agent-url "$AGENT_URL" --model-provider "$MODEL_PROVIDER"
     --model-display-name "$MODEL_DISPLAY_NAME" --model-org-display-name "$MODEL_ORG_DISPLAY_NAME"
@@ -75,13 +78,23 @@ credential_source() {
     die "no Harbor Hub credential: run 'harbor auth login', or export HARBOR_API_KEY=<your key> in your shell (never on make's command line). Nothing was built or uploaded"
 }
 
+# warn_several_ids N: a submission of more than one job (a sharded run, retry jobs) names each id.
+# Whether the Hub's leaderboard takes several --job-id in one submission is not known (no harbor has
+# the command yet): said, never assumed (docs/submission.md §4).
+warn_several_ids() {
+  (($1 > 1)) || return 0
+  warn "this submission names $1 job ids, one --job-id each: whether the Hub's leaderboard accepts several in one submission is not verified (no harbor has 'leaderboard submit' yet; docs/submission.md §4). If it takes one job only, bench the run as one job: N_SHARDS=1, in-run retries (MAX_RETRIES), mop-up in place"
+}
+
 dry_run() {
-  local out=$1 default_out=$2 args paths dest job argv ids=() source
-  if [[ "$default_out" == 1 && -e "$out" ]]; then
-    say "would remove $out (an earlier make submit's tree) and build it again with make submission (its own dry run cannot run over it)"
-  else
-    RUN=$RUN OUT=$out DRY_RUN=1 "$REPO_ROOT/scripts/submission.sh" ||
-      die "make submission's dry run failed (above): a real make submit would stop there"
+  local out=$1 default_out=$2 args paths dest job argv ids=() source rc=0
+  [[ "$default_out" != 1 || ! -e "$out" ]] || say "would remove $out (an earlier make submit's tree) and build it again with make submission"
+  # make submission's dry run, asked as make submit asks it: a refusal (or a tree check-submission
+  # would reject) is this dry run's exit code, and nothing after it is shown as if it would run.
+  RUN=$RUN OUT=$out DRY_RUN=1 "$REPO_ROOT/scripts/submission.sh" --for-submit || rc=$?
+  if ((rc != 0)); then
+    say "make submission would refuse the run (above): a real make submit stops there, uploading nothing"
+    exit "$rc"
   fi
   submission_args args "$out"
   mapfile -d '' -t paths < <(tool submit plan "${args[@]}") || true
@@ -92,14 +105,21 @@ dry_run() {
   else
     say "note: no Harbor Hub credential yet; a real make submit refuses without one: run 'harbor auth login', or export HARBOR_API_KEY=<your key>"
   fi
-  # make submission's dry run exits 0 even for a run it would refuse (it says so above).
   say "then, once make submission has built and accepted the tree:"
+  local names=()
+  for job in "${paths[@]:1}"; do
+    names+=("${job##*/}")
+  done
+  printf "would check %s against the metadata_schema of the leaderboard %s when Harbor Hub gives it, else against its documented fields (tools/submit.py metadata-check)\n" \
+    "$dest/metadata.yaml" "$HUB_LEADERBOARD"
+  printf 'would check that Harbor Hub holds no trial under the job ids of %s that the tree does not (tools/submit.py hub-check), before the uploads and again after them\n' "${names[*]}"
   for job in "${paths[@]:1}"; do
     upload_argv argv "$job"
     printf 'would run: %s\n' "$(show_cmd -- "${argv[@]}")"
     ids+=("<job id of ${job##*/}>")
   done
   leaderboard_argv argv "$dest/metadata.yaml" "${ids[@]}"
+  warn_several_ids "${#ids[@]}"
   if has_leaderboard_submit; then
     printf 'would run: %s\n' "$(show_cmd -- "${argv[@]}")"
   else
@@ -164,6 +184,7 @@ leaderboard_step() {
   local dest=$1 argv json
   shift
   leaderboard_argv argv "$dest/metadata.yaml" "$@"
+  warn_several_ids "$#"
   if ! has_leaderboard_submit; then
     json=$(record pending "$dest" "${argv[@]}")
     append_manifest submit "$(jq -c '{role: "submit", status: .leaderboard.status, leaderboard: .leaderboard.name,
@@ -213,8 +234,12 @@ main() {
     say "removing $out (the tree of an earlier make submit) to build it again"
     rm -rf -- "$out"
   fi
-  RUN=$RUN OUT=$out "$REPO_ROOT/scripts/submission.sh" ||
-    die "make submission refused the run (above): nothing was uploaded"
+  local rc=0
+  RUN=$RUN OUT=$out "$REPO_ROOT/scripts/submission.sh" || rc=$?
+  if ((rc != 0)); then
+    say "make submission refused the run (above): nothing was uploaded"
+    exit "$rc"
+  fi
 
   local args paths dest
   submission_args args "$out"
@@ -222,7 +247,16 @@ main() {
   ((${#paths[@]} > 1)) || die "cannot find the job dirs of the built submission (above)"
   dest=${paths[0]}
   mkdir -p "$(run_state_dir)/submit-logs"
+  # metadata.yaml against the board's own schema when the Hub gives it, else the documented fields.
+  tool submit metadata-check --leaderboard "$HUB_LEADERBOARD" --metadata "$dest/metadata.yaml" ||
+    die "stopped at the metadata check (above): nothing was uploaded or submitted"
+  # The append-only Hub: a job id that already holds trials the tree does not is refused before
+  # anything goes up, and checked again before the leaderboard is given the ids.
+  tool submit hub-check --run "$RUN" "${paths[@]:1}" ||
+    die "stopped at the Harbor Hub check (above): nothing was uploaded or submitted"
   upload_all "$dest" "${paths[@]:1}"
+  tool submit hub-check --run "$RUN" "${paths[@]:1}" ||
+    die "stopped at the Harbor Hub check (above): the leaderboard step did not run; the uploads are recorded in $(run_state_dir)/submit.json"
   leaderboard_step "$dest" "${IDS[@]}"
 }
 

@@ -100,7 +100,7 @@ check_goldens() {
   [[ " ${argv[*]} " != *" --repo "* ]] || fail "--repo with DATASET: ${argv[*]}"
   run env RUN=qwen-t2-leaderboard DATASET_REPO=https://huggingface.co/datasets/x/y "$REPO/tests/bin/argv-of" bench
   assert_failure
-  assert_output --partial "run 'qwen-t2-leaderboard' sets DATASET (terminal-bench/terminal-bench-2-1) and DATASET_REPO or DATASET_REF: name one dataset"
+  assert_output --partial "run 'qwen-t2-leaderboard' sets DATASET (terminal-bench/terminal-bench-2-1@6) and DATASET_REPO or DATASET_REF: name one dataset"
   run env RUN=qwen-t2-leaderboard DATASET_REF=0123456789abcdef0123456789abcdef01234567 "$REPO/tests/bin/argv-of" bench
   assert_failure
   assert_output --partial "name one dataset"
@@ -139,7 +139,7 @@ check_goldens() {
     '["bench","bench","qwen3_8-27b-fp8-terminus2-tb21-full-v2","https://stubjob0123456789--30000.hf.jobs/v1"]' \
     '["server-stop","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]')"
   run jq -r '[.settings.N_CONCURRENT, .settings.MODEL, .tools.harbor, (.commit | length > 0)] | @tsv' "$manifest"
-  assert_line --index 0 $'3\tQwen/Qwen3.8-27B-FP8\t0.25.0\ttrue'
+  assert_line --index 0 $'3\tQwen/Qwen3.8-27B-FP8\t0.26.0\ttrue'
   # Every line names the lock .venv is built from.
   run bash -c 'jq -r .lock_sha256 "$1" | sort -u' _ "$manifest"
   assert_output "$(sha256sum "$REPO/env/requirements.lock" | cut -d' ' -f1)"
@@ -310,7 +310,7 @@ PY
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
   run jq -c 'select(.event == "resolved") | [.job_name, .dataset.commit, .harbor_versions]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
-  assert_output '["qwen3_8-27b-fp8-terminus2-tb21-full-v2","5d1f0c2a9e8b7d6c5b4a39281706f5e4d3c2b1a0",["0.25.0"]]'
+  assert_output '["qwen3_8-27b-fp8-terminus2-tb21-full-v2","5d1f0c2a9e8b7d6c5b4a39281706f5e4d3c2b1a0",["0.26.0"]]'
 }
 
 @test "N_ATTEMPTS > 1: mop-up's selection lists tasks with a missing attempt, and bench's AUTO_STOP keeps the server for them" {

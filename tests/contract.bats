@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Contract tests: the commands the scripts build, handed to the REAL hf (huggingface_hub
-# 2.4.0) and harbor (0.25.0) CLIs from .venv, offline. `hf jobs run --dry-run` resolves the
+# 2.4.0) and harbor (0.26.0) CLIs from .venv, offline. `hf jobs run --dry-run` resolves the
 # job spec; `harbor run --print-config` resolves the JobConfig harbor would freeze into the
 # job; `harbor run --dry-run` on a local dataset shows where harbor takes key and endpoint.
 
@@ -52,7 +52,7 @@ argv_of() {
   run hf version
   assert_output --partial "version: 2.4.0"
   run harbor --version
-  assert_output --partial "0.25.0"
+  assert_output "0.26.0"
 }
 
 @test "serve: the real hf jobs run --dry-run accepts every run's spec, and it is what the run says" {
@@ -173,8 +173,9 @@ assert_dataset() {
 @test "bench: hf-sandbox runs carry flavor and idle timeout; mini-swe-agent forwards templates, not values" {
   local config
   config=$(resolved_config qwen-mswea bench)
-  assert_equal "$(jq -c '.environment' <<<"$config")" \
-    '{"type":"hf-sandbox","kwargs":{"flavor":"cpu-upgrade","job_timeout":"2h"}}'
+  # harbor 0.26.0's --print-config prints every field, defaults included (0.25.0 left them out).
+  assert_equal "$(jq -c '.environment | {type, import_path, kwargs}' <<<"$config")" \
+    '{"type":"hf-sandbox","import_path":null,"kwargs":{"flavor":"cpu-upgrade","job_timeout":"2h"}}'
   # shellcheck disable=SC2016
   assert_equal "$(jq -c '.agents[0].env' <<<"$config")" \
     '{"OPENAI_API_KEY":"${OPENAI_API_KEY}","OPENAI_BASE_URL":"${OPENAI_BASE_URL}"}'
@@ -182,6 +183,23 @@ assert_dataset() {
   config=$(resolved_config qwen-t2 bench)
   assert_equal "$(jq -c '.agents[0].kwargs' <<<"$config")" '{"reasoning_effort":"low"}'
   assert_equal "$(jq -c '.agents[0].env // {}' <<<"$config")" '{}'
+}
+
+@test "bench: HF_NAMESPACE runs the sandboxes under that namespace (harbor 0.26.0's hf-sandbox namespace)" {
+  local argv config
+  mapfile -d '' argv < <(RUN=qwen-t2-leaderboard HF_NAMESPACE=my-org "$REPO/tests/bin/argv-of" bench)
+  config=$("${argv[@]}" --print-config) || fail "harbor rejected --ek namespace=my-org"
+  assert_equal "$(jq -c '.environment.kwargs' <<<"$config")" \
+    '{"flavor":"cpu-upgrade","job_timeout":"2h","namespace":"my-org"}'
+  # harbor's own option model takes it, and types it a string (parse_kwargs reads values as JSON).
+  run "$REPO/.venv/bin/python" -c '
+import json, sys
+from harbor.environments.hf_sandbox import HFSandboxOptions
+print(HFSandboxOptions.model_validate(json.loads(sys.argv[1])).namespace)' "$(jq -c '.environment.kwargs' <<<"$config")"
+  assert_output "my-org"
+  # Without HF_NAMESPACE: no namespace, the token owner's account, as before.
+  assert_equal "$(resolved_config qwen-t2-leaderboard bench | jq -c '.environment.kwargs')" \
+    '{"flavor":"cpu-upgrade","job_timeout":"2h"}'
 }
 
 @test "no JobConfig holds a literal key, token or endpoint: a resume after a relaunch still matches" {

@@ -199,7 +199,7 @@ assert_nothing_changed() {
   assert_line "        fix: git lfs install"
   assert_line "  FAIL  no HF token: the server job, the endpoint and the sandboxes need one"
   assert_line "        fix: hf auth login, or export HF_TOKEN"
-  assert_line "  ok    harbor 0.25.0 (pinned)"
+  assert_line "  ok    harbor 0.26.0 (pinned)"
   assert_output --partial "doctor: 2 check(s) failed"
 }
 

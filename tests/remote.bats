@@ -249,6 +249,20 @@ PY
   assert_output "$(printf '%s\n' "$job/fix-git__abc/agent/trajectory.json pulled" "other-job/t__y/result.json skipped")"
 }
 
+@test "pull: the attempts harbor retried inside the run's jobs come too (.retried/<job>/), as their jobs do" {
+  local job=qwen3_8-27b-fp8-terminus2-tb21-full-v2 kept=".retried/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
+  run pull_selects results "$kept/fix-git__abc.0f1e/result.json" "$kept/fix-git__abc.0f1e/trial.log" \
+    "$kept/fix-git__abc.0f1e/agent/trajectory.json" ".retried/$job-shard-2/t__s.9a/config.json" \
+    ".retried/other-job/t__y.1/result.json" ".hidden/$job/x/result.json" "$job/fix-git__abc/agent/trajectory.json"
+  assert_success
+  assert_output "$(printf '%s\n' "$kept/fix-git__abc.0f1e/result.json pulled" "$kept/fix-git__abc.0f1e/trial.log skipped" \
+    "$kept/fix-git__abc.0f1e/agent/trajectory.json skipped" ".retried/$job-shard-2/t__s.9a/config.json pulled" \
+    ".retried/other-job/t__y.1/result.json skipped" ".hidden/$job/x/result.json skipped" \
+    "$job/fix-git__abc/agent/trajectory.json skipped")"
+  run pull_selects all "$kept/fix-git__abc.0f1e/agent/trajectory.json" ".retried/other-job/t__y.1/result.json"
+  assert_output "$(printf '%s\n' "$kept/fix-git__abc.0f1e/agent/trajectory.json pulled" ".retried/other-job/t__y.1/result.json skipped")"
+}
+
 @test "remote mop-up: the real hf jobs run --dry-run accepts the job, on the bucket, from a copy of the checkout" {
   use_real_clis
   local argv

@@ -165,7 +165,7 @@ in_lib() {
 @test "ENV_TYPE must be an environment the pinned harbor knows, or a module:Class path" {
   RUN=qwen-t2 ENV_TYPE=dokcer run "$REPO/scripts/print.sh"
   assert_failure
-  assert_output --partial "print: setting ENV_TYPE must be an environment harbor 0.25.0 knows or a module:Class import path, got 'dokcer': did you mean docker? (known: docker "
+  assert_output --partial "print: setting ENV_TYPE must be an environment harbor 0.26.0 knows or a module:Class import path, got 'dokcer': did you mean docker? (known: docker "
   RUN=qwen-t2 ENV_TYPE=tests.harbor_env.scripted_env:ScriptedEnv run "$REPO/scripts/print.sh"
   assert_success
   assert_line "    --env tests.harbor_env.scripted_env:ScriptedEnv \\"

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_sandboxes_are_found_by_the_label_huggingface_hub_sets():
-    """harbor 0.25.0's hf-sandbox environment uses huggingface_hub's Sandbox.create, which labels
+    """harbor 0.26.0's hf-sandbox environment uses huggingface_hub's Sandbox.create, which labels
     every sandbox job hf-sandbox=1 (dedicated mode) and gives it no run or task label."""
     from huggingface_hub import _sandbox
     from harbor.environments import hf_sandbox
@@ -192,7 +192,7 @@ def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monk
 
 
 def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creates():
-    """The facts the attribution rests on, in the installed huggingface_hub 2.4.0 and harbor 0.25.0."""
+    """The facts the attribution rests on, in the installed huggingface_hub 2.4.0 and harbor 0.26.0."""
     import logging
 
     from harbor.environments import base, factory, hf_sandbox
@@ -209,13 +209,24 @@ def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creat
     assert _sandbox.NONCE_LABEL == "hf-sandbox-nonce" and "nonce = token_hex(16)" in create
     assert "job = api.run_job(\n            image=image," in create and "flavor=flavor," in create
     assert CS.SPACE_IMAGE_PREFIXES == _jobs_api._SPACE_IMAGE_PREFIXES
-    # harbor's hf-sandbox start: the task's image, no labels, and a DEBUG line before each Sandbox.create.
+    # harbor's hf-sandbox start: the task's image, no labels, and a DEBUG line before each Sandbox.create,
+    # which names the namespace the sandbox is created under (--ek namespace; None: the token's owner).
     start = inspect.getsource(hf_sandbox.HFSandboxEnvironment.start)
     assert "image = self.task_env_config.docker_image" in start
-    line = 'f"Creating HF Sandbox: image={image}, flavor={self._flavor}, "\n            f"idle_timeout={self._idle_timeout}s"'
+    line = ('f"Creating HF Sandbox: image={image}, flavor={self._flavor}, "\n'
+            '            f"idle_timeout={self._idle_timeout}s, namespace={self._namespace}"')
     assert f"self.logger.debug(\n            {line}\n        )" in start
     assert start.index("Creating HF Sandbox") < start.index("Sandbox.create,") and "labels=" not in start
-    assert "image=image,\n            flavor=self._flavor," in start
+    assert "image=image,\n            flavor=self._flavor," in start and "namespace=self._namespace," in start
+    assert "self._namespace = namespace" in inspect.getsource(hf_sandbox.HFSandboxEnvironment.__init__)
+    assert hf_sandbox.HFSandboxOptions.model_fields["namespace"].default is None
+    # Both harbors' lines are read; "None" is no namespace.
+    for text, want in (("Creating HF Sandbox: image=i:1, flavor=cpu-upgrade, idle_timeout=7200s\n", None),
+                       ("Creating HF Sandbox: image=i:1, flavor=cpu-upgrade, idle_timeout=7200s, namespace=None\n", None),
+                       ("Creating HF Sandbox: image=i:1, flavor=cpu-upgrade, idle_timeout=Nones, namespace=my-org\n",
+                        "my-org")):
+        assert [(m[0], m[1], m[2] or None if m[2] != CS.NO_NAMESPACE else None)
+                for m in CS.SANDBOX_CREATED.findall(text)] == [("i:1", "cpu-upgrade", want)]
     # ... which lands in <trial>/trial.log: the trial's logger (DEBUG) with a DEBUG file handler,
     # and the environment logs through a child of it.
     assert harbor_logger.logger.level == logging.DEBUG
@@ -331,6 +342,60 @@ def test_a_sandbox_counts_only_when_a_trial_of_the_run_proves_it_its_own(tmp_pat
             "(alice/other-image") in text
 
 
+def test_a_namespace_the_trial_names_makes_a_sandbox_of_another_namespace_not_its_own():
+    """harbor 0.26.0 logs the namespace a sandbox is created under (--ek namespace=, what make bench
+    passes as HF_NAMESPACE), and the trial's config records it: a sandbox of another namespace,
+    though nearer and of the same image and flavor, is never the trial's."""
+    from tools import cost_sandboxes as CS
+
+    at = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+    slot = lambda ns: CS.Slot("r/t0__x", at, at + timedelta(minutes=1), at, "while it set up", IMAGE,  # noqa: E731
+                              SANDBOX_FLAVOR, ns)
+    theirs = {**cost.normalise_job(sandbox("theirs", at + timedelta(seconds=2))), "namespace": "bob"}
+    mine = cost.normalise_job(sandbox("mine", at + timedelta(seconds=5)))  # alice's
+    assert not CS.fits(slot("alice"), theirs) and CS.fits(slot("alice"), mine)
+    assert CS.fits(slot(None), theirs)  # no namespace named: only image, flavor and time decide
+    claim = CS.Claim("r/t0__x", "t0", (at, None), [slot("alice")], [])
+    assert [j["id"] for j, _, _ in CS.attribute([theirs, mine], [claim]).mine] == ["mine"]
+    # Where the namespace comes from: the log line, else the trial's config (--ek namespace=).
+    assert CS.configured_namespace({"environment": {"type": "hf-sandbox", "kwargs": {"namespace": "alice"}}}) == "alice"
+    assert CS.configured_namespace({"environment": {"kwargs": {"namespace": "a/../b"}}}) is None
+
+
+def test_an_attempt_harbor_retried_in_the_run_claims_its_sandbox_once(tmp_path):
+    """MAX_RETRIES: harbor deleted the SandboxError attempt and ran the trial again in its dir; the copy
+    tools/retried.py kept (.retried/r/<trial>.<id>) is the run's, so make cost counts its sandbox. A
+    copy of an attempt mop-up archived too (a harbor stopped before its job's end kept both) claims once."""
+    import shutil
+
+    from tests.fixtures.harbor_jobs import T0, TrialSpec as S, write_job
+
+    from tools import cost_sandboxes as CS
+    from tools import tally_core as T
+
+    boxes = [sandbox("sbx-retried", T0 + timedelta(minutes=5)), sandbox("mine-t0", T0 + timedelta(minutes=8, seconds=5))]
+    job_dir, state, hf = run_with(tmp_path, [S("t0", 1.0, finished=40)], boxes)
+    # The retried attempt, as harbor wrote it before its retry (another job dir, copied whole beside the job).
+    flake = write_job(tmp_path / "flake", "r", [S("t0", None, "SandboxError",
+                                                  "Sandbox job sbx-retried did not become ready within 120s.", finished=6,
+                                                  attempt=1)])
+    attempt = trial_dir(flake, "t0")
+    attempt_id = json.loads((attempt / "result.json").read_text())["id"]
+    kept = T.retried_attempts_dir(job_dir) / f"{trial_dir(job_dir, 't0').name}.{attempt_id}"
+    shutil.copytree(attempt, kept)
+    report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
+    assert report["retried_in_run"] == 1 and report["trial_dirs"] == 2
+    doc = cost.cost_report(hf, cost.load_prices(hf, None, 0), run="r", project_label="terminal-bench-harness",
+                           namespace="alice", manifest=state / "manifest.jsonl", report=report)
+    assert sorted(r["job"] for r in doc["jobs"]) == ["alice/mine-t0", "alice/sbx-retried"]
+    assert doc["unattributed_sandboxes"] == 0
+    # The same attempt in mop-up's archive as well: one claim.
+    archived = state / "archive" / "b1" / "r" / attempt.name
+    shutil.copytree(attempt, archived)
+    claims = CS.run_claims(report, state)
+    assert [c.attempt for c in claims].count(attempt_id) == 1 and len(claims) == 2
+
+
 def test_make_sandboxes_shows_each_trial_the_sandbox_it_proves_its_own(tmp_path):
     from tests.fixtures.harbor_jobs import T0, TrialSpec as S
 
@@ -388,10 +453,10 @@ def test_a_hostile_trial_log_is_read_within_limits(tmp_path):
     line = f"Creating HF Sandbox: image={IMAGE}, flavor={SANDBOX_FLAVOR}, idle_timeout=600s\n"
     (tmp_path / "big").mkdir()
     (tmp_path / "big" / "trial.log").write_text(line + "x" * (3 << 20) + "\n" + line)
-    assert CS.sandbox_creations(str(tmp_path / "big")) == [(IMAGE, SANDBOX_FLAVOR)]  # the second is past the head
+    assert CS.sandbox_creations(str(tmp_path / "big")) == [(IMAGE, SANDBOX_FLAVOR, None)]  # the second is past the head
     (tmp_path / "many").mkdir()
     (tmp_path / "many" / "trial.log").write_text(line * 5 + "Creating HF Sandbox: image=a,b, flavor=x, idle_timeout=1s\n")
-    assert CS.sandbox_creations(str(tmp_path / "many")) == [(IMAGE, SANDBOX_FLAVOR)] * 2
+    assert CS.sandbox_creations(str(tmp_path / "many")) == [(IMAGE, SANDBOX_FLAVOR, None)] * 2
     (tmp_path / "fifo").mkdir()
     os.mkfifo(tmp_path / "fifo" / "trial.log")  # opened for reading, it would block for ever
     assert CS.sandbox_creations(str(tmp_path / "fifo")) == []
@@ -447,15 +512,15 @@ def test_a_real_harbor_trial_on_hf_sandbox_leaves_the_proof_the_attribution_read
             monkeypatch.delenv(key, raising=False)
         proc = subprocess.run([str(REPO / ".venv/bin/harbor"), "run", "-a", "oracle", "-p", str(tmp_path / "dataset"),
                                "--include-task-name", "t-sandbox", "--env", "hf-sandbox", "--ek", "flavor=cpu-upgrade",
-                               "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "r", "-n", "1", "-y", "-q"],
+                               "--ek", "namespace=alice", "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "r", "-n", "1", "-y", "-q"],
                               capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         [trial] = [p for p in (tmp_path / "jobs" / "r").iterdir() if p.is_dir()]
         assert (trial / "trial.log").read_text().splitlines()[0] == \
-            "Creating HF Sandbox: image=python:3.12-slim, flavor=cpu-upgrade, idle_timeout=600s"
+            "Creating HF Sandbox: image=python:3.12-slim, flavor=cpu-upgrade, idle_timeout=600s, namespace=alice"
         claim = CS.trial_claim(str(trial), f"r/{trial.name}", "t-sandbox", None)
-        assert [(s.image, s.flavor, s.when) for s in claim.slots] == \
-            [("python:3.12-slim", "cpu-upgrade", "while it set up its environment")]
+        assert [(s.image, s.flavor, s.namespace, s.when) for s in claim.slots] == \
+            [("python:3.12-slim", "cpu-upgrade", "alice", "while it set up its environment")]
         assert claim.job_ids == ["sbx0mine"]
         # What the job was created with: the task's image, the sandbox labels and nothing of the run.
         [run] = [r for r in api.requests() if r["method"] == "POST" and r["path"] == "/api/jobs/alice"]

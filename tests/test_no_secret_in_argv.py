@@ -368,7 +368,7 @@ UNKNOWN_REASON = ("is not an environment known to keep its key (OPENAI_API_KEY=<
                           "exec runs"),
 ])
 def test_mini_swe_agent_is_refused_where_its_key_could_reach_a_local_argv(tmp_path, env_type, reason):
-    # harbor 0.25.0 ran `docker compose ... exec -e OPENAI_API_KEY=<token>` for the docker family
+    # harbor 0.25.0 (and 0.26.0) ran `docker compose ... exec -e OPENAI_API_KEY=<token>` for the docker family
     # while only ENV_TYPE=docker was refused (the watcher caught it); then ec2 (ssh) and
     # openshift (oc exec) passed a deny-list. The rule is now default-deny.
     token = new_token()
@@ -396,7 +396,7 @@ def test_every_environment_harbor_registers_is_classified():
     from harbor.models.environment_type import EnvironmentType
 
     reasons = {t.value: environments.refusal(t.value) for t in EnvironmentType}
-    assert len(reasons) == len(EnvironmentType) == 34
+    assert len(reasons) == len(EnvironmentType) == 38
     assert [name for name, reason in reasons.items() if reason is None] == ["hf-sandbox"]
     local_argv = sorted(name for name, reason in reasons.items() if reason and "would sit in a local" in reason)
     assert local_argv == ["apple-container", "docker", "ec2", "kata", "openshift", "podman", "sbx"]
@@ -410,6 +410,8 @@ def test_every_environment_harbor_registers_is_classified():
     for name, reason in reasons.items():
         if name != "hf-sandbox" and name not in local_argv:
             assert reason.endswith(f" {UNKNOWN_REASON}") and reason.startswith("harbor.environments."), name
+    # The four types harbor 0.26.0 added: never read here, so refused like every unknown class.
+    assert {"snowflake", "boxd", "superserve", "aca-sandbox"} <= set(reasons) - {"hf-sandbox", *local_argv}
 
 
 def test_a_new_class_is_refused_and_the_test_environment_is_allowed_only_as_itself(tmp_path, monkeypatch):
@@ -451,7 +453,7 @@ def test_a_module_class_that_cannot_load_cannot_be_checked():
 
 
 def test_the_environments_refused_still_put_the_environment_in_their_argv():
-    # What tools/environments.py relies on, read in harbor 0.25.0's own code: if an upgrade moves
+    # What tools/environments.py relies on, read in harbor 0.26.0's own code: if an upgrade moves
     # the environment out of argv, or a new environment puts it there, this says where to look.
     from harbor.environments import ec2, openshift
     from harbor.environments.apple_container import AppleContainerEnvironment

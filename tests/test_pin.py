@@ -1,7 +1,8 @@
 """make pin (scripts/pin.sh, tools/pin.py) and the unpinned inputs make print marks.
 
-Job dirs carry a lock.json written with harbor 0.25.0's own JobLock model, the way harbor
-records a `--repo` dataset: every task resolved to a git URL and commit.
+Job dirs carry a lock.json written with harbor 0.26.0's own JobLock model, the way harbor
+records a `--repo` dataset (every task resolved to a git URL and commit) or a registry dataset (each
+task a package of the dataset, the dataset's resolved version in the job's config.json).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def plan(tmp_path: Path, *extra: str, run_file: str = RUN_FILE) -> subprocess.Co
 
 
 def test_harbor_names_pin_relies_on():
-    """harbor 0.25.0's lock model: the fields tools/pin.py reads."""
+    """harbor 0.26.0's lock model: the fields tools/pin.py reads."""
     assert {"harbor", "trials"} <= set(JobLock.model_fields)
     assert "version" in HarborLockInfo.model_fields
     assert {"type", "git_url", "git_commit_id"} <= set(TaskLock.model_fields)
@@ -85,7 +86,7 @@ def test_an_empty_dataset_ref_line_is_replaced_in_place(tmp_path):
     # No jobs dir at all (a run never benched here): one line, not a traceback.
     ("no-jobs-dir", "(pass the --jobs-dir that harbor wrote to, or set JOBS_DIR in the run file); nothing to pin "
                     "before a bench (make bench)"),
-    ("broken-lock", "is not a lock.json harbor 0.25.0 can read"),
+    ("broken-lock", "is not a lock.json harbor 0.26.0 can read"),
     # A trailing newline passed the sha check ("$" matches before it) and added a blank line.
     ("newline-commit", f"the recorded dataset commit '{SHA_A}\\n' is not a 40-hex sha: pin by hand"),
     # Printed as escapes, never as the terminal's own control sequences.
@@ -175,3 +176,99 @@ def test_print_marks_every_unpinned_input(tmp_path):
     remote = printed_unpinned(tmp_path, SERVER_IMAGE=image, DATASET_REF=SHA_A, WHERE="hf", BUCKET="alice/tb")
     assert remote[1:] == ["#   - BENCH_IMAGE=python:3.12 (the remote job's image) is a tag: pin a digest, "
                           "BENCH_IMAGE=<repository>@sha256:<digest>"]
+
+
+# --- a registry dataset (DATASET=org/name[@ref], harbor run -d) ------------------------------------
+
+REGISTRY = "terminal-bench/terminal-bench-2-1"
+DIGEST_A = "sha256:" + "a" * 64
+DIGEST_B = "sha256:" + "b" * 64
+REGISTRY_RUN = "# a run\nSERVER=qwen3.8-27b-fp8-sglang-h200\nJOB_NAME=job\nDATASET=" + REGISTRY + "\n"
+MODEL = "Qwen/Qwen3.8-27B-FP8"
+
+
+def write_registry_job(job_dir: Path, ref: str, tasks=("fix-git", "regex-log"), model: str = MODEL) -> None:
+    """A job of a registry dataset as harbor 0.26.0 leaves it: config.json with the dataset's ref
+    resolved to its version's digest, lock.json with each task a package of that dataset."""
+    from harbor.models.job.config import DatasetConfig, JobConfig
+
+    job_dir.mkdir(parents=True, exist_ok=True)
+    config = JobConfig(job_name=job_dir.name, jobs_dir=job_dir.parent,
+                       agents=[AgentConfig(name="terminus-2", model_name=f"openai/{model}")],
+                       datasets=[DatasetConfig(name=REGISTRY, ref=ref)])
+    (job_dir / "config.json").write_text(config.model_dump_json(indent=4))
+    trials = [TrialLock(task=TaskLock(name=f"terminal-bench/{t}", type="package", digest="sha256:" + "0" * 64,
+                                      source=REGISTRY),
+                        agent=AgentConfig(name="terminus-2"), environment=EnvironmentConfig(), verifier=VerifierLock())
+              for t in tasks]
+    lock = JobLock(harbor=HarborLockInfo(version="0.26.0"), n_concurrent_trials=3, retry=RetryConfig(), trials=trials)
+    (job_dir / "lock.json").write_text(lock.model_dump_json(indent=4))
+
+
+def test_harbor_records_the_registry_version_it_resolved_in_the_jobs_config():
+    """What pin reads: harbor 0.26.0 rewrites a package dataset's ref to the resolved version's digest
+    (the config.json it writes as the job starts holds it) and takes a revision, a tag or a digest after @."""
+    import inspect
+
+    from harbor.models.job.config import DatasetConfig
+    from harbor.models.package.version_ref import RefType, VersionRef
+    from harbor.registry.client import package
+
+    resolve = inspect.getsource(DatasetConfig._get_package_task_configs)
+    assert "self.ref = metadata.version" in resolve
+    assert 'version=f"sha256:{dataset_version.get(\'content_hash\')}",' in inspect.getsource(package)
+    assert [VersionRef.parse(r).type for r in ("6", DIGEST_A, "latest", "v2.1")] == \
+        [RefType.REVISION, RefType.DIGEST, RefType.TAG, RefType.TAG]
+    assert DatasetConfig(name=REGISTRY, ref="6").is_package()
+
+
+def test_pin_writes_the_registry_version_the_jobs_ran(tmp_path):
+    write_registry_job(tmp_path / "jobs" / "job", DIGEST_A)
+    write_registry_job(tmp_path / "jobs" / "job-retry-1", DIGEST_A, tasks=("fix-git",))
+    proc = plan(tmp_path, "--write", "--model", MODEL, run_file=REGISTRY_RUN)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "run.env").read_text() == REGISTRY_RUN.replace(f"DATASET={REGISTRY}\n",
+                                                                      f"DATASET={REGISTRY}@{DIGEST_A}\n")
+    assert f"pin: dataset: {REGISTRY} at {DIGEST_A} (the version its jobs ran)" in proc.stderr
+    assert "DATASET_REF" not in (tmp_path / "run.env").read_text()
+    again = plan(tmp_path, "--write", "--model", MODEL)
+    assert again.returncode == 0 and again.stdout == "" and "(already pinned)" in again.stderr
+
+
+@pytest.mark.parametrize("pinned, change", [
+    ("@6", None),                      # a revision: the version the leaderboard is bound to; kept
+    ("@latest", f"@{DIGEST_A}"),       # a tag can move: the digest that ran replaces it
+    ("@v2.1", f"@{DIGEST_A}"),
+])
+def test_a_registry_revision_is_a_pin_and_a_tag_is_not(tmp_path, pinned, change):
+    write_registry_job(tmp_path / "jobs" / "job", DIGEST_A)
+    run_file = REGISTRY_RUN.replace(f"DATASET={REGISTRY}\n", f"DATASET={REGISTRY}{pinned}\n")
+    proc = plan(tmp_path, "--write", run_file=run_file)
+    assert proc.returncode == 0, proc.stderr
+    want = run_file if change is None else run_file.replace(pinned, change)
+    assert (tmp_path / "run.env").read_text() == want
+    if change is None:
+        assert f"pin: dataset: {REGISTRY} at {DIGEST_A} (pinned by revision 6, which the Hub resolves)" in proc.stderr
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("two-versions", f"ran 2 registry dataset versions: {REGISTRY}@{DIGEST_A}, {REGISTRY}@{DIGEST_B}"),
+    ("other-digest", f"pins DATASET={REGISTRY}@{DIGEST_B}, but the jobs of job ran {REGISTRY}@{DIGEST_A}"),
+    ("unresolved", f"recorded {REGISTRY} at 'latest', not the version harbor resolves it to"),
+    # A job dir of the run's name that ran another model is another run's: refused, as the tally does.
+    ("other-model", "ran model 'openai/other/model' (its config.json), not the run's MODEL Qwen/Qwen3.8-27B-FP8"),
+])
+def test_what_registry_pin_cannot_write_is_one_line_and_changes_nothing(tmp_path, case, expect):
+    run_file = REGISTRY_RUN
+    write_registry_job(tmp_path / "jobs" / "job", "latest" if case == "unresolved" else DIGEST_A)
+    if case == "two-versions":
+        write_registry_job(tmp_path / "jobs" / "job-retry-1", DIGEST_B)
+    elif case == "other-digest":
+        run_file = REGISTRY_RUN.replace(f"DATASET={REGISTRY}\n", f"DATASET={REGISTRY}@{DIGEST_B}\n")
+    elif case == "other-model":
+        write_registry_job(tmp_path / "jobs" / "job-retry-1", DIGEST_A, model="other/model")
+    (tmp_path / "run.env").write_text(run_file)
+    proc = plan(tmp_path, "--write", "--model", MODEL)
+    assert proc.returncode == 1
+    assert expect in proc.stderr and "Traceback" not in proc.stderr
+    assert (tmp_path / "run.env").read_text() == run_file

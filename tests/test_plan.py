@@ -64,6 +64,31 @@ def test_infra_errors_on_the_first_pass_cost_a_fraction_then_one_mop_up_pass():
     assert stuck.mopups.tolist() == [4] * 3 and stuck.left.tolist() == [6] * 3
 
 
+def test_in_run_retries_try_an_errored_attempt_again_in_its_slot_before_any_mop_up():
+    # MAX_RETRIES=2 and no infra error: nothing changes.
+    assert run([600], tasks=6, slots=2, in_run_retries=2).makespan.tolist() == [1800.0] * 3
+    # An attempt that errs on every try takes 1 + MAX_RETRIES errored tries, then waits for mop-up.
+    always = lambda pass_no, load: np.ones_like(load, dtype=float)  # noqa: E731
+    stuck = run([600], tasks=6, slots=2, infra=always, in_run_retries=2, max_mopups=1)
+    assert stuck.makespan == pytest.approx([2 * 3 * 3 * 600 * F] * 3)  # two passes of 3 rounds of 3 tries
+    assert stuck.left.tolist() == [6] * 3 and stuck.mopups.tolist() == [1] * 3
+
+
+def test_no_in_run_retries_draw_as_before_and_retries_leave_fewer_attempts_to_mop_up():
+    # The reference's ~36% infra rate at -n 3: with MAX_RETRIES=0 the draws are the ones the model always
+    # made (the same seed gives the same run); with 2, an attempt waits for mop-up only after 3 errored tries.
+    rate = lambda _pass, load: np.full_like(load, 0.36, dtype=float)  # noqa: E731
+    before = run([600, 1200, 1800], tasks=89, k=5, slots=3, infra=rate, reps=200, seed=7)
+    again = run([600, 1200, 1800], tasks=89, k=5, slots=3, infra=rate, reps=200, seed=7, in_run_retries=0)
+    assert again.makespan.tolist() == before.makespan.tolist() and again.mopups.tolist() == before.mopups.tolist()
+    retried = run([600, 1200, 1800], tasks=89, k=5, slots=3, infra=rate, reps=200, seed=7, in_run_retries=2)
+    assert retried.mopups.mean() < before.mopups.mean()
+    # Left for the first mop-up pass: about 445 × 0.36³ ≈ 21 attempts, not 445 × 0.36 ≈ 160.
+    first_pass_left = run([600], tasks=89, k=5, slots=3, infra=lambda p, load: rate(p, load) * (p == 0),
+                          reps=200, seed=7, in_run_retries=2, max_mopups=0)
+    assert 15 < first_pass_left.left.mean() < 27
+
+
 def test_a_mop_up_pass_loads_the_server_with_only_what_is_left():
     seen = []
 
@@ -230,8 +255,8 @@ def test_make_plan_dry_run_prints_the_command(clean_env):
         ".venv/bin/python -m tools.plan --run qwen-t2-leaderboard --attempts 5 --multiplier 1 --timeout-estimate 900 "
         "--server-flavor h200 --sandbox-flavor cpu-upgrade --jobs-dir jobs "
         "--job-name qwen3_8-27b-fp8-terminus2-tb21-leaderboard --reps 200 --seed 0 --mopup-passes 3 "
-        "--max-infra-rate 0.3 --ready-timeout 2700 --model Qwen/Qwen3.8-27B-FP8 --server-dp 1 --tasks 89 "
-        "--deadline 24h\n")
+        "--max-infra-rate 0.3 --ready-timeout 2700 --model Qwen/Qwen3.8-27B-FP8 --server-dp 1 --max-retries 2 "
+        "--tasks 89 --deadline 24h\n")
 
 
 def test_the_recommendation_names_the_bundled_profile_that_runs_it(tmp_path):

@@ -414,6 +414,44 @@ def test_results_markers_in_wrong_order():
 # --- check-submission -------------------------------------------------------------------------------
 
 
+def test_every_resource_override_harbor_has_is_refused(tmp_path):
+    """harbor's EnvironmentConfig overrides (harbor 0.26.0 adds override_tpu): each one is a resource
+    override the leaderboard refuses; one harbor adds and this list lacks fails here."""
+    from harbor.models.trial.config import EnvironmentConfig
+
+    from tools import report_submission as RS
+
+    assert sorted(k for k in EnvironmentConfig.model_fields if k.startswith("override_")) == sorted(RS.ENV_OVERRIDES)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"environment": {"type": "hf-sandbox", "override_tpu": {"type": "v5e", "count": 4}}}))
+    assert RS.config_file_problems(path, "r") == [
+        f"{path}: environment.override_tpu is {{'type': 'v5e', 'count': 4}}; resource overrides are not allowed "
+        "(this repository never sets it; start the job with make bench RUN=r)"]
+
+
+@pytest.mark.parametrize("whose", ["job", "trial"])
+def test_an_error_policy_override_is_refused(tmp_path, whose):
+    """harbor 0.26.0's override_error_policy (JobConfig and TrialConfig) changes, per exception type,
+    whether an errored trial is retried, graded or has a valid reward: the board's figures assume
+    harbor's own table, and this repository never sets one. An empty one (harbor's default) passes."""
+    from harbor.models.job.config import JobConfig
+    from harbor.models.trial.config import TrialConfig
+
+    from tools import report_submission as RS
+
+    model = JobConfig if whose == "job" else TrialConfig
+    assert model.model_fields["override_error_policy"].default_factory() == {}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"override_error_policy": {}}))
+    assert RS.config_file_problems(path, "r", whose) == []
+    path.write_text(json.dumps({"override_error_policy": {"SandboxError": {"should_grade": True,
+                                                                           "has_valid_reward": True}}}))
+    assert RS.config_file_problems(path, "r", whose) == [
+        f"{path}: override_error_policy is {{'SandboxError': {{'should_grade': True, 'has_valid_reward': True}}}}; "
+        "error-policy overrides change which errored trials are graded or retried, and are not allowed "
+        "(this repository never sets it; start the job with make bench RUN=r)"]
+
+
 def test_check_submission_explains_every_broken_rule(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     job = write_job(tmp_path, "ref-like", "terminus-2",

@@ -280,3 +280,66 @@ def test_the_complete_example_is_what_its_script_writes(tmp_path, monkeypatch):
     assert sorted(fresh) == sorted(committed)
     assert [k for k in fresh if fresh[k] != committed[k]] == []
     assert sum(len(b) for b in committed.values()) < 300_000
+
+
+REGISTRY = "terminal-bench/terminal-bench-2-1"
+DIGEST = "sha256:" + "d" * 64
+
+
+def as_registry_run(jobs: Path, digest: str = DIGEST) -> None:
+    """The run's first job as harbor 0.26.0 writes one of a registry dataset: its config.json's dataset
+    ref resolved to the version's digest, its lock.json's tasks packages of that dataset."""
+    cfg = json.loads((jobs / JOB / "config.json").read_text())
+    cfg["datasets"] = [{"name": REGISTRY, "ref": digest}]
+    (jobs / JOB / "config.json").write_text(json.dumps(cfg))
+    trials = [TrialLock(task=TaskLock(name=t, type="package", digest="sha256:" + "0" * 64, source=REGISTRY),
+                        agent=AgentConfig(name="terminus-2", model_name=MODEL), environment=EnvironmentConfig(),
+                        verifier=VerifierLock()) for t in TASKS for _ in range(K)]
+    lock = JobLock(n_concurrent_trials=3, retry=RetryConfig(), trials=trials)
+    (jobs / JOB / "lock.json").write_text(lock.model_dump_json(indent=4, exclude_none=True))
+
+
+@pytest.mark.parametrize("dataset, registry_jobs, line", [
+    (REGISTRY, False, f"it names no version, so every resume resolved the latest), and the leaderboard is bound to "
+                      f"one dataset version: pin it in runs/sx.env with DATASET={REGISTRY}@<version> (make pin RUN=sx "
+                      f"writes it; terminal-bench 2.1's leaderboard version is revision 6: @6)"),
+    (REGISTRY, True, f"it names no version, so every resume resolved the latest), and the leaderboard is bound to one "
+                     f"dataset version: pin it in runs/sx.env with DATASET={REGISTRY}@{DIGEST} (the version its jobs "
+                     f"ran; make pin RUN=sx writes it; terminal-bench 2.1's leaderboard version is revision 6: @6)"),
+    (f"{REGISTRY}@latest", True, f"@latest is a tag, which can move), and the leaderboard is bound to one dataset "
+                                 f"version: pin it in runs/sx.env with DATASET={REGISTRY}@{DIGEST} (the version its "
+                                 f"jobs ran;"),
+    (f"{REGISTRY}@sha256:{'e' * 64}", True, f"runs/sx.env pins {REGISTRY}@sha256:{'e' * 64}, but the run's jobs ran "
+                                            f"{REGISTRY}@{DIGEST}: submit the run of the version you pin, or pin the "
+                                            f"one that ran: DATASET={REGISTRY}@{DIGEST}"),
+])
+def test_an_unpinned_registry_dataset_is_refused_with_the_pin_line(run, tmp_path, dataset, registry_jobs, line):
+    if registry_jobs:
+        as_registry_run(run)
+    before = tree_hash(run)
+    result = build(run, tmp_path / "out", "--dataset", dataset)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == REFUSED and line in lines[1] and lines[1].startswith("submission: "), result.stderr
+    assert not any("DATASET=" in x for x in lines[2:])
+    assert not (tmp_path / "out").exists()
+    assert tree_hash(run) == before
+
+
+@pytest.mark.parametrize("pinned", ["@6", f"@{DIGEST}"])
+def test_a_registry_dataset_pinned_by_revision_or_its_digest_is_built(run, tmp_path, pinned):
+    as_registry_run(run)
+    result = build(run, tmp_path / "out", "--dataset", REGISTRY + pinned)
+    assert result.exit_code == 0, result.output
+
+
+def test_a_run_whose_jobs_ran_two_registry_versions_is_refused(run, tmp_path):
+    as_registry_run(run)
+    cfg = json.loads((run / RETRY_JOB / "config.json").read_text())
+    cfg["datasets"] = [{"name": REGISTRY, "ref": "sha256:" + "f" * 64}]
+    (run / RETRY_JOB / "config.json").write_text(json.dumps(cfg))
+    shutil.copy(run / JOB / "lock.json", run / RETRY_JOB / "lock.json")
+    result = build(run, tmp_path / "out", "--dataset", REGISTRY + "@6")
+    assert result.exit_code == 1
+    assert (f"submission: the run's jobs ran 2 versions of {REGISTRY} ({DIGEST}, sha256:{'f' * 64}): a resume "
+            f"resolved an unpinned dataset again") in result.stderr

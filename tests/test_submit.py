@@ -1,6 +1,6 @@
 """make submit: make submission, then the REAL `harbor upload` of each job dir, then the leaderboard.
 
-Every upload is the real harbor 0.25.0 CLI talking to tests/fakes/fake_harbor_hub.py, a
+Every upload is the real harbor 0.26.0 CLI talking to tests/fakes/fake_harbor_hub.py, a
 loopback fake of the Harbor Hub's Supabase endpoints: harbor takes its base URL from
 HARBOR_SUPABASE_URL and allows http:// for 127.0.0.1 only (harbor/auth/constants.py). The run's
 two job dirs (the job and a retry job, k = 5 each) are written once by the real `harbor run`
@@ -8,7 +8,7 @@ on tests/harbor_env/scripted_env.py (docs/harbor.md §9), with an ATIF trajector
 passing trial, as the leaderboard requires. Asserted: the exact files of every counted trial
 reach the fake (each trial's tar.gz, listed member by member), each job id harbor printed is
 recorded in state/<run>/submit.json and the manifest, the exact `harbor leaderboard submit`
-command is printed (0.25.0 has none) or, with a harbor that has one (a wrapper in front of the
+command is printed (0.26.0 has none) or, with a harbor that has one (a wrapper in front of the
 real CLI), run with the exact argv; the API key is in no argv (a /proc watcher) and no file (the
 fake records its sha256 only; the exchange's body is the one place harbor sends it). DRY_RUN=1
 and a missing credential write nothing (those two read the bundled k = 5 example's job dirs and
@@ -92,18 +92,30 @@ def jobs_dir(tmp_path_factory) -> Path:
     return jobs
 
 
-@pytest.fixture
-def example_jobs(tmp_path) -> Path:
-    """For the tests that upload nothing: the bundled k = 5 example's job dirs under this run's
+# The bundled k = 5 examples: one make submission refuses (an open slot), and the same run after
+# mop-up, which it builds; each job dir of theirs under this run's job names.
+REFUSED_EXAMPLE = ("example-leaderboard-tb21", "example-leaderboard-tb21-retry-1")
+COMPLETE_EXAMPLE = ("example-leaderboard-complete-tb21", "example-leaderboard-complete-tb21-retry-1",
+                    "example-leaderboard-complete-tb21-retry-2")
+
+
+def copy_example(tmp_path: Path, sources: tuple[str, ...]) -> Path:
+    """For the tests that upload nothing: a bundled k = 5 example's job dirs under this run's
     job name (harbor's files, no harbor run needed)."""
     jobs = tmp_path / "example-jobs"
-    for src, job in zip(("example-leaderboard-tb21", "example-leaderboard-tb21-retry-1"), JOBS):
+    for i, src in enumerate(sources):
+        job = f"{JOB}-retry-{i}" if i else JOB
         shutil.copytree(REPO / "examples" / "jobs" / src, jobs / job, symlinks=True)
         # As harbor writes a job of this run: its config.json names the job its dir is, and the run's model.
         config = json.loads((jobs / job / "config.json").read_text())
         agents = [dict(agent, model_name="openai/fake-org/fake-model") for agent in config["agents"]]
         (jobs / job / "config.json").write_text(json.dumps(dict(config, job_name=job, agents=agents), indent=4))
     return jobs
+
+
+@pytest.fixture
+def example_jobs(tmp_path) -> Path:
+    return copy_example(tmp_path, COMPLETE_EXAMPLE)
 
 
 def write_trajectories(jobs: Path) -> None:
@@ -123,13 +135,17 @@ def write_trajectories(jobs: Path) -> None:
 class Hub:
     """tests/fakes/fake_harbor_hub.py on a free loopback port, accepting one API key (by its sha256)."""
 
-    def __init__(self, tmp: Path, key: str):
+    def __init__(self, tmp: Path, key: str, leaderboard: dict | None = None):
         self.record = tmp / "hub-requests.jsonl"
         port_file = tmp / "hub-port"
+        board = []
+        if leaderboard is not None:
+            (tmp / "leaderboard.json").write_text(json.dumps(leaderboard))
+            board = ["--leaderboard", str(tmp / "leaderboard.json")]
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "tests/fakes/fake_harbor_hub.py"), "--record", str(self.record),
              "--port-file", str(port_file), "--api-key-sha256", hashlib.sha256(key.encode()).hexdigest(),
-             "--max-lifetime", "300"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             *board, "--max-lifetime", "300"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(lambda: port_file.exists() and port_file.read_text().strip(), "the fake Harbor Hub's port")
         self.url = f"http://127.0.0.1:{port_file.read_text().strip()}"
 
@@ -197,6 +213,11 @@ def entries(trial: Path) -> list[str]:
     return sorted(str(p.relative_to(trial)) + ("/" if p.is_dir() else "") for p in trial.rglob("*"))
 
 
+# make submit's warning when a submission names more than one job id (docs/submission.md §4).
+SEVERAL_IDS = ("submit: warning: this submission names {n} job ids, one --job-id each: whether the Hub's leaderboard "
+               "accepts several in one submission is not verified")
+
+
 def leaderboard_line(dest: Path, ids: list[str]) -> str:
     words = ["harbor", "leaderboard", "submit", "--leaderboard", LEADERBOARD]
     for i in ids:
@@ -228,9 +249,11 @@ def test_submit_uploads_every_counted_trial_records_the_ids_and_prints_the_submi
     assert events["submit"]["status"] == "pending"
     assert events["submit"]["argv"] == leaderboard_line(tree.dest, ids).split(" ")
 
-    # harbor 0.25.0 has no leaderboard submit: the exact command, with the recorded ids.
+    # harbor 0.26.0 has no leaderboard submit: the exact command, with the recorded ids.
     assert proc.stdout.splitlines()[-1] == leaderboard_line(tree.dest, ids)
-    assert "harbor 0.25.0 has no 'harbor leaderboard submit' yet" in proc.stderr
+    assert "harbor 0.26.0 has no 'harbor leaderboard submit' yet" in proc.stderr
+    # Two job ids: whether the Hub's leaderboard takes several is not known, and make submit says so.
+    assert SEVERAL_IDS.format(n=2) in proc.stderr
 
     # The fake got exactly the counted trials, each trial's every file, and both job archives.
     objects = {r["name"]: r for r in hub.requests() if r.get("event") == "object"}
@@ -242,7 +265,12 @@ def test_submit_uploads_every_counted_trial_records_the_ids_and_prints_the_submi
     passing = {tid for tid, t in trials.items() if (t / "agent" / "trajectory.json").exists()}
     assert len(passing) == 5
     assert {n for n in objects if n.endswith("/trajectory.json")} == {f"trials/{t}/trajectory.json" for t in passing}
-    assert {n for n in objects if n.endswith("/job.tar.gz")} == {f"jobs/{i}/job.tar.gz" for i in ids}
+    # harbor 0.26.0 names each job's archive by its trials (upload/uploader.py upload_job: the sha256 of
+    # the sorted trial ids), so a re-upload with other trials writes a new one beside the old.
+    held = {json.loads((tree.dest / job / "result.json").read_text())["id"]:
+            sorted(json.loads(r.read_text())["id"] for r in (tree.dest / job).glob("*/result.json")) for job in JOBS}
+    assert {n for n in objects if n.startswith("jobs/") and n.endswith(".tar.gz")} == {
+        f"jobs/{i}/job-{hashlib.sha256(','.join(held[i]).encode()).hexdigest()}.tar.gz" for i in ids}
     # The trial rows: one per counted trial, under the job it belongs to.
     inserted = [r for r in hub.requests() if r.get("path") == "/rest/v1/trial" and r["method"] == "POST"]
     assert sorted(r["body"]["id"] for r in inserted) == sorted(trials)
@@ -251,7 +279,8 @@ def test_submit_uploads_every_counted_trial_records_the_ids_and_prints_the_submi
     # the exchanged JWT; no argv ever held it, and no file does.
     requests = [r for r in hub.requests() if "method" in r]
     exchanges = [r for r in requests if r["path"] == "/functions/v1/api-key-exchange"]
-    assert len(exchanges) == 2
+    # each harbor upload, each Hub check (before the uploads, after them), and the metadata check's read of the board
+    assert len(exchanges) == 5
     assert all(r["body"] == {"api_key_sha256": hashlib.sha256(key.encode()).hexdigest()} for r in exchanges)
     assert all(r["auth"] == "jwt" for r in requests if r not in exchanges)
     assert watcher.leaks == []
@@ -380,15 +409,45 @@ def test_dry_run_shows_the_submission_and_every_call_and_writes_nothing(tmp_path
     tree = Tree(tmp_path, example_jobs)
     proc = tree.make("DRY_RUN=1", "HUB_ORG=alice")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # make submission's own dry run, then each upload, then the leaderboard step.
-    assert f"would create {tree.dest}/" in proc.stdout
-    for job in JOBS:
-        assert f"would run: harbor upload {tree.dest / job} --org alice" in proc.stdout.splitlines()
-    ids = [f"'<job id of {job}>'" for job in JOBS]
-    assert (f"would print, for later (harbor 0.25.0 has no leaderboard submit): "
-            f"{leaderboard_line(tree.dest, ids)}") in proc.stdout.splitlines()
+    # make submission's own dry run, with the tree's real counts, then the Hub check, each upload, then
+    # the leaderboard step.
+    jobs = [JOB, f"{JOB}-retry-1", f"{JOB}-retry-2"]
+    lines = proc.stdout.splitlines()
+    assert f"would create {tree.dest}/" in lines
+    assert "would submit 30 trial dirs: 6 tasks × 5 attempts" in lines
+    assert (f"would check that Harbor Hub holds no trial under the job ids of {' '.join(jobs)} that the tree does not "
+            f"(tools/submit.py hub-check), before the uploads and again after them") in lines
+    for job in jobs:
+        assert f"would run: harbor upload {tree.dest / job} --org alice" in lines
+    ids = [f"'<job id of {job}>'" for job in jobs]
+    assert (f"would print, for later (harbor 0.26.0 has no leaderboard submit): "
+            f"{leaderboard_line(tree.dest, ids)}") in lines
     assert "no Harbor Hub credential yet" in proc.stderr
+    assert SEVERAL_IDS.format(n=3) in proc.stderr
     assert not (tree.root / "state").exists()
+
+
+@pytest.mark.parametrize("existing_tree", [False, True])
+def test_a_dry_run_of_a_refused_submission_exits_as_make_submission_refuses_it(tmp_path, existing_tree):
+    """The bundled example with an open slot: make submission refuses it, so make submit's dry run
+    exits non-zero too, lists no upload, and counts the tree's real trial dirs (28 of 30 slots). Also
+    over the tree an earlier make submit left (which a real one removes and builds again)."""
+    tree = Tree(tmp_path, copy_example(tmp_path, REFUSED_EXAMPLE))
+    if existing_tree:
+        tree.dest.mkdir(parents=True)
+        (tree.dest / "metadata.yaml").write_text("an earlier make submit's tree\n")
+    proc = tree.make("DRY_RUN=1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # make's own code for a recipe that failed
+    lines = proc.stdout.splitlines()
+    assert "would submit 28 trial dirs of 6 tasks (2 of their 6 × 5 = 30 attempt slots hold no trial)" in lines
+    assert any(line.startswith("  - 1 of 6 tasks have open attempt slots (2 of 30 slots have no settled trial)")
+               for line in lines)
+    assert not any(line.startswith(("would run:", "would print", "would check that Harbor Hub")) for line in lines)
+    assert ("submit: make submission would refuse the run (above): a real make submit stops there, uploading "
+            "nothing") in proc.stderr.splitlines()
+    # Only the tree the test made, untouched.
+    assert [p.relative_to(tree.root) for p in (tree.root / "state").rglob("*") if p.is_file()] == (
+        [(tree.dest / "metadata.yaml").relative_to(tree.root)] if existing_tree else [])
 
 
 def test_no_credential_is_refused_with_the_fix_and_nothing_is_written(tmp_path, example_jobs):
@@ -401,7 +460,7 @@ def test_no_credential_is_refused_with_the_fix_and_nothing_is_written(tmp_path, 
 
 
 @pytest.mark.e2e
-def test_a_rejected_key_stops_at_the_upload_and_records_no_id(tmp_path, jobs_dir):
+def test_a_rejected_key_stops_at_the_hub_check_and_records_no_id(tmp_path, jobs_dir):
     hub = Hub(tmp_path, new_key())
     tree = Tree(tmp_path, jobs_dir)
     try:
@@ -409,8 +468,10 @@ def test_a_rejected_key_stops_at_the_upload_and_records_no_id(tmp_path, jobs_dir
     finally:
         hub.stop()
     assert proc.returncode != 0
-    assert f"harbor upload of {JOB} failed" in proc.stderr
-    assert "run make submit RUN=submit-test again" in proc.stderr
+    # The Hub cannot be read with it, so nothing is checked, and nothing goes up unchecked.
+    assert (f"Error: cannot read what Harbor Hub holds under job {job_id(jobs_dir, JOB)} ({JOB}): ") in proc.stderr
+    assert "submit: stopped at the Harbor Hub check (above): nothing was uploaded or submitted" in proc.stderr
+    assert not [r for r in hub.requests() if r.get("event") == "object"]
     assert not (tree.state / "submit.json").exists()
     assert not any(e["event"].startswith("submit") for e in tree.manifest())
 
@@ -438,6 +499,161 @@ def test_a_second_submit_rebuilds_its_tree_and_the_hub_keeps_the_same_jobs(tmp_p
     state = json.loads((tree.state / "submit.json").read_text())
     assert [u["job_id"] for u in state["uploads"]] == ids
     assert [e["event"] for e in tree.manifest()] == ["submit-upload", "submit", "submit-upload", "submit"]
+
+
+def add_errored_trial(job_dir: Path) -> tuple[str, str]:
+    """An infra-errored attempt in the job (as harbor writes one: a copy of a trial under a new name and
+    id, a SandboxError, no reward): the tally leaves it out of the submission. (its name, its id)"""
+    import uuid
+    from datetime import timedelta
+
+    from harbor.models.trial.result import ExceptionInfo, TrialResult
+
+    src = next(p for p in sorted(job_dir.iterdir()) if (p / "result.json").exists())
+    result = TrialResult.model_validate_json((src / "result.json").read_text())
+    name = f"{result.task_name}__errored"
+    errored = result.model_copy(update={
+        "id": uuid.uuid4(), "trial_name": name, "verifier_result": None,
+        "finished_at": result.started_at + timedelta(seconds=5),
+        "exception_info": ExceptionInfo(exception_type="SandboxError", exception_message="Sandbox API error (503)",
+                                        exception_traceback="", occurred_at=result.started_at)})
+    dest = job_dir / name
+    shutil.copytree(src, dest)
+    shutil.rmtree(dest / "agent")
+    (dest / "agent").mkdir()
+    (dest / "result.json").write_text(errored.model_dump_json(indent=4))
+    return name, str(errored.id)
+
+
+@pytest.mark.e2e
+def test_a_job_id_whose_hub_copy_holds_a_trial_the_tree_does_not_is_refused_before_any_upload(tmp_path, jobs_dir):
+    """The raw job dir was uploaded once (harbor upload jobs/<job>), errored attempt and all: the Hub keeps
+    it under the job id for good, so make submit refuses, naming it and the way out, and uploads nothing."""
+    jobs = tmp_path / "jobs"
+    shutil.copytree(jobs_dir, jobs, symlinks=True)
+    name, trial_id = add_errored_trial(jobs / JOB)
+    key = new_key()
+    hub = Hub(tmp_path, key)
+    tree = Tree(tmp_path, jobs)
+    env = {"HARBOR_API_KEY": key, "HARBOR_SUPABASE_URL": hub.url}
+    try:
+        raw = subprocess.run([str(REPO / ".venv/bin/harbor"), "upload", str(jobs / JOB)], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, **env, "HOME": str(tree.home), "HARBOR_TELEMETRY": "0",
+                                               "HARBOR_SUPABASE_PUBLISHABLE_KEY": PUBLISHABLE})
+        assert raw.returncode == 0, raw.stdout + raw.stderr
+        uploaded_raw = len([r for r in hub.requests() if r.get("event") == "object"])
+        proc = tree.make(env_extra=env)
+    finally:
+        hub.stop()
+    assert proc.returncode != 0
+    job = job_id(jobs, JOB)
+    assert (f"Error: job {job} ({JOB}) holds 1 trial(s) on Harbor Hub that the submission does not: "
+            f"{name} ({trial_id}). The Hub never deletes a trial uploaded under a job id") in proc.stderr
+    assert "The way out is a fresh job id: re-upload the curated job under a new job" in proc.stderr
+    assert "submit: stopped at the Harbor Hub check (above): nothing was uploaded or submitted" in proc.stderr
+    # The tree left the errored trial out, and nothing of it went up: no upload, no id recorded.
+    assert not (tree.dest / JOB / name).exists()
+    assert len([r for r in hub.requests() if r.get("event") == "object"]) == uploaded_raw
+    assert not (tree.state / "submit.json").exists()
+    # What it read: the Hub's trial rows of the job, with harbor's own client.
+    assert any(r.get("path") == "/rest/v1/trial" and r["method"] == "GET" and r["query"].get("job_id") == [f"eq.{job}"]
+               for r in hub.requests() if "method" in r)
+
+
+METADATA = """\
+agent_url: https://github.com/harbor-framework/harbor
+agent_display_name: Oracle
+agent_org_display_name: Terminal-Bench
+models:
+- model_name: fake-org/fake-model
+  model_provider: openai
+  model_display_name: fake-model
+  model_org_display_name: fake-org
+"""
+
+
+def metadata_check(tmp_path: Path, hub: Hub, key: str, text: str = METADATA) -> subprocess.CompletedProcess:
+    (tmp_path / "metadata.yaml").write_text(text)
+    env = {**os.environ, "HARBOR_API_KEY": key, "HARBOR_SUPABASE_URL": hub.url, "HOME": str(tmp_path),
+           "HARBOR_SUPABASE_PUBLISHABLE_KEY": PUBLISHABLE, "HARBOR_TELEMETRY": "0"}
+    return subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.submit", "metadata-check", "--leaderboard",
+                           LEADERBOARD, "--metadata", str(tmp_path / "metadata.yaml")],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+
+
+def test_metadata_is_checked_against_the_boards_own_schema_when_harbor_gives_it(tmp_path):
+    """The board's metadata_schema, as harbor's leaderboard-read client reads it (what `harbor hub leaderboard
+    show --json` prints), decides; the leaderboard's read is the one request made for it."""
+    schema = {"type": "object", "required": ["agent_display_name", "models", "agent_url"],
+              "properties": {"agent_display_name": {"type": "string", "maxLength": 40},
+                             "agent_url": {"type": "string", "pattern": "^https://"},
+                             "models": {"type": "array", "minItems": 1,
+                                        "items": {"type": "object", "required": ["model_name", "model_provider"]}}}}
+    key = new_key()
+    hub = Hub(tmp_path, key, leaderboard={"leaderboard": {"id": "lb1", "name": "main", "package": LEADERBOARD,
+                                                          "metadata_schema": schema}, "rows": []})
+    try:
+        good = metadata_check(tmp_path, hub, key)
+        bad = metadata_check(tmp_path, hub, key, METADATA.replace("agent_url: https://", "agent_url: http://")
+                             .replace("  model_provider: openai\n", ""))
+    finally:
+        hub.stop()
+    assert good.returncode == 0, good.stderr
+    assert good.stderr == (f"submit: metadata.yaml meets the leaderboard {LEADERBOARD}'s metadata_schema "
+                           "(harbor hub leaderboard show)\n")
+    assert bad.returncode == 1
+    assert (f"metadata.yaml does not meet the leaderboard {LEADERBOARD}'s metadata_schema (harbor hub leaderboard "
+            "show): agent_url: 'http://github.com/harbor-framework/harbor' does not match '^https://'; models/0: "
+            "'model_provider' is a required property.") in bad.stderr
+    reads = [r for r in hub.requests() if r.get("path") == "/functions/v1/leaderboard-read"]
+    assert len(reads) == 2 and reads[0]["body"] == {"package": LEADERBOARD, "name": None}
+
+
+def test_metadata_falls_back_to_the_documented_fields_when_the_board_gives_no_schema(tmp_path):
+    key = new_key()
+    hub = Hub(tmp_path, key)  # no leaderboard: its read answers 404
+    try:
+        good = metadata_check(tmp_path, hub, key)
+        bad = metadata_check(tmp_path, hub, key, METADATA.replace("agent_display_name: Oracle\n", "") + "extra: 1\n")
+    finally:
+        hub.stop()
+    against = (f"the fields the leaderboard documents (the leaderboard {LEADERBOARD} could not be read (leaderboard "
+               "not found))")
+    assert (good.returncode, good.stderr) == (0, f"submit: metadata.yaml meets {against}\n")
+    assert bad.returncode == 1
+    assert f"does not meet {against}: agent_display_name is missing or empty; extra is not a documented field." in bad.stderr
+
+
+def test_hub_check_says_what_the_hub_holds_and_refuses_on_an_extra_trial(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from tools import submit as SUB
+
+    job = tmp_path / "job"
+    for trial, tid in (("t__a", "1a"), ("t__b", "1b")):
+        (job / trial).mkdir(parents=True)
+        (job / trial / "result.json").write_text(json.dumps({"id": tid}))
+    (job / "result.json").write_text(json.dumps({"id": "0000"}))
+    hub = {"0000": [{"id": "1a", "trial_name": "t__a"}, {"id": "1B", "trial_name": "t__b"}]}
+    monkeypatch.setattr(SUB, "hub_trials", lambda job_id: hub.get(job_id))
+    result = CliRunner().invoke(SUB.cli, ["hub-check", "--run", "r", str(job)])
+    assert result.exit_code == 0
+    assert result.output == "submit: Harbor Hub holds 2 trial(s) under job 0000 (job), every one of the tree's 2\n"
+    hub["0000"].append({"id": "1c", "trial_name": "t__c\x1b[2J"})
+    result = CliRunner().invoke(SUB.cli, ["hub-check", "--run", "r", str(job)])
+    assert result.exit_code == 1
+    assert "job 0000 (job) holds 1 trial(s) on Harbor Hub that the submission does not: t__c\\x1b[2J (1c)" in result.output
+    hub.clear()
+    result = CliRunner().invoke(SUB.cli, ["hub-check", "--run", "r", str(job)])
+    assert (result.exit_code, result.output) == (0, "submit: Harbor Hub has no job 0000 (job) yet\n")
+
+    def unreachable(job_id):
+        raise ConnectionError("[Errno 111] Connection refused")
+    monkeypatch.setattr(SUB, "hub_trials", unreachable)
+    result = CliRunner().invoke(SUB.cli, ["hub-check", "--run", "r", str(job)])
+    assert result.exit_code == 1
+    assert ("cannot read what Harbor Hub holds under job 0000 (job): [Errno 111] Connection refused; nothing is "
+            "submitted until it can be checked") in result.output
 
 
 # --- tools/submit.py on its own ------------------------------------------------------------------
@@ -508,7 +724,7 @@ def test_make_pull_takes_everything_by_default_for_a_run_of_several_attempts(run
     proc = subprocess.run([str(REPO / "scripts/pull.sh")], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     # results: nothing below a trial dir, json only; all: every file of the run's jobs.
-    assert ("--exclude '*/*/*/*'" in proc.stdout) == (want == "results")
+    assert ("--exclude '[!.]*/*/*/*'" in proc.stdout) == (want == "results")
     assert ("/*.json'" in proc.stdout) == (want == "results")
 
 

@@ -1,6 +1,6 @@
 """tools/tally.py: discovery, selection, classification, both accountings, JSON, CLI, bad input.
 
-Every job dir here is written with harbor 0.25's own pydantic models
+Every job dir here is written with harbor 0.26's own pydantic models
 (tests/fixtures/harbor_jobs.py, docs/harbor.md §8). Expected numbers are worked out by hand
 in the comments beside each fixture, not read back from the tool.
 """
@@ -52,7 +52,7 @@ def counts(report: dict) -> dict:
 
 def test_harbor_pin_matches_the_schema_the_fixtures_were_verified_against():
     # A pin bump must fail here first: tally reads these names from raw JSON.
-    assert importlib.metadata.version("harbor") == "0.25.0"
+    assert importlib.metadata.version("harbor") == "0.26.0"
     from harbor.models.agent.context import AgentContext
     from harbor.models.trial.result import ExceptionInfo, TimingInfo, TrialResult
     from harbor.models.verifier.result import VerifierResult
@@ -98,7 +98,7 @@ def test_run_job_dirs_missing_jobs_dir_names_it(tmp_path):
 
 
 def test_whose_job_a_dir_is_comes_from_the_fields_harbor_writes():
-    """The names refuse_foreign_job_dirs reads are harbor 0.25's own: JobConfig.job_name and .agents,
+    """The names refuse_foreign_job_dirs reads are harbor 0.26's own: JobConfig.job_name and .agents,
     AgentConfig.model_name; and a config.json as harbor writes it (exclude_defaults) holds them."""
     from harbor.models.job.config import JobConfig
     from harbor.models.trial.config import AgentConfig
@@ -394,9 +394,10 @@ def test_per_task_entry_exact(mixed, policy):
         "job_dir": str(mixed / "fx-retry-1"), "attempts": 2, "verdict": None, "infra_streak": 0, "final_error": False,
         "trials": [
             {"trial_dir": first, "job_dir": str(mixed / "fx"), "finished_at": "2026-09-03T08:20:00Z",
-             "reward": None, "exception_type": "ReadTimeout", "outcome": "errored", "rule": "infra-type"},
+             "reward": None, "exception_type": "ReadTimeout", "outcome": "errored", "rule": "infra-type",
+             "retried": False},
             {"trial_dir": second, "job_dir": str(mixed / "fx-retry-1"), "finished_at": "2026-09-04T09:00:00Z",
-             "reward": 1.0, "exception_type": None, "outcome": "passed", "rule": "reward"},
+             "reward": 1.0, "exception_type": None, "outcome": "passed", "rule": "reward", "retried": False},
         ],
     }
 
@@ -563,7 +564,7 @@ def test_odd_and_missing_timestamps_rank_first_and_are_reported(tmp_path, policy
     assert report["warnings"] == [
         f"{odd}: finished_at 'yesterday-ish' is not an ISO-8601 time of the years 2000-2199; this trial ranks below every timestamped attempt of its task",
         "a: scored attempts disagree (passed at (no finished_at), failed at 2026-09-03T08:05:00Z); the latest counts: failed",
-        f"1 result.json file(s) lack field(s) finished_at (not harbor 0.25's TrialResult?): {gone}",
+        f"1 result.json file(s) lack field(s) finished_at (not harbor 0.26's TrialResult?): {gone}",
     ]
 
 
@@ -591,7 +592,7 @@ def test_missing_schema_fields_and_reward_shapes(tmp_path, policy):
     assert len(w) == 3, w
     assert "verifier rewards ['accuracy'] have no 'reward' key; treated as no reward" in w[0]
     assert "verifier reward '1' is not a number; treated as no reward" in w[1]
-    assert w[2].startswith("1 result.json file(s) lack field(s) task_name, agent_execution (not harbor 0.25's")
+    assert w[2].startswith("1 result.json file(s) lack field(s) task_name, agent_execution (not harbor 0.26's")
 
 
 def test_long_task_name_crashed_dir_joins_its_task(tmp_path, policy):
@@ -715,12 +716,12 @@ TOP_FIELDS = {
     "run", "accounting", "policy", "verdicts", "pass_threshold", "job_dirs", "tasks", "passed", "failed", "errored",
     "unclassified", "unfinished", "scored", "pass_rate", "errored_breakdown", "exceptions", "exceptions_all_trials",
     "tokens", "tokens_all_trials", "trials_without_tokens", "agent_seconds", "agent_seconds_all_trials",
-    "trial_dirs", "max_task_retries", "final_errors", "warnings", "unreadable", "per_task",
+    "trial_dirs", "retried_in_run", "max_task_retries", "final_errors", "warnings", "unreadable", "per_task",
 }
 TASK_FIELDS = {"task", "outcome", "computed_outcome", "rule", "reason", "reward", "exception_type",
                "exception_message", "finished_at", "trial_dir", "job_dir", "attempts", "verdict", "infra_streak",
                "final_error", "trials"}
-TRIAL_FIELDS = {"trial_dir", "job_dir", "finished_at", "reward", "exception_type", "outcome", "rule"}
+TRIAL_FIELDS = {"trial_dir", "job_dir", "finished_at", "reward", "exception_type", "outcome", "rule", "retried"}
 
 
 def run_cli(*args):

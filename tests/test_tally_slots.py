@@ -372,3 +372,100 @@ def test_retry_targets_of_a_k_run_are_its_open_slots(policy):
     assert result.output == f"cobol-modernization\t✓✓✓EE\tReadTimeout\t{','.join(errored)}\t2\n"
     as_json = CliRunner().invoke(T.cli, ["retry-targets", "--jobs-dir", str(JOBS), "--job-name", JOB, "--json"])
     assert [(t["task"], t["missing"]) for t in json.loads(as_json.output)["tasks"]] == [("cobol-modernization", 2)]
+
+
+# --------------------------------------------------------------------------- attempts harbor retried in the run
+
+
+def test_an_attempt_harbor_retried_in_the_run_is_a_trial_of_its_job_and_never_a_slot(tmp_path):
+    """tools/retried.py keeps each attempt harbor retried (MAX_RETRIES) under .retried/<job>/<trial>.<id>:
+    the tally reads it as one of the job's trials, never as a slot's, whatever its outcome would be
+    (nothing is cherry-picked); a copy whose id is a trial's of the job is that trial, read once."""
+    import shutil
+
+    from tools import tally_core as TC
+
+    job = write_job(tmp_path / "jobs", "r", attempts("t", [P, F]), n_attempts=2, multiplier=1.0)
+    # Two earlier attempts of the run's trials, written as harbor would have (another job dir), copied
+    # beside the job: a SandboxError, and one scored 1.0 (a policy changed since might call it settled).
+    other = write_job(tmp_path / "other", "r", attempts("t", ["infra", P], start=5), n_attempts=2, multiplier=1.0)
+    kept = TC.retried_attempts_dir(job)
+    for d in sorted(other.iterdir()):
+        if d.is_dir():
+            rid = json.loads((d / "result.json").read_text())["id"]
+            shutil.copytree(d, kept / f"{d.name}.{rid}")
+    # A copy of a trial still in the job (the last attempt, kept by a harbor stopped before its end).
+    live = next(d for d in sorted(job.iterdir()) if d.is_dir())
+    shutil.copytree(live, kept / f"{live.name}.{json.loads((live / 'result.json').read_text())['id']}")
+    report = T.tally([job], T.load_policy())
+    [entry] = report["per_task"]
+    assert report["trial_dirs"] == 4 and report["retried_in_run"] == 2
+    assert sorted(entry["slot_trials"]) == sorted(str(d) for d in job.iterdir() if d.is_dir())
+    assert [t["retried"] for t in entry["trials"]].count(True) == 2
+    assert entry["slots"] == ["passed", "failed"] and entry["rerolled"] == []
+    assert report["exceptions_all_trials"] == {"SandboxError": 1}
+    # A .retried/<job> that is a symlink is never followed: refused, named, nothing of it counted.
+    shutil.rmtree(kept)
+    kept.symlink_to(other)
+    report = T.tally([job], T.load_policy())
+    assert report["retried_in_run"] == 0 and report["unreadable"][0]["path"] == str(kept)
+
+
+def test_an_attempt_harbor_retried_in_the_run_counts_in_no_infra_streak(tmp_path, policy):
+    """MAX_TASK_RETRIES counts a trial once, whatever harbor retried inside the run: its in-run retries
+    come at once, under the same load, so a short sandbox outage would otherwise make a final error of
+    every task it touched before any mop-up pass. Here: one trial, errored after two in-run retries."""
+    import shutil
+
+    from tools import tally_core as TC
+
+    job = write_job(tmp_path / "jobs", "r", attempts("t", ["infra"], start=2), multiplier=1.0)
+    other = write_job(tmp_path / "other", "r", attempts("t", ["infra", "infra"]), multiplier=1.0)
+    for d in sorted(p for p in other.iterdir() if p.is_dir()):
+        rid = json.loads((d / "result.json").read_text())["id"]
+        shutil.copytree(d, TC.retried_attempts_dir(job) / f"{d.name}.{rid}")
+    report = T.tally([job], policy, max_task_retries=2)
+    [entry] = report["per_task"]
+    assert report["retried_in_run"] == 2 and report["exceptions_all_trials"] == {"SandboxError": 3}
+    assert (entry["infra_streak"], entry["final_error"]) == (1, False)
+    assert report["final_errors"] == [] and [t["task"] for t in T.retry_targets(report)] == ["t"]
+    # A second trial of it (a mop-up pass) that errs too makes it one: two attempts in a row.
+    write_job(tmp_path / "jobs", "r-retry-1", attempts("t", ["infra"], start=3), multiplier=1.0)
+    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=2)
+    assert (report["per_task"][0]["infra_streak"], report["final_errors"]) == (2, ["t"])
+
+
+def test_the_boards_other_figures_are_harbors_pass_at_j_the_mean_trial_duration_and_the_token_totals():
+    """Over the slots' trials of the bundled complete k = 5 run (what its submission holds), counted here
+    from its result.json files: pass@2, pass@4 and pass@5 with harbor's own k values and estimator, the
+    mean started_at-to-finished_at of a trial, and the token totals."""
+    from datetime import datetime
+
+    from harbor.utils.pass_at_k import _eligible_k_values, _pass_at_k_for_task
+
+    from tools import slots as SL
+
+    job = "example-leaderboard-complete-tb21"
+    report = T.tally(T.run_job_dirs(JOBS, job), T.load_policy(), run="example-leaderboard-complete")
+    board = report["leaderboard"]
+    counted = [Path(d) for e in report["per_task"] for d in e["slot_trials"]]
+    assert len(counted) == 30
+    results = [json.loads((d / "result.json").read_text()) for d in counted]
+    passed = {e["task"]: e["slots"].count("passed") for e in report["per_task"]}
+    assert list(board["pass_at"]) == [str(j) for j in _eligible_k_values(5)] == ["2", "4", "5"]
+    for j in (2, 4, 5):
+        assert board["pass_at"][str(j)] == pytest.approx(sum(_pass_at_k_for_task(5, c, j) for c in passed.values()) / 6)
+    assert board["pass_at"]["5"] == pytest.approx(4 / 6)  # 4 of the 6 tasks passed at least once
+
+    def secs(r):
+        return (datetime.fromisoformat(r["finished_at"]) - datetime.fromisoformat(r["started_at"])).total_seconds()
+    assert board["mean_trial_secs"] == pytest.approx(sum(map(secs, results)) / 30, abs=0.05)
+    assert board["trials_timed"] == board["slot_trials"] == 30
+    assert board["tokens"] == {key: sum(r["agent_result"][f"n_{key}_tokens"] for r in results)
+                               for key in ("input", "cache", "output")}
+    assert SL.other_figures_line(board) == (
+        f"The board's other figures, over the slots' trials: pass@2 {100 * board['pass_at']['2']:.2f}%, pass@4 "
+        f"{100 * board['pass_at']['4']:.2f}%, pass@5 66.67% (harbor's estimator over the slots); mean trial duration "
+        f"{board['mean_trial_secs'] / 60:.1f} min; tokens {board['tokens']['input']:,} in ({board['tokens']['cache']:,} "
+        f"cached), {board['tokens']['output']:,} out")
+    assert SL.other_figures_line(board) in SL.headline_lines(report)

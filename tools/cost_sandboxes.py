@@ -1,7 +1,7 @@
 """cost_sandboxes: which HF sandbox jobs a run's own trials prove theirs (make cost, MAX_COST, make watch).
 
 HF labels a sandbox hf-sandbox=1, hf-sandbox-mode=dedicated and a random hf-sandbox-nonce, nothing
-more (huggingface_hub 2.4.0 Sandbox.create; harbor 0.25.0's hf-sandbox environment passes no labels
+more (huggingface_hub 2.4.0 Sandbox.create; harbor 0.26.0's hf-sandbox environment passes no labels
 of its own): a sandbox names neither its run nor its trial, and any run in the namespace makes
 them. Counting every sandbox created while a run's harbor ran made eight sandboxes of another run
 stop a run far below its MAX_COST. So a run counts a sandbox only when one of its own trial dirs
@@ -10,14 +10,17 @@ stop a run far below its MAX_COST. So a run counts a sandbox only when one of it
   - its result.json records a SandboxError huggingface_hub raised about the job Sandbox.create had
     just started ("Sandbox job <id> terminated during startup" / "did not become ready" / "runs
     sbx-server protocol", "Job <id> does not expose the sandbox server port"): that job, outright;
-  - else each sandbox the trial created: one per "Creating HF Sandbox: image=…, flavor=…" line of
-    its trial.log (harbor's hf_sandbox logs it at DEBUG, which trial.log records, just before each
-    Sandbox.create), or one when its config is harbor's hf-sandbox environment and its log does
-    not say (an older harbor), none for another environment. Each is matched to a sandbox created
-    while the trial set up its environment (its result.json's environment_setup; a trial with no
-    result.json yet: since harbor wrote its dir), of that image and flavor when the log names
-    them: the sandbox created nearest the trial's start first, one sandbox to one trial at most,
-    so a run never counts more sandboxes than its trials created.
+  - else each sandbox the trial created: one per "Creating HF Sandbox: image=…, flavor=…,
+    idle_timeout=…, namespace=…" line of its trial.log (harbor's hf_sandbox logs it at DEBUG, which
+    trial.log records, just before each Sandbox.create; harbor 0.25.0's line ends at idle_timeout),
+    or one when its config is harbor's hf-sandbox environment and its log does not say (an older
+    harbor), none for another environment. Each is matched to a sandbox created while the trial
+    set up its environment (its result.json's environment_setup; a trial with no result.json yet:
+    since harbor wrote its dir), of that image and flavor when the log names them, and of that
+    namespace when the log or the trial's config names one (--ek namespace=, which the sandbox is
+    run and billed under: a sandbox of another namespace is never the trial's): the sandbox created
+    nearest the trial's start first, one sandbox to one trial at most, so a run never counts more
+    sandboxes than its trials created.
 
 Every other sandbox created while the run ran (while one of its trials ran, or since the harbor
 running now started) is another's: counted nowhere, and how many is said.
@@ -43,8 +46,12 @@ from tools import tally_core as T
 # trial's clock (another machine's) may disagree by a little.
 SLACK_SECS = 30
 
+# harbor 0.26.0 adds ", namespace=<ns>" (None: the token owner's account) to harbor 0.25.0's line.
 SANDBOX_CREATED = re.compile(
-    r"^Creating HF Sandbox: image=([^\s,]{1,300}), flavor=([A-Za-z0-9._-]{1,60}), idle_timeout=", re.MULTILINE)
+    r"^Creating HF Sandbox: image=([^\s,]{1,300}), flavor=([A-Za-z0-9._-]{1,60}), idle_timeout=[^\s,]{0,40}"
+    r"(?:, namespace=([A-Za-z0-9._-]{1,100}))?$", re.MULTILINE)
+# What harbor logs for a sandbox created under the token owner's own account (no --ek namespace).
+NO_NAMESPACE = "None"
 # huggingface_hub 2.4.0's SandboxErrors about the job Sandbox.create has just started (_find_server_url,
 # _SandboxServer.wait_ready, _check_server_protocol): each names it.
 SANDBOX_NAMED = re.compile(r"(?:Sandbox job ([A-Za-z0-9_-]{1,100}) (?:terminated during startup|did not become "
@@ -55,9 +62,9 @@ SANDBOX_NAMED = re.compile(r"(?:Sandbox job ([A-Za-z0-9_-]{1,100}) (?:terminated
 SPACE_IMAGE_PREFIXES = ("https://huggingface.co/spaces/", "https://hf.co/spaces/", "huggingface.co/spaces/",
                         "hf.co/spaces/")
 # Bytes of trial.log read, every poll, for every trial: the environment starts first, so its line is
-# the log's first (a real harbor 0.25.0 trial's, tests/test_cost.py).
+# the log's first (a real harbor trial's, tests/test_cost.py).
 LOG_HEAD = 64 * 1024
-# A trial starts at most two environments (harbor 0.25.0 trial.py: the agent's, and a separate
+# A trial starts at most two environments (harbor 0.26.0 trial.py: the agent's, and a separate
 # verifier's): more "Creating HF Sandbox" lines than that are not harbor's and claim nothing.
 SANDBOXES_PER_TRIAL = 2
 
@@ -79,6 +86,7 @@ class Slot:
     when: str  # for found_by: "while it set up its environment", …
     image: str | None
     flavor: str | None
+    namespace: str | None = None  # the namespace the sandbox runs under, when the log or config names one
 
 
 @dataclass
@@ -90,6 +98,7 @@ class Claim:
     span: tuple[datetime, datetime | None]  # when it ran, slack included: "while the run ran"
     slots: list[Slot]
     job_ids: list[str]  # sandbox jobs its result.json names
+    attempt: str | None = None  # its result.json's id: one attempt, whichever dir holds it
 
 
 def written_at(trial_dir: str, names: tuple[str, ...]) -> list[datetime]:
@@ -105,13 +114,23 @@ def written_at(trial_dir: str, names: tuple[str, ...]) -> list[datetime]:
     return out
 
 
-def sandbox_creations(trial_dir: str) -> list[tuple[str, str]]:
-    """[(image, flavor)] of the "Creating HF Sandbox" lines at the start of the trial's trial.log."""
+def sandbox_creations(trial_dir: str) -> list[tuple[str, str, str | None]]:
+    """[(image, flavor, namespace or None)] of the "Creating HF Sandbox" lines at the start of the
+    trial's trial.log; the namespace is None when the line names none (harbor 0.25.0, or None)."""
     try:
         text = SR.read_regular(os.path.join(trial_dir, "trial.log"), LOG_HEAD, "a trial.log", head=True)
     except (OSError, SR.Unreadable):
         return []
-    return SANDBOX_CREATED.findall(text.decode("utf-8", "replace"))[:SANDBOXES_PER_TRIAL]
+    found = SANDBOX_CREATED.findall(text.decode("utf-8", "replace"))[:SANDBOXES_PER_TRIAL]
+    return [(image, flavor, ns if ns and ns != NO_NAMESPACE else None) for image, flavor, ns in found]
+
+
+def configured_namespace(config: Any) -> str | None:
+    """The namespace a trial's config runs its hf-sandbox under (--ek namespace=), or None."""
+    env = config.get("environment") if isinstance(config, dict) else None
+    kwargs = env.get("kwargs") if isinstance(env, dict) else None
+    ns = kwargs.get("namespace") if isinstance(kwargs, dict) else None
+    return ns if isinstance(ns, str) and re.fullmatch(r"[A-Za-z0-9._-]{1,100}", ns) else None
 
 
 def makes_hf_sandboxes(config: Any) -> bool:
@@ -170,10 +189,12 @@ def trial_claim(trial_dir: str, trial: str, task: str, running_since: datetime |
         running = running_since is not None and begun >= running_since - slack
         span = (begun - slack, None if running else max(written) + slack)
         first, job_ids = (*span, begun, "since it began (it has no result.json yet)"), []
-    wanted = made or [(None, None)] * each
-    slots = [Slot(trial, *(first if i == 0 else (*span, span[0], "while it ran")), image, flavor)
-             for i, (image, flavor) in enumerate(wanted)]
-    return Claim(trial, task, span, slots, job_ids)
+    wanted = made or [(None, None, None)] * each
+    namespace = configured_namespace(config)
+    slots = [Slot(trial, *(first if i == 0 else (*span, span[0], "while it ran")), image, flavor, ns or namespace)
+             for i, (image, flavor, ns) in enumerate(wanted)]
+    attempt = result.get("id") if isinstance(result.get("id"), str) else None
+    return Claim(trial, task, span, slots, job_ids, attempt)
 
 
 def archived_trials(state_dir: Path) -> list[tuple[str, str]]:
@@ -199,13 +220,22 @@ def _subdirs(path: Path) -> list[Path]:
 
 
 def run_claims(report: dict, state_dir: Path | None, running_since: datetime | None = None) -> list[Claim]:
-    """A claim for every trial dir of the run: the tally's, and mop-up's archive."""
+    """A claim for every attempt of the run: the tally's trial dirs (the attempts harbor retried in the
+    run, kept under .retried/, among them), and mop-up's archive. One attempt claims once, whichever
+    of its dirs is read first (an attempt harbor kept in its job and a copy of it kept by a harbor
+    stopped before its job's end have one result id: one claim, never two sandboxes for it)."""
     dirs = [(t["trial_dir"], f"{os.path.basename(t['job_dir'])}/{os.path.basename(t['trial_dir'])}", e["task"])
             for e in report.get("per_task", []) for t in e.get("trials", [])]
     if state_dir is not None:
         dirs += [(d, name, os.path.basename(d).rsplit("__", 1)[0]) for d, name in archived_trials(state_dir)]
-    claims = (trial_claim(d, name, task, running_since) for d, name, task in dirs)
-    return [c for c in claims if c is not None]
+    claims, seen = [], set()
+    for d, name, task in dirs:
+        claim = trial_claim(d, name, task, running_since)
+        if claim is None or (claim.attempt is not None and claim.attempt in seen):
+            continue
+        seen.add(claim.attempt)
+        claims.append(claim)
+    return claims
 
 
 def fits(slot: Slot, job: dict) -> bool:
@@ -214,6 +244,8 @@ def fits(slot: Slot, job: dict) -> bool:
     if c is None or c < slot.lo or (slot.hi is not None and c > slot.hi):
         return False
     if slot.flavor is not None and job["flavor"] != slot.flavor:
+        return False
+    if slot.namespace is not None and job["namespace"] is not None and job["namespace"] != slot.namespace:
         return False
     if slot.image is None or job["image"] == slot.image:
         return True

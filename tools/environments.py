@@ -10,7 +10,7 @@ user reads it (ps, /proc/<pid>/cmdline). So the rule is default-deny: the agent 
 on an environment class whose exec path was read and found to pass the environment as data, and
 on no other class, present or future.
 
-Allowed, read in harbor 0.25.0 (tests/test_no_secret_in_argv.py re-reads these sources):
+Allowed, read in harbor 0.26.0 (tests/test_no_secret_in_argv.py re-reads these sources):
 
   HFSandboxEnvironment.exec (harbor/environments/hf_sandbox.py)
     sandbox.run(["/bin/bash", "-c", command], env=env) with huggingface_hub's Sandbox.run
@@ -21,7 +21,7 @@ Allowed, read in harbor 0.25.0 (tests/test_no_secret_in_argv.py re-reads these s
     never by its import path: another module named scripted_env is not it.
 
 Each is allowed as that class exactly: a subclass, by import path or not, can change how exec
-runs, so it is refused. Refused with what they run locally, as read in harbor 0.25.0:
+runs, so it is refused. Refused with what they run locally, as read in harbor 0.26.0:
 
   DockerEnvironment._compose_exec            docker compose ... exec -e KEY=value
     (harbor/environments/docker/docker.py), and every subclass: PodmanEnvironment, KataEnvironment
@@ -36,7 +36,8 @@ runs, so it is refused. Refused with what they run locally, as read in harbor 0.
 
 Every other class (the vendor-SDK environments, whose SDKs this repository neither installs nor
 has read, the kubectl ones, a module:Class of your own) is refused as not known to keep the key
-out of a local argv. Prints nothing when ENV_TYPE is allowed, the reason when it is refused;
+out of a local argv: among them the four harbor 0.26.0 added, snowflake, boxd, superserve and
+aca-sandbox (the last also runs the local az CLI). Prints nothing when ENV_TYPE is allowed, the reason when it is refused;
 exit 0 either way. Exit 1, with one line, when ENV_TYPE names a module:Class this harbor cannot
 load: nothing could be checked.
 """

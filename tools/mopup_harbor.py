@@ -2,7 +2,7 @@
 
 Reads config.json, lock.json and result.json without ever opening a special file (a FIFO
 would hang us), each problem worded to follow the file's name; replays what `harbor job
-resume` (0.25) would do with a job: its frozen config against what `harbor run` would
+resume` (0.26) would do with a job: its frozen config against what `harbor run` would
 resolve now, its lock.json, and which trials it would run (`simulate_resume`). Split from
 tools/mopup.py, which plans and carries out the mop-up.
 """
@@ -121,7 +121,7 @@ def read_job_config(job_dir: Path) -> tuple[object | None, dict | None, str | No
     config, raw, problem = read_model(path, JobConfig, "job config")
     if config is None:
         return None, None, f"{shown(path)} {problem}: mop-up cannot resume this job; {SAFE_FALLBACK}"
-    # What `harbor job resume -p` does (0.25): the directory given is the job's location.
+    # What `harbor job resume -p` does (0.25, 0.26): the directory given is the job's location.
     config.jobs_dir = job_dir.parent
     config.job_name = job_dir.name
     return config, raw, None

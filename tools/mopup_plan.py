@@ -32,6 +32,7 @@ from tools import tally_core
 from tools.mopup_harbor import (job_result_readable, lock_blockers, lock_mismatch, config_differences,
                                 planned_trial_configs, read_job_config, read_json_object, redacted_secrets,
                                 refuse_special_files, simulate_resume, task_of, trial_dirs_of, trial_task)
+from tools.retried import PLUGIN as KEEP_RETRIED_PLUGIN
 from tools.slots import INFRA_RULES
 
 # Passed to `harbor job resume -f`: exception types are Python class names, which cannot
@@ -318,6 +319,10 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
         if frozen_n != n_concurrent or locked_n not in (None, n_concurrent):
             plan["concurrency"] = {"from": frozen_n, "lock_from": locked_n, "to": n_concurrent}
         plan["resume_argv"] = ["harbor", "job", "resume", "-p", str(job_dir), "--filter-error-type", NO_MATCH_FILTER]
+        if config.retry.max_retries > 0:
+            # The job retries in the run (its frozen retry config): its retried attempts are kept as
+            # make bench keeps them (docs/design.md decision 27). A plugin is no part of the config.
+            plan["resume_argv"] += ["--plugin", KEEP_RETRIED_PLUGIN]
     elif chosen == "retry-job":
         plan["retry_jobs"] = retry_jobs(jobs_dir, job_name, tasks)
         plan["retry_job_name"] = plan["retry_jobs"][0]["job_name"]

@@ -1,18 +1,29 @@
 #!/usr/bin/env python3
 """make pin: what a run really ran, read off its job dirs and written back into its run file.
 
-    pin.py resolved --jobs-dir D --job-name N
-        JSON: the dataset commit and harbor version the run's jobs recorded (their lock.json).
-    pin.py plan --jobs-dir D --job-name N --run-file F [--manifest M] [--write]
+    pin.py resolved --jobs-dir D --job-name N [--model M]
+        JSON: the dataset commit or registry version and the harbor version the run's jobs recorded.
+    pin.py plan --jobs-dir D --job-name N --run-file F [--model M] [--manifest M] [--write]
         The run file's pins that would make the next run reproduce this one, as a unified diff;
         with --write, the run file is replaced by the pinned one (atomically).
 
 Harbor resolves a `--repo` dataset to a commit when a job starts and records it in the job's
-lock.json: every task's `TaskLock` carries `git_url` and `git_commit_id` (harbor 0.25.0,
+lock.json: every task's `TaskLock` carries `git_url` and `git_commit_id` (harbor 0.26.0,
 harbor/models/job/lock.py; tests/test_pin.py checks the names on harbor's own model), and
 `JobLock.harbor.version` is the harbor that wrote it. Only that recorded commit is written
 back, as DATASET_REF: a run whose jobs recorded two commits (a resume after the dataset's HEAD
 moved) is refused with both named, since no one commit reproduces it.
+
+A registry dataset (`-d org/name[@ref]`, DATASET) is resolved to one version when a job starts:
+harbor 0.26.0 rewrites the job's DatasetConfig ref to that version's content digest,
+`sha256:<64 hex>` (harbor/models/job/config.py DatasetConfig._get_package_task_configs), so the
+job's config.json, written as the job starts, records it; its lock.json lists each task as a
+package TaskLock of that dataset (`source`) with the task's own digest. That recorded version is
+written back as DATASET=org/name@sha256:<digest> when the run file names no version or a tag
+(a tag, latest included, can move); a revision number (`@6`, what a leaderboard is bound to) or
+a digest is a pin already, checked against what ran where it can be (a digest). Jobs that ran two
+versions are refused, as two commits are. A job dir of the run's name that is another run's (its
+config.json names another job or model than the run's MODEL) is refused, as the tally refuses it.
 
 Server images: HF's job inspect output (huggingface_hub 2.4.0 JobInfo) has `docker_image` as
 launched and no resolved digest, so an image given by tag cannot be pinned after the fact. The
@@ -30,11 +41,28 @@ from pathlib import Path
 
 import click
 
-from tools.safe_read import manifest_events, printable, read_json_object, write_atomic
-from tools.tally_core import TallyError, run_job_dirs
+from tools.safe_read import Unreadable, manifest_events, printable, read_json_object, write_atomic
+from tools.tally_core import TallyError, refuse_foreign_job_dirs, run_job_dirs
 
 SHA = re.compile(r"[0-9a-f]{40}")  # fullmatch: "$" would let a trailing newline through
 LOCK_CAP = 64 << 20
+# A registry dataset's version as harbor's package reference takes it after @ (harbor/models/package/
+# version_ref.py VersionRef.parse): a content digest and a revision number name one version for good;
+# anything else is a tag, which its publisher can move (latest is one).
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+REVISION = re.compile(r"[0-9]{1,9}")
+REGISTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def registry_pinned(ref: str | None) -> bool:
+    """Whether a registry dataset's @ref names one version for good: a revision or a digest."""
+    return bool(ref) and bool(REVISION.fullmatch(ref) or DIGEST.fullmatch(ref))
+
+
+def split_registry(dataset: str) -> tuple[str, str | None]:
+    """DATASET=org/name[@ref] as (org/name, ref or None)."""
+    name, _, ref = dataset.partition("@")
+    return name, ref or None
 
 
 class PinError(Exception):
@@ -52,22 +80,46 @@ def read_lock(job_dir: Path) -> dict | None:
         raw = read_json_object(path, cap=LOCK_CAP, what="a lock.json")
         lock = JobLock.model_validate(raw)
     except Exception as e:  # noqa: BLE001  (any unreadable lock is one line)
-        raise PinError(f"{path} is not a lock.json harbor 0.25.0 can read ({str(e).splitlines()[0]}): "
+        raise PinError(f"{path} is not a lock.json harbor 0.26.0 can read ({str(e).splitlines()[0]}): "
                        "pin by hand with DATASET_REF=<40-hex sha> in the run file") from e
     # Printable from here on: the URL and the commit are printed, and written into the manifest.
     commits = sorted({(printable(t.task.git_url or ""), printable(t.task.git_commit_id)) for t in lock.trials
                       if t.task.type == "git" and t.task.git_commit_id})
     version = printable(lock.harbor.version) if lock.harbor.version else lock.harbor.version
+    packages = {printable(t.task.source) for t in lock.trials if t.task.type == "package" and t.task.source}
     return {"job": job_dir.name, "harbor_version": version, "commits": commits,
+            "registry": registry_versions(job_dir, packages),
             "tasks": len(lock.trials), "local_tasks": sum(1 for t in lock.trials if t.task.type == "local")}
 
 
-def resolved(jobs_dir: Path, job_name: str) -> dict:
-    """What the run's jobs recorded: one dataset commit (or none), harbor versions, per job."""
+def registry_versions(job_dir: Path, packages: set[str]) -> list[tuple[str, str]]:
+    """[(org/name, the version harbor resolved)] of the job's registry datasets: its config.json's
+    datasets[].ref, for each dataset its lock.json holds package tasks of (as harbor recorded them)."""
+    try:
+        config = read_json_object(job_dir / "config.json", cap=LOCK_CAP, what="a config.json")
+    except (OSError, Unreadable):
+        return []
+    datasets = config.get("datasets") if isinstance(config.get("datasets"), list) else []
+    out = []
+    for ds in datasets:
+        name = ds.get("name") if isinstance(ds, dict) else None
+        if isinstance(name, str) and name in packages and not ds.get("repo"):
+            ref = ds.get("ref") if isinstance(ds.get("ref"), str) else None
+            out.append((printable(name), printable(ref or "(none)")))
+    return sorted(set(out))
+
+
+def resolved(jobs_dir: Path, job_name: str, model: str | None = None) -> dict:
+    """What the run's jobs recorded: one dataset commit (or none), registry versions, harbor versions,
+    per job. A job dir of the run's name that is another run's (another job's or model's) is refused."""
     try:
         dirs = run_job_dirs(jobs_dir, job_name)
     except TallyError as e:  # no jobs dir at all: the run has not been benched here
         raise PinError(f"{e}; nothing to pin before a bench (make bench), or make pull a remote run's job dirs") from e
+    try:
+        refuse_foreign_job_dirs(dirs, model)
+    except TallyError as e:
+        raise PinError(str(e)) from e
     jobs = [lk for lk in (read_lock(d) for d in dirs) if lk is not None]
     if not jobs:
         raise PinError(f"no lock.json in the jobs of {job_name} under {jobs_dir}: harbor writes one when a job "
@@ -77,7 +129,9 @@ def resolved(jobs_dir: Path, job_name: str) -> dict:
     dataset = None
     if len(commits) == 1:
         dataset = {"git_url": commits[0][0], "commit": commits[0][1]}
+    registry = sorted({r for job in jobs for r in job["registry"]})
     return {"dataset": dataset, "dataset_commits": [{"git_url": u, "commit": c} for u, c in commits],
+            "registry_datasets": [{"name": n, "ref": r} for n, r in registry],
             "harbor_versions": versions, "jobs": jobs}
 
 
@@ -104,13 +158,46 @@ def last_server_image(manifest: Path | None) -> str | None:
     return image
 
 
-def plan(jobs_dir: Path, job_name: str, run_file: Path, manifest: Path | None) -> tuple[str, str, list[str]]:
+def pin_registry(text: str, found: dict, job_name: str, run_file: Path, notes: list[str]) -> str:
+    """The run file with its registry DATASET pinned to the version its jobs recorded (pin.py's doc)."""
+    recorded = found["registry_datasets"]
+    names = sorted({r["name"] for r in recorded})
+    if len(names) > 1 or len(recorded) > 1:
+        listed = ", ".join(f"{r['name']}@{r['ref']}" for r in recorded)
+        raise PinError(f"the jobs of {job_name} ran {len(recorded)} registry dataset versions: {listed}. No one version "
+                       f"reproduces this run: pin the one you want by hand, DATASET=<org/name>@<version> in {run_file.name}")
+    name, ref = recorded[0]["name"], recorded[0]["ref"]
+    if not DIGEST.fullmatch(ref):
+        raise PinError(f"the jobs of {job_name} recorded {name} at '{ref}', not the version harbor resolves it to "
+                       f"(sha256:<digest>, in the job's config.json): pin by hand, DATASET={name}@<version>")
+    current = current_value(text, "DATASET") or ""
+    current_name, current_ref = split_registry(current)
+    if current and current_name != name:
+        raise PinError(f"{run_file.name} names DATASET={current}, but the jobs of {job_name} ran {name}: one of them "
+                       f"is not what you think. Check the run's job dirs")
+    if registry_pinned(current_ref):
+        if DIGEST.fullmatch(current_ref) and current_ref != ref:
+            raise PinError(f"{run_file.name} pins DATASET={current}, but the jobs of {job_name} ran {name}@{ref}: one "
+                           f"of them is not what you think. Check the run's job dirs, then remove the version and run "
+                           f"make pin again")
+        how = "already pinned" if current_ref == ref else f"pinned by revision {current_ref}, which the Hub resolves"
+        notes.append(f"dataset: {name} at {ref} ({how})")
+        return text
+    notes.append(f"dataset: {name} at {ref} (the version its jobs ran"
+                 + (f"; the run file's @{current_ref} is a tag, which can move)" if current_ref else ")"))
+    return set_line(text, "DATASET", f"{name}@{ref}")
+
+
+def plan(jobs_dir: Path, job_name: str, run_file: Path, manifest: Path | None,
+         model: str | None = None) -> tuple[str, str, list[str]]:
     """(old run file, new run file, notes): the pins this run's records allow, as data."""
-    found = resolved(jobs_dir, job_name)
+    found = resolved(jobs_dir, job_name, model)
     old = run_file.read_text()
     new, notes = old, []
     commits = found["dataset_commits"]
-    if len(commits) > 1:
+    if found["registry_datasets"]:
+        new = pin_registry(new, found, job_name, run_file, notes)
+    elif len(commits) > 1:
         listed = ", ".join(f"{c['commit']} ({c['git_url']})" for c in commits)
         raise PinError(f"the jobs of {job_name} ran tasks from {len(commits)} dataset commits: {listed}. No one "
                        "commit reproduces this run: pin the one you want by hand, DATASET_REF=<sha> in "
@@ -153,10 +240,11 @@ def cli():
 @cli.command("resolved")
 @click.option("--jobs-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--job-name", required=True)
-def resolved_cmd(jobs_dir, job_name):
-    """The dataset commit and harbor version the run's jobs recorded, as JSON."""
+@click.option("--model", default=None, help="The run's MODEL: a job dir that ran another is refused.")
+def resolved_cmd(jobs_dir, job_name, model):
+    """The dataset commit or registry version and the harbor version the run's jobs recorded, as JSON."""
     try:
-        click.echo(json.dumps(resolved(jobs_dir, job_name)))
+        click.echo(json.dumps(resolved(jobs_dir, job_name, model or None)))
     except PinError as e:
         raise click.ClickException(str(e)) from e
 
@@ -166,11 +254,12 @@ def resolved_cmd(jobs_dir, job_name):
 @click.option("--job-name", required=True)
 @click.option("--run-file", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--manifest", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--model", default=None, help="The run's MODEL: a job dir that ran another is refused.")
 @click.option("--write", is_flag=True, help="Replace the run file with the pinned one.")
-def plan_cmd(jobs_dir, job_name, run_file, manifest, write):
+def plan_cmd(jobs_dir, job_name, run_file, manifest, model, write):
     """The diff that pins the run file to what ran; --write applies it."""
     try:
-        old, new, notes = plan(jobs_dir, job_name, run_file, manifest)
+        old, new, notes = plan(jobs_dir, job_name, run_file, manifest, model or None)
     except PinError as e:
         raise click.ClickException(str(e)) from e
     for note in notes:

@@ -348,14 +348,18 @@ class Outcome:
 
 def simulate(pool: np.ndarray, tasks: int, k: int, shards: int, slots: int, replicas: int,
              infra_p: Callable[[int, np.ndarray], np.ndarray], reps: int, rng: np.random.Generator,
-             max_mopups: int = MAX_MOPUP_PASSES, infra_fraction: float = INFRA_DURATION_FRACTION) -> Outcome:
+             max_mopups: int = MAX_MOPUP_PASSES, infra_fraction: float = INFRA_DURATION_FRACTION,
+             in_run_retries: int = 0) -> Outcome:
     """A run: a first pass of every attempt, then mop-up passes of the infra-errored ones, each
     starting when the previous one has ended in every shard, until none is left or max_mopups
     have run.
 
     An attempt errs with p = infra_p(pass_no, load), load the trials per replica the pass can
     run (fewer attempts than slots load the server less); an errored one takes infra_fraction
-    of its duration, and its retry the whole of it (the same task).
+    of its duration, and its retry the whole of it (the same task). With in_run_retries R
+    (MAX_RETRIES, harbor's --max-retries), harbor tries an errored attempt again at once, in the
+    same slot (its queue holds the slot across retries: harbor/trial/queue.py), up to R times,
+    each try erring with the same p: only an attempt that errs R + 1 times waits for mop-up.
     """
     todo = queues(np.maximum(np.asarray(pool, dtype=float), 1.0), tasks, k, shards, reps, rng)
     makespan, sandbox = np.zeros(reps), np.zeros(reps)
@@ -366,14 +370,27 @@ def simulate(pool: np.ndarray, tasks: int, k: int, shards: int, slots: int, repl
             break
         load = np.minimum(waiting, shards * slots) / replicas
         p = np.asarray(infra_p(pass_no, load), dtype=float)
-        errs = (rng.random(todo.shape) < p[:, None, None]) & (todo > 0)
-        took = np.where(errs, todo * infra_fraction, todo)
+        errs, took = tries(todo, p, rng, in_run_retries, infra_fraction)
         makespan += pass_makespan(took, slots)
         sandbox += took.sum(axis=(1, 2))
         mopups += (waiting > 0) & (pass_no > 0)
         todo = compact(np.where(errs, todo, 0.0))
         left = (todo > 0).sum(axis=(1, 2))
     return Outcome(makespan, sandbox, mopups, left)
+
+
+def tries(todo: np.ndarray, p: np.ndarray, rng: np.random.Generator, retries: int,
+          infra_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the attempts still errored after their in-run retries, the slot time each took): every try
+    errs with p; an errored try takes infra_fraction of the attempt's duration, the one that
+    settles it the whole. With no retries, one draw per attempt, as before in-run retries."""
+    pending = todo > 0
+    took = np.zeros_like(todo)
+    for _ in range(retries + 1):
+        errs = (rng.random(todo.shape) < p[:, None, None]) & pending
+        took += np.where(errs, todo * infra_fraction, np.where(pending, todo, 0.0))
+        pending = errs
+    return pending, took
 
 
 # --------------------------------------------------------------------------- configurations
@@ -443,12 +460,12 @@ def configurations(run_flavor: str, costs: Costs) -> list[Config]:
 
 
 def evaluate(config: Config, *, pool: np.ndarray, curve: InfraCurve, tasks: int, k: int, reps: int, seed: int,
-             loading_secs: float, run_gpus: int, costs: Costs) -> dict:
+             loading_secs: float, run_gpus: int, costs: Costs, max_retries: int = 0) -> dict:
     """One row: the configuration simulated `reps` times with its own generator seeded `seed`
     (every row sees the same draws where its shapes allow: a fair comparison)."""
     rng = np.random.default_rng(seed)
     out = simulate(pool, tasks, k, config.shards, config.n_concurrent, config.replicas,
-                   lambda _pass, load: curve(load), reps, rng)
+                   lambda _pass, load: curve(load), reps, rng, in_run_retries=max_retries)
     wall = loading_secs + out.makespan
     gpus = config.replicas * run_gpus
     usd = wall / 3600 * (costs.gpu_usd[config.flavor] + costs.port_usd) + out.sandbox_secs / 3600 * costs.sandbox_usd
@@ -544,7 +561,8 @@ def check_work(tasks: int, k: int, reps: int) -> None:
 def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, run_flavor: str,
          sandbox_flavor: str, jobs_dir: str, job_name: str, deadline: float | None, reps: int, seed: int,
          mopup_passes: int, max_infra_rate: float, ready_timeout: float, prices_path: Path = cost.TSV_PRICES,
-         examples_dir: Path = EXAMPLES_JOBS, model: str | None = None, server_dp: int = 1) -> dict:
+         examples_dir: Path = EXAMPLES_JOBS, model: str | None = None, server_dp: int = 1,
+         max_retries: int = 0) -> dict:
     check_work(tasks, k, reps)
     require_gpus(run_flavor)
     costs = load_costs(prices_path, sandbox_flavor)
@@ -554,7 +572,8 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
     sample = choose_sample(jobs_dir, job_name, mult, timeout_secs, examples_dir, model=model)
     curve = fit_curve(sample)
     loading = min(LOADING_SECS, ready_timeout)
-    common = dict(pool=sample.durations, curve=curve, tasks=tasks, k=k, reps=reps, seed=seed, loading_secs=loading, run_gpus=gpus_of(run_flavor), costs=costs)
+    common = dict(pool=sample.durations, curve=curve, tasks=tasks, k=k, reps=reps, seed=seed, loading_secs=loading, run_gpus=gpus_of(run_flavor), costs=costs,
+                  max_retries=max_retries)
     rows = [evaluate(c, **common) for c in configurations(run_flavor, costs)]
     baseline = next(r for r in rows if r["flavor"] == run_flavor and r["shards"] == 1
                     and r["n_concurrent"] == BASELINE_CONCURRENCY)
@@ -566,6 +585,7 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
         "run": run, "tasks": tasks, "n_attempts": k, "attempts": tasks * k,
         "agent_timeout_multiplier": mult, "agent_timeout_secs": timeout_secs,
         "deadline_secs": deadline, "reps": reps, "seed": seed, "mopup_passes_setting": mopup_passes,
+        "max_retries": max_retries,
         "loading_secs": loading, "criterion": "p90 wall-clock",
         "sample": {"source": sample.source, "job_dirs": sample.dirs, "settled_trials": int(sample.durations.size),
                    "mean_duration_secs": round(float(sample.durations.mean()), 1),
@@ -615,8 +635,10 @@ def render(doc: dict) -> str:
         f"+{TRIAL_OVERHEAD_SECS:g} s each; mean {s['mean_duration_secs'] / 60:.1f} min",
         f"- infra errors: p(L) {c['kind']}, through {pts} (the job dirs: {s['infra_trials']} of "
         f"{s['finished_trials']} finished trials; the reference: docs/reference-runs.md §3); an errored attempt "
-        f"takes {INFRA_DURATION_FRACTION:.2f} of its duration and waits for the next mop-up pass, run until "
-        f"every attempt has settled",
+        f"takes {INFRA_DURATION_FRACTION:.2f} of its duration and "
+        + (f"is tried again in the run up to MAX_RETRIES={doc['max_retries']} times in its slot; one still errored "
+           f"waits for the next mop-up pass" if doc["max_retries"] else "waits for the next mop-up pass")
+        + ", run until every attempt has settled",
         f"- server loading {doc['loading_secs'] / 60:g} min; {doc['reps']} repetitions, seed {doc['seed']}; "
         f"GPU-hours and dollars are medians",
         f"- prices: {doc['prices']['source']}: "
@@ -693,9 +715,11 @@ def render(doc: dict) -> str:
 @click.option("--model", default=None, help="MODEL: the recommendation names the bundled server profile that serves it")
 @click.option("--server-dp", type=click.IntRange(1, 64), default=1, show_default=True,
               help="SERVER_DP: data-parallel replicas on --server-flavor")
+@click.option("--max-retries", type=click.IntRange(0, 10), default=0, show_default=True,
+              help="MAX_RETRIES: harbor's in-run retries of an infra-errored attempt")
 @click.option("--json", "as_json", is_flag=True, help="the whole plan as JSON")
 def cli(run, tasks, k, multiplier, timeout_estimate, server_flavor, sandbox_flavor, jobs_dir, job_name, deadline,
-        reps, seed, mopup_passes, max_infra_rate, ready_timeout, prices_path, model, server_dp, as_json):
+        reps, seed, mopup_passes, max_infra_rate, ready_timeout, prices_path, model, server_dp, max_retries, as_json):
     """Simulate RUN under candidate GPU flavors, shards and N_CONCURRENT; print the table and the
     cheapest configuration that meets --deadline. Reads job dirs and the price list; writes nothing."""
     tasks = tasks or planned_tasks(jobs_dir, job_name, k)
@@ -703,7 +727,7 @@ def cli(run, tasks, k, multiplier, timeout_estimate, server_flavor, sandbox_flav
                run_flavor=server_flavor, sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name,
                deadline=parse_duration(deadline) if deadline else None, reps=reps, seed=seed,
                mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout, prices_path=prices_path,
-               model=model, server_dp=server_dp)
+               model=model, server_dp=server_dp, max_retries=max_retries)
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:

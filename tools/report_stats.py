@@ -133,7 +133,25 @@ def leaderboard_of(tally: dict, k: int) -> dict | None:
         trials = row.get("slot_trials")
         open_slots += (trials.count(None) if isinstance(trials, list) and len(trials) == k
                        else sum(1 for s in row["slots"] if s in ("errored", "unfinished")))
-    return SL.leaderboard_figure([row["slots"] for row in rows], k, open_slots)
+    figure = SL.leaderboard_figure([row["slots"] for row in rows], k, open_slots)
+    return {**figure, **board_totals_of(tally.get("leaderboard"))}
+
+
+def board_totals_of(board: object) -> dict:
+    """The mean trial duration and token totals a tally's leaderboard block holds (tally_core.board_totals),
+    each kept only when it is a number in range: a file anyone could edit is never computed with."""
+    board = board if isinstance(board, dict) else {}
+
+    def count(value, cap):
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= cap else None
+    secs = board.get("mean_trial_secs")
+    ok_secs = isinstance(secs, (int, float)) and not isinstance(secs, bool) and math.isfinite(secs) and 0 <= secs <= 1e7
+    tokens = board.get("tokens") if isinstance(board.get("tokens"), dict) else {}
+    sums = {key: count(tokens.get(key), 10 ** 18) for key in ("input", "cache", "output")}
+    n = count(board.get("slot_trials"), 10 ** 7)
+    return {"mean_trial_secs": secs if ok_secs else None, "trials_timed": count(board.get("trials_timed"), 10 ** 7) or 0,
+            "slot_trials": n or 0, "tokens": sums if None not in sums.values() else None,
+            "trials_without_tokens": count(board.get("trials_without_tokens"), 10 ** 7) or 0}
 
 
 def run_summary(tally: dict) -> dict:

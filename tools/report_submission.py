@@ -15,7 +15,9 @@ from tools.report_load import display_path
 
 MULTIPLIERS = ("timeout_multiplier", "agent_timeout_multiplier", "verifier_timeout_multiplier",
                "agent_setup_timeout_multiplier", "environment_build_timeout_multiplier")
-ENV_OVERRIDES = ("override_cpus", "override_memory_mb", "override_storage_mb", "override_gpus")
+# Every override_* of harbor 0.26.0's EnvironmentConfig (override_tpu is new in 0.26.0; tests/test_report.py
+# fails when harbor adds one this list lacks).
+ENV_OVERRIDES = ("override_cpus", "override_memory_mb", "override_storage_mb", "override_gpus", "override_tpu")
 AGENT_OVERRIDES = ("override_timeout_sec", "override_setup_timeout_sec", "max_timeout_sec")
 VERIFIER_OVERRIDES = ("override_timeout_sec", "max_timeout_sec")
 MIN_TRIALS = 5
@@ -75,6 +77,12 @@ def config_file_problems(path: Path, run: str | None = None, whose: str = "job")
             fix = (f"set AGENT_TIMEOUT_MULTIPLIER=1 in {_env_file(run)}" if key == "agent_timeout_multiplier"
                    else _not_ours(run))
             problems.append(f"{path}: {key} is {number:g}; the leaderboard requires 1.0 ({fix})")
+    # harbor 0.26.0: per exception type, whether an errored trial is retried, graded, or has a valid
+    # reward. The board's figures assume harbor's own table; empty is harbor's default.
+    policy = cfg.get("override_error_policy")
+    if policy not in (None, {}):
+        problems.append(f"{path}: override_error_policy is {SR.clip(str(policy), 200)}; error-policy overrides "
+                        f"change which errored trials are graded or retried, and are not allowed ({_not_ours(run)})")
     env = _mapping(cfg.get("environment"))
     for key in ENV_OVERRIDES:
         if env.get(key) is not None:

@@ -271,6 +271,7 @@ def rate_line(run: dict) -> str:
     pk = run["pass_at_k"]
     lb = run["leaderboard"]
     iv = lb["interval95"]
+    other = SL.other_figures_line(lb)  # the board's pass@j, trial duration and tokens
     provisional = (f" PROVISIONAL: {lb['open_slots']} of {lb['trials']} slots are open (not passed until mop-up "
                    f"fills them)." if lb["provisional"] else "")
     return (f"k = {run['n_attempts']} attempts per task. Leaderboard resolution rate (passed / tasks × k, as the "
@@ -279,7 +280,7 @@ def rate_line(run: dict) -> str:
             f"{lb['k']} replicates, t interval; the board's ± appears to be this spread).{provisional} Not the "
             f"headline: the mean over tasks of each task's pass fraction, {pct(run['mean_task_pass_fraction'])}, "
             f"its own 95% CI {interval_text(run_interval(run))} (task-level bootstrap); attempts passed / scored "
-            f"{run['passed']}/{run['scored']}; pass@{pk['k']} {pct(pk['value'])}.")
+            f"{run['passed']}/{run['scored']}; pass@{pk['k']} {pct(pk['value'])}." + (f" {other}." if other else ""))
 
 
 def cost_line(run: dict) -> str:

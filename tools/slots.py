@@ -54,8 +54,11 @@ BOOTSTRAP_SEED = 0
 
 
 def is_settled(trial: Any) -> bool:
-    """Would mop-up leave this trial alone? (finished, and not an infra error)"""
-    return trial.status == "finished" and not (trial.outcome == "errored" and trial.rule in INFRA_RULES)
+    """Would mop-up leave this trial alone? (finished, not an infra error, and not an attempt harbor
+    retried inside its job: harbor ran the trial again in its place, so it never holds a slot,
+    whatever a policy changed since would call it; docs/design.md decision 27)"""
+    return (trial.status == "finished" and not (trial.outcome == "errored" and trial.rule in INFRA_RULES)
+            and not getattr(trial, "retried", False))
 
 
 @dataclass
@@ -94,10 +97,13 @@ def fill(group: list, k: int) -> Slots:
 def infra_streak(group: list) -> int:
     """How many of the task's finished trials (oldest first), since its latest settled one, ended
     in an infra error: the attempts its infra error has survived. An unfinished trial counts for
-    nothing (it may have been stopped mid-trial) and breaks nothing."""
+    nothing (it may have been stopped mid-trial) and breaks nothing; nor does an attempt harbor
+    retried inside its job (MAX_RETRIES): those retries come at once, under the same load, and the
+    attempt that ended the trial is counted, so a short outage cannot spend MAX_TASK_RETRIES in
+    seconds, before any mop-up pass (docs/mopup.md §2)."""
     streak = 0
     for t in group:
-        if t.status == "finished":
+        if t.status == "finished" and not getattr(t, "retried", False):
             streak = 0 if is_settled(t) else streak + 1
     return streak
 
@@ -197,12 +203,43 @@ def leaderboard_figure(slot_outcomes: list[list[str]], k: int, open_slots: int) 
     boot = bootstrap_interval([slots.count("passed") / k for slots in slot_outcomes])
     return {
         "value": value, "passed": passed, "trials": trials, "tasks": n, "k": k,
+        "pass_at": board_pass_at(slot_outcomes, k),
         "open_slots": open_slots, "provisional": open_slots > 0,
         "replicate_rates": rates, "replicate_stderr": stderr, "interval95": interval,
         "bootstrap95": None if boot is None else {
             "low": boot[0], "high": boot[1], "statistic": "passed / k per task",
             "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "method": "percentile"},
     }
+
+
+def board_pass_at(slot_outcomes: list[list[str]], k: int) -> dict[str, float]:
+    """pass@j as harbor computes it (harbor/utils/pass_at_k.py: its k values, 2, 4, 8, … and 5, 10, … up to
+    the trials per task, and its estimator averaged over tasks), over each task's k slots, an errored or
+    open slot counting as not passed, as the board counts the rate. (harbor 0.26.0 itself leaves an
+    infra-errored trial out of n.) Keys are strings, as JSON has them."""
+    from harbor.utils.pass_at_k import _eligible_k_values
+
+    if not slot_outcomes:
+        return {}
+    return {str(j): sum(_pass_at_k(k, slots.count("passed"), j) for slots in slot_outcomes) / len(slot_outcomes)
+            for j in _eligible_k_values(k)}
+
+
+def other_figures_line(lb: dict) -> str | None:
+    """The board's other figures, one line: pass@j, the mean trial duration, the token totals."""
+    parts = []
+    if lb.get("pass_at"):
+        parts.append(", ".join(f"pass@{j} {_pct(v)}" for j, v in lb["pass_at"].items())
+                     + " (harbor's estimator over the slots)")
+    if lb.get("mean_trial_secs") is not None:
+        untimed = lb["slot_trials"] - lb["trials_timed"]
+        parts.append(f"mean trial duration {lb['mean_trial_secs'] / 60:.1f} min"
+                     + (f" ({untimed} untimed)" if untimed else ""))
+    if lb.get("tokens") is not None:
+        t = lb["tokens"]
+        parts.append(f"tokens {t['input']:,} in ({t['cache']:,} cached), {t['output']:,} out"
+                     + (f" ({lb['trials_without_tokens']} trials without a count)" if lb["trials_without_tokens"] else ""))
+    return "The board's other figures, over the slots' trials: " + "; ".join(parts) if parts else None
 
 
 def headline_lines(report: dict) -> list[str]:
@@ -232,6 +269,9 @@ def headline_lines(report: dict) -> list[str]:
         out.append(f"  not the headline's interval: the same rate by a task-level bootstrap of each task's passed / "
                    f"{lb['k']} ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}), {_pct(b['low'])} to "
                    f"{_pct(b['high'])}")
+    other = other_figures_line(lb)
+    if other:
+        out.append(other)
     return out
 
 

@@ -59,6 +59,7 @@ import click
 import yaml
 
 from tools import credentials as CR
+from tools import pin as PIN
 from tools import report as R
 from tools import report_submission as RS
 from tools import safe_read as SR
@@ -192,12 +193,13 @@ class _Seen:
     outcome: str
     rule: str
     exception_type: str | None
+    retried: bool = False
 
 
 def _seen(t: dict) -> _Seen:
     # The tally sets a trial's outcome to its status when it has no usable result.json.
     status = t["outcome"] if t["outcome"] in ("unfinished", "unreadable") else "finished"
-    return _Seen(t["trial_dir"], status, t["outcome"], t["rule"], t["exception_type"])
+    return _Seen(t["trial_dir"], status, t["outcome"], t["rule"], t["exception_type"], t.get("retried", False))
 
 
 def select_trials(job_dirs: list[Path]) -> Selection:
@@ -363,6 +365,37 @@ def coverage(sel: Selection, job_dirs: list[Path], run: str,
                   f"{mopup_fix(run)}"]
 
 
+def registry_problems(dataset: str, job_dirs: list[Path], run: str) -> list[str]:
+    """Why a registry dataset (DATASET=org/name[@ref]) is not the one version the leaderboard is bound to
+    (Hub leaderboards bind dataset versions): its run file names no version or a tag, which can move
+    (every resume resolved it again), or the run's jobs ran several versions, or another than the
+    digest it pins. Each with the pin line to write. Nothing for a git or local dataset."""
+    if not dataset:
+        return []
+    name, ref = PIN.split_registry(dataset)
+    recorded = set()
+    for d in job_dirs:
+        try:
+            lock = PIN.read_lock(d)
+        except PIN.PinError:
+            continue  # an unreadable lock.json: check-submission and the tally say so
+        recorded |= {r for r in (lock or {}).get("registry", []) if r[0] == name and PIN.DIGEST.fullmatch(r[1])}
+    ran = sorted(v for _, v in recorded)
+    if len(ran) > 1:
+        return [f"the run's jobs ran {len(ran)} versions of {name} ({', '.join(ran)}): a resume resolved an unpinned "
+                f"dataset again, and the leaderboard is bound to one version; no one version reproduces this run"]
+    line = f"DATASET={name}@{ran[0]}" if ran else f"DATASET={name}@<version>"
+    if not PIN.registry_pinned(ref):
+        why = f"@{ref} is a tag, which can move" if ref else "it names no version, so every resume resolved the latest"
+        return [f"the registry dataset {dataset} is not pinned ({why}), and the leaderboard is bound to one dataset "
+                f"version: pin it in runs/{run}.env with {line} ({'the version its jobs ran; ' if ran else ''}make "
+                f"pin RUN={run} writes it; terminal-bench 2.1's leaderboard version is revision 6: @6)"]
+    if PIN.DIGEST.fullmatch(ref) and ran and ran[0] != ref:
+        return [f"runs/{run}.env pins {dataset}, but the run's jobs ran {name}@{ran[0]}: submit the run of the version "
+                f"you pin, or pin the one that ran: {line}"]
+    return []
+
+
 # --------------------------------------------------------------------------- the plan
 
 
@@ -468,15 +501,17 @@ def run_dirs(jobs_dir: Path, job_name: str, out: Path, dest: Path,
 
 def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta: Metadata,
                     run: str | None = None, where: str = "local", shard_plan: Path | None = None,
-                    model: str | None = None) -> Plan:
-    """What build writes, decided before anything is: refusals change nothing."""
+                    model: str | None = None, dataset: str = "", rebuild: bool = False) -> Plan:
+    """What build writes, decided before anything is: refusals change nothing. `rebuild`: the
+    destination is make submit's own tree, which it removes before building: its being there
+    is not a refusal (make submit's dry run plans over it)."""
     problems = meta.problems()
     if problems:
         R.fail("the leaderboard's metadata.yaml needs every field: " + "; ".join(problems))
     check_out(out)
     dest = submission_dir(out, version, meta)
     job_dirs, linked = run_dirs(jobs_dir, job_name, out, dest, model)
-    if os.path.lexists(dest):
+    if os.path.lexists(dest) and not rebuild:
         R.fail(f"{dest} already exists; nothing was changed. Remove it (rm -r -- {shlex.quote(str(dest))}) "
                f"or give another OUT=dir")
     run = run or "<run>"
@@ -495,7 +530,7 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
     passed = [t for t in trials if _tally_name(t) in passing]
     note, missing = coverage(sel, job_dirs, run, shard_plan)
     problems = (open_slot_problem(sel, run) + trajectory_problems(passed, {p for p, _ in outside}, run, where)
-                + override_problems(job_dirs, trials, run) + missing)
+                + override_problems(job_dirs, trials, run) + missing + registry_problems(dataset, job_dirs, run))
     plan = Plan(dest=dest, metadata=metadata_yaml(meta), copies=[(d, dest / d.name) for d in job_dirs],
                 trials=trials, left_out=left_out, linked_jobs=linked, outside=outside, k=sel.k,
                 tasks=len(sel.tasks), coverage=note, problems=problems)
@@ -571,6 +606,24 @@ DRY_RUN_HINT = ("make submission RUN={run} DRY_RUN=1 lists every trial dir it wo
                 "and why")
 
 
+def trial_count(plan: Plan) -> str:
+    """The tree's trial dirs as counted, said against tasks × k only where they are that many."""
+    n, slots = len(plan.trials), plan.tasks * plan.k
+    if n == slots:
+        return f"{n} trial dirs: {plan.tasks} tasks × {plan.k} attempts"
+    return (f"{n} trial dirs of {plan.tasks} tasks ({slots - n} of their {plan.tasks} × {plan.k} = {slots} attempt "
+            f"slots hold no trial)")
+
+
+def rejection(plan: Plan) -> str | None:
+    """What check-submission would say of the built tree, where the plan already tells: fewer than
+    MIN_TRIALS trials per task (k is the run's n_attempts)."""
+    if plan.k < RS.MIN_TRIALS:
+        return (f"built, then rejected by check-submission: {plan.k} trial(s) per task, and the leaderboard wants at "
+                f"least {RS.MIN_TRIALS} (set N_ATTEMPTS=5 in runs/<run>.env and bench the run with it)")
+    return None
+
+
 def dry_run_text(plan: Plan) -> str:
     lines = [f"would create {plan.dest}/",
              f"would write {plan.dest / 'metadata.yaml'}:"]
@@ -578,13 +631,15 @@ def dry_run_text(plan: Plan) -> str:
     for src, dst in plan.copies:
         n = sum(1 for t in plan.trials if t.parent == src)
         lines.append(f"would copy {src}/ to {dst}/ ({n} trial dirs and the job's own files)")
-    lines.append(f"would submit {len(plan.trials)} trial dirs: {plan.tasks} tasks × {plan.k} attempts")
+    lines.append(f"would submit {trial_count(plan)}")
     lines += report_lines(plan)
     if plan.problems:
         lines += ["would be " + refusal_lines(plan)[0].replace("nothing was written", "writing nothing")]
         lines += [f"  - {p}" for p in plan.problems]
     else:
         lines.append(f"would then check it: python -m tools.report check-submission {plan.dest}/<job> ...")
+        if rejection(plan):
+            lines.append(f"would be {rejection(plan)}")
     return "\n".join(lines) + "\n"
 
 
@@ -598,6 +653,7 @@ def settings_options(f):
     for name, help_text in reversed([
         ("--agent", "harbor's agent name (AGENT)"), ("--model", "the HF model id served (MODEL)"),
         ("--dataset-repo", "the dataset's URL (DATASET_REPO)"),
+        ("--dataset", "the registry dataset, org/name[@version] (DATASET)"),
         ("--agent-display-name", "AGENT_DISPLAY_NAME"), ("--agent-org-display-name", "AGENT_ORG_DISPLAY_NAME"),
         ("--agent-url", "AGENT_URL"), ("--model-provider", "MODEL_PROVIDER"),
         ("--model-display-name", "MODEL_DISPLAY_NAME"), ("--model-org-display-name", "MODEL_ORG_DISPLAY_NAME"),
@@ -618,23 +674,30 @@ def settings_options(f):
 @click.option("--shard-plan", type=click.Path(path_type=Path), default=None,
               help="A sharded run's split (state/<run>/shards.json): the dataset's task list when no job ran it whole.")
 @click.option("--dry-run", is_flag=True, help="Print what would be written, and write nothing.")
-def build_cmd(jobs_dir, job_name, out, run, where, shard_plan, dry_run, **settings):
+@click.option("--refusal-exit", is_flag=True,
+              help="With --dry-run: exit 1 when the run would be refused or its tree rejected (make submit's dry run).")
+@click.option("--rebuild", is_flag=True,
+              help="With --dry-run: the destination is make submit's own tree, removed before a build.")
+def build_cmd(jobs_dir, job_name, out, run, where, shard_plan, dry_run, refusal_exit, rebuild, **settings):
     """Build the submission tree of a run, then check it against the leaderboard rules."""
-    meta = resolve_metadata(**{k: v for k, v in settings.items() if k not in ("dataset_repo", "version")})
+    meta = resolve_metadata(**{k: v for k, v in settings.items() if k not in ("dataset_repo", "version", "dataset")})
     version = settings["version"] or version_of(settings["dataset_repo"])
     plan = plan_submission(jobs_dir, job_name, out, version, meta, run=run, where=where, shard_plan=shard_plan,
-                           model=settings["model"] or None)
+                           model=settings["model"] or None, dataset=settings["dataset"], rebuild=dry_run and rebuild)
     if dry_run:
         # A dry run prints its plan, a refusal included, and exits 0: it was asked what would happen.
+        # make submit's asks whether the submission would go through: a refusal is its exit code.
         R.echo(dry_run_text(plan), nl=False)
+        if refusal_exit and (plan.problems or rejection(plan)):
+            sys.exit(1)
         return
     if plan.problems:
         for line in refusal_lines(plan) + [plan.coverage, DRY_RUN_HINT.format(run=run or "<run>")]:
             R.echo(f"submission: {line}", err=True)
         sys.exit(1)
     build(plan)
-    R.echo(f"submission: built {plan.dest}/ (metadata.yaml, {len(plan.copies)} job dirs, "
-           f"{len(plan.trials)} trial dirs: {plan.tasks} tasks × {plan.k} attempts)", err=True)
+    R.echo(f"submission: built {plan.dest}/ (metadata.yaml, {len(plan.copies)} job dirs, {trial_count(plan)})",
+           err=True)
     # The board's own figure over what the tree holds (tools/slots.py leaderboard_figure): first.
     held = T.tally([str(dst) for _, dst in plan.copies], T.load_policy(), run=run)
     if held.get("n_attempts", 1) > 1:

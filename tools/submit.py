@@ -5,6 +5,8 @@ Usage:
   python -m tools.submit credential
   python -m tools.submit plan --out OUT --jobs-dir D --job-name N [--built] [settings]
   python -m tools.submit job-id --log UPLOAD_OUTPUT --job-dir DIR
+  python -m tools.submit hub-check --run RUN JOB_DIR...
+  python -m tools.submit metadata-check --leaderboard NAME --metadata FILE
   python -m tools.submit record --state FILE --run RUN --dest DIR --leaderboard NAME
       [--upload JOB_DIR JOB_ID]... --status pending|submitted|failed|uploading [-- ARGV...]
 
@@ -25,6 +27,20 @@ ids then go to `harbor leaderboard submit --leaderboard ... --job-id ... --metad
   (upload/uploader.py upload_job: job_result.id). Terminal escapes are taken out first: a harbor
   (or a FORCE_COLOR, a wrapper) that colours its output, or makes the URL a link, prints the
   same line.
+- hub-check: what the Hub holds under each job id the submission names, against the built tree.
+  The Hub never deletes a trial uploaded under a job id, and `harbor upload` skips a trial id it
+  already holds: a trial of the job that is not in the tree (a raw job dir uploaded once, by
+  `harbor run --upload`, `harbor upload jobs/<job>`, or a make submit before a later mop-up) would
+  be counted by the board, which counts every trial of a submitted job. Refused, naming each
+  extra trial and the way out. It reads the Hub with harbor's own client, the one `harbor upload`
+  decides with (harbor/upload/db_client.py UploadDB: get_job, list_trials_for_job), under the
+  same credential. A Hub that cannot be read refuses too: nothing is submitted unchecked.
+- metadata-check: metadata.yaml against the board's own schema, when harbor exposes it: the
+  leaderboard's metadata_schema (a JSON Schema), read with harbor's own client, as `harbor hub
+  leaderboard show ... --json` prints it (harbor/hub/leaderboards.py LeaderboardClient.get, the
+  leaderboard-read API), checked with the JSON Schema validator the schema names (jsonschema, as
+  harbor/cli/config_validation.py checks its configs). When the board cannot be read, or has no
+  schema, against the fields the leaderboard documents (submission.py's Metadata). Says which.
 - record: writes state/<run>/submit.json atomically (the uploads and the leaderboard step) and
   prints it as one JSON line, for the manifest.
 
@@ -83,7 +99,7 @@ def credential_cmd() -> None:
 
 def submission_dest(out: Path, settings: dict) -> Path:
     """The <agent>__<model> dir tools/submission.py builds for these settings."""
-    meta = S.resolve_metadata(**{k: v for k, v in settings.items() if k not in ("dataset_repo", "version")})
+    meta = S.resolve_metadata(**{k: v for k, v in settings.items() if k not in ("dataset_repo", "version", "dataset")})
     version = settings["version"] or S.version_of(settings["dataset_repo"])
     return S.submission_dir(out, version, meta)
 
@@ -144,6 +160,154 @@ def job_id_cmd(log: Path, job_dir: Path) -> None:
     if ids[-1] != recorded:
         fail(f"harbor upload printed job id {ids[-1]} for {job_dir}, but its result.json says {recorded}")
     click.echo(ids[-1])
+
+
+def tree_job(job_dir: Path) -> tuple[str, dict[str, str]]:
+    """(the job's id, {trial id: trial dir name}) of a job dir of the built tree, from its result.json files."""
+    def read_id(path: Path) -> str:
+        try:
+            value = SR.read_json_object(path).get("id")
+        except (OSError, SR.Unreadable) as e:
+            fail(f"cannot read the id in {path}: {e}")
+        if not isinstance(value, str) or not value:
+            fail(f"{path} holds no id: not a result.json harbor wrote")
+        return value.lower()
+
+    trials, _, _ = SR.trial_dir_entries(str(job_dir))
+    return read_id(job_dir / "result.json"), {read_id(Path(t) / "result.json"): os.path.basename(t)
+                                               for t in trials if os.path.lexists(os.path.join(t, "result.json"))}
+
+
+def hub_trials(job_id: str) -> list[dict] | None:
+    """The trial rows the Hub holds under job_id (id, trial_name, ...), by harbor's own client; None when
+    the Hub has no such job (or does not show it to this credential: Supabase says both alike)."""
+    import asyncio
+    from uuid import UUID
+
+    from harbor.upload.db_client import UploadDB
+
+    async def read() -> list[dict] | None:
+        db = UploadDB()
+        if await db.get_job(UUID(job_id)) is None:
+            return None
+        return await db.list_trials_for_job(UUID(job_id))
+    return asyncio.run(read())
+
+
+def extra_trials(job_dir: Path) -> tuple[str, int, int | None, list[str]]:
+    """(job id, trials in the tree, trials on the Hub or None, the Hub's trials the tree does not hold)."""
+    job_id, local = tree_job(job_dir)
+    try:
+        remote = hub_trials(job_id)
+    except Exception as e:  # noqa: BLE001  (any failure to read the Hub refuses, in one line)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        fail(f"cannot read what Harbor Hub holds under job {job_id} ({job_dir.name}): {SR.clip(first, 300)}; nothing "
+             f"is submitted until it can be checked (the credential, the network), then run make submit again")
+    if remote is None:
+        return job_id, len(local), None, []
+    extra = sorted(f"{SR.printable(str(r.get('trial_name')))} ({SR.printable(str(r.get('id')))})"
+                   for r in remote if str(r.get("id", "")).lower() not in local)
+    return job_id, len(local), len(remote), extra
+
+
+@cli.command("hub-check")
+@click.option("--run", required=True, help="The run's name, for the advice.")
+@click.argument("job_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+def hub_check_cmd(run: str, job_dirs: tuple[Path, ...]) -> None:
+    """Refuse when the Hub holds a trial under a job id of the tree that the tree does not hold."""
+    spoiled = []
+    for job_dir in job_dirs:
+        job_id, held, on_hub, extra = extra_trials(job_dir)
+        if on_hub is None:
+            click.echo(f"submit: Harbor Hub has no job {job_id} ({job_dir.name}) yet", err=True)
+        elif not extra:
+            click.echo(f"submit: Harbor Hub holds {on_hub} trial(s) under job {job_id} ({job_dir.name}), every one "
+                       f"of the tree's {held}", err=True)
+        else:
+            shown = ", ".join(extra[:10]) + (f" (+{len(extra) - 10} more)" if len(extra) > 10 else "")
+            spoiled.append(f"job {job_id} ({job_dir.name}) holds {len(extra)} trial(s) on Harbor Hub that the "
+                           f"submission does not: {shown}")
+    if spoiled:
+        fail("; ".join(spoiled) + ". The Hub never deletes a trial uploaded under a job id, and the board counts "
+             "every trial of a submitted job, so these would count against the run (an errored or re-rolled trial "
+             "uploaded from a raw job dir). The way out is a fresh job id: re-upload the curated job under a new "
+             "job (a job dir with a job id and trial ids the Hub has never held), or delete the job on the Hub "
+             f"first (harbor hub job delete <job id>). Nothing was submitted for run {run} (docs/submission.md §4)")
+
+
+# metadata.yaml's fields as the leaderboard documents them (tools/submission.py metadata_yaml writes these).
+DOCUMENTED_FIELDS = ("agent_url", "agent_display_name", "agent_org_display_name", "models")
+DOCUMENTED_MODEL_FIELDS = ("model_name", "model_provider", "model_display_name", "model_org_display_name")
+
+
+def board_schema(leaderboard: str) -> tuple[dict | None, str]:
+    """(the leaderboard's metadata_schema, or None, and where that answer comes from)."""
+    import asyncio
+
+    from harbor.hub.leaderboards import LeaderboardClient
+
+    try:
+        board = asyncio.run(LeaderboardClient().get(package=leaderboard))
+    except Exception as e:  # noqa: BLE001  (the board unread: the documented fields decide)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return None, f"the leaderboard {leaderboard} could not be read ({SR.clip(first, 200)})"
+    if not board.metadata_schema:
+        return None, f"the leaderboard {leaderboard} publishes no metadata_schema"
+    return board.metadata_schema, f"the leaderboard {leaderboard}'s metadata_schema (harbor hub leaderboard show)"
+
+
+def documented_problems(meta: object) -> list[str]:
+    """metadata.yaml against the fields the leaderboard documents: each present, a non-empty string."""
+    if not isinstance(meta, dict):
+        return ["it is not a mapping of the documented fields"]
+    problems = [f"{k} is missing or empty" for k in DOCUMENTED_FIELDS[:3]
+                if not isinstance(meta.get(k), str) or not meta[k].strip()]
+    models = meta.get("models")
+    if not isinstance(models, list) or not models:
+        problems.append("models is not a list of at least one model")
+    else:
+        problems += [f"models[{i}].{k} is missing or empty" for i, m in enumerate(models) for k in DOCUMENTED_MODEL_FIELDS
+                     if not isinstance(m, dict) or not isinstance(m.get(k), str) or not m[k].strip()]
+    problems += [f"{k} is not a documented field" for k in meta if k not in DOCUMENTED_FIELDS]
+    return problems
+
+
+def schema_problems(meta: object, schema: dict) -> list[str]:
+    """metadata.yaml against a JSON Schema, with the validator its $schema names (jsonschema's default else)."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as e:
+        return [f"the board's schema itself is not a valid JSON Schema ({SR.clip(e.message, 200)})"]
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(the file)'}: {SR.clip(e.message, 200)}"
+            for e in sorted(cls(schema).iter_errors(meta), key=lambda e: list(map(str, e.absolute_path)))]
+
+
+@cli.command("metadata-check")
+@click.option("--leaderboard", required=True)
+@click.option("--metadata", "metadata_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+def metadata_check_cmd(leaderboard: str, metadata_path: Path) -> None:
+    """Check metadata.yaml against the board's schema when it can be read, else the documented fields."""
+    import yaml
+
+    try:
+        meta = yaml.safe_load(SR.read_regular(metadata_path, 1 << 20, "a metadata.yaml").decode("utf-8"))
+    except (OSError, SR.Unreadable, UnicodeDecodeError, yaml.YAMLError) as e:
+        fail(f"cannot read {metadata_path}: {SR.clip(str(e), 200)}")
+    schema, source = board_schema(leaderboard)
+    if schema is None:
+        problems, against = documented_problems(meta), f"the fields the leaderboard documents ({source})"
+    else:
+        problems, against = schema_problems(meta, schema), source
+    if problems:
+        fail(f"{metadata_path} does not meet {against}: " + "; ".join(problems[:10])
+             + (f" (+{len(problems) - 10} more)" if len(problems) > 10 else "")
+             + ". Set the run's metadata settings (AGENT_DISPLAY_NAME, AGENT_URL, MODEL_DISPLAY_NAME, ... in its run "
+               "file) and run make submit again; nothing was uploaded")
+    click.echo(f"submit: {metadata_path.name} meets {against}", err=True)
 
 
 def write_json_atomically(path: Path, data: dict) -> None:

@@ -16,6 +16,7 @@ Usage:
     tally.py retry-targets --jobs-dir D --job-name N [--model M] [--policy FILE] [--verdicts FILE] [--json]
     tally.py job-dirs --jobs-dir D --job-name N [--model M] [--next-retry]
     tally.py policy infra-types [--policy FILE]
+    tally.py policy retry-include [--policy FILE]
     tally.py policy check [--policy FILE]
 
 Job dirs of a run (shared with mop-up: `run_job_dirs`, `retry_job_name`):
@@ -43,11 +44,13 @@ scored == 0), errored_breakdown {infra, final, timeout, verdict} (final: infra e
 final errors), max_task_retries, final_errors [task], exceptions {type: n} and
 exceptions_all_trials, tokens {input, cache, output} and tokens_all_trials (input includes
 cache, as harbor counts it; over the counted trial per task / over every finished trial),
-trials_without_tokens, agent_seconds and agent_seconds_all_trials, warnings [str],
+trials_without_tokens, agent_seconds and agent_seconds_all_trials, trial_dirs,
+retried_in_run (the attempts harbor retried inside a job, kept under <jobs-dir>/.retried/<job>/:
+each is one of the trials, an infra error that never fills a slot), warnings [str],
 unreadable [{path, error}], per_task [{task, outcome, rule, reason, reward,
 exception_type, exception_message, finished_at, trial_dir, job_dir, attempts,
 computed_outcome, verdict, infra_streak, final_error, trials: [{trial_dir, job_dir, finished_at, reward,
-exception_type, outcome, rule}]}] sorted by task. A trial's outcome may also be
+exception_type, outcome, rule, retried}]}] sorted by task. A trial's outcome may also be
 "unreadable" (result.json empty, truncated, not a TrialResult, not a regular file, over
 the 64 MiB cap). exception_message is capped at 500 characters (classification reads the
 whole message first); undecodable bytes of a file name are shown as \\xNN. A symlinked
@@ -87,7 +90,8 @@ from tools.tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_MA
                                DEFAULT_POLICY, EXIT_EMPTY, MAX_TASK_RETRIES_CAP, OUTCOMES,
                                REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify,
                                load_policy, load_verdicts, next_retry_job_name, refuse_foreign_job_dirs,
-                               resolve_job_dirs, retry_job_name, retry_number, retry_targets, run_job_dirs, tally)
+                               resolve_job_dirs, retry_include, retry_job_name, retry_number, retry_targets, run_job_dirs,
+                               tally)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -424,6 +428,18 @@ def infra_types_cmd(policy_path):
     except TallyError as e:
         _fail(e)
     for name in policy.infra_types:
+        click.echo(name)
+
+
+@policy_group.command("retry-include")
+@_policy_option
+def retry_include_cmd(policy_path):
+    """The types harbor may retry inside a run, one per line (make bench's --retry-include, MAX_RETRIES)."""
+    try:
+        policy = load_policy(policy_path)
+    except TallyError as e:
+        _fail(e)
+    for name in retry_include(policy):
         click.echo(name)
 
 

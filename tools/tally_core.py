@@ -43,8 +43,12 @@ NESTED_DIR = "jobs"
 RETRY_INFIX = "-retry-"
 # A sharded run's first pass is N_SHARDS jobs <job>-shard-<i> instead of <job> (docs/scaling.md).
 SHARD_INFIX = "-shard-"
+# Where the attempts harbor retries inside a job (--max-retries) are kept, before harbor deletes
+# them: <jobs-dir>/.retried/<job-name>/<trial-name>.<its result id>/ (tools/retried.py, the job
+# plugin that copies them). No job name starts with a dot (JOB_NAME is checked), so it is no job's.
+RETRIED_DIR = ".retried"
 
-# The fields of TrialResult (harbor 0.25) this tool reads; a result.json lacking one is
+# The fields of TrialResult (harbor 0.26) this tool reads; a result.json lacking one is
 # reported, because a schema change would otherwise read as "no reward" or "no error".
 RESULT_FIELDS = (
     "task_name",
@@ -139,13 +143,20 @@ def _dir_or_unresolvable(entry: os.DirEntry) -> bool:
         return True
 
 
+def retried_attempts_dir(job_dir: str | os.PathLike) -> Path:
+    """Where tools/retried.py keeps the attempts harbor retried inside this job: beside the job, never
+    in it (harbor's resume removes every dir of a job without result.json, and reads the rest as trials)."""
+    job_dir = Path(job_dir)
+    return job_dir.parent / RETRIED_DIR / job_dir.name
+
+
 def next_retry_job_name(jobs_dir: str | os.PathLike, job_name: str) -> str:
     """The first unused `<job_name>-retry-<N>` across both layouts (for mop-up)."""
     numbers = [retry_number(job_name, p.name) or 0 for p in run_job_dirs(jobs_dir, job_name)]
     return retry_job_name(job_name, max(numbers, default=0) + 1)
 
 
-# Whose job a dir is, by its config.json (harbor 0.25's JobConfig, written when the job starts):
+# Whose job a dir is, by its config.json (harbor 0.26's JobConfig, written when the job starts):
 # the job it was written as, and the model each agent called (make bench: --model openai/<MODEL>).
 CONFIG_JOB_NAME = "job_name"
 CONFIG_AGENTS = "agents"
@@ -325,6 +336,21 @@ def load_policy(path: str | os.PathLike = DEFAULT_POLICY) -> Policy:
     )
 
 
+# What harbor's in-run retries (harbor run --max-retries) never include, though the policy counts it
+# as infra: a cancelled trial was stopped (Ctrl-C, the governor, MAX_COST), and retrying it in the run
+# would undo the stop. harbor 0.26.0 re-raises it past its retry loop (trial/trial.py Trial.run) and
+# excludes it by default as well; mop-up retries it.
+NEVER_RETRIED_IN_RUN = ("CancelledError",)
+
+
+def retry_include(policy: Policy) -> tuple[str, ...]:
+    """The exception types harbor may retry inside a run (--retry-include, each): the policy's infra
+    types, never harbor's "all but excluded", which would re-roll a NonZeroAgentExitCodeError the policy
+    counts as the model's own failure (docs/reference-runs.md §7). A type is retried only when it is
+    infra by its name: one infra by its message alone (infra.message_patterns) is mop-up's."""
+    return tuple(t for t in policy.infra_types if t not in NEVER_RETRIED_IN_RUN)
+
+
 @dataclass(frozen=True)
 class Verdict:
     outcome: str  # passed | failed | errored
@@ -375,6 +401,9 @@ class Trial:
     outcome: str | None = None  # set by classify
     rule: str | None = None
     reason: str | None = None
+    result_id: str | None = None  # harbor's TrialResult.id: one attempt, wherever its dir is
+    trial_seconds: float | None = None  # started_at to finished_at: the whole trial, as the board times it
+    retried: bool = False  # an attempt harbor retried inside its job (kept under .retried/): never a slot's
 
     def sort_key(self) -> tuple[datetime, str]:
         # Latest finished_at wins; a trial without a usable timestamp sorts first; equal
@@ -549,8 +578,12 @@ def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
         if start and end and end >= start:
             agent_seconds = (end - start).total_seconds()
 
+    result_id = data.get("id") if isinstance(data.get("id"), str) else None
+    started_at, _ = parse_timestamp(data.get("started_at"))
+    trial_seconds = (finished_at - started_at).total_seconds() if started_at and finished_at and \
+        finished_at >= started_at else None
     return Trial(shown_dir, shown_job, task, "finished", finished_at, reward, exc_type, exc_msg, tokens,
-                 agent_seconds)
+                 agent_seconds, result_id=SR.clip(result_id, 100) if result_id else None, trial_seconds=trial_seconds)
 
 
 def _unreadable(trial_dir: str, job_dir: str, path: str, error: str, notes: ScanNotes) -> Trial:
@@ -590,7 +623,43 @@ def scan_job_dir(job_dir: str | os.PathLike, notes: ScanNotes,
         if settle:
             settle(trial)
         trials.append(trial)
-    return trials
+    return trials + retried_attempts(job_dir, {t.result_id for t in trials if t.result_id}, notes, settle)
+
+
+def retried_attempts(job_dir: str, live_ids: set[str], notes: ScanNotes,
+                     settle: Callable[[Trial], None] | None = None) -> list[Trial]:
+    """The attempts harbor retried inside job_dir, as tools/retried.py kept them (retried_attempts_dir):
+    each a Trial of the job marked `retried`, an infra error that never fills a slot (harbor ran the
+    same trial again in its place). A copy whose result id is a trial's still in the job is that
+    trial (the last attempt harbor kept), not another attempt: left out. None when nothing is kept."""
+    kept = retried_attempts_dir(job_dir)
+    if not os.path.lexists(kept):
+        return []
+    if kept.is_symlink() or not kept.is_dir():
+        error = "not a directory of kept attempts (a symlink or a file), not followed"
+        notes.refuse(str(kept), error, f"{error}; none of it is counted")
+        return []
+    try:
+        dirs, refused, _ = SR.trial_dir_entries(str(kept))
+    except SR.Unreadable as e:
+        notes.refuse(str(kept), str(e), f"{e}; no attempt kept there is counted")
+        return []
+    for path, error in refused:
+        notes.refuse(path, error, f"{error}; not counted")
+    out = []
+    for path in dirs:
+        trial = read_trial(path, job_dir, notes)
+        if trial.status != "finished":
+            notes.warnings.append(f"{trial.trial_dir}: a kept attempt without a readable result.json "
+                                  f"(tools/retried.py copies only finished ones); not counted")
+            continue
+        if trial.result_id in live_ids:
+            continue
+        trial.retried = True
+        if settle:
+            settle(trial)
+        out.append(trial)
+    return out
 
 
 def _looks_like_trial_dir(path: Path) -> bool:
@@ -698,6 +767,7 @@ def tally(
     slot_outcomes: list[list[str]] = []
     open_slots = 0  # slots mop-up would still fill (a verdict or a final error closes its task's)
     latest_trials: list[Trial] = []  # the counted trials of each task, for the totals
+    slot_trials: list[Trial] = []  # the trials in a slot (k > 1): what a submission holds
     for task in sorted(by_task):
         group = sorted(by_task[task], key=Trial.sort_key)
         finished = [t for t in group if t.status == "finished"]
@@ -743,9 +813,10 @@ def tally(
                      verdict=verdict.reason if verdict else None, infra_streak=streak, final_error=final,
                      trials=[{"trial_dir": t.trial_dir, "job_dir": t.job_dir, "finished_at": _iso(t.finished_at),
                               "reward": t.reward, "exception_type": t.exception_type,
-                              "outcome": t.outcome, "rule": t.rule} for t in group])
+                              "outcome": t.outcome, "rule": t.rule, "retried": t.retried} for t in group])
         outcomes = slots.outcomes(verdict.outcome if verdict else None)
         slot_outcomes.append(outcomes)
+        slot_trials.extend([] if verdict else slots.counted)
         open_slots += 0 if verdict or final else slots.open
         if k > 1:
             n_scored = sum(1 for o in outcomes if o in ("passed", "failed"))
@@ -763,7 +834,7 @@ def tally(
                         f"read as UTC: " + ", ".join(notes.naive))
     for missing, paths in sorted(notes.missing_fields.items()):
         warnings.append(f"{len(paths)} result.json file(s) lack field(s) {', '.join(missing)} "
-                        f"(not harbor 0.25's TrialResult?): " + ", ".join(paths))
+                        f"(not harbor 0.26's TrialResult?): " + ", ".join(paths))
     warnings.extend(notes.unreadable_warnings)
     warnings.extend(_planned_vs_found(dirs, set(by_task)))
 
@@ -802,6 +873,7 @@ def tally(
         "agent_seconds": round(sum(t.agent_seconds or 0 for t in latest), 3),
         "agent_seconds_all_trials": round(sum(t.agent_seconds or 0 for t in finished_all), 3),
         "trial_dirs": len(trials),
+        "retried_in_run": sum(1 for t in trials if t.retried),
         "max_task_retries": max_task_retries,
         "final_errors": [e["task"] for e in per_task if e["final_error"]],
         "warnings": warnings,
@@ -811,11 +883,21 @@ def tally(
     if k > 1:
         report.update(n_attempts=k, slots=len(per_task) * k,
                       rerolled_trials=sum(len(e["rerolled"]) for e in per_task),
-                      **SL.run_stats(slot_outcomes, k), leaderboard=SL.leaderboard_figure(slot_outcomes, k, open_slots))
+                      **SL.run_stats(slot_outcomes, k),
+                      leaderboard={**SL.leaderboard_figure(slot_outcomes, k, open_slots), **board_totals(slot_trials)})
     return report
 
 
 _INFRA_RULES = SL.INFRA_RULES
+
+
+def board_totals(trials: list[Trial]) -> dict:
+    """The board's per-row figures besides the rate, over the trials in a slot (what a submission holds):
+    the mean trial duration (started_at to finished_at, each trial's whole time) and the token totals."""
+    timed = [t.trial_seconds for t in trials if t.trial_seconds is not None]
+    return {"mean_trial_secs": round(sum(timed) / len(timed), 1) if timed else None, "trials_timed": len(timed),
+            "slot_trials": len(trials), "tokens": _sum_tokens(trials),
+            "trials_without_tokens": sum(1 for t in trials if not t.tokens or None in t.tokens)}
 
 
 def _job_attempts(dirs: list[str], notes: ScanNotes) -> int:

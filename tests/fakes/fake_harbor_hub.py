@@ -2,9 +2,9 @@
 
 Usage:
     python tests/fakes/fake_harbor_hub.py --record REQUESTS.jsonl --port-file PORT_FILE \
-        --api-key-sha256 HEX [--max-lifetime 60]
+        --api-key-sha256 HEX [--leaderboard BOARD.json] [--max-lifetime 60]
 
-Then point the real harbor (0.25.0) at it:
+Then point the real harbor (0.26.0) at it:
     HARBOR_SUPABASE_URL=http://127.0.0.1:$(cat PORT_FILE) HARBOR_SUPABASE_PUBLISHABLE_KEY=sb_publishable_fake
     HARBOR_API_KEY=sk-harbor-<id>_<secret>
 
@@ -14,7 +14,9 @@ free port it writes to PORT_FILE once listening, and exits by itself after --max
 seconds. It takes the API key's sha256, never the key: no argv of the test holds the key.
 
 It serves what `harbor upload JOB_DIR` calls (harbor/cli/upload.py, upload/uploader.py,
-upload/db_client.py, upload/storage.py, storage/resumable.py, auth/tokens.py):
+upload/db_client.py, upload/storage.py, storage/resumable.py, auth/tokens.py), and what make
+submit's Hub check reads with the same client (tools/submit.py hub-check: UploadDB.get_job, a
+select of the job row by id, and list_trials_for_job, the trial rows whose job_id is the job's):
 
     POST  /functions/v1/api-key-exchange    {"api_key": ...} -> a JWT (sub = the user id); 401
                                             unless the key's sha256 is --api-key-sha256
@@ -26,6 +28,9 @@ upload/db_client.py, upload/storage.py, storage/resumable.py, auth/tokens.py):
     POST  /storage/v1/object/results/<p>    a small file (job.log)
     POST  /storage/v1/upload/resumable      TUS create: Location /storage/v1/upload/resumable/<n>
     PATCH /storage/v1/upload/resumable/<n>  TUS chunk; HEAD answers the offset
+    POST  /functions/v1/leaderboard-read    the leaderboard (harbor/hub/leaderboards.py LeaderboardClient.get,
+                                            what `harbor hub leaderboard show` prints): --leaderboard's JSON,
+                                            else 404 {"error": {"code": "not_found"}}
 
 Every call but the exchange must carry "Authorization: Bearer <the JWT it handed out>", else
 401. Anything else answers 404. Every request is appended to --record as one JSON line:
@@ -85,9 +90,10 @@ def tar_members(data: bytes) -> list[str] | None:
 
 
 class FakeHarborHub:
-    def __init__(self, record: str | None, key_sha256: str):
+    def __init__(self, record: str | None, key_sha256: str, leaderboard: dict | None = None):
         self.record_path = record
         self.key_sha256 = key_sha256
+        self.leaderboard = leaderboard
         self.jwt = make_jwt(USER_ID)
         self.lock = threading.Lock()
         self.tables: dict[str, list[dict]] = {}
@@ -203,6 +209,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _route(self, path: str, query: dict, body, raw: bytes) -> None:
         hub = self.hub
+        if path == "/functions/v1/leaderboard-read" and self.command == "POST":
+            if hub.leaderboard is None:
+                return self._send(404, {"error": {"message": "leaderboard not found", "code": "not_found"}})
+            return self._send(200, hub.leaderboard)
         if (m := RPC.match(path)) and self.command == "POST":
             if m["fn"] == "list_my_orgs":
                 return self._send(200, [PERSONAL_ORG])
@@ -248,9 +258,11 @@ def main() -> None:
     parser.add_argument("--record", help="append every request to this JSONL file")
     parser.add_argument("--port-file", required=True, help="write the listening port here")
     parser.add_argument("--api-key-sha256", required=True, help="sha256 (hex) of the only API key accepted")
+    parser.add_argument("--leaderboard", help="a JSON file: the leaderboard-read answer (its metadata_schema, ...)")
     parser.add_argument("--max-lifetime", type=float, default=60.0, help="exit after this many seconds")
     args = parser.parse_args()
-    Handler.hub = FakeHarborHub(args.record, args.api_key_sha256)
+    board = json.loads(open(args.leaderboard, encoding="utf-8").read()) if args.leaderboard else None
+    Handler.hub = FakeHarborHub(args.record, args.api_key_sha256, board)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     write_port_file(server, args.port_file)
