@@ -325,13 +325,17 @@ printed_block() {
   assert_output ""
   run wc -l <"$BATS_TEST_TMPDIR/head"
   assert_output 3
-  # The reader is gone before the first write: SIGPIPE as inherited, then ignored.
-  run bash -c 'set -o pipefail; (sleep 1; exec make --no-print-directory print RUN=qwen-t2) | true'
-  assert_success
-  assert_output ""
-  run bash -c "set -o pipefail; (trap '' PIPE; sleep 1; exec make --no-print-directory print RUN=qwen-t2) | true"
-  assert_success
-  assert_output ""
+  # The reader is gone before the first write: SIGPIPE as inherited, then ignored. The reader
+  # closes its end, then says so in a file; make starts once the file is there.
+  local gone="$BATS_TEST_TMPDIR/reader-gone" trap_pipe
+  for trap_pipe in : "trap '' PIPE"; do
+    rm -f "$gone"
+    run bash -c 'set -o pipefail
+      (eval "$1"; for ((i = 0; i < 600; i++)); do [[ -e "$0" ]] && break; sleep 0.1; done
+       exec make --no-print-directory print RUN=qwen-t2) | { exec 0<&-; : >"$0"; }' "$gone" "$trap_pipe"
+    assert_success
+    assert_output ""
+  done
 }
 
 # --- 6. nothing from make's command line reaches a shell unquoted ----------------------------
