@@ -892,7 +892,8 @@ def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: 
     A job dir found by the run's name that is another run's (refuse_foreign_job_dirs; `model`, the
     run's MODEL, when given) is refused: explicit JOB_DIRs are the caller's own choice."""
     if bool(jobs_dir) != bool(job_name):
-        raise TallyError("--jobs-dir and --job-name go together (the run's job dirs are <jobs-dir>/<job-name>[-retry-N])")
+        raise TallyError("--jobs-dir and --job-name go together (the run's job dirs are <jobs-dir>/<job-name>, "
+                         "<job-name>-shard-<i> and <job-name>-retry-<N>)")
     if not job_dirs and not jobs_dir:
         raise TallyError("no job dirs given: pass JOB_DIR arguments, or --jobs-dir and --job-name (e.g. RUN=<name> via make tally)")
     found: list[Path] = []
