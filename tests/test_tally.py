@@ -827,7 +827,8 @@ def test_cli_missing_jobs_dir(tmp_path):
 def test_cli_no_job_dir_for_the_name(mixed):
     r = run_cli("tally", "--jobs-dir", mixed, "--job-name", "typo")
     assert r.exit_code == 1
-    assert "no job dir for job name 'typo' under" in r.stderr and "JOB_NAME/JOBS_DIR" in r.stderr
+    assert f"Error: no job dir for job name 'typo' under {mixed} (looked for typo, typo-shard-<i> and " \
+           f"typo-retry-<N>, flat and under jobs/): check JOB_NAME/JOBS_DIR in the run file" in r.stderr
 
 
 def test_cli_missing_explicit_job_dir_and_trial_dir(mixed, tmp_path):

@@ -908,8 +908,9 @@ def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: 
         run_dirs = run_job_dirs(jobs_dir, job_name)
         if not run_dirs:
             raise TallyError(
-                f"no job dir for job name {job_name!r} under {jobs_dir} (looked for {job_name} and "
-                f"{job_name}{RETRY_INFIX}<N>, flat and under {NESTED_DIR}/): check JOB_NAME/JOBS_DIR in the run file")
+                f"no job dir for job name {job_name!r} under {jobs_dir} (looked for {job_name}, "
+                f"{job_name}{SHARD_INFIX}<i> and {job_name}{RETRY_INFIX}<N>, flat and under {NESTED_DIR}/): check "
+                f"JOB_NAME/JOBS_DIR in the run file")
         refuse_foreign_job_dirs(run_dirs, model)
         found.extend(run_dirs)
     return found
