@@ -9,7 +9,7 @@ setup() {
   load fakes/fakes
   common_setup
   fakes_setup
-  export READY_POLL=1 READY_TIMEOUT=30 LOG_TAIL=5
+  export READY_POLL=1 READY_TIMEOUT=600 LOG_TAIL=5  # a bound: under load the fake's stages take longer; the timeout tests set their own
 }
 
 teardown() { stop_fakes; }

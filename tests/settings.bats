@@ -150,6 +150,21 @@ in_lib() {
   done
 }
 
+@test "MAX_INFRA_RATE is a fraction from 0 to 1, both ends included" {
+  # require_fraction (scripts/lib.sh), as watch, plan and a sharded bench check it.
+  local value
+  for value in 0 1 0.3 .5 1.0 0.999; do
+    MAX_INFRA_RATE=$value run in_lib 'RUN=qwen-t2; require_fraction MAX_INFRA_RATE && echo accepted'
+    assert_success
+    assert_output accepted
+  done
+  for value in 1.5 1.01 2 -0 30% 0,3 ''; do
+    MAX_INFRA_RATE=$value run in_lib 'RUN=qwen-t2; require_fraction MAX_INFRA_RATE && echo accepted'
+    assert_failure
+    assert_output "bash: setting MAX_INFRA_RATE must be a fraction from 0 to 1 (e.g. 0.3), got '$value' (run 'qwen-t2')"
+  done
+}
+
 @test "flags are 0 or 1, and WHERE is local or hf" {
   local name
   for name in AUTO_STOP KEEP_SERVER PROBE FOLLOW ALL DRY_RUN; do
@@ -310,13 +325,17 @@ printed_block() {
   assert_output ""
   run wc -l <"$BATS_TEST_TMPDIR/head"
   assert_output 3
-  # The reader is gone before the first write: SIGPIPE as inherited, then ignored.
-  run bash -c 'set -o pipefail; (sleep 1; exec make --no-print-directory print RUN=qwen-t2) | true'
-  assert_success
-  assert_output ""
-  run bash -c "set -o pipefail; (trap '' PIPE; sleep 1; exec make --no-print-directory print RUN=qwen-t2) | true"
-  assert_success
-  assert_output ""
+  # The reader is gone before the first write: SIGPIPE as inherited, then ignored. The reader
+  # closes its end, then says so in a file; make starts once the file is there.
+  local gone="$BATS_TEST_TMPDIR/reader-gone" trap_pipe
+  for trap_pipe in : "trap '' PIPE"; do
+    rm -f "$gone"
+    run bash -c 'set -o pipefail
+      (eval "$1"; for ((i = 0; i < 600; i++)); do [[ -e "$0" ]] && break; sleep 0.1; done
+       exec make --no-print-directory print RUN=qwen-t2) | { exec 0<&-; : >"$0"; }' "$gone" "$trap_pipe"
+    assert_success
+    assert_output ""
+  done
 }
 
 # --- 6. nothing from make's command line reaches a shell unquoted ----------------------------

@@ -4,6 +4,7 @@ The governor acting on a real sharded bench: tests/test_shards.py."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import datetime, timedelta, timezone
@@ -183,3 +184,77 @@ def test_finished_trials_feed_the_decision(tmp_path):
     now = (T0 + timedelta(minutes=65)).timestamp()
     half = G.Settings(max_rate=0.5, window_s=600, min_trials=3, quiet_s=300)
     assert G.decide(now, found, [1, 2], [], now - 600, half) is None  # 1 of 3; counted, the 5 would make 6 of 8
+
+
+# --------------------------------------------------------------------------- carried out (tools/shard_run.py)
+
+
+def sharded_run(tmp_path: Path, second: list[TrialSpec]) -> tuple[dict, list]:
+    """A run of two shards written with harbor's models: shard 1 three finished trials ending just
+    now, shard 2 `second`; shard_run's spec (manifest, logs) under tmp_path."""
+    from tools import shard_run as SRN
+    now = datetime.now(timezone.utc)
+    jobs = tmp_path / "jobs"
+    first = [TrialSpec(f"a{n}", None, "SandboxError", "Sandbox API error (503)", finished=now - timedelta(seconds=n + 1))
+             for n in range(3)]
+    write_job(jobs, "run-shard-1", first)
+    write_job(jobs, "run-shard-2", second)
+    spec = {"run": "run", "event_file": str(tmp_path / "manifest.jsonl"), "log_dir": str(tmp_path / "logs"),
+            "watch": ["--grace", "1"]}
+    shards = [SRN.Shard(index=i, job_dir=str(jobs / f"run-shard-{i}"), tasks=3, argv=["harbor", "run"])
+              for i in (1, 2)]
+    return spec, shards
+
+
+def manifest(spec: dict) -> list[dict]:
+    path = Path(spec["event_file"])
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The shards shard_run.start would start (no process is started)."""
+    from tools import shard_run as SRN
+    calls = []
+    monkeypatch.setattr(SRN, "start", lambda shard, watch, log_dir: calls.append((shard.index, watch, log_dir)))
+    return calls
+
+
+def test_govern_stops_the_newest_running_shard_above_the_rate(tmp_path, started):
+    from tools import shard_run as SRN
+    spec, shards = sharded_run(tmp_path, [TrialSpec("b", 1.0, finished=datetime.now(timezone.utc))])
+    shards[0].state, shards[0].started_at = "running", 2.0
+    shards[1].state, shards[1].started_at = "running", 1.0  # started first: shard 1 is the newest
+    last: list = [None]
+    SRN.govern(spec, shards, S, last, grace=5)
+    assert [s.state for s in shards] == ["stopping", "running"] and started == []
+    assert last[0] is not None
+    [event] = manifest(spec)
+    assert (event["event"], event["shard"], event["infra"], event["finished"], event["run"]) == \
+        ("governor-stop", 1, 3, 4, "run")
+
+
+def test_govern_starts_a_stopped_shard_again_when_none_runs(tmp_path, started):
+    from tools import shard_run as SRN
+    spec, shards = sharded_run(tmp_path, [TrialSpec("b", 1.0, finished=datetime.now(timezone.utc))])
+    shards[0].state, shards[1].state = "done", "stopped"
+    SRN.govern(spec, shards, S, [None], grace=5)
+    assert started == [(2, ["--grace", "1"], tmp_path / "logs")]
+    [event] = manifest(spec)
+    assert (event["event"], event["shard"]) == ("governor-start", 2)
+
+
+def test_govern_parks_a_stopped_shard_whose_resume_would_delete_a_trial(tmp_path, started):
+    # Shard 2 was stopped with a trial dir that has no result.json: harbor's resume would delete
+    # it, so the shard is parked (never started again; make mopup runs what it left) and said so.
+    from tools import shard_run as SRN
+    spec, shards = sharded_run(tmp_path, [TrialSpec("b", 1.0, finished=datetime.now(timezone.utc)),
+                                          TrialSpec("c", finished=None)])
+    shards[0].state, shards[1].state = "done", "stopped"
+    SRN.govern(spec, shards, S, [None], grace=5)
+    assert started == [] and [s.state for s in shards] == ["done", "parked"]
+    [event] = manifest(spec)
+    assert (event["event"], event["shard"], event["trials_without_result"]) == \
+        ("governor-park", 2, [trial_name("c", "run-shard-2")])
+    SRN.govern(spec, shards, S, [None], grace=5)  # parked: never a candidate again
+    assert started == [] and len(manifest(spec)) == 1

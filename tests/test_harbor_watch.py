@@ -69,9 +69,38 @@ def trial(name, finished):
     if finished:
         (path / "result.json").write_text("{}")
 
+def watch_looked(times):
+    # Blocks until the watch has opened the job's result.json `times` times from now (inotify
+    # IN_OPEN; it opens it once a poll): what the file and the trial dirs held meanwhile, the watch
+    # has seen, however loaded the machine. Bounded: 60 s without a look and it goes on.
+    import ctypes, select, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    assert fd >= 0 and libc.inotify_add_watch(fd, str(job_dir / "result.json").encode(), 0x20) >= 0  # IN_OPEN
+    seen, deadline = 0, time.monotonic() + 60
+    while seen < times and select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        data, offset = os.read(fd, 4096), 0
+        while offset < len(data):
+            offset += 16 + struct.unpack_from("iIII", data, offset)[3]
+            seen += 1
+    os.close(fd)
+
+# Looks of the watch that span more than the tests' grace (1 s at --poll 0.1).
+PAST_THE_GRACE = 15
+
 def linger():
     for _ in range(1200):  # bounded: gone by itself after 120 s
         time.sleep(0.1)
+    sys.exit(0)
+
+def exit_soon(looks):
+    # Harbor's last second after its job ended (closing its sessions), within any grace: once the
+    # watch has seen the end (`looks` opens of result.json), it exits by itself, 0, unless a signal
+    # ends it first (then recorded, and the exit is 128 + N).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: (on_signal(signum, frame), sys.exit(128 + signum)))
+    watch_looked(looks)
+    time.sleep(1)
     sys.exit(0)
 
 def on_signal(signum, _frame):
@@ -79,10 +108,10 @@ def on_signal(signum, _frame):
         out.write(signal.Signals(signum).name + "\n")
 
 if mode == "resume":
-    time.sleep(2)                  # harbor resolving its dataset: the stale result is still there
+    watch_looked(2)                # harbor resolving its dataset: the stale result is still there
     mark("working")
     write_result(finished=False)   # Job.run rewrites result.json as soon as it starts
-    time.sleep(0.5)
+    watch_looked(2)
 if mode == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if mode in ("ignore-int", "ignore-int-term"):
@@ -96,14 +125,14 @@ if mode in ("ignore-int", "ignore-int-term"):
     (marks / "pid").write_text(str(os.getpid()))
     mark("ready")
     linger()
-if mode in ("interrupted", "cancel-then-go-on", "resumed"):
+if mode in ("interrupted", "interrupted-exit-soon", "cancel-then-go-on", "resumed"):
     # Trial dirs written by harbor's own models (PROTO, made by the test): copied in as harbor
     # would write them. PROTO's job result.json has finished_at null, as an interrupted harbor leaves it.
     proto = Path(os.environ["PROTO"])
     def copy_trial(name, finished=True):
         shutil.copytree(proto / name, job_dir / name, ignore=None if finished else shutil.ignore_patterns("result.json"))
     if mode == "resumed":
-        time.sleep(3)              # resolving the dataset: the earlier run's cancellation is all there is
+        watch_looked(PAST_THE_GRACE)  # resolving the dataset: the earlier run's cancellation is all there is
         copy_trial(os.environ["PASSED"])
         write_result(finished=True)
         mark("finished")
@@ -116,29 +145,36 @@ if mode in ("interrupted", "cancel-then-go-on", "resumed"):
         (marks / "pid").write_text(str(os.getpid()))
         mark("ready")
         linger()                   # interrupted, every trial written, and alive: the linger after an interrupt
-    time.sleep(0.3)                # a trial's own CancelledError; harbor goes on with the next trial
+    if mode == "interrupted-exit-soon":
+        exit_soon(2)
+    watch_looked(2)                # a trial's own CancelledError; harbor goes on with the next trial
     copy_trial(os.environ["NEXT"], finished=False)
-    time.sleep(3)
+    watch_looked(PAST_THE_GRACE)
     shutil.copy(proto / os.environ["NEXT"] / "result.json", job_dir / os.environ["NEXT"] / "result.json")
     write_result(finished=True)
     mark("finished")
     sys.exit(0)
 if mode == "count-signals":
+    # Every INT and TERM recorded, none obeyed: what ends it is the watch's own escalation (TERM,
+    # then KILL, --term-wait apart), so every copy of a signal the watch passed on is on record.
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     mark("ready")
-    for _ in range(600):
-        if (marks / "signals").exists():
-            time.sleep(1.5)        # time for a second, unwanted copy to arrive
-            sys.exit(0)
-        time.sleep(0.1)
-    sys.exit(9)
+    linger()
+if mode == "exit-on-signal":
+    # The first INT or TERM recorded, then gone, 0: a harbor that obeys at once.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: (on_signal(signum, frame), sys.exit(0)))
+    mark("ready")
+    linger()
 trial("t-a__aaaaaaa", finished=True)
 trial("t-b__bbbbbbb", finished=mode != "ignore-term")
 write_result(finished=True)
 mark("finished")
 if mode == "exit3":
     sys.exit(3)
+if mode == "exit-soon":
+    exit_soon(1)
 linger()
 '''
 
@@ -343,6 +379,16 @@ def test_harbor_ignoring_term_is_killed(scene):
                          "unfinished and make mopup re-runs them.")
 
 
+@pytest.mark.parametrize("mode", ["exit-soon", "interrupted-exit-soon"])
+def test_harbor_exiting_within_the_grace_is_left_alone(scene, tmp_path, mode):
+    # Harbor takes 2 s to exit after its job finished (or after it was interrupted and wrote every
+    # trial): within the grace, so it gets no signal and its own exit stands. The grace is the
+    # bound (BOUND_S), so no load makes 2 s reach it.
+    env = cancelled_job(tmp_path)[1] if mode.startswith("interrupted") else None
+    proc = scene.run(mode, env=env, grace=BOUND_S, term_wait=5, poll=0.05)
+    assert (proc.returncode, proc.stderr, scene.signals(), scene.event_lines()) == (0, "", [], [])
+
+
 def test_harbor_exiting_by_itself_keeps_its_exit_code(scene):
     proc = scene.run("exit3", grace=5, term_wait=5, poll=0.2)
     assert proc.returncode == 3
@@ -366,23 +412,28 @@ def test_a_stale_finished_result_of_a_resume_does_not_count(scene):
     assert event["finished_at"] != stale
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_to_the_watchdog_is_passed_on_once(scene, sig):
-    proc = scene.start("count-signals")
+@pytest.mark.parametrize("sig, escalation", [(signal.SIGINT, ["TERM", "KILL"]), (signal.SIGTERM, ["KILL"])],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_the_watchdog_is_passed_on_once(scene, sig, escalation):
+    # The fake harbor records every INT and TERM and obeys none: the watch's own escalation ends it,
+    # so whatever the watch passed on before is on record. The second signal is sent once harbor
+    # has the first: a copy of it, passed on, would be a second line.
+    term_wait = 2
+    proc = scene.start("count-signals", term_wait=term_wait)
     try:
         scene.wait_for_mark("ready", proc)
         os.kill(proc.pid, sig)
-        time.sleep(0.3)
+        scene.wait_for_mark("signals", proc)
         os.kill(proc.pid, sig)  # a second one is not passed on
         _, err = proc.communicate(timeout=BOUND_S)
     finally:
         stop_session(proc)
-    assert scene.signals() == [sig.name]
+    assert scene.signals() == [sig.name] + [f"SIG{name}" for name in escalation if name != "KILL"]
     assert proc.returncode == 128 + sig
-    assert err.splitlines() == [f"harbor_watch: interrupted by {sig.name}; passed it on to harbor once; "
-                                f"harbor exited with 0."]
     [event] = scene.event_lines()
-    assert_interrupted_event(event, scene, sig.name[3:], [sig.name[3:]], grace=5, returncode=0)
+    assert_interrupted_event(event, scene, sig.name[3:], [sig.name[3:], *escalation], grace=term_wait, returncode=-9)
+    assert len(err.splitlines()) == 1 and err.startswith(f"harbor_watch: interrupted by {sig.name}; passed it on to "
+                                                         f"harbor once; "), err
 
 
 def assert_interrupted_event(event: dict, scene: Scene, received: str, sent: list[str], grace, returncode) -> None:
@@ -398,7 +449,7 @@ def test_ctrl_c_at_the_terminal_reaches_harbor_once(scene):
     master, slave = os.openpty()
     launcher = scene.tmp / "pty_launcher.py"
     launcher.write_text(PTY_LAUNCHER)
-    proc = subprocess.Popen([PYTHON, str(launcher), os.ttyname(slave), *scene.argv("count-signals")],
+    proc = subprocess.Popen([PYTHON, str(launcher), os.ttyname(slave), *scene.argv("count-signals", term_wait=1)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(slave)
     output = b""
@@ -416,10 +467,13 @@ def test_ctrl_c_at_the_terminal_reaches_harbor_once(scene):
     finally:
         stop_session(proc)  # the launcher made its own session: its pid is the group's
         os.close(master)
-    assert scene.signals() == ["SIGINT"]  # from the terminal only: the watchdog did not add a second
+    # SIGINT from the terminal only (the watchdog did not add a second), then the watch's TERM and
+    # KILL to a harbor that obeys neither (the fake's, which records them).
+    assert scene.signals() == ["SIGINT", "SIGTERM"]
     assert proc.returncode == 130
-    assert b"interrupted by SIGINT; Ctrl-C at the terminal reached harbor directly; harbor exited with 0." \
-        in output.replace(b"\r\n", b"\n")
+    assert b"interrupted by SIGINT; Ctrl-C at the terminal reached harbor directly; " in output, output
+    [event] = scene.event_lines()
+    assert_interrupted_event(event, scene, "INT", ["TERM", "KILL"], grace=1, returncode=-9)
 
 
 @pytest.mark.parametrize("mode, received, sent, returncode", [
@@ -706,7 +760,7 @@ hw.cli(prog_name="harbor_watch")
 
 
 def test_a_watch_that_fails_stops_harbor_with_sigint_records_it_and_says_so(scene):
-    proc = subprocess.Popen([PYTHON, "-c", FAILING_WATCH, *scene.argv("count-signals", term_wait=BOUND_S)[3:]],
+    proc = subprocess.Popen([PYTHON, "-c", FAILING_WATCH, *scene.argv("exit-on-signal", term_wait=BOUND_S)[3:]],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "MARKS": str(scene.marks)})
     try:

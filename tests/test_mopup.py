@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
 from tools import mopup
 
 REPO = Path(__file__).resolve().parents[1]
@@ -503,6 +504,52 @@ def test_redacted_secrets_block_a_resume():
     assert mopup.redacted_secrets(config) == ["terminus-2: OPENAI_API_KEY"]
     config["agents"][0]["env"]["OPENAI_API_KEY"] = "${OPENAI_API_KEY}"
     assert mopup.redacted_secrets(config) == []
+
+
+def plan_of(jobs: Path, job_name: str = "fx") -> dict:
+    """mop-up's plan (MOPUP_MODE=auto) of a run written with harbor's models, its settings unchanged."""
+    current = json.loads((jobs / job_name / "config.json").read_text())
+    return mopup.build_plan(jobs, job_name, "auto", 3, current, job_name)
+
+
+def test_a_resume_that_would_re_run_a_task_another_job_settled_is_not_chosen(tmp_path):
+    # x never started in the first job (harbor was stopped first) and a retry job passed it: the
+    # first job's resume would run x again, a scored trial wasted; a retry job runs b alone.
+    jobs = tmp_path / "jobs"
+    make_dataset(tmp_path / "dataset", ["x"])
+    write_job(jobs, "fx", [TrialSpec("a", 1.0), TrialSpec("b", None, "SandboxError", "Sandbox API error (503)")],
+              lock=True)
+    write_job(jobs, "fx-retry-1", [TrialSpec("x", 1.0)], scoped=True)
+    plan = plan_of(jobs)
+    assert [(t["task"], t["missing"]) for t in plan["tasks"]] == [("b", 1)]
+    assert plan["why_not_resume"] == ["a resume would also re-run x, already settled by another job of the run"]
+    assert plan["mode"] == "retry-job" and plan["archive"] == [] and plan["resume_argv"] is None
+
+
+def test_a_resume_that_would_not_re_run_a_task_of_another_job_is_not_chosen(tmp_path):
+    # c's only trial is an infra error in a job other than the one a resume would run (the first
+    # job was scoped to a and b): resuming it would leave c as it is.
+    jobs = tmp_path / "jobs"
+    make_dataset(tmp_path / "dataset", ["c"])
+    write_job(jobs, "fx", [TrialSpec("a", 1.0), TrialSpec("b", None, "SandboxError", "Sandbox API error (503)")],
+              scoped=True, lock=True)
+    write_job(jobs, "fx-retry-1", [TrialSpec("c", None, "SandboxError", "Sandbox API error (503)")], scoped=True)
+    plan = plan_of(jobs)
+    assert [(t["task"], t["missing"]) for t in plan["tasks"]] == [("b", 1), ("c", 1)]
+    assert plan["why_not_resume"] == [
+        "a resume would not re-run c (their trials are in another job of the run)"]
+    assert plan["mode"] == "retry-job" and plan["archive"] == [] and plan["resume_argv"] is None
+
+
+def test_with_every_task_in_its_job_a_resume_is_chosen(tmp_path):
+    # The same first job, with nothing elsewhere: resuming it runs exactly b (the two tests above
+    # are refused for their other job alone).
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "fx", [TrialSpec("a", 1.0), TrialSpec("b", None, "SandboxError", "Sandbox API error (503)")],
+                    lock=True)
+    plan = plan_of(jobs)
+    assert (plan["mode"], plan["why_not_resume"]) == ("resume", [])
+    assert [a["src"] for a in plan["archive"]] == [str(next(job.glob("b__*")))]
 
 
 def test_patch_concurrency_both_files_with_backups_and_finishes_a_half_done_patch(tmp_path):

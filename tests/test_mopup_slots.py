@@ -172,6 +172,25 @@ def test_a_forced_resume_names_why_it_cannot_run_exactly_the_missing_attempts(k5
     assert not (k5 / "plan.json").exists() and not (k5 / "state").exists()
 
 
+def test_a_full_tasks_crashed_extra_trial_leaves_the_job_before_an_in_place_resume(tmp_path):
+    # c has its 2 slots settled and a third trial that crashed (no result.json): nothing of c is
+    # to run, but harbor's resume deletes a trial dir without result.json, so it goes to the
+    # archive first, with b's infra attempt and its unreadable one (unsettled, both); the resume
+    # then runs b's missing attempt alone.
+    from tools import mopup_plan
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "fx2", specs({"a": [P, P], "b": [P, "infra"], "c": [P, P, "crash"]})
+                    + [TrialSpec("b", raw_result='{"task_name": "b", "trunc', attempt=2)],
+                    n_attempts=2, multiplier=1.0, lock=True)
+    current = json.loads((job / "config.json").read_text())
+    plan = mopup_plan.build_plan(jobs, "fx2", "auto", 3, current, "fx2")
+    assert [(t["task"], t["missing"]) for t in plan["tasks"]] == [("b", 1)]
+    assert (plan["mode"], plan["why_not_resume"]) == ("resume", [])
+    assert sorted((a["src"], a["task"], a["finished"]) for a in plan["archive"]) == sorted([
+        (str(job / trial_name("b", "fx2", 1)), "b", True), (str(job / trial_name("b", "fx2", 2)), "b", True),
+        (str(job / trial_name("c", "fx2", 2)), "c", False)])
+
+
 # --- end to end: the real harbor run -k 5 ------------------------------------------------------
 
 TASKS = ["t-apt", "t-cancel", "t-pass", "t-readtimeout", "t-sandbox"]

@@ -595,6 +595,33 @@ def test_missing_schema_fields_and_reward_shapes(tmp_path, policy):
     assert w[2].startswith("1 result.json file(s) lack field(s) task_name, agent_execution (not harbor 0.26's")
 
 
+@pytest.mark.parametrize("value, year", [
+    ("1990-06-01T12:00:00Z", None), ("1999-12-31T23:59:59Z", None), ("2000-01-01T00:00:00Z", 2000),
+    ("2199-12-31T23:59:59Z", 2199), ("2200-01-01T00:00:00Z", None), ("2500-06-01T12:00:00Z", None),
+    ("2000-01-01T00:30:00+01:00", None),  # 1999 in UTC: the guard reads the UTC year
+    ("2199-12-31T23:30:00-01:00", None),  # 2200 in UTC
+])
+def test_a_timestamp_outside_the_years_2000_to_2199_is_no_time(value, year):
+    # Reached by the guard itself (the year 1 and 9999 of the hostile files overflow before it).
+    from tools import tally_core
+    dt, naive = tally_core.parse_timestamp(value)
+    assert (dt.year if dt else None, naive) == (year, False)
+
+
+def test_a_crashed_dir_whose_truncated_name_fits_two_long_tasks_joins_neither(tmp_path, policy):
+    # Two tasks share their first 32 characters: a crashed dir named by those 32 alone could be
+    # either's, so it stays under its own (truncated) name rather than being guessed into one.
+    one, two = "a-very-long-task-name-beyond-32-characters", "a-very-long-task-name-beyond-32-chars-too"
+    assert one[:32] == two[:32]
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "L", [S(one, 0.0, finished=10), S(two, 1.0, finished=11), S(one, finished=None, attempt=1)],
+                    dataset=tmp_path / "ds")
+    (job / trial_name(one, "L", 1) / "config.json").unlink()
+    report = T.tally([job], policy)
+    assert sorted((e["task"], len(e["trials"])) for e in report["per_task"]) == [
+        (one[:32].rstrip("-"), 1), (one, 1), (two, 1)]
+
+
 def test_long_task_name_crashed_dir_joins_its_task(tmp_path, policy):
     long = "a-very-long-task-name-beyond-32-characters"
     jobs = tmp_path / "jobs"
@@ -801,7 +828,8 @@ def test_cli_missing_jobs_dir(tmp_path):
 def test_cli_no_job_dir_for_the_name(mixed):
     r = run_cli("tally", "--jobs-dir", mixed, "--job-name", "typo")
     assert r.exit_code == 1
-    assert "no job dir for job name 'typo' under" in r.stderr and "JOB_NAME/JOBS_DIR" in r.stderr
+    assert f"Error: no job dir for job name 'typo' under {mixed} (looked for typo, typo-shard-<i> and " \
+           f"typo-retry-<N>, flat and under jobs/): check JOB_NAME/JOBS_DIR in the run file" in r.stderr
 
 
 def test_cli_missing_explicit_job_dir_and_trial_dir(mixed, tmp_path):

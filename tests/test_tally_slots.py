@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, trial_name, write_job
 from tests.test_tally import TOP_FIELDS
+from tools import slots as SL
 from tools import tally as T
 
 S = TrialSpec
@@ -222,6 +223,39 @@ def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(
     assert lines[first + 1] == ("PROVISIONAL: 12 of 45 slots are open (counted as not passed until mop-up fills "
                                 "them: make mopup RUN=fx5)")
     assert md.read_text().splitlines()[8].startswith("**Leaderboard resolution rate: 40.00%")
+
+
+# t(0.975, df) as the NIST/SEMATECH e-Handbook's table of the t distribution prints it (1.3.6.7.2),
+# every df it lists up to 99 = MAX_ATTEMPTS - 1: including those the old lookup table lacked (11,
+# k = 12) and those past 30, where 1.96 was used, below the true value.
+PRINTED_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+                10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+                18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+                26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 31: 2.040, 32: 2.037, 40: 2.021,
+                50: 2.009, 60: 2.000, 80: 1.990, 99: 1.984}
+
+
+@pytest.mark.parametrize("df", sorted(PRINTED_T975))
+def test_t975_is_the_printed_tables_value(df):
+    assert SL.t975(df) == PRINTED_T975[df]
+
+
+def test_t975_where_the_distribution_has_a_closed_form():
+    # df 1 is Cauchy: t = tan(0.95 pi / 2); df 2: P(|T| < t) = t / sqrt(2 + t^2).
+    assert SL.t975(1) == round(math.tan(0.95 * math.pi / 2), 3)
+    assert SL.t975(2) == round(0.95 * math.sqrt(2 / (1 - 0.95 ** 2)), 3)
+    assert [SL.t975(df) for df in range(1, 100)] == sorted((SL.t975(df) for df in range(1, 100)), reverse=True)
+
+
+def test_a_k12_run_uses_t_at_11_degrees_of_freedom():
+    # k = 12 replicates: t(0.975, 11) = 2.201, a df between two of the old table's rows.
+    per_task = [["passed"] * j + ["failed"] * (12 - j) for j in range(4)]
+    lb = SL.leaderboard_figure(per_task, 12, 0)
+    rates = [3 / 4, 2 / 4, 1 / 4] + [0.0] * 9  # replicate j: the tasks whose first j + 1 slots passed
+    half = 2.201 * statistics.stdev(rates) / math.sqrt(12)
+    assert (lb["value"], lb["replicate_rates"]) == (6 / 48, rates)
+    assert (lb["interval95"]["low"], lb["interval95"]["high"]) == pytest.approx((max(0.0, 6 / 48 - half), 6 / 48 + half))
+    assert lb["interval95"]["method"] == "mean of the 12 replicates ± t(0.975, 11) = 2.201 × their standard error"
 
 
 def test_one_headline_interval_named_once_and_every_other_interval_labelled_second(policy):

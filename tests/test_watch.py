@@ -94,6 +94,14 @@ def test_mid_run_with_errors_pace_eta_and_the_infra_alarm(tmp_path):
     assert frame(run_of(tmp_path / "b", MID), 120, max_infra_rate=0.5).alarms == []
 
 
+def test_the_infra_alarm_is_for_a_rate_above_max_infra_rate_not_at_it(tmp_path):
+    jobs = run_of(tmp_path, MID)  # 2 of the 4 trials that finished in the last hour are infra errors: 50%
+    assert frame(jobs, 120, max_infra_rate=0.5).alarms == []
+    assert frame(jobs, 120, max_infra_rate=0.49).alarms == [
+        "infra errors: 50.0% of the trials that finished in the last hour, above 49.0% (MAX_INFRA_RATE): "
+        "the sandboxes or the server are strained; lower N_CONCURRENT"]
+
+
 def test_a_stalled_run_raises_the_stall_alarm(tmp_path):
     f = frame(run_of(tmp_path, MID), 200)  # the last trial settled at 100: 1 h 40 m of quiet
     assert f.pace_hour == 0 and f.pace_all == pytest.approx(3 / (200 / 60))

@@ -1,6 +1,6 @@
 """slots: a task's k attempt slots and the statistics over them (docs/design.md decision 13).
 
-Imported by tools/tally.py, which reads and classifies the trials; this module decides which
+Imported by tools/tally_core.py, which reads and classifies the trials; this module decides which
 of a task's trials count and what the run's numbers are.
 
 A trial is *settled* when mop-up would not retry it: it finished and its outcome is not an
@@ -175,16 +175,33 @@ def run_stats(slot_outcomes: list[list[str]], k: int) -> dict:
     }
 
 
-# Student's t, 0.975 quantile, by degrees of freedom (k − 1): the replicates are few (k = 5 gives 4).
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-        10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+def t_central(t: float, df: int) -> float:
+    """P(|T| < t) for Student's t with a whole number df of degrees of freedom: the finite series
+    of Abramowitz & Stegun 26.7.3 (odd df) and 26.7.4 (even df), in theta = atan(t / sqrt(df))."""
+    theta = math.atan(t / math.sqrt(df))
+    s, c = math.sin(theta), math.cos(theta)
+    if df % 2:  # (2/pi)(theta + sin(theta)(cos(theta) + 2/3 cos^3(theta) + ...)), the sum empty at df = 1
+        term = total = c if df > 1 else 0.0
+        for j in range(3, df - 1, 2):
+            term *= c * c * (j - 1) / j
+            total += term
+        return 2 / math.pi * (theta + s * total)
+    term = total = 1.0  # sin(theta)(1 + 1/2 cos^2(theta) + 1.3/(2.4) cos^4(theta) + ...)
+    for j in range(2, df - 1, 2):
+        term *= c * c * (j - 1) / j
+        total += term
+    return s * total
 
 
 def t975(df: int) -> float:
-    """t(0.975, df): the table's value at the largest tabled df not above df (conservative), 1.96 past 30."""
-    if df > 30:
-        return 1.96
-    return T975[max(d for d in T975 if d <= df)]
+    """t(0.975, df): the t with P(|T| < t) = 0.95, for whole df >= 1 (a k-attempt run has k - 1,
+    up to MAX_ATTEMPTS - 1 = 99), solved on t_central by bisection and rounded to three decimals,
+    as printed tables give it (12.706 at 1, 2.776 at 4, 2.201 at 11, 1.984 at 99)."""
+    low, high = 0.0, 1000.0  # t_central(1000, 1) > 0.999
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if t_central(mid, df) < 0.95 else (low, mid)
+    return round((low + high) / 2, 3)
 
 
 def leaderboard_figure(slot_outcomes: list[list[str]], k: int, open_slots: int) -> dict:

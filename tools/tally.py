@@ -20,8 +20,9 @@ Usage:
     tally.py policy check [--policy FILE]
 
 Job dirs of a run (shared with mop-up: `run_job_dirs`, `retry_job_name`):
-    <jobs-dir>/<job-name>, <jobs-dir>/<job-name>-retry-<N>, and the same under
-    <jobs-dir>/jobs/ (harbor's default --jobs-dir nests), plus every JOB_DIR given.
+    <jobs-dir>/<job-name>, a sharded run's <jobs-dir>/<job-name>-shard-<i>,
+    <jobs-dir>/<job-name>-retry-<N>, and the same under <jobs-dir>/jobs/ (harbor's default
+    --jobs-dir nests), plus every JOB_DIR given.
     Only `<job>/<trial>/result.json` is read; nothing below a trial dir is walked. A job dir
     found by name whose config.json names another job, or (with --model, the run's MODEL)
     records another model, is another run's: refused (exit 1), never counted.
@@ -304,7 +305,8 @@ def cli():
 @cli.command("tally")
 @click.argument("job_dirs", nargs=-1, type=click.Path(file_okay=False))
 @click.option("--jobs-dir", help="Where harbor wrote the run's job dirs (harbor's --jobs-dir).")
-@click.option("--job-name", help="The run's job name; its retry jobs are <job-name>-retry-<N>.")
+@click.option("--job-name", help="The run's job name; its shard jobs are <job-name>-shard-<i>, its retry jobs "
+                                 "<job-name>-retry-<N>.")
 @_policy_option
 @click.option("--verdicts", "verdicts_path", type=click.Path(dir_okay=False),
               help="YAML of manual per-task verdicts: verdicts: {task: {outcome, reason}}.")

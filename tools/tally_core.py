@@ -974,7 +974,8 @@ def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: 
     A job dir found by the run's name that is another run's (refuse_foreign_job_dirs; `model`, the
     run's MODEL, when given) is refused: explicit JOB_DIRs are the caller's own choice."""
     if bool(jobs_dir) != bool(job_name):
-        raise TallyError("--jobs-dir and --job-name go together (the run's job dirs are <jobs-dir>/<job-name>[-retry-N])")
+        raise TallyError("--jobs-dir and --job-name go together (the run's job dirs are <jobs-dir>/<job-name>, "
+                         "<job-name>-shard-<i> and <job-name>-retry-<N>)")
     if not job_dirs and not jobs_dir:
         raise TallyError("no job dirs given: pass JOB_DIR arguments, or --jobs-dir and --job-name (e.g. RUN=<name> via make tally)")
     found: list[Path] = []
@@ -989,8 +990,9 @@ def resolve_job_dirs(job_dirs: tuple[str, ...], jobs_dir: str | None, job_name: 
         run_dirs = run_job_dirs(jobs_dir, job_name)
         if not run_dirs:
             raise TallyError(
-                f"no job dir for job name {job_name!r} under {jobs_dir} (looked for {job_name} and "
-                f"{job_name}{RETRY_INFIX}<N>, flat and under {NESTED_DIR}/): check JOB_NAME/JOBS_DIR in the run file")
+                f"no job dir for job name {job_name!r} under {jobs_dir} (looked for {job_name}, "
+                f"{job_name}{SHARD_INFIX}<i> and {job_name}{RETRY_INFIX}<N>, flat and under {NESTED_DIR}/): check "
+                f"JOB_NAME/JOBS_DIR in the run file")
         refuse_foreign_job_dirs(run_dirs, model)
         found.extend(run_dirs)
     return found

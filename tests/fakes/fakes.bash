@@ -31,6 +31,10 @@ fakes_setup() {
   export STATE_ROOT="$BATS_TEST_TMPDIR/state"
   export HF_HOME="$BATS_TEST_TMPDIR/hf-home"
   export HF_HUB_DISABLE_UPDATE_CHECK=1
+  # A bound, not a timing: every hf call the scripts make (and make cost's price fetch) stops at
+  # HF_CALL_TIMEOUT, 60 s by default, which an hf start on a loaded machine can near; the fakes
+  # answer at once, so only a hang reaches 300 s. A test of the timeout itself sets its own.
+  export HF_CALL_TIMEOUT=300
   mkdir -p "$STATE_ROOT" "$HF_HOME"
   # Without this the CLI fetches the agent-harness registry and may switch its output format.
   printf '%s\n' '{"standardEnvVars": [], "harnesses": {}}' >"$HF_HOME/.agent_harnesses.json"
