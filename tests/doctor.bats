@@ -14,8 +14,6 @@ setup() {
   mkdir -p "$BATS_TEST_TMPDIR/bin"
   ln -s "$REPO/tests/stubs/record-argv" "$BATS_TEST_TMPDIR/bin/git-lfs"
   export PATH="$BATS_TEST_TMPDIR/bin:$REPO/.venv/bin:$PATH"
-  # doctor bounds each hf call at 20 s; a loaded machine can take that long to start hf itself.
-  export HF_CALL_TIMEOUT=300
 }
 
 teardown() { stop_fakes; }
