@@ -20,7 +20,7 @@ job=qwen3_8-27b-fp8-terminus2-tb21-leaderboard-h200x4
   assert_line "    -m sglang_router.launch_server \\"
   assert_line "    --dp-size 4 \\"
   assert_output --partial "# qwen-t2-leaderboard-h200x4: bench in 4 shards of registry terminal-bench/terminal-bench-2-1, balanced by what is known at launch; each its own harbor job at -n 3, all against the one endpoint"
-  assert_output --partial "# governor: while more than 0.3 of the trials finished in the last 1800 s (at least 6 of them) are infra errors, the newest shard is interrupted (SIGINT, as Ctrl-C, even under nohup; then TERM, then KILL, 30 s apart, to a harbor still running); after 1800 s below, one is started again"
+  assert_output --partial "# governor: while more than 0.3 of the trials finished in the last 1800 s (at least 6 of them) are sandbox infra errors (model-server errors are named, not acted on), the newest shard is interrupted (SIGINT, as Ctrl-C, even under nohup; then TERM, then KILL, 30 s apart, to a harbor still running); after 1800 s below, one is started again"
   local i
   for i in 1 2 3 4; do
     assert_line "# qwen-t2-leaderboard-h200x4: shard $i of 4 (tasks listed at launch)"

@@ -77,8 +77,10 @@ def test_mid_run_with_errors_pace_eta_and_the_infra_alarm(tmp_path):
     assert f.infra_rate_hour == pytest.approx(2 / 4) and f.infra_rate_all == pytest.approx(2 / 5)
     # 7 slots left: 3.5 h at 2/h, 4.67 h at 1.5/h.
     assert f.eta_hours == pytest.approx(7 / 2) and f.eta_range == pytest.approx((7 / 2, 7 / 1.5))
-    assert f.alarms == ["infra errors: 50.0% of the trials that finished in the last hour, above 30.0% (MAX_INFRA_RATE): "
-                        "the sandboxes or the server are strained; lower N_CONCURRENT"]
+    assert f.sides == {"sandbox": 2, "server": 0, "interrupted": 0} and f.sandbox_rate_hour == pytest.approx(2 / 4)
+    assert f.alarms == ["sandbox infra errors: 50.0% of the trials that finished in the last hour, above 30.0% "
+                        "(MAX_INFRA_RATE): the sandboxes are strained by the trials at once; lower N_CONCURRENT (a "
+                        "sharded bench's governor interrupts a shard)"]
     lines = W.lines_of(f)
     assert "  ETA: 3h30m at the last hour's pace (range 3h30m to 4h40m by the two paces), 7 slot(s) left, " \
            "mop-up's included" in lines
@@ -86,6 +88,59 @@ def test_mid_run_with_errors_pace_eta_and_the_infra_alarm(tmp_path):
            "40.0% (whole run)" in lines
     # Under the threshold, no alarm.
     assert frame(run_of(tmp_path / "b", MID), 120, max_infra_rate=0.5).alarms == []
+
+
+def test_model_server_errors_are_told_apart_and_said_to_be_the_server_s_problem(tmp_path):
+    # Two InternalServerErrors and a CancelledError in the last hour, one SandboxError before it.
+    specs = [S("t0", 1.0, finished=40), S("t1", None, "SandboxError", "Sandbox API error (503)", finished=50),
+             S("t2", None, "InternalServerError", "litellm.InternalServerError: 500", finished=80),
+             S("t3", None, "InternalServerError", "litellm.InternalServerError: 502", finished=90),
+             S("t4", None, "CancelledError", "", finished=100), S("t5", 0.0, finished=110)]
+    f = frame(run_of(tmp_path, specs), 120)
+    assert f.sides == {"sandbox": 1, "server": 2, "interrupted": 1} and f.infra == 4 and f.server_hour == 2
+    # In the last hour: t2 t3 t4 t5 finished, no sandbox error: no strain, whatever the server did.
+    assert f.sandbox_rate_hour == 0.0
+    assert f.alarms == ["model-server errors: 2 trial(s) in the last hour failed at the model server "
+                        "(env/outcome-policy.yaml infra.server_types): the server's problem, not load on the "
+                        "sandboxes; the governor does not act on them. Check it: make status RUN=w, make logs RUN=w"]
+    assert "  passed 1, failed 1, infra errors 4 (every attempt: sandbox 1, model server 2, interrupted 1), " \
+           "no result yet 0 (running, or stopped mid-trial)" in W.lines_of(f)
+    assert W.summary_line(f) == ("progress: 2/10 attempt slots settled, ETA 8h00m, spend unknown; 2 model-server "
+                                 "error(s) in the last hour: the server's problem (make logs RUN=w), not the "
+                                 "sandboxes' (the governor leaves them alone); 1 alarm(s): make watch RUN=w")
+
+
+def manifest(state: Path, *events: dict) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    with (state / "manifest.jsonl").open("a") as out:
+        for e in events:
+            out.write(json.dumps(e) + "\n")
+
+
+def serve_event(job_id: str, dp: str) -> dict:
+    return {"event": "serve", "role": "server", "job_id": job_id, "settings": {"SERVER_DP": dp, "SERVER_FLAVOR": "h200x4"}}
+
+
+def test_paid_gpus_with_no_trial_are_an_alarm_with_the_governor_s_stops(tmp_path):
+    jobs = run_of(tmp_path, MID)  # one trial running (t5)
+    state = jobs.parent / "state" / "w"
+    manifest(state, serve_event("job1", "4"),
+             {"event": "governor-stop", "shard": 2, "reason": "sandbox infra errors 3 of 6 trials (50%)"},
+             {"event": "governor-stop", "shard": 3, "reason": "sandbox infra errors 4 of 7 trials (57%)"},
+             {"event": "governor-start", "shard": 2, "reason": "quiet"})
+    f = frame(jobs, 120, max_infra_rate=1)
+    assert f.alarms == ["paid GPUs idle: 1 trial(s) running on the 4 replica(s) of server job job1 (h200x4): at least 3 "
+                        "replica(s) bill with no trial; the governor stopped shard 3 (sandbox infra errors 4 of 7 "
+                        "trials (57%))"]
+    # Stopped (a server-stop of that job): nothing bills, nothing to say; a one-replica server with a
+    # trial running is busy.
+    manifest(state, {"event": "server-stop", "role": "server", "job_id": "job1"})
+    assert frame(jobs, 120, max_infra_rate=1).alarms == []
+    manifest(state, serve_event("job2", "1"))
+    assert frame(jobs, 120, max_infra_rate=1).alarms == []
+    # A recorded SERVER_DP that is not a count is read as one replica.
+    manifest(state, serve_event("job3", "4; rm -rf /"))
+    assert frame(jobs, 120, max_infra_rate=1).alarms == []
 
 
 def test_a_stalled_run_raises_the_stall_alarm(tmp_path):
@@ -231,7 +286,8 @@ def test_make_watch_once_prints_the_frame_offline_and_writes_nothing(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == ("run example-leaderboard: [############################..] 28/30 attempt slots settled "
                         "(93.3%; 6 tasks × 5)")
-    assert lines[1] == "  passed 13, failed 15, infra errors 3 (every attempt), no result yet 1 (running, or stopped mid-trial)"
+    assert lines[1] == ("  passed 13, failed 15, infra errors 3 (every attempt: sandbox 3, model server 0, interrupted 0), "
+                        "no result yet 1 (running, or stopped mid-trial)")
     assert any(line.startswith("  ETA: ") for line in lines) and any(line.startswith("  spend: ") for line in lines)
     assert not (tmp_path / "state").exists()
     dry = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-leaderboard",
