@@ -26,7 +26,7 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
     GET  /workers                404 (a single engine has none), unless one of:
         --workers N      sglang's Model Gateway in front of N workers (data parallelism): its
                          worker list as sgl-model-gateway's WorkerListResponse serialises it,
-                         {"workers": [{"id", "url": "http://0.0.0.0:<31000+i>", "model_id",
+                         {"workers": [{"id", "url": "http://127.0.0.1:<31000+i>", "model_id",
                          "priority", "cost", "worker_type", "is_healthy", "load",
                          "connection_mode"}, ...], "total": N, "stats": {"total_workers",
                          "healthy_workers", "total_models", "total_load", "by_type"}}; the
@@ -119,7 +119,7 @@ def worker_list(state: State) -> dict:
     with state.lock:
         sick = state.unhealthy if state.unhealthy_polls_left != 0 else 0
         state.unhealthy_polls_left -= state.unhealthy_polls_left > 0
-    workers = [{"id": f"worker-{i}", "url": f"http://0.0.0.0:{31000 + i}", "model_id": state.model,
+    workers = [{"id": f"worker-{i}", "url": f"http://127.0.0.1:{31000 + i}", "model_id": state.model,
                 "priority": 50, "cost": 1.0, "worker_type": "regular", "is_healthy": i < state.workers - sick,
                 "load": 0, "connection_mode": "Http"} for i in range(state.workers)]
     healthy = sum(w["is_healthy"] for w in workers)
