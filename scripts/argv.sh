@@ -372,28 +372,53 @@ run_task_count() {
   printf '%s' "$n"
 }
 
-# RUN_ESTIMATE_SECS, RUN_ESTIMATE_TEXT: the longest the current settings' harbor run should take
-# when every trial uses its whole agent timeout: tasks × attempts × AGENT_TIMEOUT_ESTIMATE ×
-# AGENT_TIMEOUT_MULTIPLIER ÷ (N_CONCURRENT × N_SHARDS). Both empty when the task count is unknown. A figure
-# for a timeout to clear, not a prediction: mop-up passes and server loading come on top.
-estimate_run_length() {
+# plan_args VAR: the arguments of tools/plan.py (make plan's model) for this run's settings:
+# make plan, make print's estimate and make reproduce's plan all ask it (one estimator).
+plan_args() {
+  local -n _args=$1
   local tasks
   tasks=$(run_task_count)
-  RUN_ESTIMATE_SECS="" RUN_ESTIMATE_TEXT=""
-  [[ -n "$tasks" ]] || return 0
-  local at_a_time=$N_CONCURRENT
-  [[ "${N_SHARDS:-1}" == 1 ]] || at_a_time="$((N_CONCURRENT * N_SHARDS)) ($N_SHARDS shards × $N_CONCURRENT)"
-  RUN_ESTIMATE_SECS=$(awk -v t="$tasks" -v k="$N_ATTEMPTS" -v a="$AGENT_TIMEOUT_ESTIMATE" \
-    -v m="$AGENT_TIMEOUT_MULTIPLIER" -v n="$N_CONCURRENT" -v s="${N_SHARDS:-1}" 'BEGIN { printf "%.0f", t * k * a * m / (n * s) }')
-  RUN_ESTIMATE_TEXT="$(awk -v s="$RUN_ESTIMATE_SECS" 'BEGIN { printf "%.1f", s / 3600 }') h ($tasks task(s) × $N_ATTEMPTS attempt(s) × ${AGENT_TIMEOUT_ESTIMATE} s AGENT_TIMEOUT_ESTIMATE × $AGENT_TIMEOUT_MULTIPLIER multiplier ÷ $at_a_time at a time)"
+  _args=(--run "$RUN" --attempts "$N_ATTEMPTS" --multiplier "$AGENT_TIMEOUT_MULTIPLIER"
+    --timeout-estimate "$AGENT_TIMEOUT_ESTIMATE" --model "$MODEL" --server "$SERVER" --server-flavor "$SERVER_FLAVOR"
+    --server-dp "$SERVER_DP" --server-tp "$SERVER_TP" --sandbox-flavor "$SANDBOX_FLAVOR" --jobs-dir "$JOBS_DIR"
+    --job-name "$JOB_NAME" --reps "$PLAN_REPS" --seed "$PLAN_SEED" --mopup-passes "$MOPUP_PASSES"
+    --max-infra-rate "$MAX_INFRA_RATE" --ready-timeout "$READY_TIMEOUT"
+    --calibration "$(run_state_dir)/calibration.json")
+  # No count in the settings: the tool reads the run's first job's plan, or says what to set.
+  [[ -z "$tasks" ]] || _args+=(--tasks "$tasks")
+  [[ -z "$DEADLINE" ]] || _args+=(--deadline "$DEADLINE")
+}
+
+# PLAN_ESTIMATE_LINE, PLAN_P90_SECS: make plan's model for the current settings' own configuration
+# (its server, N_SHARDS × N_CONCURRENT): the one estimate make print, make reproduce and the
+# timeout checks give, the same median and p90 as make plan's row (docs/plan.md §1). Both empty,
+# and PLAN_ESTIMATE_WHY set, when it cannot be made (no task count; no reference for the model and
+# no job dir of the run's own). Offline, nothing written.
+PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY="" PLAN_ESTIMATED=0
+# shellcheck disable=SC2034  # PLAN_ESTIMATE_WHY is read by the verbs that print the estimate
+plan_estimate() {
+  local args out
+  ((!PLAN_ESTIMATED)) || return 0 # the settings do not change within a verb: asked once
+  PLAN_ESTIMATED=1 PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY=""
+  if [[ -z "$(run_task_count)" ]]; then
+    PLAN_ESTIMATE_WHY="the run's length is not estimated (set TASKS, N_TASKS or DATASET_TASKS)"
+    return 0
+  fi
+  plan_args args
+  if ! out=$(cd "$REPO_ROOT" && tool plan "${args[@]}" --own "${N_SHARDS:-1}" "$N_CONCURRENT" --json 2>&1); then
+    PLAN_ESTIMATE_WHY="the run's length is not estimated: ${out##*plan: }"
+    return 0
+  fi
+  PLAN_ESTIMATE_LINE=$(jq -r '.own_line' <<<"$out")
+  PLAN_P90_SECS=$(jq -r '.own.wall_clock_p90_secs | floor' <<<"$out")
 }
 
 # check_timeouts REMOTE_JOB [WHOLE_RUN]: warn, with the numbers, when a timeout would end the
-# run's work before it is done: the server's (SERVER_TIMEOUT) shorter than its loading
-# (READY_TIMEOUT) plus the run's estimated length (unless WHOLE_RUN=0: a mop-up retries part of
-# it), and, for a remote harbor or mop-up job (REMOTE_JOB=1), its
-# --timeout (BENCH_TIMEOUT) shorter than the server's. HF stops the job there, its unfinished
-# trials wait for mop-up, and what still runs bills on.
+# run's work before it is done: the server's (SERVER_TIMEOUT) shorter than make plan's p90 for the
+# run (server loading and every mop-up pass included; unless WHOLE_RUN=0: a mop-up retries part
+# of it), and, for a remote harbor or mop-up job (REMOTE_JOB=1), its --timeout (BENCH_TIMEOUT)
+# shorter than the server's. HF stops the job there, its unfinished trials wait for mop-up, and
+# what still runs bills on.
 check_timeouts() {
   local bench server
   server=$(duration_seconds "$SERVER_TIMEOUT")
@@ -403,9 +428,9 @@ check_timeouts() {
       warn "BENCH_TIMEOUT=$BENCH_TIMEOUT ($bench s) is shorter than the server's SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s): HF stops the remote job first while the server bills on. Leave BENCH_TIMEOUT empty to use SERVER_TIMEOUT"
   fi
   [[ "${2:-1}" == 1 ]] || return 0
-  estimate_run_length
-  [[ -z "$RUN_ESTIMATE_SECS" ]] || ((server >= RUN_ESTIMATE_SECS + READY_TIMEOUT)) ||
-    warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: READY_TIMEOUT=$READY_TIMEOUT s of loading, then up to $RUN_ESTIMATE_TEXT. Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
+  plan_estimate
+  [[ -z "$PLAN_P90_SECS" ]] || ((server >= PLAN_P90_SECS)) ||
+    warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: make plan's p90 for it is $PLAN_P90_SECS s, server loading and mop-up included ($PLAN_ESTIMATE_LINE). Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
 }
 
 validate_remote_settings() {
