@@ -5,6 +5,7 @@ Usage:
         [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-for SECONDS]
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
         [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE]
+        [--decode-ms MS]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -23,6 +24,10 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
                                  The answer is "4" (the probe's question), or --answer's TEXT:
                                  e.g. terminus-2's JSON marking its task complete, so that a
                                  trial ends on the agent's own decision, not on its timeout.
+                                 With "stream": true (a load test's requests): server-sent
+                                 events, one chunk per output token (max_tokens of them, at most
+                                 4096), --decode-ms apart, then a chunk with the usage and
+                                 [DONE]; the body is recorded without its messages.
     GET  /workers                404 (a single engine has none), unless one of:
         --workers N      sglang's Model Gateway in front of N workers (data parallelism): its
                          worker list as sgl-model-gateway's WorkerListResponse serialises it,
@@ -66,6 +71,7 @@ class State:
         self.answer = args.answer
         self.record_path = args.record
         self.workers = args.workers
+        self.decode_secs = args.decode_ms / 1000
         self.unhealthy = args.unhealthy
         self.unhealthy_polls_left = args.unhealthy_polls
         self.workers_body = None
@@ -170,9 +176,40 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(200, state.workers_body, body, auth)
         if self.command == "GET" and self.path == "/workers" and state.workers:
             return self._reply(200, worker_list(state), body, auth)
+        if self.command == "POST" and self.path == "/v1/chat/completions" and (body or {}).get("stream"):
+            return self._stream(body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
         return self._reply(404, {"detail": "Not Found"}, body, auth)
+
+    def _stream(self, body: dict, auth: str):
+        """One completion as server-sent events, a chunk per token: what a load test reads its
+        time to first token and time per output token from."""
+        tokens = max(1, min(int(body.get("max_tokens") or 16), 4096))
+        prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [] if isinstance(m, dict))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+        def event(delta: dict, finish: str | None = None, usage: dict | None = None) -> None:
+            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                     "model": body.get("model", self.state.model),
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            if usage:
+                chunk["usage"] = usage
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+
+        for _ in range(tokens):
+            time.sleep(self.state.decode_secs)
+            event({"content": "w "})
+        event({}, "length", {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.state.record({"method": self.command, "path": self.path, "status": 200, "auth": auth,
+                           "body": {k: v for k, v in body.items() if k != "messages"}})
 
     def do_GET(self):  # noqa: N802
         self._handle()
@@ -195,6 +232,7 @@ def main() -> None:
     parser.add_argument("--unhealthy", type=int, default=0)
     parser.add_argument("--unhealthy-polls", type=int, default=-1)
     parser.add_argument("--workers-body")
+    parser.add_argument("--decode-ms", type=float, default=0.0)
     args = parser.parse_args()
 
     Handler.state = State(args)
