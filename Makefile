@@ -36,7 +36,7 @@ lock: ## resolve env/requirements.txt into env/requirements.lock (every package,
 	@scripts/lock.sh
 
 .PHONY: doctor
-doctor: ## preflight checks, each with its fix
+doctor: ## preflight checks, each with its fix (CHECK_TIMEOUT=1 RUN=r: what HF keeps of its SERVER_TIMEOUT, under a cent)
 	@scripts/doctor.sh
 
 .PHONY: print
@@ -46,7 +46,7 @@ print: ## print the exact serve, smoke and bench commands of RUN (no secrets)
 # --- serve and bench ---------------------------------------------------------------------
 
 .PHONY: serve
-serve: ## launch RUN's model server as an HF Job and record it in state/RUN/
+serve: ## launch RUN's model server as an HF Job and record it in state/RUN/; install its watchdog (docs/watchdog.md)
 	@scripts/serve.sh
 
 .PHONY: probe
@@ -72,7 +72,7 @@ watch: ## RUN live: slots settled of tasks × k, pace, ETA, spend and alarms, fr
 	@scripts/watch.sh
 
 .PHONY: status
-status: ## RUN's server: stage, endpoint health, price, time up and cost so far; warns when idle
+status: ## RUN's server: stage, endpoint health, price, time up and cost so far, its watchdog's last check; warns when idle
 	@scripts/status.sh
 
 .PHONY: logs
@@ -80,7 +80,7 @@ logs: ## the last LOG_TAIL lines of RUN's server logs; FOLLOW=1 follows
 	@scripts/logs.sh
 
 .PHONY: stop
-stop: ## cancel RUN's server job so it stops billing (safe to repeat)
+stop: ## cancel RUN's server job so it stops billing, and remove its watchdog (safe to repeat)
 	@scripts/stop.sh
 
 .PHONY: jobs

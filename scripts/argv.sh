@@ -303,6 +303,20 @@ bench_argv() {
   _argv+=(--jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --n-concurrent "$N_CONCURRENT" -y)
 }
 
+# smoke_task_text: which task the smoke runs, said wherever the smoke is (make print, make smoke,
+# make reproduce's plan): SMOKE_TASK, chosen on purpose, or harbor's own pick.
+smoke_task_text() {
+  local tasks
+  split_words tasks "$TASKS"
+  if [[ -n "$SMOKE_TASK" ]]; then
+    printf 'task %s (SMOKE_TASK)' "$SMOKE_TASK"
+  elif ((${#tasks[@]} == 1)); then
+    printf "task %s (the run's one task)" "${tasks[0]}"
+  else
+    printf "the first task harbor picks (SMOKE_TASK is empty: set a short one in runs/%s.env)" "$RUN"
+  fi
+}
+
 # Smoke: the run's own wiring on one task, in a job of its own, before the full run.
 apply_smoke_settings() {
   JOB_NAME="$JOB_NAME-smoke"
@@ -347,13 +361,6 @@ remote_job_argv() {
   [[ -z "$base" ]] || _argv+=(-e "OPENAI_BASE_URL=$base")
   [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
   _argv+=("$BENCH_IMAGE" -- bash -c "$script")
-}
-
-# duration_seconds VALUE: an hf jobs --timeout (<number>[s|m|h|d], as require_duration checks
-# it) in whole seconds.
-duration_seconds() {
-  awk -v v="$1" 'BEGIN { u = substr(v, length(v)); m = u == "d" ? 86400 : u == "h" ? 3600 : u == "m" ? 60 : 1
-    printf "%.0f", (v + 0) * m }'
 }
 
 # run_task_count: how many tasks the current settings bench: TASKS' words, else DATASET_PATH's
@@ -549,4 +556,70 @@ remote_mopup_argv() {
   script+='; make mopup "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" "MOPUP_MODE=$MOPUP_MODE" "N_CONCURRENT=$N_CONCURRENT"'
   remote_job_argv "$_name" "$mode" mopup "$base" "$script" -v "$stage:/repo" \
     -e "RUN=$RUN" -e "MOPUP_MODE=$MOPUP_MODE" -e "N_CONCURRENT=$N_CONCURRENT"
+}
+
+# --- the run's watchdog: a scheduled HF Job beside the server (docs/watchdog.md) --------------
+
+# What each of the watchdog's checks runs, in WATCHDOG_IMAGE: the bundle its job spec carries
+# (WATCHDOG_BUNDLE: tools/watchdog.py, tools/safe_read.py and huggingface_hub's requirements with
+# their hashes from env/requirements.lock, as python -m tools.watchdog bundle packs them), unpacked
+# and installed as make setup installs the lock (hash-checked), then the check. Its settings are
+# its environment (-e), named here, never pasted in.
+# shellcheck disable=SC2016  # expanded inside the job
+readonly WATCHDOG_SCRIPT='set -euo pipefail; dir=$(mktemp -d); printf %s "$WATCHDOG_BUNDLE" | base64 -d | tar -xzf - -C "$dir"; cd "$dir"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.watchdog check'
+
+# What a dry run shows for the bundle and its sha256, which it does not compute (a dry run needs
+# no .venv): the values a real installation puts there.
+# shellcheck disable=SC2034  # read by lib-watchdog.sh
+readonly WATCHDOG_BUNDLE_PLACEHOLDER="<the watchdog's code: python -m tools.watchdog bundle>" \
+  WATCHDOG_CODE_PLACEHOLDER="<its sha256>"
+
+# watchdog_argv VAR MODE NAMESPACE SHA256 BUNDLE: hf jobs scheduled run for the run's watchdog
+# (MODE launch: -q, the id on stdout; dry-run: hf's --dry-run). Every WATCHDOG_EVERY (a cron),
+# on WATCHDOG_FLAVOR, each check bounded by the same interval and never two at once; labelled as
+# the run's other jobs (project, run, role=watchdog, so make cost counts its checks) and with its
+# code's sha256; the token by bare name (--secrets HF_TOKEN: hf reads its value, which never sits
+# in argv or in the job's command).
+watchdog_argv() {
+  # shellcheck disable=SC2178  # a nameref to the caller's array
+  local -n _argv=$1
+  local mode=$2 namespace=$3 sha=$4 bundle=$5 run project
+  run=$(sanitize_label "$RUN")
+  project=$(sanitize_label "$PROJECT_LABEL")
+  _argv=(hf jobs scheduled run)
+  case "$mode" in
+    launch) _argv+=(-q) ;;
+    dry-run) _argv+=(--dry-run) ;;
+  esac
+  _argv+=(--flavor "$WATCHDOG_FLAVOR" --timeout "$WATCHDOG_EVERY" --no-concurrency --secrets HF_TOKEN)
+  _argv+=(--name "watchdog-$run" --label "project=$project" --label "run=$run" --label role=watchdog
+    --label "code=$sha")
+  _argv+=(-e "WATCHDOG_RUN=$run" -e "WATCHDOG_PROJECT=$project" -e "WATCHDOG_NAMESPACE=$namespace"
+    -e "WATCHDOG_GRACE=$WATCHDOG_GRACE" -e "WATCHDOG_BUNDLE=$bundle")
+  _argv+=(--namespace "$namespace" "$(watchdog_cron)" "$WATCHDOG_IMAGE" -- bash -c "$WATCHDOG_SCRIPT")
+}
+
+# show_watchdog_cmd ARGV...: show_cmd, with the bundle (some 25 KB of base64) shown by its size.
+show_watchdog_cmd() {
+  local words=() word value
+  for word in "$@"; do
+    value=${word#WATCHDOG_BUNDLE=}
+    [[ "$word" != WATCHDOG_BUNDLE=* || "$value" == "$WATCHDOG_BUNDLE_PLACEHOLDER" ]] ||
+      word="WATCHDOG_BUNDLE=<the watchdog's code, ${#value} bytes of base64: python -m tools.watchdog bundle>"
+    words+=("$word")
+  done
+  show_cmd -- "${words[@]}"
+}
+
+# timeout_probe_argv VAR LAUNCH_ID: make doctor CHECK_TIMEOUT=1's job: the cheapest there is
+# (WATCHDOG_FLAVOR, WATCHDOG_IMAGE, a sleep), with the run's SERVER_TIMEOUT, to read back what HF
+# records of it; cancelled at once. Labelled project= and role=doctor (no run: no run's cost), and
+# launch=LAUNCH_ID, by which an interrupted doctor finds it.
+timeout_probe_argv() {
+  # shellcheck disable=SC2178  # a nameref to the caller's array
+  local -n _argv=$1
+  _argv=(hf jobs run --detach -q --flavor "$WATCHDOG_FLAVOR" --timeout "$SERVER_TIMEOUT"
+    --label "project=$(sanitize_label "$PROJECT_LABEL")" --label role=doctor --label "launch=$2")
+  [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
+  _argv+=("$WATCHDOG_IMAGE" -- sleep 600)
 }

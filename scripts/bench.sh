@@ -73,6 +73,7 @@ main() {
   ((smoke == 0)) || apply_smoke_settings
   validate_settings
   validate_shard_settings
+  ((smoke == 0)) || say "one task: $(smoke_task_text)"
 
   local base
   if ! base=$(endpoint); then
@@ -113,6 +114,7 @@ main() {
   local token
   token=$(hf_token "the endpoint and the sandboxes need it")
   hold_run_lock "make $( ((smoke)) && echo smoke || echo bench)"
+  start_heartbeat # the run's watchdog sees it held while harbor runs (docs/watchdog.md)
   refuse_over_ceiling
   probe_first "$base"
   local rc=0

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Usage: make doctor [RUN=<run>]            (every check)
+# Usage: make doctor [RUN=<run>] [CHECK_TIMEOUT=1]   (every check; CHECK_TIMEOUT=1 also launches
+#        a cpu-basic job to read back what HF keeps of the run's SERVER_TIMEOUT: under a cent)
 #        scripts/doctor.sh bench (only what harbor run depends on; bench calls this)
 # Preflight: each check prints ok or what is wrong and the command that fixes it; a check
 # that cannot be made (HF unreachable) prints a note and does not fail. With a run (RUN, or
@@ -185,6 +186,65 @@ check_run() {
   ! has_router || check_gateway
 }
 
+# check_timeout_kept: CHECK_TIMEOUT=1 only (it launches a job): does HF keep the run's
+# SERVER_TIMEOUT? The reference's 24 h server billed about 91 h. A cpu-basic job asks for it, what
+# HF recorded is read back (python -m tools.watchdog timeout: hf jobs inspect shows no timeout) and
+# the job is cancelled at once, before or soon after it starts: it bills a few seconds of
+# cpu-basic ($0.01/h), under a cent. What HF then enforces, and when, only a real run shows: the
+# run's watchdog stops an abandoned server either way (docs/watchdog.md).
+PROBE_JOB="" PROBE_LAUNCH=""
+check_timeout_kept() {
+  [[ "${CHECK_TIMEOUT:-0}" == 1 ]] || return 0
+  if [[ -z "${RUN:-}" ]]; then
+    bad "CHECK_TIMEOUT=1 checks a run's SERVER_TIMEOUT, and no run is named" "make doctor CHECK_TIMEOUT=1 RUN=<run>"
+    return 0
+  fi
+  local argv asked recorded errfile rc=0 ns=${HF_NAMESPACE:-}
+  asked=$(duration_seconds "$SERVER_TIMEOUT")
+  PROBE_LAUNCH=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+  timeout_probe_argv argv "$PROBE_LAUNCH"
+  printf '  ...   launching %s to read back its --timeout %s (cancelled at once; under a cent)\n' "$WATCHDOG_FLAVOR" "$SERVER_TIMEOUT"
+  trap 'cancel_timeout_probe; exit 130' INT TERM
+  errfile=$(mktemp)
+  PROBE_JOB=$("${BOUNDED[@]}" "${argv[@]}" 2>"$errfile" | tail -n1 | tr -d '[:space:]') || rc=$?
+  if ((rc != 0)) || [[ ! "$PROBE_JOB" =~ ^[A-Za-z0-9_-]+$ ]]; then
+    PROBE_JOB=""
+    cancel_timeout_probe
+    trap - INT TERM
+    note "could not launch the timeout check: $(error_detail "$errfile")"
+    rm -f "$errfile"
+    return 0
+  fi
+  [[ -n "$ns" ]] || ns=$("${BOUNDED[@]}" hf auth whoami -q 2>/dev/null | head -n1) || ns=""
+  recorded=$(tool watchdog timeout "$ns/$PROBE_JOB" 2>"$errfile") || recorded="?"
+  cancel_timeout_probe
+  trap - INT TERM
+  if [[ "$recorded" == "?" ]]; then
+    note "could not read back job $ns/$PROBE_JOB's timeout: $(error_detail "$errfile")"
+  elif [[ -z "$recorded" ]]; then
+    note "HF's answer about job $ns/$PROBE_JOB holds no timeout: what it keeps of SERVER_TIMEOUT=$SERVER_TIMEOUT cannot be told"
+  elif ((recorded >= asked)); then
+    ok "HF kept --timeout $SERVER_TIMEOUT ($recorded s) on a test job (SERVER_TIMEOUT of run '$RUN')"
+  else
+    bad "HF recorded --timeout $SERVER_TIMEOUT as $recorded s ($(awk -v s="$recorded" 'BEGIN { printf "%.1f h", s / 3600 }')): the server of run '$RUN' would stop sooner than asked" \
+      "plan for it: SERVER_TIMEOUT=${recorded}s in runs/$RUN.env states what HF keeps; make reproduce relaunches a server that ends (MAX_RELAUNCHES) and mop-up retries its unfinished trials"
+  fi
+  rm -f "$errfile"
+}
+
+# cancel_timeout_probe: cancel the timeout check's job, by its id, else by its launch label.
+cancel_timeout_probe() {
+  local ids=("$PROBE_JOB") id ns_args=()
+  [[ -z "${HF_NAMESPACE:-}" ]] || ns_args=(--namespace "$HF_NAMESPACE")
+  [[ -n "$PROBE_JOB" ]] ||
+    mapfile -t ids < <("${BOUNDED[@]}" hf jobs ps -a -q -l "launch=$PROBE_LAUNCH" "${ns_args[@]}" 2>/dev/null | grep -E '^[A-Za-z0-9_-]+$' || true)
+  for id in "${ids[@]}"; do
+    [[ -n "$id" ]] || continue
+    "${BOUNDED[@]}" hf jobs cancel -q "$id" "${ns_args[@]}" >/dev/null 2>&1 ||
+      printf '  FAIL  could not cancel the timeout check'"'"'s job %s: it bills until its --timeout\n        fix: hf jobs cancel %s\n' "$id" "$id"
+  done
+}
+
 check_make() {
   local version
   version=$(make --version 2>/dev/null | sed -n '1s/.*Make \([0-9][0-9.]*\).*/\1/p')
@@ -222,6 +282,7 @@ main() {
   check_git_lfs
   if check_token; then check_token_accepted; fi
   check_run
+  [[ "$scope" != all ]] || check_timeout_kept
   if [[ "$scope" == all ]]; then
     check_make
     check_bats

@@ -11,6 +11,7 @@
 # says who holds it. state/<run>/lock.json says which operation took it, its pid and since when.
 
 readonly RUN_LOCK_FD=9
+RUN_LOCK_TAKEN=0
 
 run_lock_file() { printf '%s/lock' "$(run_state_dir)"; }
 
@@ -47,6 +48,23 @@ busy_message() {
     "$RUN" "$who" "${lock#"$REPO_ROOT"/}"
 }
 
+# lock_is_held LOCK: true when some process holds an flock on the file LOCK. Read from
+# /proc/locks (Linux), which touches nothing: trying the lock itself (flock -n) would hold it for
+# an instant, and a verb starting in that instant would be refused as busy. Elsewhere flock -n is
+# the only way to ask.
+lock_is_held() {
+  local lock=$1 id rc=0
+  if [[ -r /proc/locks ]]; then
+    id=$(stat -L -c '%Hd %Ld %i' "$lock" 2>/dev/null) || return 1
+    # shellcheck disable=SC2086  # three numbers, split on purpose
+    id=$(printf '%02x:%02x:%s' $id)
+    awk -v id="$id" '$2 == "FLOCK" && $6 == id { found = 1 } END { exit !found }' /proc/locks
+    return
+  fi
+  flock -n -E 75 "$lock" true || rc=$?
+  ((rc == 75))
+}
+
 # holds_run_lock: true when this process already holds RUN's lock (inherited from the verb
 # that started it: bench runs tally.sh and stop.sh under its own lock).
 holds_run_lock() {
@@ -73,6 +91,8 @@ try_run_lock() {
   fi
   RUN_LOCK_HELD=$lock
   export RUN_LOCK_HELD
+  # This verb took the lock itself (start_heartbeat beats for it and what it starts).
+  RUN_LOCK_TAKEN=1
   jq -n --arg operation "$operation" --argjson pid "$$" --arg since "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     '{operation: $operation, pid: $pid, since: $since}' >"$dir/lock.json.tmp" &&
     mv -f "$dir/lock.json.tmp" "$dir/lock.json"
@@ -306,3 +326,7 @@ stop_at_ceiling() {
     "$SCRIPT_NAME" "$MAX_COST" "$RUN" "$RUN" >&2
   exit "$CEILING_EXIT"
 }
+
+# The run's watchdog and its heartbeat (docs/watchdog.md).
+# shellcheck source=lib-watchdog.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib-watchdog.sh"

@@ -253,6 +253,45 @@ require_duration() {
   done
 }
 
+# watchdog_cron [EVERY]: the cron schedule of the run's watchdog for EVERY (WATCHDOG_EVERY): one
+# HF's scheduler runs evenly through the hour or the day, so checks are EVERY apart; nothing
+# (status 1) for any other value.
+readonly WATCHDOG_EVERY_VALUES="5m 6m 10m 12m 15m 20m 30m 1h 2h 3h 4h 6h 8h 12h"
+watchdog_cron() {
+  local every=${1:-$WATCHDOG_EVERY}
+  [[ " $WATCHDOG_EVERY_VALUES " == *" $every "* ]] || return 1
+  case "$every" in
+    1h) printf '0 * * * *' ;;
+    *h) printf '0 */%s * * *' "${every%h}" ;;
+    *m) printf '*/%s * * * *' "${every%m}" ;;
+  esac
+}
+
+# validate_watchdog: the watchdog's settings (docs/watchdog.md). Its grace must outlast the
+# heartbeat's interval, or a run that is held would look abandoned between two heartbeats.
+validate_watchdog() {
+  require_flag WATCHDOG CHECK_TIMEOUT
+  watchdog_cron >/dev/null ||
+    die "setting WATCHDOG_EVERY must be one a cron runs evenly: one of $WATCHDOG_EVERY_VALUES, got '$WATCHDOG_EVERY' (run '$RUN')"
+  require_duration WATCHDOG_GRACE HEARTBEAT_EVERY
+  local grace beat
+  grace=$(duration_seconds "$WATCHDOG_GRACE")
+  beat=$(duration_seconds "$HEARTBEAT_EVERY")
+  ((grace > beat)) ||
+    die "setting WATCHDOG_GRACE=$WATCHDOG_GRACE must be longer than HEARTBEAT_EVERY=$HEARTBEAT_EVERY: a run that is held would look abandoned between two heartbeats (e.g. WATCHDOG_GRACE=1h HEARTBEAT_EVERY=5m) (run '$RUN')"
+  [[ "$WATCHDOG_FLAVOR" =~ ^[a-z0-9][a-z0-9-]*$ ]] ||
+    die "setting WATCHDOG_FLAVOR must be an hf jobs flavor such as cpu-basic, got '$WATCHDOG_FLAVOR' (run '$RUN')"
+  [[ "$WATCHDOG_IMAGE" =~ ^[A-Za-z0-9][A-Za-z0-9._/:@-]*$ ]] ||
+    die "setting WATCHDOG_IMAGE must be an image name such as python:3.12-slim, got '$WATCHDOG_IMAGE' (run '$RUN')"
+}
+
+# duration_seconds VALUE: an hf jobs duration (<number>[s|m|h|d], as require_duration checks it)
+# in whole seconds.
+duration_seconds() {
+  awk -v v="$1" 'BEGIN { u = substr(v, length(v)); m = u == "d" ? 86400 : u == "h" ? 3600 : u == "m" ? 60 : 1
+    printf "%.0f", (v + 0) * m }'
+}
+
 # validate_api_base: API_BASE, when set, is a server's base URL as harbor and the probe use
 # it: http(s), ending in /v1, and no placeholder copied from the docs (<job_id>, {…}, ...).
 validate_api_base() {
@@ -278,6 +317,14 @@ validate_values() {
     die "setting WHERE must be local or hf, got '$WHERE' (run '$RUN')"
   validate_api_base
   validate_job_name
+  validate_max_task_retries
+}
+
+# validate_max_task_retries: MAX_TASK_RETRIES is 0 (no limit) or a count of attempts, as the tally
+# takes it (tools/tally_core.py MAX_TASK_RETRIES_CAP).
+validate_max_task_retries() {
+  [[ "$MAX_TASK_RETRIES" =~ ^[0-9]{1,3}$ ]] ||
+    die "setting MAX_TASK_RETRIES must be a whole number from 0 to 999 (attempts in a row ending in an infra error before a task is a final error; 0: no limit), got '$MAX_TASK_RETRIES' (run '$RUN')"
 }
 
 # --- the run's job name -------------------------------------------------------------------------
@@ -342,6 +389,7 @@ validate_job_name() {
       die "runs/$other.env's JOB_NAME $theirs is the name of $role of run '$RUN' (runs/$RUN.env, JOB_NAME $name): run '$RUN' would count its trials as its own. Give runs/$other.env a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
     fi
   done < <(list_runs)
+  validate_watchdog
 }
 
 # Variables make's command line may carry that are not settings: what a verb acts on (RUN,
@@ -541,15 +589,16 @@ endpoint() {
 
 # AUTO_STOP=1: once a bench or mop-up leaves nothing for the run's server to do (no task to
 # retry by mop-up's own selection, python -m tools.reproduce targets: with N_ATTEMPTS > 1, no task
-# with a missing attempt), stop it; while tasks are left, keep it for make mopup and say so:
-# the decision to stop belongs to whoever runs the next step.
+# with a missing attempt; a final error, past MAX_TASK_RETRIES, is none: the tally decides), stop
+# it; while tasks are left, keep it for make mopup and say so: the decision to stop belongs to
+# whoever runs the next step.
 stop_server_if_done() {
   [[ "$AUTO_STOP" == 1 ]] && run_has_server || return 0
   local left targets_args=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || targets_args=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || targets_args+=(--split "$(run_state_dir)/shards.json")
-  left=$(cd "$REPO_ROOT" && tool reproduce targets \
-    --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
+  left=$(cd "$REPO_ROOT" && tool reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" \
+    --max-task-retries "$MAX_TASK_RETRIES" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
     left=""
   if [[ "$left" == 0 ]]; then
     say "AUTO_STOP=1: nothing left to retry; stopping the server"
@@ -583,6 +632,7 @@ stop_run_server() {
       --arg endpoint "${API_BASE:-}" --arg why "$why" \
       '{role: "server", job_id: $job_id, namespace: $namespace, endpoint: $endpoint, why: $why}')"
     say "stopped the server job $server_job"
+    remove_watchdog "${server_job%%/*}" "its server was stopped ($why)" # lib-watchdog.sh
   else
     warn "could not cancel the server job $server_job: hf jobs cancel $server_job, or it bills on"
   fi

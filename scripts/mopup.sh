@@ -4,7 +4,9 @@
 #        make mopup-restore RUN=<run> TRIALS='<trial-dir> ...|all'   move it back
 # Run exactly the run's missing attempts, as the tally and env/outcome-policy.yaml decide: per
 # task, k minus its settled trials (k = N_ATTEMPTS, harbor's -k; with k = 1, the tasks whose
-# outcome is errored (infra) or unfinished); never a passed or failed one again. The plan is
+# outcome is errored (infra) or unfinished); never a passed or failed one again, nor a final
+# error (its last MAX_TASK_RETRIES attempts in a row ended in an infra error) unless a higher
+# MAX_TASK_RETRIES on the command line asks for one more try. The plan is
 # printed first (DRY_RUN=1 stops there). MOPUP_MODE=auto resumes the job in place when its
 # frozen config matches what `harbor run` would resolve now and the resume would run exactly
 # those attempts, else runs standalone jobs <job-name>-retry-<N>, one per number of missing
@@ -112,6 +114,7 @@ main() {
   cd "$REPO_ROOT"
   # One writer: a second mop-up (or a bench) on this run would resume or archive the same trials.
   hold_run_lock "make mopup"
+  start_heartbeat # the run's watchdog sees it held while harbor runs (docs/watchdog.md)
   # Scratch files (the current config, the plan) live in the run's state, emptied at the start
   # under the run's lock, so a killed mop-up leaves nothing behind in /tmp. A dry run writes
   # nothing there: it uses a temp dir it removes.
@@ -135,9 +138,11 @@ main() {
   # The same manual verdicts as make tally: a task with a verdict is never retried.
   local verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
+  # MAX_TASK_RETRIES: the tally's final errors are not retried; a higher value on this command line
+  # tries them again (make mopup RUN=r MAX_TASK_RETRIES=4).
   tool mopup plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" --state-dir "$state" \
     --mode "$MOPUP_MODE" --n-concurrent "$N_CONCURRENT" --current-config "$work/current-config.json" \
-    "${verdicts[@]}" --out "$work/plan.json"
+    --max-task-retries "$MAX_TASK_RETRIES" "${verdicts[@]}" --out "$work/plan.json"
   local mode batch
   mode=$(jq -r .mode "$work/plan.json")
   batch=$(jq -r .batch "$work/plan.json")

@@ -33,7 +33,7 @@ print_serve() {
 print_local_bench() {
   local base=$1 argv env_display
   mapfile -t env_display < <(bench_env_display "$base")
-  printf '\n# %s: smoke test (one task, job %s-smoke)\n' "$RUN" "$JOB_NAME"
+  printf '\n# %s: smoke test (one task: %s; job %s-smoke)\n' "$RUN" "$(smoke_task_text)" "$JOB_NAME"
   (
     apply_smoke_settings
     bench_argv argv
@@ -55,7 +55,8 @@ print_remote_bench() {
   [[ -n "$BUCKET" ]] ||
     die "WHERE=hf: harbor runs as an HF Job writing into a bucket; name it with BUCKET=<namespace>/<name> (make print RUN=$RUN WHERE=hf BUCKET=…)"
   validate_remote_settings
-  printf '\n# %s: smoke test as an HF Job (one task, job %s-smoke, writing into %s)\n' "$RUN" "$JOB_NAME" "$BUCKET"
+  printf '\n# %s: smoke test as an HF Job (one task: %s; job %s-smoke, writing into %s)\n' "$RUN" "$(smoke_task_text)" \
+    "$JOB_NAME" "$BUCKET"
   remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER" 1
   with_launch_label argv
   show_cmd_wrapped -- "${argv[@]}"

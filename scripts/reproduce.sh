@@ -32,10 +32,12 @@ supervisor_settings() {
   require_integer IDLE_STOP_AFTER HEALTH_POLL
 }
 
-# The run's jobs dir as an absolute path (settings give it relative to the repository).
+# retry_targets_argv VAR: mop-up's selection of what is left to retry (python -m tools.reproduce
+# targets), as the supervisor asks it before every pass.
 retry_targets_argv() {
   local -n _rt=$1
-  _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL")
+  _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL"
+    --max-task-retries "$MAX_TASK_RETRIES")
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _rt+=(--verdicts "runs/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || _rt+=(--split "$(run_state_dir)/shards.json")
 }
@@ -72,6 +74,11 @@ print_plan() {
     serve_argv argv launch
     with_launch_label argv
     plan_line serve "$(show_cmd -- "${argv[@]}")   (skipped while the recorded server is healthy; then waits for /health 200)"
+    if [[ "$WATCHDOG" == 1 ]]; then
+      plan_line watchdog "$(install_watchdog "$HF_NAMESPACE")   (installed by make serve beside each server it launches, replacing the run's earlier one; removed by stop; docs/watchdog.md)"
+    else
+      plan_line watchdog "none: WATCHDOG=0 (only the server's --timeout, $SERVER_TIMEOUT, guards it if this pipeline dies)"
+    fi
   fi
   plan_line probe "$(show_cmd "RUN=$RUN" -- scripts/probe.sh)"
   local smoke_argv skip_smoke
@@ -85,7 +92,7 @@ print_plan() {
       bench_argv s
       printf '%s\0' "${s[@]}"
     )
-    plan_line smoke "$(show_cmd "${env_display[@]}" -- "${smoke_argv[@]}")   (scripts/bench.sh --smoke, PROBE=0 AUTO_STOP=0)"
+    plan_line smoke "$(show_cmd "${env_display[@]}" -- "${smoke_argv[@]}")   (scripts/bench.sh --smoke on $(smoke_task_text), PROBE=0 AUTO_STOP=0)"
   fi
   if is_sharded; then
     plan_line bench "scripts/bench.sh: $N_SHARDS shards side by side under the governor, each the run's harbor command on its share of the tasks (make print RUN=$RUN N_SHARDS=$N_SHARDS shows every one)   (PROBE=0 AUTO_STOP=0; the server is checked every ${HEALTH_POLL}s)"
@@ -99,7 +106,9 @@ print_plan() {
   if [[ -n "${API_BASE:-}" ]]; then
     plan_line stop "skipped: the API_BASE server is not this run's to stop"
   else
-    plan_line stop "$(show_cmd "RUN=$RUN" -- scripts/stop.sh)   (hf jobs cancel of the run's server; also on any failure or Ctrl-C; retried for ${IDLE_STOP_AFTER}s)"
+    local labels
+    watchdog_labels_args labels
+    plan_line stop "$(show_cmd "RUN=$RUN" -- scripts/stop.sh)   (hf jobs cancel of the run's server, then removes its watchdog: $(show_cmd -- hf jobs scheduled ps -a -q --namespace "${HF_NAMESPACE:-<namespace>}" "${labels[@]}"), and hf jobs scheduled delete of each; also on any failure or Ctrl-C; retried for ${IDLE_STOP_AFTER}s)"
   fi
   plan_line summary "the tally, the trials re-run per mop-up pass, the server's uptime and idle time"
   plan_estimate
@@ -173,6 +182,15 @@ main() {
   refuse_bundled_example reproduce
   supervisor_settings
   check_timeouts 0
+  # The token before any HF call (MAX_COST's check asks hf for prices and jobs): a user without one
+  # gets this one line, not the hf CLI's "Not logged in" first.
+  if ! is_dry_run; then
+    if [[ "$WHERE" == hf ]]; then
+      hf_token "the job's --secrets HF_TOKEN needs it" >/dev/null
+    else
+      hf_token "the server job, its endpoint and the sandboxes need it" >/dev/null
+    fi
+  fi
   refuse_over_ceiling # MAX_COST: a run at its ceiling launches nothing (dry run: states the ceiling)
   case "$WHERE" in
     local) ;;
@@ -185,7 +203,11 @@ main() {
   # Before a server is paid for: the run's job dirs are its own (a copied run file's are not).
   refuse_foreign_job_dirs
   hold_run_lock "make reproduce"
-  remember_run
+  # One heartbeat for the whole pipeline: its steps inherit the lock (docs/watchdog.md).
+  start_heartbeat
+  # Not remembered here: a start that fails must not become the run a bare make tally acts on. The
+  # steps remember it as bench does (serve once it launched, a bench or mop-up that ran), and the
+  # supervisor once the run has job dirs to tally (tools/reproduce.py).
   local verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   cd "$REPO_ROOT"
@@ -193,7 +215,8 @@ main() {
   exec "$REPO_ROOT/.venv/bin/python" -m tools.reproduce run --run "$RUN" --repo "$REPO_ROOT" \
     --state-dir "$(run_state_dir)" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --api-base "${API_BASE:-}" \
     "${verdicts[@]}" --mopup-passes "$MOPUP_PASSES" --max-relaunches "$MAX_RELAUNCHES" \
-    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL" --skip-smoke "$(smoke_redundant)" --model "$MODEL"
+    --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL" --skip-smoke "$(smoke_redundant)" --model "$MODEL" \
+    --max-task-retries "$MAX_TASK_RETRIES"
 }
 
 # Sourced (tests build the WHERE=hf argv with supervisor_argv), it defines and runs nothing.

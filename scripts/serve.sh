@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Usage: make serve RUN=<run> [DRY_RUN=1] [setting=value ...]
 # Launch the run's model server as a detached HF Job and record it in state/<run>/server.json
-# (job id, namespace, endpoint, launch time) for bench and the later verbs.
+# (job id, namespace, endpoint, launch time) for bench and the later verbs; beside it, the run's
+# watchdog, a scheduled HF Job that cancels it once nothing holds the run (WATCHDOG=0: none;
+# docs/watchdog.md).
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
@@ -41,6 +43,8 @@ main() {
   if is_dry_run; then
     with_launch_label argv
     show_cmd -- "${argv[@]}"
+    # Then, beside the server, the run's watchdog (docs/watchdog.md).
+    install_watchdog "$HF_NAMESPACE"
     return 0
   fi
 
@@ -56,6 +60,7 @@ main() {
   state="$state_dir/server.json"
   LAUNCH_NAMESPACE=$namespace
   hold_run_lock "make serve"
+  start_heartbeat
   reconcile_launches
   refuse_if_serving "$state"
 
@@ -78,6 +83,8 @@ main() {
   launch_recorded
   remember_run
   say "server job $namespace/$job_id launched; endpoint $(jq -r .endpoint "$state") (state/$RUN/server.json)"
+  # Before the wait: a serve killed while the server loads leaves it guarded.
+  install_watchdog "$namespace"
   # Waits for /health 200; on a failed load, a timeout or Ctrl-C it cancels the job.
   RUN=$RUN "$REPO_ROOT/scripts/wait-ready.sh"
 }

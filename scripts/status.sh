@@ -10,11 +10,16 @@
 # supervisor job first (stage, where its progress is) and the live servers it launched, found
 # by their labels. A data-parallel server (SERVER_DP > 1) gets one more row, its replicas
 # as its gateway's GET /workers lists them: healthy of SERVER_DP, and each unhealthy one's url
-# (docs/data-parallel.md §4). DRY_RUN=1 prints the calls.
+# (docs/data-parallel.md §4). The run's watchdog: the server's last heartbeat, the watchdog's last
+# check and verdict, or the verdict it left on a server it cancelled; a warning when none guards a
+# live server, and when HF recorded a shorter --timeout than asked (docs/watchdog.md). DRY_RUN=1
+# prints the calls.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
 source "$(dirname "$0")/lib-server.sh"
+# shellcheck source=lib-watchdog.sh
+source "$(dirname "$0")/lib-watchdog.sh"
 
 row() { printf '%-9s %s\n' "$1" "$2"; }
 
@@ -80,6 +85,66 @@ replicas_text() {
   ((REPLICAS_LISTED == SERVER_DP)) || listed="; the gateway lists $REPLICAS_LISTED"
   REPLICAS_ROW="$REPLICAS_HEALTHY/$SERVER_DP healthy (the gateway's GET /workers)$listed${sick:+; unhealthy: $sick}"
   ((REPLICAS_HEALTHY >= SERVER_DP))
+}
+
+# watchdog_rows: the run's watchdog (docs/watchdog.md): when the server was last held (its
+# heartbeat label), the watchdog's schedule, last check and verdict (its own labels); once it
+# cancelled this server and removed itself, the verdict it left on the server's labels. A live
+# server that no watchdog guards is warned of.
+watchdog_rows() {
+  local now hb verdict checked labels listing fields
+  now=$(date +%s)
+  hb=$(jq -r '.labels.heartbeat // empty | select(test("^[0-9]{9,11}$"))' <<<"$JOB_INFO" 2>/dev/null) || hb=""
+  [[ -z "$hb" ]] || row held "last heartbeat $(duration $((now > hb ? now - hb : 0))) ago (written every $HEARTBEAT_EVERY while a verb holds the run)"
+  verdict=$(jq -r '.labels.watchdog_verdict // empty | select(test("^[a-z-]{1,20}$"))' <<<"$JOB_INFO" 2>/dev/null) || verdict=""
+  checked=$(jq -r '.labels.watchdog_checked // empty | select(test("^[0-9]{9,11}$"))' <<<"$JOB_INFO" 2>/dev/null) || checked=""
+  if [[ -n "$verdict" ]]; then
+    row watchdog "$verdict this server${checked:+ $(duration $((now > checked ? now - checked : 0))) ago}: nothing had held the run for WATCHDOG_GRACE and no trial was under way (its last check; then it removed itself)"
+    return 0
+  fi
+  watchdog_labels_args labels
+  if ! hf_run listing jobs scheduled ps -a --json --namespace "$JOB_NS" "${labels[@]}"; then
+    row watchdog "unknown ($HF_ERROR)"
+    return 0
+  fi
+  fields=$(jq -r 'if type == "array" then
+      (length | tostring) + "\t" + ((.[0] // {}) | [(.id // ""), (.schedule // ""),
+        (.job_spec.labels.checked // "" | select(test("^[0-9]{9,11}$")) // ""),
+        (.job_spec.labels.verdict // "" | select(test("^[a-z-]{1,20}$")) // "")] | map(gsub("[^A-Za-z0-9 */_-]"; "?")) | join("\t"))
+    else "?" end' <<<"$listing" 2>/dev/null) || fields="?"
+  local count id schedule last said
+  IFS=$'\t' read -r count id schedule last said <<<"$fields"
+  case "$count" in
+    0)
+      if [[ "$WATCHDOG" == 0 ]]; then
+        row watchdog "none (WATCHDOG=0)"
+      else
+        row watchdog "none"
+        is_terminal "$STAGE" ||
+          warn "no watchdog guards this server (its installation failed, or it was removed): if everything that should stop it dies, only its --timeout does. make serve installs one; make stop RUN=$RUN when done"
+      fi
+      ;;
+    1)
+      if [[ -n "$last" ]]; then
+        row watchdog "$JOB_NS/$id, every $WATCHDOG_EVERY ($schedule): last check $(duration $((now > last ? now - last : 0))) ago: ${said:-?}"
+      else
+        row watchdog "$JOB_NS/$id, every $WATCHDOG_EVERY ($schedule): no check yet"
+      fi
+      ;;
+    [1-9]*) row watchdog "$count watchdogs of this run (one is kept by the next make serve; make stop removes them all)" ;;
+    *) row watchdog "unknown (hf jobs scheduled ps answered no list)" ;;
+  esac
+}
+
+# timeout_warning: HF's record of the server's --timeout (python -m tools.watchdog timeout: hf
+# jobs inspect shows none), when it is less than the one asked for (state/<run>/server.json).
+timeout_warning() {
+  local asked recorded
+  asked=$(seconds_of "$(jq -r '.timeout // empty' "$SERVER_JSON")")
+  [[ -n "$asked" ]] || return 0
+  recorded=$(tool watchdog timeout "$JOB" 2>/dev/null) || return 0
+  [[ "$recorded" =~ ^[0-9]+$ ]] && ((recorded < asked)) || return 0
+  warn "HF recorded a --timeout of $(duration "$recorded") for job $JOB, less than the $(jq -r .timeout "$SERVER_JSON") (SERVER_TIMEOUT) asked for: HF stops it sooner, and what still runs then fails. make doctor CHECK_TIMEOUT=1 RUN=$RUN checks what HF keeps"
 }
 
 # progress_row: the run's progress under the server lines, make watch's one-line summary (slots
@@ -159,6 +224,7 @@ main() {
     row flavor "$flavor  (price unknown: not in the price list, $PRICES_LABEL)"
   fi
   progress_row
+  watchdog_rows
   if is_terminal "$STAGE"; then
     row billing "stopped"
     return 0
@@ -168,6 +234,7 @@ main() {
     [[ -n "$price" ]] && cost=$(awk -v s="$up" -v p="$price" -v e="$(price_per_hour exposed-ports)" 'BEGIN { printf ", about $%.2f so far", s / 3600 * (p + e) }')
     row up "$(duration "$up") running ($up_source), created $(jq -r '.created_at' <<<"$JOB_INFO")$cost${timeout:+ (timeout $timeout)}"
   fi
+  timeout_warning
   if [[ -n "$timeout_s" && -n "$up" ]] && ((up > timeout_s)); then
     warn "job $JOB has outlived its timeout ($timeout): HF enforces job timeouts late, so it keeps billing. make stop RUN=$RUN"
   fi

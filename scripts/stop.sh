@@ -4,8 +4,8 @@
 # server recorded) is said so and left alone. state/<run>/server.json is kept as the record of
 # that launch; the next make serve archives it. A run launched with make reproduce WHERE=hf
 # has its supervisor cancelled first (so it cannot launch another server), then every live
-# server of the run, found by its labels (their records are in the bucket). DRY_RUN=1 prints
-# the calls.
+# server of the run, found by its labels (their records are in the bucket). Once the server is
+# stopped, the run's watchdog is removed (docs/watchdog.md). DRY_RUN=1 prints the calls.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
@@ -23,6 +23,7 @@ stop_supervisor() {
     show_cmd -- hf jobs cancel -q "$SUP_JOB"
     show_cmd -- hf "${ps_argv[@]}"
     say "dry run: each server job that lists is cancelled (hf jobs cancel -q $ns/<id>)"
+    remove_watchdog "$ns" "the run was stopped"
     return 0
   fi
   load_token
@@ -48,6 +49,7 @@ stop_supervisor() {
     fi
   done
   [[ -n "$listing" ]] || say "no live server job labelled run=$RUN in $ns"
+  remove_watchdog "$ns" "the run was stopped"
 }
 
 main() {
@@ -69,12 +71,15 @@ main() {
   load_server
   if is_dry_run; then
     show_cmd -- hf jobs cancel -q "$JOB"
+    remove_watchdog "$JOB_NS" "its server was stopped"
     return 0
   fi
   load_token
   inspect_or_die
   if is_terminal "$STAGE"; then
     say "job $JOB is already stopped (stage $STAGE); nothing to do"
+    # A watchdog left by an earlier stop that could not remove it has nothing left to guard.
+    remove_watchdog "$JOB_NS" "its server had stopped"
     return 0
   fi
   local foreign
@@ -90,6 +95,7 @@ main() {
   else
     say "cancel of job $JOB requested (was $was); HF may take a moment to report CANCELED: make status RUN=$RUN"
   fi
+  remove_watchdog "$JOB_NS" "its server was stopped"
 }
 
 main "$@"

@@ -34,7 +34,8 @@ main() {
   resolve_run
   load_settings
   validate_job_name
-  local args=(tally --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run-name "$RUN")
+  validate_max_task_retries
+  local args=(tally --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run-name "$RUN" --max-task-retries "$MAX_TASK_RETRIES")
   # A job dir of the run's name that records another model is another run's: refused, not counted.
   [[ -z "$MODEL" ]] || args+=(--model "$MODEL")
   local extra dir

@@ -50,6 +50,7 @@ give_up() {
   say "$1; cancelling job $JOB so it stops billing (KEEP_SERVER=1 would keep it)"
   if cancel_job; then
     say "cancelled job $JOB"
+    remove_watchdog "$JOB_NS" "its server was cancelled before it was ready"
   else
     warn "could not cancel job $JOB: $HF_ERROR"
     warn "it may still be billing: run make stop RUN=$RUN (or hf jobs cancel $JOB) until it says stopped"
@@ -159,6 +160,7 @@ main() {
       end_progress
       say "job $JOB ended before it was ready: stage $stage${STAGE_MESSAGE:+ ($STAGE_MESSAGE)}"
       show_last_logs
+      remove_watchdog "$JOB_NS" "its server ended before it was ready"
       die "the server did not start. Fix the cause above (model, flags, flavor), then make serve RUN=$RUN"
     fi
     http="-" ready=0

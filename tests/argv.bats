@@ -132,9 +132,10 @@ check_goldens() {
   assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
   local manifest="$STATE_ROOT/qwen-t2/manifest.jsonl"
   run jq -c 'select(.event != "launch-intent") | [.event, .role, .job_id // .job_name, .endpoint]' "$manifest"
-  # The stop is recorded too: the endpoint's time range is in the manifest.
-  assert_output "$(printf '%s\n%s\n%s' \
+  # The stop is recorded too: the endpoint's time range is in the manifest. So is the run's watchdog.
+  assert_output "$(printf '%s\n%s\n%s\n%s' \
     '["serve","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]' \
+    '["watchdog-install","watchdog",null,null]' \
     '["bench","bench","qwen3_8-27b-fp8-terminus2-tb21-full-v2","https://stubjob0123456789--30000.hf.jobs/v1"]' \
     '["server-stop","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]')"
   run jq -r '[.settings.N_CONCURRENT, .settings.MODEL, .tools.harbor, (.commit | length > 0)] | @tsv' "$manifest"
@@ -174,6 +175,49 @@ printed_argv() {
   done
 }
 
+@test "every shipped run of more than one task smokes a task chosen on purpose: the shortest the bundled examples settled, printed" {
+  # The shortest, computed here: of the tasks every bundled example settled (infra errors aside;
+  # qemu-startup's image is broken), the lowest mean agent time over those settled trials.
+  local shortest run settings tasks smoke dataset want
+  shortest=$(cd "$REPO" && .venv/bin/python - <<'PY'
+import glob
+from collections import defaultdict
+from tools import slots as SL, tally_core as T
+policy, seen = T.load_policy(), defaultdict(dict)
+for env in sorted(glob.glob("runs/example-*.env")):
+    job = next(line.strip().split("=", 1)[1] for line in open(env) if line.startswith("JOB_NAME="))
+    for d in T.run_job_dirs("examples/jobs", job):
+        for t in T.scan_job_dir(d, T.ScanNotes()):
+            if t.status == "finished":
+                t.outcome, t.rule, _ = T.classify(t, policy)
+                if SL.is_settled(t) and t.agent_seconds:
+                    seen[t.task].setdefault(env, []).append(t.agent_seconds)
+everywhere = {task: [s for v in by.values() for s in v] for task, by in seen.items()
+              if len(by) == len(glob.glob("runs/example-*.env"))}
+print(min(everywhere, key=lambda task: sum(everywhere[task]) / len(everywhere[task])))
+PY
+  )
+  [[ -n "$shortest" ]] || fail "no task settled in every bundled example"
+  for run in $(benchable_runs); do
+    settings=$(RUN=$run "$REPO/tests/bin/argv-of" settings)
+    tasks=$(sed -n 's/^TASKS=//p' <<<"$settings")
+    [[ "$tasks" != *[[:space:]]* && -n "$tasks" ]] && continue # a one-task run smokes its one task
+    smoke=$(sed -n 's/^SMOKE_TASK=//p' <<<"$settings")
+    dataset=$(sed -n 's/^DATASET=//p' <<<"$settings")
+    want=$shortest
+    [[ -z "$dataset" ]] || want="*/$shortest" # a registry dataset names its tasks <org>/<task>
+    [[ "$smoke" == "$want" ]] || fail "$run: SMOKE_TASK is '$smoke', not the shortest known task '$want'"
+    run grep -A1 -x -- --include-task-name "$(golden_file "$run" smoke)"
+    assert_output "--include-task-name"$'\n'"$want"
+    RUN=$run run "$REPO/scripts/print.sh"
+    assert_success
+    assert_output --partial "# $run: smoke test (one task: task $want (SMOKE_TASK); job "
+  done
+  RUN=qwen-t2 API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh" --smoke
+  assert_success
+  assert_line --index 0 "smoke: one task: task $shortest (SMOKE_TASK)"
+}
+
 @test "AUTO_STOP keeps the server while tasks are left to mop up, and never stops it after a smoke test" {
   # qwen-t2 on a copy of the bundled example's job dirs: 3 infra-errored tasks, 1 unfinished.
   cp -r "$REPO/examples/jobs" "$BATS_TEST_TMPDIR/jobs"
@@ -188,6 +232,58 @@ printed_argv() {
   assert_output --partial "bench: AUTO_STOP=1: 4 task(s) left to mop up, so the server is kept: make mopup RUN=qwen-t2"
   run grep -c -x cancel "$STUB_LOG"
   assert_output 0
+}
+
+@test "a task whose infra error survived MAX_TASK_RETRIES attempts is a final error: AUTO_STOP stops the server instead of keeping it for ever" {
+  # qemu-startup's sandbox fails on every attempt (the job and two retry jobs), as the reference's
+  # four tasks did on their three; fix-git passed. Written with harbor's own models.
+  export JOBS_DIR="$BATS_TEST_TMPDIR/jobs" JOB_NAME=broken-image
+  (cd "$REPO" && .venv/bin/python - "$JOBS_DIR" <<'PY'
+import sys
+from pathlib import Path
+from tests.fixtures.harbor_jobs import TrialSpec as S, write_job
+jobs = Path(sys.argv[1])
+write_job(jobs, "broken-image", [S("fix-git", 1.0), S("qemu-startup", None, "SandboxError", finished=100)])
+for n in (1, 2):
+    write_job(jobs, f"broken-image-retry-{n}", [S("qemu-startup", None, "SandboxError", finished=1000 * n)], scoped=True)
+PY
+  )
+  local attempts default
+  attempts=$(jq -s '[.[] | select(.exception_info.exception_type == "SandboxError")] | length' \
+    "$JOBS_DIR"/broken-image*/qemu-startup__*/result.json)
+  default=$(sed -n 's/^MAX_TASK_RETRIES=\([0-9]*\).*/\1/p' "$REPO/env/defaults.env")
+  assert_equal "$attempts" "$default"
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"
+  # One more try asked for on the command line: the task is left to mop up, the server kept.
+  : >"$STUB_LOG"
+  RUN=qwen-t2 MAX_TASK_RETRIES=$((default + 1)) HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  assert_output --partial "bench: AUTO_STOP=1: 1 task(s) left to mop up, so the server is kept: make mopup RUN=qwen-t2"
+  run grep -c -x cancel "$STUB_LOG"
+  assert_output 0
+  run "$REPO/.venv/bin/python" -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" \
+    --max-task-retries $((default + 1))
+  assert_output '["qemu-startup"]'
+  # The default: a final error, named by the tally; nothing is left, so the server is stopped.
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+  assert_success
+  assert_output --partial "| Errored (unscored: 0 infra, 1 final: MAX_TASK_RETRIES=$default attempts in a row were infra) | 1 | 50.0% |"
+  assert_output --partial "qemu-startup: SandboxError: SandboxError is an infra type (a final error: its last $attempts attempt(s) in a row ended in an infra error)"
+  assert_output --partial "Final errors (1): 1 task(s) whose infra error survived $default attempts in a row per open slot (MAX_TASK_RETRIES=$default): qemu-startup. They count as errored, and mop-up, make reproduce and AUTO_STOP no longer wait for them (make mopup RUN=qwen-t2 MAX_TASK_RETRIES=$((default + 1)) tries each once more)."
+  assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
+  run grep -c -x cancel "$STUB_LOG"
+  assert_output 1
+  run "$REPO/.venv/bin/python" -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
+  assert_output '[]'
+}
+
+@test "MAX_TASK_RETRIES must be a whole number from 0 to 999" {
+  local value
+  for value in -1 3.5 1000 three; do
+    RUN=qwen-t2 MAX_TASK_RETRIES=$value run "$REPO/scripts/tally.sh"
+    assert_failure
+    assert_output "tally: setting MAX_TASK_RETRIES must be a whole number from 0 to 999 (attempts in a row ending in an infra error before a task is a final error; 0: no limit), got '$value' (run 'qwen-t2')"
+  done
 }
 
 @test "AUTO_STOP=0 never stops the server, and a server given by API_BASE is never touched" {

@@ -74,7 +74,7 @@ readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUT
   [ "$(count_requests "$FAKE_OPENAI_RECORD" POST /v1/chat/completions)" -eq 15 ]
   [ "$(jq -r 'select(.path == "/v1/chat/completions") | "\(.auth) \(.body.stream) \(.body.max_tokens)"' "$FAKE_OPENAI_RECORD" | sort -u)" = "ok true 8" ]
   refute_output --partial "$FAKE_TOKEN"
-  run ! grep -rqF "$FAKE_TOKEN" "$STATE_ROOT/qwen-t2"
+  refute grep -rqF "$FAKE_TOKEN" "$STATE_ROOT/qwen-t2"
 
   # make plan reads it: the roofline is scaled by what was measured, and the plan says so.
   RUN=qwen-t2 PLAN_REPS=5 run "$REPO/scripts/plan.sh"

@@ -241,3 +241,25 @@ wiring_dry_run() {
   assert_output --regexp "--ae OPENAI_API_KEY — selected"
   refute_output --partial "$TEST_TOKEN"
 }
+
+@test "the run's watchdog: the real hf jobs scheduled run --dry-run accepts its spec, and it is what the settings say" {
+  local argv
+  mapfile -d '' argv < <(RUN=qwen-t2 WATCHDOG_EVERY=30m WATCHDOG_GRACE=2h bash -c '
+    source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"; resolve_run; load_settings; validate_values
+    watchdog_argv argv dry-run alice "$1" "$2"; printf "%s\0" "${argv[@]}"' "$REPO" "$(printf 'a%.0s' {1..64})" QUJD)
+  run "${argv[@]}"
+  assert_success
+  assert_line "  schedule   */30 * * * *"
+  assert_line "  image      python:3.12-slim"
+  assert_line "  flavor     cpu-basic"
+  assert_line "  timeout    30m"
+  assert_line "  env        WATCHDOG_RUN=qwen-t2"
+  assert_line "             WATCHDOG_GRACE=2h"
+  assert_line "             WATCHDOG_BUNDLE=QUJD"
+  assert_line "  secrets    HF_TOKEN=***"
+  assert_line "             role=watchdog"
+  assert_line "             code=$(printf 'a%.0s' {1..64})"
+  assert_line "  namespace  alice"
+  assert_line "(dry run) Job not submitted."
+  refute_output --partial "$TEST_TOKEN"
+}

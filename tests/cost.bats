@@ -172,6 +172,34 @@ alice/sb3 sandbox trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-c__ccc3333: 
   [ "$(jq -r .problems <<<"$output")" = "[]" ]
 }
 
+@test "cost: each check of the run's watchdog is counted under its own role, watchdog" {
+  # The server, and three checks of the watchdog (each a job HF's scheduler started, labelled as
+  # the run's other jobs, role=watchdog: scripts/argv.sh, watchdog_argv), of 40, 45 and 50 s.
+  local check checks=""
+  for check in 1:40 2:45 3:50; do
+    checks+=", \"wd1-run-${check%:*}\": {\"stages\": [\"COMPLETED\"], \"flavor\": \"cpu-basic\", \"created_at\": \"2026-01-01T0${check%:*}:00:00.000Z\",
+      \"running_secs\": ${check#*:}, \"labels\": {$LABELS, \"role\": \"watchdog\", \"name\": \"watchdog-qwen-t2\"}}"
+  done
+  start_fake_hf_jobs "{\"hardware\": [{\"name\": \"h200\", \"usd_per_hour\": 6.00, \"gpu\": \"H200\"}, {\"name\": \"cpu-basic\", \"usd_per_hour\": 0.01}],
+    \"jobs\": {\"srv1\": {\"stages\": [\"CANCELED\"], \"flavor\": \"h200\", \"port\": 30000, \"created_at\": \"2026-01-01T00:00:00.000Z\",
+               \"running_secs\": 7200, \"labels\": {$LABELS, \"role\": \"server\"}}$checks}}"
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  echo '{"at":"2026-01-01T00:00:02Z","event":"serve","run":"qwen-t2","role":"server","job_id":"srv1","namespace":"alice"}' \
+    >"$STATE_ROOT/qwen-t2/manifest.jsonl"
+  RUN=qwen-t2 JSON=1 run "$REPO/scripts/cost.sh"
+  assert_success
+  same "$(field '.per_role.watchdog.cost_usd')" "$(money "(40 + 45 + 50) / 3600 * 0.01")" watchdog
+  [ "$(field '.per_role.watchdog.jobs')" = 3 ]
+  [ "$(jq -r '[.jobs[] | select(.role == "watchdog") | .job + " " + .found_by] | join("\n")' <<<"$output")" = "alice/wd1-run-1 label run=qwen-t2
+alice/wd1-run-2 label run=qwen-t2
+alice/wd1-run-3 label run=qwen-t2" ]
+  # In the table, after the supervisor's row and before the sandboxes'.
+  RUN=qwen-t2 run "$REPO/scripts/cost.sh"
+  assert_success
+  assert_line --regexp '^watchdog: +\$0\.00 +3 job\(s\), 2m15s running$'
+  refute_output --partial warning
+}
+
 @test "cost: the price list is cached in state/prices.json and reused; PRICES_MAX_AGE=0 reads it again" {
   scripted_run '[{"name": "h200", "usd_per_hour": 6.00, "gpu": "H200"}]'
   RUN=qwen-t2 run "$REPO/scripts/cost.sh"

@@ -170,7 +170,7 @@ gateway_line() { grep -A1 -E "^  (ok|FAIL) .*(gateway|SMG)" <<<"$output"; }
   run env RUN=qwen-t2 "$REPO/scripts/doctor.sh"
   refute_output --partial gateway
   # Nothing was launched or asked beyond the token's check.
-  ! grep -q "jobs" "$STUB_LOG" 2>/dev/null
+  refute grep -qs "jobs" "$STUB_LOG"
 }
 
 @test "doctor: a recorded gateway wheel without the module the command runs, or no record, fails with the fix" {
@@ -188,4 +188,41 @@ gateway_line() { grep -A1 -E "^  (ok|FAIL) .*(gateway|SMG)" <<<"$output"; }
   run env RUN=qwen-t2-leaderboard-h200x4 GATEWAY_RECORD="$record" "$REPO/scripts/doctor.sh"
   assert_failure
   assert_line "  FAIL  run 'qwen-t2-leaderboard-h200x4' serves SERVER_DP=4 replicas through SMG's gateway, and $record is not its record (package, version, sha256)"
+}
+
+# check_timeout CAP: make doctor CHECK_TIMEOUT=1 for qwen-t2 (SERVER_TIMEOUT=4d), HF recording a
+# job's timeout as at most CAP seconds (none: as asked).
+check_timeout() {
+  start_fake_hf_jobs "$(jq -n --argjson cap "${1:-null}" '{namespace: "alice", new_job: {id: "probe1"}} + (if $cap then {timeout_cap: $cap} else {} end)')"
+  RUN=qwen-t2 CHECK_TIMEOUT=1 run "$REPO/scripts/doctor.sh"
+}
+
+@test "doctor CHECK_TIMEOUT=1: the cheapest job asks for the run's SERVER_TIMEOUT, what HF kept is read back, and it is cancelled" {
+  check_timeout
+  assert_success
+  assert_line "  ...   launching cpu-basic to read back its --timeout 4d (cancelled at once; under a cent)"
+  assert_line "  ok    HF kept --timeout 4d (345600 s) on a test job (SERVER_TIMEOUT of run 'qwen-t2')"
+  refute_output --partial "$FAKE_TOKEN"
+  run jq -c 'select(.method == "POST" and .path == "/api/jobs/alice") | .body | [.flavor, .timeoutSeconds, .labels.role, .labels.project, (.labels | has("run")), .command]' "$FAKE_HF_RECORD"
+  assert_output '["cpu-basic",345600,"doctor","terminal-bench-harness",false,["sleep","600"]]'
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/probe1/cancel)" -eq 1 ]
+}
+
+@test "doctor CHECK_TIMEOUT=1: a timeout HF cut short fails, with what to plan for" {
+  check_timeout 86400
+  assert_failure
+  assert_line "  FAIL  HF recorded --timeout 4d as 86400 s (24.0 h): the server of run 'qwen-t2' would stop sooner than asked"
+  assert_line "        fix: plan for it: SERVER_TIMEOUT=86400s in runs/qwen-t2.env states what HF keeps; make reproduce relaunches a server that ends (MAX_RELAUNCHES) and mop-up retries its unfinished trials"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/probe1/cancel)" -eq 1 ]
+}
+
+@test "doctor without CHECK_TIMEOUT launches nothing; CHECK_TIMEOUT=1 without a run says which run it needs" {
+  start_fake_hf_jobs '{"namespace": "alice"}'
+  RUN=qwen-t2 run "$REPO/scripts/doctor.sh"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -eq 0 ]
+  CHECK_TIMEOUT=1 run "$REPO/scripts/doctor.sh"
+  assert_failure
+  assert_line "  FAIL  CHECK_TIMEOUT=1 checks a run's SERVER_TIMEOUT, and no run is named"
+  assert_line "        fix: make doctor CHECK_TIMEOUT=1 RUN=<run>"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -eq 0 ]
 }

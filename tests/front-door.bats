@@ -329,7 +329,8 @@ fresh_copy_without_setup() {
 @test "make smoke speaks as smoke, not as bench" {
   RUN=qwen-t2 DRY_RUN=1 run "$REPO/scripts/bench.sh" --smoke
   assert_success
-  assert_line --index 0 "smoke: note: no server yet (make serve RUN=qwen-t2 starts one); the commands below show its endpoint as a placeholder"
+  assert_line --index 0 "smoke: one task: task fix-git (SMOKE_TASK)"
+  assert_line --index 1 "smoke: note: no server yet (make serve RUN=qwen-t2 starts one); the commands below show its endpoint as a placeholder"
   refute_output --partial "bench: "
   RUN=example-terminus2 run "$REPO/scripts/bench.sh" --smoke
   assert_failure

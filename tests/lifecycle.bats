@@ -45,12 +45,18 @@ health_answers() { jq -r 'select(.path == "/health") | "\(.status) \(.auth)"' "$
 
 @test "wait-ready: connection refused while the weights load (vLLM), then ready" {
   serve_job1 '["RUNNING"]'
-  start_fake_openai --refuse-for 4
+  start_fake_openai --refuse-until "$BATS_TEST_TMPDIR/listen"
   write_server_state gptoss-t2 job1 "$FAKE_OPENAI_BASE"
 
-  RUN=gptoss-t2 run "$REPO/scripts/wait-ready.sh"
+  RUN=gptoss-t2 READY_POLL=1 "$REPO/scripts/wait-ready.sh" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local pid=$! i status=0
+  # One poll is an inspect, then /health: a second inspect means /health was refused at least once.
+  for ((i = 0; i < 600 && $(inspects) < 2; i++)); do sleep 0.1; done
+  : >"$BATS_TEST_TMPDIR/listen"
+  wait "$pid" || status=$?
+  output=$(<"$BATS_TEST_TMPDIR/out")
 
-  assert_success
+  [ "$status" -eq 0 ]
   assert_output --partial "/health refused"
   assert_output --partial "ready after"
   [ "$(cancels)" -eq 0 ]
@@ -196,4 +202,124 @@ interrupt() {
   assert_output --partial "hf jobs inspect: HF rejected the token (401/403)"
   assert_output --partial "Job alice/job1 may still be billing: cancel it with a valid token (hf jobs cancel alice/job1)"
   [ "$(inspects)" -eq 1 ]
+}
+
+# --- make serve and the run's watchdog (docs/watchdog.md) -------------------------------------
+
+# serve_world: the fake Jobs API whose runs create srv1, then srv2 (each ERROR once its file
+# exists), exposed at the fake model server; its scheduled jobs get ids wd1, wd2.
+serve_world() {
+  start_fake_openai
+  start_fake_hf_jobs "$(jq -n --arg url "${FAKE_OPENAI_BASE%/v1}" --arg dead "$BATS_TEST_TMPDIR/dead" '{
+    new_jobs: [{id: "srv1", expose_url: $url, error_if_exists: ($dead + "1")}, {id: "srv2", expose_url: $url}],
+    new_scheduled_jobs: ["wd1", "wd2"]}')"
+}
+
+scheduled_ids() {
+  curl -s -H "Authorization: Bearer $FAKE_TOKEN" "$HF_ENDPOINT/api/scheduled-jobs/alice" | jq -r '[.[].id] | sort | join(" ")'
+}
+
+# wait_for_log FILE LINE_PATTERN: until a line of FILE matches (grep -E), bounded.
+wait_for_log() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    grep -qE "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "no line matching '$2' in $1: $(cat "$1" 2>/dev/null)"
+}
+
+@test "serve installs the run's watchdog beside the server: its exact spec, the token only by name" {
+  serve_world
+  RUN=qwen-t2 HF_NAMESPACE=alice HEARTBEAT_EVERY=1s run "$REPO/scripts/serve.sh"
+  assert_success
+  assert_output --partial "serve: the run's watchdog is scheduled job alice/wd1: every 15m it cancels the server if nothing has held the run for 1h and no trial is under way (docs/watchdog.md)"
+  refute_output --partial "$FAKE_TOKEN"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/scheduled-jobs/alice)" -eq 1 ]
+  local body="$BATS_TEST_TMPDIR/body.json" sha b64
+  jq -c 'select(.method == "POST" and .path == "/api/scheduled-jobs/alice") | .body' "$FAKE_HF_RECORD" >"$body"
+  read -r sha b64 < <(cd "$REPO" && .venv/bin/python -m tools.watchdog bundle)
+  run jq -c --arg b64 "$b64" '{schedule, concurrency, image: .jobSpec.dockerImage, flavor: .jobSpec.flavor,
+    timeout: .jobSpec.timeoutSeconds, secrets: .jobSpec.secrets, labels: .jobSpec.labels,
+    env: (.jobSpec.environment | .WATCHDOG_BUNDLE |= (. == $b64))}' "$body"
+  assert_output "{\"schedule\":\"*/15 * * * *\",\"concurrency\":false,\"image\":\"python:3.12-slim\",\"flavor\":\"cpu-basic\",\"timeout\":900,\"secrets\":{\"HF_TOKEN\":\"***\"},\"labels\":{\"project\":\"terminal-bench-harness\",\"run\":\"qwen-t2\",\"role\":\"watchdog\",\"code\":\"$sha\",\"name\":\"watchdog-qwen-t2\"},\"env\":{\"WATCHDOG_RUN\":\"qwen-t2\",\"WATCHDOG_PROJECT\":\"terminal-bench-harness\",\"WATCHDOG_NAMESPACE\":\"alice\",\"WATCHDOG_GRACE\":\"1h\",\"WATCHDOG_BUNDLE\":true}}"
+  # The command names its settings and never holds a value: bash, its script, nothing else.
+  run jq -r '.jobSpec.command | length, .[0], .[1]' "$body"
+  assert_output $'3\nbash\n-c'
+  run jq -r '.jobSpec.command[2]' "$body"
+  assert_output 'set -euo pipefail; dir=$(mktemp -d); printf %s "$WATCHDOG_BUNDLE" | base64 -d | tar -xzf - -C "$dir"; cd "$dir"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.watchdog check'
+  # The record holds no token (the fake masks secrets; nothing else may carry one).
+  run grep -c "$FAKE_TOKEN" "$FAKE_HF_RECORD"
+  assert_output 0
+  run jq -c 'select(.event == "watchdog-install") | [.scheduled_job_id, .namespace, .schedule, (.code | length)]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output '["wd1","alice","*/15 * * * *",64]'
+  # serve held the run and beat while it waited: srv1 carries a heartbeat, every other label kept;
+  # the loop stopped once serve let go of the run.
+  wait_for_log "$STATE_ROOT/qwen-t2/heartbeat.log" 'heartbeat stopped \(pid [0-9]+\): nothing holds the run any more'
+  # (name: the one hf gives a job launched without --name.)
+  run jq -c 'select(.method == "PUT" and .path == "/api/jobs/alice/srv1/labels") | .body.labels | del(.heartbeat, .launch, .name)' "$FAKE_HF_RECORD"
+  assert_line --index 0 '{"project":"terminal-bench-harness","model":"qwen3_8-27b-fp8","run":"qwen-t2","role":"server"}'
+}
+
+@test "a second serve replaces the run's watchdog: never two, never none in between" {
+  serve_world
+  RUN=qwen-t2 HEARTBEAT_EVERY=1s run "$REPO/scripts/serve.sh"
+  assert_success
+  [ "$(scheduled_ids)" = "wd1" ]
+  touch "$BATS_TEST_TMPDIR/dead1" # srv1 dies; the run is served again
+
+  RUN=qwen-t2 HEARTBEAT_EVERY=1s run "$REPO/scripts/serve.sh"
+  assert_success
+  assert_output --partial "serve: the run's watchdog is scheduled job alice/wd2:"
+  assert_output --partial "serve: removed the run's watchdog alice/wd1 (replaced by wd2)"
+  [ "$(scheduled_ids)" = "wd2" ]
+  # The new one was scheduled before the old one went.
+  run jq -r 'select(.path | startswith("/api/scheduled-jobs/alice")) | select(.method != "GET") | "\(.method) \(.path)"' "$FAKE_HF_RECORD"
+  assert_output $'POST /api/scheduled-jobs/alice\nPOST /api/scheduled-jobs/alice\nDELETE /api/scheduled-jobs/alice/wd1'
+}
+
+@test "serve with WATCHDOG=0 installs none and says what guards the server; a failed installation warns and serves on" {
+  serve_world
+  RUN=qwen-t2 WATCHDOG=0 run "$REPO/scripts/serve.sh"
+  assert_success
+  assert_output --partial "serve: WATCHDOG=0: no watchdog guards this server; stop it yourself (make stop RUN=qwen-t2), or its --timeout (4d) does"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/scheduled-jobs/alice)" -eq 0 ]
+  [ ! -e "$STATE_ROOT/qwen-t2/heartbeat.log" ]
+  [ "$(count_requests "$FAKE_HF_RECORD" PUT /api/jobs/alice/srv1/labels)" -eq 0 ]
+
+  # HF refuses the schedule: the server is up, so serve goes on, and says what is missing.
+  stop_fakes
+  start_fake_openai
+  start_fake_hf_jobs "$(jq -n --arg url "${FAKE_OPENAI_BASE%/v1}" '{new_job: {id: "srv2", expose_url: $url},
+    schedule_refused: "Scheduled jobs are not enabled for this namespace"}')"
+  rm "$STATE_ROOT/qwen-t2/server.json"
+  RUN=qwen-t2 run "$REPO/scripts/serve.sh"
+  assert_success
+  assert_output --partial "serve: warning: the run's watchdog was not installed (Error: 403 Forbidden"
+  assert_output --partial "), so none guards this server: only its --timeout (4d) does. make stop RUN=qwen-t2 stops it"
+  assert_output --partial "ready after"
+  [ "$(scheduled_ids)" = "" ]
+}
+
+@test "serve DRY_RUN=1 shows the watchdog's installation, and calls and writes nothing" {
+  serve_world
+  RUN=qwen-t2 DRY_RUN=1 run "$REPO/scripts/serve.sh"
+  assert_success
+  assert_line --index 1 "hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency --secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness --label run=qwen-t2 --label role=watchdog --label 'code=<its sha256>' -e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness -e 'WATCHDOG_NAMESPACE=<namespace>' -e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.watchdog bundle>' --namespace '<namespace>' '*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; dir=\$(mktemp -d); printf %s \"\$WATCHDOG_BUNDLE\" | base64 -d | tar -xzf - -C \"\$dir\"; cd \"\$dir\"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.watchdog check'"
+  [ ! -s "$FAKE_HF_RECORD" ]
+  [ ! -e "$STATE_ROOT/qwen-t2" ]
+}
+
+@test "wait-ready: a server cancelled before it was ready takes its watchdog with it" {
+  start_fake_hf_jobs '{"jobs": {"job1": {"stages": ["RUNNING"], "port": 30000}},
+    "scheduled_jobs": {"wd1": {"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "watchdog"}}}}'
+  start_fake_openai --health-503 1000
+  write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
+
+  RUN=qwen-t2 READY_TIMEOUT=2 run "$REPO/scripts/wait-ready.sh"
+
+  assert_failure 1
+  assert_output --partial "cancelled job alice/job1"
+  assert_output --partial "removed the run's watchdog alice/wd1 (its server was cancelled before it was ready)"
+  [ "$(scheduled_ids)" = "" ]
 }

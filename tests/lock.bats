@@ -13,6 +13,7 @@ setup() {
 # The holder is a background job of this shell; the orphaned child is killed only while it is
 # still the sleep the test recorded (once it has ended, its pid may name another process).
 teardown() {
+  ! declare -F stop_fakes >/dev/null || stop_fakes
   kill_running_jobs ${HOLDER_PID:-}
   if [[ -n "${CHILD_PID:-}" && "$(cat "/proc/$CHILD_PID/cmdline" 2>/dev/null | tr '\0' ' ')" == "sleep 600 " ]]; then
     kill "$CHILD_PID" 2>/dev/null || true
@@ -124,4 +125,57 @@ state_snapshot() {
   DRY_RUN=1 RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
   assert_success
   assert [ ! -e "$STATE_ROOT" ]
+}
+
+@test "the heartbeat holds no lock: it beats while whatever a killed verb started still holds the run, and stops after" {
+  # The run's server, on the fake Jobs API: each heartbeat is a label write it records.
+  load fakes/fakes
+  start_fake_hf_jobs '{"jobs": {"srv1": {"stages": ["RUNNING"], "labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "server"}}}}'
+  # A verb takes the run and starts the heartbeat (docs/watchdog.md), starts a harbor-like child
+  # that inherits the lock, and is gone: the child alone holds the run.
+  RUN=qwen-t2 WATCHDOG=1 HEARTBEAT_EVERY=1s bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"
+    load_settings; hold_run_lock "make bench"; start_heartbeat; sleep 600 & echo $! >"$1"' \
+    "$REPO" "$BATS_TEST_TMPDIR/child.pid" 3>&-
+  local child
+  child=$(<"$BATS_TEST_TMPDIR/child.pid")
+  CHILD_PID=$child
+  wait_until grep -q "heartbeat started" "$STATE_ROOT/qwen-t2/heartbeat.log"
+  # Only the child holds the run: the heartbeat is not named among its holders, and never keeps it.
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_failure 1
+  assert_output --partial "has exited, but a process it started still holds the lock: $child(sleep) ($STATE_ROOT"
+  # Beats come while the child lives: a second one after the verb is long gone.
+  two_beats() { [ "$(count_requests "$FAKE_HF_RECORD" PUT /api/jobs/alice/srv1/labels)" -ge 2 ]; }
+  wait_until two_beats
+  run grep -c "heartbeat stopped" "$STATE_ROOT/qwen-t2/heartbeat.log"
+  assert_output 0
+  kill "$child"
+  CHILD_PID=""
+  # Once nothing holds the run, the heartbeat stops, and the run is free for the next verb.
+  wait_until grep -q "heartbeat stopped (pid [0-9]*): nothing holds the run any more" "$STATE_ROOT/qwen-t2/heartbeat.log"
+  RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
+  assert_success
+}
+
+@test "asking whether the run is held never takes its lock: a verb starting meanwhile is never refused" {
+  local lock="$BATS_TEST_TMPDIR/lock"
+  : >"$lock"
+  # Held by another process, and free: told apart.
+  bash -c 'exec 9>>"$1"; flock -n 9; exec sleep 600' lock "$lock" 3>&- &
+  HOLDER_PID=$!
+  wait_until bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; lock_is_held "$2"' x "$REPO" "$lock"
+  kill_running_jobs "$HOLDER_PID"
+  wait "$HOLDER_PID" || true
+  run bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; lock_is_held "$2"' x "$REPO" "$lock"
+  assert_failure
+  # The heartbeat asks every few seconds for days; a verb taking the lock at any of those moments
+  # must get it. 300 questions against 300 takes, side by side: not one take refused.
+  bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; for i in $(seq 300); do lock_is_held "$2" || :; done' \
+    x "$REPO" "$lock" 3>&- &
+  local asker=$! refused=0 i
+  for ((i = 0; i < 300; i++)); do
+    flock -n "$lock" true || refused=$((refused + 1))
+  done
+  wait "$asker"
+  [ "$refused" -eq 0 ]
 }

@@ -159,12 +159,18 @@ remote_script() {
   mkdir -p "$BATS_TEST_TMPDIR/done/qwen3_8-27b-fp8-terminus2-tb21-full-v2"
   : >"$STUB_LOG"
   RUN=qwen-t2 JOBS_DIR="$BATS_TEST_TMPDIR/done" JOB_NAME=qwen3_8-27b-fp8-terminus2-tb21-full-v2 API_BASE=$TEST_ENDPOINT SERVER_JOB=alice/job1 HF_TOKEN=$TEST_TOKEN \
-    run "$REPO/scripts/bench.sh"
+    STUB_WATCHDOGS=wd1 run "$REPO/scripts/bench.sh"
   assert_success
   assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
-  run grep -A3 -x cancel "$STUB_LOG"
+  # Then the run's watchdog, found by its labels in the server's namespace, is removed.
+  assert_output --partial "bench: removed the run's watchdog alice/wd1 (its server was stopped (nothing-left))"
+  run grep -A2 -x cancel "$STUB_LOG"
   assert_output $'cancel\n-q\nalice/job1'
+  run bash -c 'awk "/^== hf\$/ { n++ } n { print n \": \" \$0 }" "$1" | grep -E ": (cancel|ps|delete|wd1|role=watchdog)$"' _ "$STUB_LOG"
+  assert_output --regexp $'^([0-9]+): cancel\n([0-9]+): ps\n[0-9]+: role=watchdog\n([0-9]+): delete\n[0-9]+: wd1$'
   # The job's manifest says when the endpoint stopped serving, as make stop's does.
+  run jq -c 'select(.event == "server-stop" or .event == "watchdog-remove") | [.event, .job_id // .scheduled_job_id, .namespace]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output $'["server-stop","job1","alice"]\n["watchdog-remove","wd1","alice"]'
   run jq -c 'select(.event == "server-stop") | [.job_id, .namespace, .endpoint]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
   assert_output "[\"job1\",\"alice\",\"$TEST_ENDPOINT\"]"
   # AUTO_STOP=0, or no SERVER_JOB with an API_BASE: never touched.

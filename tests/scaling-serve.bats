@@ -56,7 +56,7 @@ gateway_head() {
   mapfile -t dp < <(engine_words $DP_RUN)
   assert_equal "${dp[0]} ${dp[1]}" "sh -c"
   assert_equal "${dp[2]}" 'printf "%s\n" "$1" | python3 -m pip install --quiet --no-cache-dir --no-deps --require-hashes -r /dev/stdin && shift && exec python3 -m smg serve "$@"'
-  assert_equal "${dp[*]:3}" "smg-gateway smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4 --backend sglang --connection-mode http --host 0.0.0.0 --port 30000 --dp-size 4 --worker-startup-timeout 2700 --model-path Qwen/Qwen3.8-27B-FP8 --trust-remote-code --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --attention-backend flashinfer --chunked-prefill-size 32768 --max-prefill-tokens 32768 --reasoning-parser qwen3 --tool-call-parser qwen3_coder --mamba-full-memory-ratio 3.67 --mamba-radix-cache-strategy extra_buffer_lazy --mamba-ssm-dtype float32 $GATEWAY_TAIL"
+  assert_equal "${dp[*]:3}" "smg-gateway smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4 --backend sglang --connection-mode http --host 0.0.0.0 --port 30000 --dp-size 4 --worker-startup-timeout 2700 --model-path Qwen/Qwen3.8-27B-FP8 --trust-remote-code --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --attention-backend flashinfer --chunked-prefill-size 32768 --max-prefill-tokens 32768 --reasoning-parser qwen3 --tool-call-parser qwen3_coder --mamba-full-memory-ratio 3.67 --mamba-radix-cache-strategy extra_buffer_lazy --mamba-ssm-dtype float32 --enable-metrics $GATEWAY_TAIL"
   # Nothing of it relies on the image's own router: no sglang_router anywhere.
   [[ "${dp[*]}" != *sglang_router* ]]
   # The gateway's start-up waits follow READY_TIMEOUT.

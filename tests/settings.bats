@@ -293,7 +293,7 @@ printed_block() {
     assert_output "$(sed -e '1s/^== //' "$REPO/tests/golden/argv/$run.remote-bench")"
   done
   RUN=qwen-t2 WHERE=hf BUCKET=alice/tb-results run "$REPO/scripts/print.sh"
-  assert_line "# qwen-t2: smoke test as an HF Job (one task, job qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke, writing into alice/tb-results)"
+  assert_line "# qwen-t2: smoke test as an HF Job (one task: task fix-git (SMOKE_TASK); job qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke, writing into alice/tb-results)"
   assert_line "# qwen-t2: bench as an HF Job (harbor writing into alice/tb-results)"
 }
 

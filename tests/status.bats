@@ -16,11 +16,16 @@ readonly JOB_NAME_T2=qwen3_8-27b-fp8-terminus2-tb21-full-v2
 
 ago() { jq -rn --argjson s "$1" 'now - $s | strftime("%Y-%m-%dT%H:%M:%S.000Z")'; }
 
-# jobs_api STAGE UP_SECONDS [EXTRA_JOBS_JSON]: job1 is qwen-t2's server, up that long.
+# The run's watchdog, as make serve installs it beside the server (scripts/lib-watchdog.sh).
+WATCHDOG_JSON='{"wd1": {"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "watchdog"}, "schedule": "*/15 * * * *"}}'
+
+# jobs_api STAGE UP_SECONDS [EXTRA_JOBS_JSON [JOB1_JSON [SCHEDULED_JSON]]]: job1 is qwen-t2's
+# server, up that long, guarded by its watchdog wd1 (or SCHEDULED_JSON's).
 jobs_api() {
   start_fake_hf_jobs "$(jq -n --arg stage "$1" --arg created "$(ago "$2")" --argjson extra "${3:-{\}}" \
-    '{jobs: ({job1: {stages: [$stage], flavor: "h200", port: 30000, created_at: $created,
-      labels: {project: "terminal-bench-harness", run: "qwen-t2"}}} + $extra)}')"
+    --argjson job1 "${4:-{\}}" --argjson scheduled "${5:-$WATCHDOG_JSON}" \
+    '{jobs: ({job1: ({stages: [$stage], flavor: "h200", port: 30000, created_at: $created,
+      labels: {project: "terminal-bench-harness", run: "qwen-t2"}} + $job1)} + $extra), scheduled_jobs: $scheduled}')"
 }
 
 @test "status: a running, ready server: stage, endpoint health, price, time up and cost" {
@@ -37,8 +42,75 @@ jobs_api() {
   assert_line "endpoint  $FAKE_OPENAI_BASE  (/health 200, ready)"
   assert_line --regexp "^flavor    h200  \\\$5\\.00/h \\+ \\\$0\\.01/h exposed port \\(prices: hf jobs hardware, read [0-9T:-]+Z\\)$"
   assert_line --regexp '^up        10m0[0-9]s running \(HF'"'"'s durations.running_secs\), created .*, about \$0\.8[0-9] so far$'
+  assert_line "watchdog  alice/wd1, every 15m (*/15 * * * *): no check yet"
   refute_output --partial warning
   refute_output --partial "$FAKE_TOKEN"
+}
+
+@test "status: the server's last heartbeat, and the watchdog's last check and verdict" {
+  local beat checked
+  beat=$(($(date +%s) - 3000)) checked=$(($(date +%s) - 600))
+  jobs_api RUNNING 600 '{}' "$(jq -n --arg hb "$beat" '{labels: {project: "terminal-bench-harness", run: "qwen-t2", role: "server", heartbeat: $hb}}')" \
+    "$(jq -n --arg c "$checked" '{wd1: {labels: {project: "terminal-bench-harness", run: "qwen-t2", role: "watchdog", checked: $c, verdict: "held"}, schedule: "*/15 * * * *"}}')"
+  start_fake_openai
+  write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
+
+  RUN=qwen-t2 run "$REPO/scripts/status.sh"
+
+  assert_success
+  assert_line --regexp '^held      last heartbeat 5[01]m[0-9]{2}s ago \(written every 5m while a verb holds the run\)$'
+  assert_line --regexp '^watchdog  alice/wd1, every 15m \(\*/15 \* \* \* \*\): last check 1[01]m[0-9]{2}s ago: held$'
+  refute_output --partial warning
+}
+
+@test "status: a server the watchdog cancelled shows the verdict it left on the server's labels" {
+  local checked=$(($(date +%s) - 1800))
+  jobs_api CANCELED 7200 '{}' "$(jq -n --arg c "$checked" '{labels: {project: "terminal-bench-harness", run: "qwen-t2", role: "server", watchdog_verdict: "cancelled", watchdog_checked: $c}}')" '{}'
+  write_server_state qwen-t2 job1 "http://127.0.0.1:9/v1"
+
+  RUN=qwen-t2 run "$REPO/scripts/status.sh"
+
+  assert_success
+  assert_line --regexp '^watchdog  cancelled this server 3[01]m[0-9]{2}s ago: nothing had held the run for WATCHDOG_GRACE and no trial was under way \(its last check; then it removed itself\)$'
+  assert_line "billing   stopped"
+}
+
+@test "status: a live server no watchdog guards is warned of; with WATCHDOG=0 it is said, not warned" {
+  jobs_api RUNNING 600 '{}' '{}' '{}'
+  start_fake_openai
+  write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
+
+  RUN=qwen-t2 run "$REPO/scripts/status.sh"
+  assert_success
+  assert_line "watchdog  none"
+  assert_line "status: warning: no watchdog guards this server (its installation failed, or it was removed): if everything that should stop it dies, only its --timeout does. make serve installs one; make stop RUN=qwen-t2 when done"
+
+  RUN=qwen-t2 WATCHDOG=0 run "$REPO/scripts/status.sh"
+  assert_success
+  assert_line "watchdog  none (WATCHDOG=0)"
+  refute_output --partial warning
+}
+
+@test "status: a --timeout HF recorded shorter than the one asked for is warned of" {
+  # Asked for 4d (server.json); HF's answer about the job holds 24 h.
+  jobs_api RUNNING 600 '{}' '{"timeout_secs": 86400}'
+  start_fake_openai
+  write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
+  jq '.timeout = "4d"' "$STATE_ROOT/qwen-t2/server.json" >"$BATS_TEST_TMPDIR/s" && mv "$BATS_TEST_TMPDIR/s" "$STATE_ROOT/qwen-t2/server.json"
+
+  RUN=qwen-t2 run "$REPO/scripts/status.sh"
+  assert_success
+  assert_line "status: warning: HF recorded a --timeout of 24h00m for job alice/job1, less than the 4d (SERVER_TIMEOUT) asked for: HF stops it sooner, and what still runs then fails. make doctor CHECK_TIMEOUT=1 RUN=qwen-t2 checks what HF keeps"
+
+  # What HF kept is no news.
+  stop_fakes
+  jobs_api RUNNING 600 '{}' '{"timeout_secs": 345600}'
+  start_fake_openai
+  write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
+  jq '.timeout = "4d"' "$STATE_ROOT/qwen-t2/server.json" >"$BATS_TEST_TMPDIR/s" && mv "$BATS_TEST_TMPDIR/s" "$STATE_ROOT/qwen-t2/server.json"
+  RUN=qwen-t2 run "$REPO/scripts/status.sh"
+  assert_success
+  refute_output --partial warning
 }
 
 @test "status: up past IDLE_WARN_AFTER with no bench activity warns that it bills for nothing" {
@@ -148,9 +220,9 @@ jobs_api() {
   start_fake_openai
   # Created 5 h ago, yet HF says it has run 10 minutes (it waited for a GPU); HF reports its
   # endpoint (status.expose_urls), while serve recorded the hand-built one.
-  start_fake_hf_jobs "$(jq -n --arg created "$(ago 18000)" --arg url "${FAKE_OPENAI_BASE%/v1}" '{jobs: {job1: {
+  start_fake_hf_jobs "$(jq -n --arg created "$(ago 18000)" --arg url "${FAKE_OPENAI_BASE%/v1}" --argjson wd "$WATCHDOG_JSON" '{jobs: {job1: {
     stages: ["RUNNING"], flavor: "h200", port: 30000, created_at: $created, running_secs: 600, expose_url: $url,
-    labels: {project: "terminal-bench-harness", run: "qwen-t2"}}}}')"
+    labels: {project: "terminal-bench-harness", run: "qwen-t2"}}}, scheduled_jobs: $wd}')"
   write_server_state qwen-t2 job1 "https://job1--30000.hf.jobs/v1"
 
   RUN=qwen-t2 run "$REPO/scripts/status.sh"

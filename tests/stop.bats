@@ -95,7 +95,10 @@ RUN_LABELS='"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "r
   RUN=qwen-t2 DRY_RUN=1 run "$REPO/scripts/stop.sh"
 
   assert_success
-  assert_output "hf jobs cancel -q alice/job1"
+  # Then the run's watchdog: every one its labels list is removed.
+  assert_output "hf jobs cancel -q alice/job1
+hf jobs scheduled ps -a -q --namespace alice -l project=terminal-bench-harness -l run=qwen-t2 -l role=watchdog
+stop: dry run: each watchdog that lists is removed (hf jobs scheduled delete --namespace alice <id>)"
   [ ! -s "$FAKE_HF_RECORD" ]
 }
 
@@ -147,4 +150,63 @@ supervised_run() {
   assert_line --index 1 "hf jobs ps -q --namespace alice -l project=terminal-bench-harness -l run=qwen-t2 -l role=server"
   [ ! -s "$FAKE_HF_RECORD" ]
   [ ! -e "$STATE_ROOT/qwen-t2/manifest.jsonl" ]
+}
+
+# The run's watchdog (docs/watchdog.md), as make serve installs it, and another run's.
+WATCHDOGS='"scheduled_jobs": {
+  "wd1": {"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "watchdog"}, "schedule": "*/15 * * * *"},
+  "wd-other": {"labels": {"project": "terminal-bench-harness", "run": "gptoss-t2", "role": "watchdog"}, "schedule": "*/15 * * * *"}}'
+
+scheduled_ids() {
+  curl -s -H "Authorization: Bearer $FAKE_TOKEN" "$HF_ENDPOINT/api/scheduled-jobs/alice" | jq -r '[.[].id] | sort | join(" ")'
+}
+
+@test "stop: once the server is cancelled, the run's watchdog is removed, and no other run's" {
+  start_fake_hf_jobs "{\"jobs\": {\"job1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", $RUN_LABELS}}, $WATCHDOGS}"
+  write_server_state qwen-t2 job1 "https://job1--30000.hf.jobs/v1"
+
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+
+  assert_success
+  assert_output "stop: stopped job alice/job1 (was RUNNING, now CANCELED)
+stop: removed the run's watchdog alice/wd1 (its server was stopped)"
+  # The cancel first: the watchdog guards the server until it is stopped.
+  run jq -r 'select(.method != "GET") | "\(.method) \(.path)"' "$FAKE_HF_RECORD"
+  assert_output $'POST /api/jobs/alice/job1/cancel\nDELETE /api/scheduled-jobs/alice/wd1'
+  [ "$(scheduled_ids)" = "wd-other" ]
+  run jq -c 'select(.event == "watchdog-remove") | [.scheduled_job_id, .namespace, .why]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output '["wd1","alice","its server was stopped"]'
+}
+
+@test "stop: a server already stopped still has its leftover watchdog removed" {
+  start_fake_hf_jobs "{\"jobs\": {\"job1\": {\"stages\": [\"ERROR\"], \"flavor\": \"h200\", $RUN_LABELS}}, $WATCHDOGS}"
+  write_server_state qwen-t2 job1 "https://job1--30000.hf.jobs/v1"
+
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+
+  assert_success
+  assert_output "stop: job alice/job1 is already stopped (stage ERROR); nothing to do
+stop: removed the run's watchdog alice/wd1 (its server had stopped)"
+  [ "$(cancels job1)" -eq 0 ]
+  [ "$(scheduled_ids)" = "wd-other" ]
+}
+
+@test "stop: a server that is not this run's is refused, and the watchdog stays" {
+  start_fake_hf_jobs "{\"jobs\": {\"theirs\": {\"stages\": [\"RUNNING\"], \"labels\": {\"project\": \"someone-else\"}}}, $WATCHDOGS}"
+  write_server_state qwen-t2 theirs "https://theirs--30000.hf.jobs/v1"
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+  assert_failure 1
+  [ "$(scheduled_ids)" = "wd-other wd1" ]
+}
+
+@test "stop: a remote supervisor's run loses its watchdog after its servers" {
+  supervised_run
+  jq -s '.[0] * .[1]' "$BATS_TEST_TMPDIR/fake-hf-jobs/scenario.json" <(printf '{%s}' "$WATCHDOGS") >"$BATS_TEST_TMPDIR/scenario"
+  stop_fakes
+  start_fake_hf_jobs "$(cat "$BATS_TEST_TMPDIR/scenario")"
+  RUN=qwen-t2 run "$REPO/scripts/stop.sh"
+  assert_success
+  assert_line --index 2 "stop: removed the run's watchdog alice/wd1 (the run was stopped)"
+  run jq -r 'select(.method != "GET") | "\(.method) \(.path)"' "$FAKE_HF_RECORD"
+  assert_output $'POST /api/jobs/alice/sup1/cancel\nPOST /api/jobs/alice/srv1/cancel\nDELETE /api/scheduled-jobs/alice/wd1'
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import subprocess
 import os
 import json
 from datetime import datetime, timedelta, timezone
@@ -472,3 +473,83 @@ def test_a_real_harbor_trial_on_hf_sandbox_leaves_the_proof_the_attribution_read
             [("sbx0mine", f"trial r/{trial.name}: its result.json names this sandbox job (SandboxError)")]
     finally:
         api.stop()
+
+
+# --- every bundled example, through every verb that takes a run -----------------------------------
+
+EXAMPLES = sorted(p.stem for p in (REPO / "runs").glob("example-*.env"))
+
+
+def recorded_total(run: str) -> tuple[float, int]:
+    """(dollars, sandboxes) of an example's recording, computed here: each job of the run's label
+    and each sandbox, running hours × (its flavor's recorded price + $0.01 per exposed port)."""
+    calls = json.loads((REPO / "examples" / "state" / run / "hf-recorded.json").read_text())["calls"]
+    price = {row["name"]: float(row["cost/hour"].lstrip("$")) for row in calls["jobs hardware --json"]}
+    ns = "alice"
+    jobs = calls[f"jobs ps -a --json --limit 0 -l project=terminal-bench-harness -l run={run} --namespace {ns}"]
+    boxes = calls[f"jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace {ns}"]
+    total = sum(j["durations"]["running_secs"] / 3600 * (price[j["flavor"]] + 0.01 * bool(j.get("expose")))
+                for j in [*jobs, *boxes])
+    return total, len(boxes)
+
+
+def make_verb(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST", "JOBS_DIR")}
+    env.update(STATE_ROOT=str(tmp_path / "state"), HF_ENDPOINT="http://127.0.0.1:1")  # no HF: any call fails
+    return subprocess.run(["make", "-C", str(REPO), "--no-print-directory", *argv], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.mark.parametrize("run", EXAMPLES)
+def test_every_bundled_example_works_with_cost_sandboxes_watch_tally_and_report(tmp_path, run):
+    """Offline, from the example's recording: the same dollars in make cost, make watch and the
+    report, one sandbox per trial that set up its environment, and the tally and sandboxes verbs."""
+    assert EXAMPLES == ["example-leaderboard", "example-leaderboard-complete", "example-mswea", "example-terminus2"]
+    total, boxes = recorded_total(run)
+    job_name = next(line.split("=", 1)[1] for line in (REPO / "runs" / f"{run}.env").read_text().splitlines()
+                    if line.startswith("JOB_NAME="))
+    setups = 0
+    for result in (REPO / "examples" / "jobs").glob(f"{job_name}*/*/result.json"):
+        try:
+            setups += "environment_setup" in json.loads(result.read_text())
+        except ValueError:
+            continue  # example-terminus2's deliberately corrupt one
+    assert boxes == setups
+
+    proc = make_verb(tmp_path, "cost", f"RUN={run}", "JSON=1")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["total_usd"] == pytest.approx(total, abs=1e-4) and doc["problems"] == []
+    assert doc["per_role"]["sandbox"]["jobs"] == boxes and doc["prices"]["source"] == "recorded"
+
+    tally = make_verb(tmp_path, "tally", f"RUN={run}", "JSON=1")
+    assert tally.returncode == 0, tally.stderr
+    errored = [e["task"] for e in json.loads(tally.stdout)["per_task"]
+               if e["outcome"] == "errored" and e["rule"] != "verdict"]
+
+    proc = make_verb(tmp_path, "sandboxes", f"RUN={run}")
+    assert proc.returncode == 0, proc.stderr
+    if errored:
+        assert all(f"{task} (errored: " in proc.stdout for task in errored)
+    else:
+        assert f"run '{run}' has no infra-errored task: nothing to look up" in proc.stdout + proc.stderr
+
+    proc = make_verb(tmp_path, "watch", f"RUN={run}", "ONCE=1")
+    assert proc.returncode == 0, proc.stderr
+    spend = next(line for line in proc.stdout.splitlines() if line.startswith("  spend: "))
+    assert spend.startswith(f"  spend: ${total:,.2f} so far")
+
+    report = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.report", "html", run, "-o",
+                             str(tmp_path / "r.html")], capture_output=True, text=True, cwd=REPO, timeout=300,
+                            env={**os.environ, "STATE_ROOT": str(tmp_path / "state"), "HF_ENDPOINT": "http://127.0.0.1:1"})
+    assert report.returncode == 0, report.stderr
+    assert f"${total:,.2f}" in (tmp_path / "r.html").read_text()
+    # Nothing of the run written but make tally's tally.md (and the lock it took to write it).
+    assert sorted(p.name for p in (tmp_path / "state").rglob("*") if p.is_file()) == ["lock", "lock.json", "tally.md"]
+
+
+def test_an_example_with_no_recording_is_one_line_not_an_errno(tmp_path):
+    with pytest.raises(cost.CostError) as e:
+        cost.RecordedHf.load(tmp_path / "hf-recorded.json")
+    assert e.value.args[0] == (f"no recording: {tmp_path / 'hf-recorded.json'} does not exist (a bundled example never "
+                               f"calls HF; examples/make_example_cost.py records one)")

@@ -6,7 +6,10 @@
       `[x.md](x.md) §N` inside docs/, a bare `§N` inside a doc meaning its own section, and
       chains such as `§5, §6` or `§1 and §2`), and `docs/design.md decision N`;
   (d) no tracked file points at the documents the repository was built from, which a clone
-      does not have.
+      does not have;
+  (e) the README's facts hold in the tree: no test count or duration kept by hand, every
+      `make reproduce` with a MAX_COST covering the run's estimated server time, the watch's
+      remote form the verb's own, the step-by-step flow ending each run with make stop.
 
 Section convention: a section of docs/*.md is a heading that starts with `§N` or `§N.M`
 (`## §5 harbor job resume`, `### §1.4 --expose`); design.md's decisions are headings
@@ -298,3 +301,98 @@ def test_an_outside_pointer_is_found(scratch, pointer):
     (scratch / "x.yaml").write_text(f"# see {pointer}\n")
     problems = outside_pointers(scratch, _all(scratch))
     assert len(problems) == 1 and problems[0].startswith("x.yaml:1: points outside"), problems
+
+
+# --- (e) the README's facts, checked against the tree ---------------------------------------------
+#
+# What the README and docs state is generated or checked here: no test count or duration kept by
+# hand (the suite prints its own), every `make reproduce` carrying a MAX_COST that covers the run's
+# estimated server time, the watch's remote form the verb's own, every run of the step-by-step flow
+# ending with make stop.
+
+README = REPO / "README.md"
+
+
+def command_lines(text: str) -> list[str]:
+    """The commands of the README's code: fenced blocks and 4-space indented ones, comments dropped."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or line.startswith("    "):
+            out.append(line.split(" # ")[0].strip())
+    return [line for line in out if line]
+
+
+def test_no_test_count_or_duration_is_kept_by_hand():
+    problems = []
+    for path in [README, *sorted((REPO / "docs").glob("*.md"))]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\b\d[\d,]* (bats|pytest)\b", line):
+                problems.append(f"{path.name}:{n}: a test count: {line.strip()}")
+            if re.search(r"make (test|check)|\.ci/run", line) and re.search(
+                    r"\d+(\.\d+)?½?\s*(s|seconds?|minutes?|min)\b|½", line):
+                problems.append(f"{path.name}:{n}: a test duration: {line.strip()}")
+    assert problems == []
+
+
+def resolved(run: str, **settings: str) -> dict[str, str]:
+    """A run's settings as the scripts resolve them (tests/bin/argv-of settings)."""
+    import os
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "CLI_SETTINGS", "DRY_RUN", "MAX_COST")}
+    proc = subprocess.run([str(REPO / "tests" / "bin" / "argv-of"), "settings"], env={**env, "RUN": run, **settings},
+                          capture_output=True, text=True, check=True, timeout=60)
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines() if re.match(r"[A-Z_]+=", line))
+
+
+def flavor_price(flavor: str) -> float:
+    rows = (REPO / "env" / "flavor-prices.tsv").read_text().splitlines()
+    return next(float(r.split("\t")[1]) for r in rows if r.split("\t")[0] == flavor)
+
+
+def test_every_make_reproduce_in_the_readme_carries_a_max_cost_that_covers_the_estimated_server_time():
+    lines = [line for line in command_lines(README.read_text()) if re.search(r"(^|&& )make reproduce ", line)]
+    assert len(lines) >= 6
+    checked = 0
+    for line in lines:
+        words = dict(w.split("=", 1) for w in line.split() if "=" in w and not w.startswith("<"))
+        assert "MAX_COST" in words, f"no MAX_COST: {line}"
+        if not re.fullmatch(r"[a-z0-9-]+", words.get("RUN", "")) or not re.fullmatch(r"\d+", words["MAX_COST"]):
+            continue  # a placeholder (<name>, <usd>)
+        extra = {k: v for k, v in words.items() if k in ("N_SHARDS", "N_CONCURRENT", "N_ATTEMPTS")}
+        s = resolved(words["RUN"], **extra)
+        tasks = len(s["TASKS"].split()) if s["TASKS"] else int(s["DATASET_TASKS"])
+        if s["N_TASKS"]:
+            tasks = min(tasks, int(s["N_TASKS"]))
+        hours = (tasks * int(s["N_ATTEMPTS"]) * float(s["AGENT_TIMEOUT_ESTIMATE"]) * float(s["AGENT_TIMEOUT_MULTIPLIER"])
+                 / (int(s["N_CONCURRENT"]) * int(s["N_SHARDS"])) / 3600)
+        server = hours * (flavor_price(s["SERVER_FLAVOR"]) + 0.01)  # + the exposed port
+        assert int(words["MAX_COST"]) >= server, f"{line}: MAX_COST below {hours:.1f} h of server, ${server:.2f}"
+        checked += 1
+    assert checked >= 6
+
+
+def test_the_readme_watches_a_remote_run_as_the_verb_does_from_its_bucket(tmp_path):
+    import os
+    text = README.read_text()
+    assert "`make pull` first" not in text
+    form = re.search(r"`make watch RUN=(\S+) WHERE=hf BUCKET=<ns>/<bucket>`", text)
+    assert form, "the README's watch section names no WHERE=hf BUCKET= form"
+    env = {k: v for k, v in os.environ.items() if k not in ("RUN", "CLI_SETTINGS", "DRY_RUN")}
+    proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", f"RUN={form.group(1)}",
+                           "WHERE=hf", "BUCKET=alice/tb", "DRY_RUN=1"], capture_output=True, text=True, timeout=120,
+                          env={**env, "STATE_ROOT": str(tmp_path / "state")})
+    assert proc.returncode == 0, proc.stderr
+    assert "--where hf --bucket alice/tb" in proc.stdout
+    assert "would read, each frame, from hf://buckets/alice/tb:" in proc.stderr
+
+
+def test_each_run_of_the_readmes_step_by_step_flow_ends_with_make_stop():
+    text = README.read_text()
+    block = text.split("Or step by step", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    served = re.findall(r"make serve RUN=(\S+)", block)
+    assert len(served) >= 4
+    for run in served:
+        verbs = re.findall(rf"make (\w+) RUN={re.escape(run)}(?=\s|$)", block)
+        assert verbs[-1] == "stop", f"{run}'s steps end with make {verbs[-1]}, not make stop"

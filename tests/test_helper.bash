@@ -51,6 +51,9 @@ use_stubs() {
   export PATH="$REPO/tests/stubs:$REPO/.venv/bin:$PATH"
   # curl is a stub here: the probe has its own tests against a fake endpoint (probe.bats).
   export PROBE=0 READY_POLL=1
+  # The heartbeat (tools/watchdog.py, huggingface_hub itself, not the hf stub) finds nobody
+  # here: nothing leaves the machine. The watchdog's own tests use the fake Jobs API.
+  export HF_ENDPOINT=http://127.0.0.1:9
 }
 
 # The real CLIs from the project's venv, with no network and no real token.

@@ -509,3 +509,47 @@ def test_starts_processes_sees_a_process_start():
     assert starts_processes("import asyncio\nasyncio.create_subprocess_exec('ssh')\n") == [
         "asyncio.create_subprocess_exec"]
     assert starts_processes("import os\nos.execvp('oc', [])\nos.kill(1, 9)\n") == ["os.execvp"]
+
+
+# --- make serve, its watchdog and the heartbeat; the watchdog's check as HF runs it -----------------
+
+
+@pytest.mark.e2e
+def test_serve_its_watchdog_the_heartbeat_and_the_check_never_put_the_token_in_argv(tmp_path):
+    from tests.test_watchdog import Fakes, play_the_scheduler, vllm_metrics
+
+    token = new_token()
+    fakes = Fakes(tmp_path)
+    try:
+        fakes.metrics.write_text(vllm_metrics(0, 3))
+        fakes.jobs_api({"new_job": {"id": "srv1", "expose_url": fakes.model_url}, "new_scheduled_jobs": ["wd1"]})
+        home, bin_dir = scratch_home(tmp_path)
+        env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "HF_NAMESPACE")}
+        env.update(RUN="qwen-t2", HF_TOKEN=token, HF_ENDPOINT=fakes.url, HOME=str(home), HF_HOME=str(tmp_path / "hf-home"),
+                   HF_HUB_DISABLE_UPDATE_CHECK="1", STATE_ROOT=str(tmp_path / "state"), READY_POLL="1",
+                   HEARTBEAT_EVERY="1s", WATCHDOG_GRACE="2s")
+        log = tmp_path / "state" / "qwen-t2" / "heartbeat.log"
+        with ArgvWatcher(token) as watcher:
+            serve = subprocess.run([str(REPO / "scripts/serve.sh")], cwd=REPO, env=env, capture_output=True, text=True,
+                                   timeout=300)
+            deadline = time.monotonic() + 120  # a bound: the heartbeat stops once serve lets go of the run
+            while "heartbeat stopped" not in (log.read_text() if log.exists() else ""):
+                assert time.monotonic() < deadline, "the heartbeat did not stop"
+                time.sleep(0.1)
+            spec = next(r["body"]["jobSpec"] for r in fakes.requests()
+                        if (r["method"], r["path"]) == ("POST", "/api/scheduled-jobs/alice"))
+            check, _, _ = play_the_scheduler(spec, endpoint=fakes.url, token=token, tmp=tmp_path)
+    finally:
+        fakes.stop()
+    assert serve.returncode == 0, serve.stderr
+    assert check.returncode == 0, check.stdout + check.stderr
+    seen = [" ".join(s.argv) for s in watcher.seen.values()]
+    print(f"\n  [serve + watchdog] watcher: {watcher.scans} scans, {len(watcher.seen)} processes seen")
+    # It watched the install, a heartbeat and the check, among the rest.
+    assert any(" jobs scheduled run " in line for line in seen)
+    assert any("tools.watchdog beat" in line for line in seen)
+    assert any("tools.watchdog check" in line for line in seen)
+    assert [" ".join(leak.argv) for leak in watcher.leaks] == []
+    assert files_holding(tmp_path, token) == []
+    for text in (serve.stdout, serve.stderr, check.stdout, check.stderr):
+        assert not holds_secret(text.encode(), pieces(token))

@@ -122,8 +122,11 @@ def test_k5_vs_k1_the_k1_run_reads_as_one_slot_per_task(tallies):
 
 def test_captions_state_each_runs_k_and_accounting(tallies):
     md = report.compare_markdown(compare(tallies, "A", "C"))
-    assert ("Runs: A: k = 5, timeouts-scored (the board's rate, passed / (tasks × k), 95% CI from the replicates; "
-            "* while slots are open); C: k = 1, timeouts-scored (passed / scored tasks, Wilson 95% CI).") in md
+    assert ("Runs: A: k = 5, timeouts-scored (the headline is the board's rate, passed / (tasks × k), with its 95% CI "
+            "from the replicates; * while slots are open); C: k = 1, timeouts-scored (passed / scored tasks, Wilson "
+            "95% CI).") in md
+    assert ("| Run | Agent | k | Headline: leaderboard rate (passed / tasks × k) | Its 95% CI (replicates) | Mean task "
+            "pass fraction (not the headline) | Its 95% CI |") in md
     lines = md.splitlines()
     a_row = next(line for line in lines if line.startswith("| A | terminus-2 |"))
     fr = [fraction(A[t]) for t in sorted(A) if fraction(A[t]) is not None]
@@ -146,7 +149,25 @@ def test_captions_state_each_runs_k_and_accounting(tallies):
     assert ("k = 5 attempts per task. Leaderboard resolution rate (passed / tasks × k, as the board counts): "
             "**40.0%** (10/25), 95% CI ") in section
     assert "PROVISIONAL: 6 of 25 slots are open (not passed until mop-up fills them)." in section
-    assert "Mean over tasks of each task's pass fraction: 53.8%" in section
+    assert "Not the headline: the mean over tasks of each task's pass fraction, 53.8%, its own 95% CI " in section
+
+
+def test_the_outcome_picture_shows_each_runs_headline_with_its_own_interval(tallies):
+    """Beside the board's rate of a k = 5 run, the replicates' interval (the headline's), never the
+    bootstrap of another figure; beside a k = 1 run's pass rate, Wilson's. Values computed here."""
+    cmp = compare(tallies, "A", "C")
+    slots = [cell.split(" ")[1] for cell, _ in cells(cmp).values()]
+    reps = [sum(s[j] == "✓" for s in slots) / 5 for j in range(5)]
+    value = sum(s.count("✓") for s in slots) / 25
+    half = 2.776 * statistics.stdev(reps) / math.sqrt(5)
+    fig = report.outcome_bar_figure(cmp)
+    texts = [t.get_text() for t in fig.axes[0].texts if "95% CI" in t.get_text()]
+    assert texts[0] == (f"k = 5: {100 * value:.1f}% (board) *\n95% CI "
+                        f"{100 * (value - half):.1f}–{100 * (value + half):.1f}%")
+    # C: 2 of 4 scored, Wilson's interval.
+    z = 1.959963984540054
+    centre, spread = (0.5 + z * z / 8) / (1 + z * z / 4), z / (1 + z * z / 4) * math.sqrt(0.25 / 4 + z * z / 64)
+    assert texts[1] == f"k = 1: 50.0%\n95% CI {100 * (centre - spread):.1f}–{100 * (centre + spread):.1f}%"
 
 
 def test_html_and_pictures_at_k5(tallies, tmp_path):
@@ -164,39 +185,48 @@ def test_html_and_pictures_at_k5(tallies, tmp_path):
 # --- dollars -------------------------------------------------------------------------------------
 
 
-def recorded_total(recording: Path) -> float:
-    """What the bundled example cost, from the recorded hf answers: every inspected job and every
+def recorded_total(recording: Path, jobs_recorded: int = 17) -> float:
+    """What a bundled example cost, from the recorded hf answers: every inspected job and every
     listed sandbox, running_secs × (its flavor's price + the exposed-port price when it exposes one)."""
     calls = json.loads(recording.read_text())["calls"]
     price = {row["name"]: float(row["cost/hour"].lstrip("$")) for row in calls["jobs hardware --json"]}
     port = 0.01  # env/flavor-prices.tsv exposed-ports
     jobs = [rows[0] for key, rows in calls.items() if key.startswith("jobs inspect")]
     jobs += calls["jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice"]
-    assert len(jobs) == 17
+    assert len(jobs) == jobs_recorded
     return sum(j["durations"]["running_secs"] / 3600 * (price[j["flavor"]] + (port if j.get("expose") else 0))
                for j in jobs)
 
 
 EXAMPLE_STATE = REPO / "examples" / "state" / "example-terminus2"
+MSWEA_STATE = REPO / "examples" / "state" / "example-mswea"
+MSWEA_JOBS = 15  # its server, its remote bench job and its 13 sandboxes (examples/make_example_cost.py)
 
 
-def test_compare_shows_the_bundled_examples_dollars(monkeypatch):
+def test_compare_shows_the_bundled_examples_dollars(monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
     total = recorded_total(EXAMPLE_STATE / "hf-recorded.json")
+    other = recorded_total(MSWEA_STATE / "hf-recorded.json", MSWEA_JOBS)
     result = CliRunner().invoke(report.cli, ["compare", "example-terminus2", "example-mswea", "--format", "json"])
     assert result.exit_code == 0, result.output
     t2, mswea = json.loads(result.output)["runs"]
     assert t2["cost"]["known"] and t2["cost"]["total_usd"] == pytest.approx(total, abs=1e-5)
     assert t2["cost"]["usd_per_pass"] == pytest.approx(total / 4, abs=1e-5)  # 4 passed tasks
     assert t2["cost"]["price_source"] == "recorded"
-    assert mswea["cost"] == {"known": False, "why": "a bundled example with no recorded jobs "
-                             "(examples/state/example-mswea/manifest.jsonl does not exist)"}
+    assert mswea["cost"]["known"] and mswea["cost"]["total_usd"] == pytest.approx(other, abs=1e-5)
+    assert mswea["cost"]["usd_per_pass"] == pytest.approx(other / 5, abs=1e-5)  # 5 passed tasks
     md = CliRunner().invoke(report.cli, ["compare", "example-terminus2", "example-mswea"]).output
     assert f"| 1.08 | ${total:,.2f} | ${total / 4:,.2f} |" in md
-    assert "| 1.00 | unknown | — |" in md
+    assert f"| 1.00 | ${other:,.2f} | ${other / 5:,.2f} |" in md
     assert ("- example-terminus2-tb21: $45.92; prices: hf jobs hardware, recorded 2026-09-04T09:10:00Z: "
             "examples/state/example-terminus2/hf-recorded.json.") in md
-    assert "- example-mswea-tb21: cost unknown: a bundled example with no recorded jobs" in md
+    # An example with no recording: its cost is unknown, said in one line, and the comparison goes on.
+    from tools import report_cost
+    monkeypatch.setattr(report_cost, "EXAMPLES_STATE", tmp_path)
+    md = CliRunner().invoke(report.cli, ["compare", "example-terminus2", "example-mswea"]).output
+    assert "| 1.00 | unknown | — |" in md
+    assert (f"- example-mswea-tb21: cost unknown: a bundled example with no recorded jobs "
+            f"({tmp_path / 'example-mswea' / 'manifest.jsonl'} does not exist)") in md
 
 
 def test_results_section_states_the_cost(monkeypatch):
@@ -204,8 +234,9 @@ def test_results_section_states_the_cost(monkeypatch):
     cmp = report.comparison_of(["example-terminus2", "example-mswea"], False)
     section = report.results_markdown(cmp)
     total = recorded_total(EXAMPLE_STATE / "hf-recorded.json")
+    other = recorded_total(MSWEA_STATE / "hf-recorded.json", MSWEA_JOBS)
     assert f" Cost: **${total:,.2f}** (${total / 4:,.2f} per passed task; prices: hf jobs hardware" in section
-    assert " Cost unknown: a bundled example with no recorded jobs" in section
+    assert f" Cost: **${other:,.2f}** (${other / 5:,.2f} per passed task; prices: hf jobs hardware" in section
 
 
 def test_pass_rate_against_dollars_picture_with_two_costed_runs(tmp_path, monkeypatch):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_watchdog import play_the_scheduler
 from tools import reproduce
 
 REPO = Path(__file__).resolve().parents[1]
@@ -318,7 +319,7 @@ def world(tmp_path):
 @pytest.mark.e2e
 def test_happy_path_serve_to_stop(world, report_line):
     tree = world()
-    proc = tree.reproduce()
+    proc = tree.reproduce(HEARTBEAT_EVERY="5s")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert step_lines(proc.stderr) == [
@@ -345,6 +346,15 @@ def test_happy_path_serve_to_stop(world, report_line):
     assert "mop-up pass 1: done, 4 task(s) planned, 4 trial(s) re-run" in proc.stdout
     assert "Passed" in proc.stdout or "passed" in proc.stdout
     assert TOKEN not in out
+    # The run's watchdog: installed by serve beside the server, removed at the end once the server
+    # was cancelled; while the pipeline held the run, it beat on the server.
+    assert [(r["method"], r["path"]) for r in tree.api.requests()
+            if r["path"].startswith("/api/scheduled-jobs") and r["method"] != "GET" or r["path"].endswith("/cancel")] == [
+        ("POST", "/api/scheduled-jobs/alice"), ("POST", "/api/jobs/alice/srv1/cancel"),
+        ("DELETE", "/api/scheduled-jobs/alice/sched-1")]
+    assert [r for r in tree.api.requests() if (r["method"], r["path"]) == ("PUT", "/api/jobs/alice/srv1/labels")]
+    events = [json.loads(line)["event"] for line in (tree.state / "manifest.jsonl").read_text().splitlines()]
+    assert events.count("watchdog-install") == 1 and events.count("watchdog-remove") == 1
     wasted, idle, lost = figures(tree, report_line, "srv1", tree.all_trial_dirs())
     assert (wasted, lost) == (0, 0) and idle <= IDLE_STOP_AFTER
     # Run again: every step is done, nothing is launched or run again.
@@ -383,7 +393,7 @@ def plan_of(tmp_path, **settings) -> list[str]:
 def test_the_plan_of_a_one_task_run_skips_the_smoke_and_says_why(tmp_path):
     smoke = [line for line in plan_of(tmp_path, RUN="qwen-tb3-smoke") if line.startswith("smoke ")]
     assert smoke == ["smoke    skipped: the bench runs one task, atrx-vep-crispr, the very task the smoke would run"]
-    smoke = [line for line in plan_of(tmp_path, RUN="qwen-t2", N_TASKS="1") if line.startswith("smoke ")]
+    smoke = [line for line in plan_of(tmp_path, RUN="qwen-t2", N_TASKS="1", SMOKE_TASK="") if line.startswith("smoke ")]
     assert smoke == ["smoke    skipped: the bench runs one task (N_TASKS=1), the very task the smoke would run"]
     # A smoke of another task, or of one of several, is a real first look: it stays.
     for settings in ({"RUN": "qwen-tb3-smoke", "SMOKE_TASK": "fix-git"}, {"RUN": "qwen-t2", "TASKS": "fix-git path-tracing"},
@@ -523,6 +533,76 @@ def test_sigkilled_twice_resumes_without_a_second_server(world, report_line):
 
 
 @pytest.mark.e2e
+def test_a_sigkilled_reproduce_leaves_its_server_to_the_watchdog_which_cancels_it_after_the_grace(world, report_line):
+    """The rehearsal (docs/watchdog.md): every local process of a make reproduce is killed with
+    SIGKILL mid-bench, so nothing will ever stop its server. The test then plays HF's scheduler,
+    running the watchdog's recorded job spec again and again (each run starting when the last
+    ends: that is WATCHDOG_EVERY here): every check says held while the last heartbeat is within
+    WATCHDOG_GRACE, and the first past it cancels the server and removes the watchdog."""
+    grace = 8
+    plan = dict(PLAN, **{"t-hang": ["slow-pass"]})
+    tree = world(plan)
+    first = tree.start(SCRIPTED_ENV_RELEASE=str(tree.tmp / "never"), HEARTBEAT_EVERY="2s", WATCHDOG_GRACE=f"{grace}s")
+
+    def beats() -> list[dict]:
+        return [r for r in tree.api.requests() if (r["method"], r["path"]) == ("PUT", "/api/jobs/alice/srv1/labels")]
+
+    wait_for(lambda: any(r["task"] == "t-hang" for r in tree.executed()) and beats() or first.poll() is not None, 300,
+             "bench to reach t-hang, with the run's heartbeat on its server")
+    assert first.poll() is None, "the supervisor ended before bench reached t-hang"
+    kill_session(first)
+    killed_at = time.time()
+    beaten = beats()
+    last_beat = int(beaten[-1]["body"]["labels"]["heartbeat"])
+    assert last_beat <= killed_at
+    # What HF keeps of the watchdog: the spec make serve scheduled, with its secret by name only.
+    created = [r for r in tree.api.requests() if (r["method"], r["path"]) == ("POST", "/api/scheduled-jobs/alice")]
+    assert len(created) == 1
+    spec = created[0]["body"]["jobSpec"]
+    assert spec["secrets"] == {"HF_TOKEN": "***"} and TOKEN not in json.dumps(created)
+    assert spec["environment"]["WATCHDOG_GRACE"] == f"{grace}s" and spec["labels"]["role"] == "watchdog"
+
+    runs = []
+    while not tree.api.cancels("srv1"):
+        assert len(runs) < 100, f"the watchdog never cancelled the server: {runs[-1][0].stdout}"
+        runs.append(play_the_scheduler(spec, endpoint=tree.api.url, token=TOKEN, tmp=tree.tmp))
+        proc = runs[-1][0]
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert TOKEN not in proc.stdout + proc.stderr
+    verdicts = [p.stdout.splitlines()[1].split(": ")[2] for p, _, _ in runs]
+    # Held while the heartbeat was within the grace; the first check past it cancelled.
+    assert verdicts == ["held"] * (len(runs) - 1) + ["cancelled"], [p.stdout for p, _, _ in runs]
+    assert all(started - last_beat <= grace + 1 for _, started, _ in runs[:-1])
+    _, cancel_start, cancel_end = runs[-1]
+    # The scheduler's first run comes at the kill, each next one when the last ends: its period here
+    # (WATCHDOG_EVERY) is one run's length.
+    every = max(end - start for _, start, end in runs)
+    # When the check decided (its own clock, in whole seconds, on the server's labels): past the
+    # grace of the last heartbeat, and within one period of it (or of the kill). Not when its process
+    # started: on a loaded machine that comes seconds before the decision.
+    from tools import watchdog
+    verdict_labels = [r["body"]["labels"] for r in beats() if watchdog.ON_SERVER_VERDICT in r["body"]["labels"]]
+    decided_at = int(verdict_labels[0][watchdog.ON_SERVER_CHECKED])
+    assert last_beat + grace <= decided_at <= cancel_end
+    assert cancel_start <= max(last_beat + grace, killed_at) + every + 1
+    cancelled_at = tree.api.cancels("srv1")[0]["at"]
+    report_line(f"last heartbeat {killed_at - last_beat:.1f}s before the kill; server cancelled {cancelled_at - last_beat:.1f}s "
+                f"after it (WATCHDOG_GRACE {grace}s + one check of {every:.1f}s), by check {len(runs)}")
+    assert cancelled_at - last_beat <= grace + every + (cancel_end - cancel_start) + 1
+    assert "cancelled: nothing has held the run for" in runs[-1][0].stdout
+    assert tree.api.stages()["srv1"] == "CANCELED"
+    # Its verdict stays on the server; the watchdog removed itself.
+    assert [labels[watchdog.ON_SERVER_VERDICT] for labels in verdict_labels] == ["cancelled"]
+    assert [(r["method"], r["path"]) for r in tree.api.requests() if r["method"] == "DELETE"] == [
+        ("DELETE", "/api/scheduled-jobs/alice/sched-1")]
+    # The job ran what make serve packed: huggingface_hub's hash-pinned requirements, installed so.
+    assert (tree.tmp / "pip-argv").read_text().splitlines()[0] == (
+        "install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r "
+        "requirements.txt")
+    assert (tree.tmp / "pip-requirements.txt").read_text() == watchdog.requirements((REPO / "env/requirements.lock").read_text())
+
+
+@pytest.mark.e2e
 def test_crash_loop_stops_with_a_clear_message_and_nothing_billing(world, report_line):
     bad = [{"id": "bad1", "stages": ["ERROR"], "message": "CUDA out of memory", "logs": ["OOM"]},
            {"id": "bad2", "stages": ["ERROR"], "message": "CUDA out of memory", "logs": ["OOM"]},
@@ -550,8 +630,17 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == list(reproduce.STEPS)
-    serve, probe, smoke, bench, mopup, tally, stop, _ = lines
+    # Each step, and after serve the run's watchdog it installs (docs/watchdog.md).
+    assert [line.split()[0] for line in lines] == ["serve", "watchdog", *reproduce.STEPS[1:]]
+    serve, watchdog, probe, smoke, bench, mopup, tally, stop, _ = lines
+    assert watchdog.startswith("watchdog hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency "
+                               "--secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness "
+                               "--label run=qwen-t2 --label role=watchdog --label 'code=<its sha256>' "
+                               "-e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness ")
+    assert "-e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.watchdog bundle>'" in watchdog
+    assert "'*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; " in watchdog
+    assert watchdog.endswith("exec python -m tools.watchdog check'   (installed by make serve beside each server it "
+                             "launches, replacing the run's earlier one; removed by stop; docs/watchdog.md)")
     assert serve.startswith("serve    hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200 --expose 30000 "
                             "--secrets HF_TOKEN --timeout 4d")
     assert "lmsysorg/sglang:latest -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8" in serve
@@ -561,10 +650,12 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert 'OPENAI_API_KEY="$(hf auth token)"' in bench and "--ak reasoning_effort=low" in bench
     assert mopup.startswith("mopup    RUN=qwen-t2 AUTO_STOP=0 PROBE=1 scripts/mopup.sh   (at most 3 pass(es)")
     assert ("python -m tools.reproduce targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 "
-            "--model Qwen/Qwen3.8-27B-FP8, lists tasks") in mopup
+            "--model Qwen/Qwen3.8-27B-FP8 --max-task-retries 3, lists tasks") in mopup
     assert "relaunched at most 2 time(s)" in mopup
     assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
-    assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh")
+    assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh   (hf jobs cancel of the run's server, then removes its "
+                           "watchdog: hf jobs scheduled ps -a -q --namespace '<namespace>' -l project=terminal-bench-harness "
+                           "-l run=qwen-t2 -l role=watchdog, and hf jobs scheduled delete of each;")
     assert "placeholder, https://<job_id>--30000.hf.jobs/v1" in proc.stderr
     assert not (tmp_path / "state").exists()
 
@@ -641,6 +732,42 @@ def test_a_job_of_another_model_under_the_run_s_name_is_refused_before_a_server_
                               "--job-name", job.name, "--model", "Qwen/Qwen3.8-27B-FP8"],
                              cwd=REPO, capture_output=True, text=True, timeout=120)
     assert targets.returncode == 1 and why in targets.stderr and targets.stdout == ""
+
+
+def test_no_token_is_said_before_any_hf_call_and_a_failed_start_is_never_remembered(tmp_path):
+    """A new user without a token: one line saying so, before MAX_COST's check (or anything else)
+    asks HF; and no failed start, the token's or the probe's, becomes the remembered run."""
+    api = JobsAPI(tmp_path, {})
+    try:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "last-run").write_text("qwen-mswea\n")  # the run the user last worked on
+        hf_home = tmp_path / "hf-home"  # no login: `hf auth token` has nothing to print
+        hf_home.mkdir()
+        (hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RUN", "API_BASE", "CLI_SETTINGS", "DRY_RUN", "HF_TOKEN", "HF_NAMESPACE", "JOBS_DIR")}
+        env.update(RUN="qwen-t2", MAX_COST="500", STATE_ROOT=str(state), HF_ENDPOINT=api.url, HF_HOME=str(hf_home),
+                   HF_HUB_DISABLE_UPDATE_CHECK="1", JOBS_DIR=str(tmp_path / "jobs"))
+        proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], env=env, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1
+        assert proc.stderr.splitlines()[-1] == ("reproduce: no HF token: set HF_TOKEN or run 'hf auth login' (the "
+                                                "server job, its endpoint and the sandboxes need it)")
+        assert "Not logged in" not in proc.stderr + proc.stdout
+        assert api.requests() == []  # not one HF call
+        assert sorted(p.name for p in state.iterdir()) == ["last-run"]
+        assert (state / "last-run").read_text() == "qwen-mswea\n"
+        # With a token, a start that fails (the probe: nothing answers at API_BASE) is not remembered either.
+        env.update(HF_TOKEN="hf_fake-token", API_BASE="http://127.0.0.1:1/v1", PROBE_TIMEOUT="5")
+        del env["MAX_COST"]
+        proc = subprocess.run([str(REPO / "scripts/reproduce.sh")], env=env, capture_output=True, text=True,
+                              timeout=300, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1, proc.stderr
+        assert "reproduce: the probe step failed" in proc.stderr
+        assert (state / "last-run").read_text() == "qwen-mswea\n"
+    finally:
+        api.stop()
 
 
 def test_the_supervisor_refuses_to_run_without_the_lock(tmp_path):

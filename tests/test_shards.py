@@ -421,13 +421,13 @@ class DeafBench:
     optionally holding a run lock (flock on fd 9, as scripts/lib-run.sh takes it) and started with
     SIGINT ignored, as `nohup … &` starts it."""
 
-    def __init__(self, tmp: Path, grace: float, sigint_ignored: bool, lock: bool = False):
+    def __init__(self, tmp: Path, grace: float, sigint_ignored: bool, lock: bool = False, harbor: str = DEAF_HARBOR):
         self.tmp, self.grace = tmp, grace
         self.marks = tmp / "marks"
         self.marks.mkdir()
         self.manifest = tmp / "manifest.jsonl"
         self.lock = tmp / "lock"
-        (tmp / "deaf.py").write_text(DEAF_HARBOR)
+        (tmp / "deaf.py").write_text(harbor)
         spec = {"run": "r", "event_file": str(self.manifest), "log_dir": str(tmp / "logs"), "poll_s": 0.1,
                 "stop_grace_s": grace, "governor": None,
                 "watch": ["--grace", "60", "--term-wait", str(grace), "--poll", "0.1", "--event-file", str(self.manifest)],
@@ -586,6 +586,35 @@ def test_the_run_lock_is_held_until_the_last_shard_process_exits(deaf_bench):
     assert not bench.lock_is_free()
     wait_for("the lock's last holder gone", lambda: not holders_of(bench.lock), bound=BOUND_S)
     assert bench.lock_is_free() and not bench.processes()
+
+
+# A harbor that leaves a process behind: it starts one in its own process group (the shard's),
+# as a tool harbor ran could outlive it, and exits at once on the stop.
+LEAVING_HARBOR = r"""
+import os, signal, subprocess, sys, time
+from pathlib import Path
+marks = Path(sys.argv[1])
+left = subprocess.Popen(["sleep", "600"])
+(marks / f"left-{left.pid}").write_text("")
+signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+(marks / f"ready-{os.getpid()}").write_text("")
+for _ in range(1200):
+    time.sleep(0.1)
+"""
+
+
+def test_what_a_stopped_shard_leaves_in_its_group_is_killed_once_its_watch_has_exited(deaf_bench):
+    bench = deaf_bench(grace=30, sigint_ignored=False, harbor=LEAVING_HARBOR)
+    left = sorted(int(p.name.removeprefix("left-")) for p in bench.marks.glob("left-*"))
+    assert len(left) == 2 and not any(zombie(pid) for pid in left)
+    os.kill(bench.proc.pid, signal.SIGTERM)
+    out, _ = bench.proc.communicate(timeout=BOUND_S)
+    assert bench.proc.returncode == 128 + signal.SIGTERM, out
+    assert all(zombie(pid) for pid in left)  # each harbor's leftover: killed, not running on
+    stopped = sorted(bench.events("shard-stopped"), key=lambda e: e["shard"])
+    assert [(e["shard"], [s["signal"] for s in e["signals"]], e["exit"], e.get("leftovers_killed")) for e in stopped] \
+        == [(i, ["INT"], 128 + signal.SIGINT, True) for i in (1, 2)]
+    assert out.count("processes left in its process group after its watch exited were killed") == 2
 
 
 def fds_of(pid: int) -> list[str]:

@@ -10,14 +10,17 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import DELETE, TrialSpec, rewrite_result, trial_name, write_job
+from tools import slots as SL
 from tools import tally as T
 
 S = TrialSpec
+REPO = Path(__file__).resolve().parent.parent
 
 APT = ("Command failed (exit 100): apt-get update\nstdout: \nstderr: E: Release file for "
        "http://security.debian.org/debian-security/dists/bullseye-security/InRelease is expired "
@@ -313,7 +316,7 @@ def test_mixed_run_default_accounting(mixed, policy):
                               "unfinished": 2, "scored": 14}
     assert report["pass_rate"] == 6 / 14
     assert report["accounting"] == "timeouts-scored"
-    assert report["errored_breakdown"] == {"infra": 5, "timeout": 0, "verdict": 0}
+    assert report["errored_breakdown"] == {"infra": 5, "final": 0, "timeout": 0, "verdict": 0}
     assert [os.path.relpath(d, mixed) for d in report["job_dirs"]] == ["fx", "fx-retry-1", "jobs/fx-retry-2"]
     # 25 + 3 + 1 trial dirs; the smoke job and the decoys are not among them.
     assert report["trial_dirs"] == 29
@@ -364,7 +367,7 @@ def test_mixed_run_timeouts_unscored(mixed, policy):
     assert outcomes(report) == expected
     assert counts(report) == {"tasks": 22, "passed": 5, "failed": 7, "errored": 7, "unclassified": 1,
                               "unfinished": 2, "scored": 12}
-    assert report["errored_breakdown"] == {"infra": 5, "timeout": 2, "verdict": 0}
+    assert report["errored_breakdown"] == {"infra": 5, "final": 0, "timeout": 2, "verdict": 0}
     assert report["accounting"] == "timeouts-unscored"
 
 
@@ -392,7 +395,7 @@ def test_per_task_entry_exact(mixed, policy):
         "task": "t-retried", "outcome": "passed", "computed_outcome": "passed", "rule": "reward",
         "reason": "reward 1 (pass threshold 1)", "reward": 1.0, "exception_type": None,
         "exception_message": None, "finished_at": "2026-09-04T09:00:00Z", "trial_dir": second,
-        "job_dir": str(mixed / "fx-retry-1"), "attempts": 2, "verdict": None,
+        "job_dir": str(mixed / "fx-retry-1"), "attempts": 2, "verdict": None, "infra_streak": 0, "final_error": False,
         "trials": [
             {"trial_dir": first, "job_dir": str(mixed / "fx"), "finished_at": "2026-09-03T08:20:00Z",
              "reward": None, "exception_type": "ReadTimeout", "outcome": "errored", "rule": "infra-type"},
@@ -444,7 +447,7 @@ def test_run1_default_accounting_reproduces_62_35(run1, policy):
     assert counts(report) == {"tasks": 89, "passed": 53, "failed": 32, "errored": 4, "unclassified": 0,
                               "unfinished": 0, "scored": 85}
     assert round(100 * report["pass_rate"], 2) == 62.35
-    assert report["errored_breakdown"] == {"infra": 0, "timeout": 0, "verdict": 4}
+    assert report["errored_breakdown"] == {"infra": 0, "final": 0, "timeout": 0, "verdict": 4}
     assert T.retry_targets(report) == []  # verdicts end the retrying
     text = T.render_text(report)
     assert "| Passed | 53 | 59.6% |" in text
@@ -460,7 +463,7 @@ def test_run1_timeouts_unscored_reproduces_the_reference_table(run1, policy):
     assert counts(report) == {"tasks": 89, "passed": 53, "failed": 16, "errored": 20, "unclassified": 0,
                               "unfinished": 0, "scored": 69}
     assert round(100 * report["pass_rate"], 1) == 76.8
-    assert report["errored_breakdown"] == {"infra": 0, "timeout": 16, "verdict": 4}
+    assert report["errored_breakdown"] == {"infra": 0, "final": 0, "timeout": 16, "verdict": 4}
     text = T.render_text(report)
     assert "| Passed | 53 | 59.6% |" in text
     assert "| Failed (scored, reward < 1) | 16 | 18.0% |" in text
@@ -469,13 +472,52 @@ def test_run1_timeouts_unscored_reproduces_the_reference_table(run1, policy):
     assert "Accounting: timeouts-unscored" in text
 
 
-def test_run1_without_verdicts_the_four_are_retry_targets(run1, policy):
+def test_run1_without_verdicts_the_four_are_final_errors_after_three_attempts(run1, policy):
+    # The reference accepted these four as final errors after 3 attempts: MAX_TASK_RETRIES=3, the
+    # default, makes the same decision with no verdicts file, and mop-up no longer retries them.
     jobs, _ = run1
     report = T.tally(T.run_job_dirs(jobs, "q"), policy)
-    assert report["errored"] == 4 and report["errored_breakdown"]["infra"] == 4
-    targets = T.retry_targets(report)
-    assert [t["task"] for t in targets] == sorted(RUN1_INFRA)
-    assert all(t["attempts"] == 3 and len(t["trials"]) == 3 for t in targets)
+    infra_attempts = {e["task"]: sum(1 for t in e["trials"] if t["rule"] in SL.INFRA_RULES) for e in report["per_task"]}
+    assert {t for t, n in infra_attempts.items() if n >= T.DEFAULT_MAX_TASK_RETRIES} == set(RUN1_INFRA)
+    assert report["errored"] == 4
+    assert report["errored_breakdown"] == {"infra": 0, "final": 4, "timeout": 0, "verdict": 0}
+    assert report["max_task_retries"] == 3 and report["final_errors"] == sorted(RUN1_INFRA)
+    assert T.retry_targets(report) == []
+    text = T.render_text(report)
+    assert "| Errored (unscored: 0 infra, 4 final: MAX_TASK_RETRIES=3 attempts in a row were infra) | 4 | 4.5% |" in text
+    assert (f"Final errors (4): 4 task(s) whose infra error survived 3 attempts in a row per open slot "
+            f"(MAX_TASK_RETRIES=3): {', '.join(sorted(RUN1_INFRA))}. They count as errored, and mop-up, make "
+            f"reproduce and AUTO_STOP no longer wait for them (make mopup RUN=q MAX_TASK_RETRIES=4 tries each "
+            f"once more).") in text
+    # One more allowed attempt (or no limit) makes them retry targets again, each with its 3 attempts.
+    for limit in (4, 0):
+        report = T.tally(T.run_job_dirs(jobs, "q"), policy, max_task_retries=limit)
+        assert report["final_errors"] == [] and report["errored_breakdown"]["infra"] == 4
+        targets = T.retry_targets(report)
+        assert [t["task"] for t in targets] == sorted(RUN1_INFRA)
+        assert all(t["attempts"] == 3 and len(t["trials"]) == 3 for t in targets)
+
+
+def test_final_error_counts_the_infra_attempts_since_the_latest_settled_one(tmp_path, policy):
+    """k = 1: a settled trial resets the count; an unfinished trial neither counts nor resets it.
+    k = 5: a task's open slots are final errors once its last MAX_TASK_RETRIES attempts were infra."""
+    ds = tmp_path / "dataset"
+    write_job(tmp_path / "jobs", "r", [
+        S("streak", None, "SandboxError", finished=10), S("streak", None, "SandboxError", finished=20, attempt=1),
+        S("streak", None, None, finished=None, attempt=2), S("streak", None, "SandboxError", finished=30, attempt=3),
+        S("broken", None, "SandboxError", finished=10), S("broken", 1.0, finished=20, attempt=1),
+        S("broken", None, "SandboxError", finished=30, attempt=2), S("broken", None, "SandboxError", finished=40, attempt=3),
+    ], dataset=ds)
+    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=3)
+    by_task = {e["task"]: e for e in report["per_task"]}
+    assert (by_task["streak"]["infra_streak"], by_task["streak"]["final_error"]) == (3, True)
+    # broken passed once, so it is settled at k = 1 whatever came after; its streak is the 2 after the pass.
+    assert (by_task["broken"]["outcome"], by_task["broken"]["infra_streak"], by_task["broken"]["final_error"]) == (
+        "passed", 2, False)
+    assert [t["task"] for t in T.retry_targets(report)] == []
+    assert report["final_errors"] == ["streak"]
+    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=4)
+    assert [t["task"] for t in T.retry_targets(report)] == ["streak"]
 
 
 def test_verdict_shown_as_such(run1, policy):
@@ -698,10 +740,11 @@ TOP_FIELDS = {
     "run", "accounting", "policy", "verdicts", "pass_threshold", "job_dirs", "tasks", "passed", "failed", "errored",
     "unclassified", "unfinished", "scored", "pass_rate", "errored_breakdown", "exceptions", "exceptions_all_trials",
     "infra_by_side", "tokens", "tokens_all_trials", "trials_without_tokens", "agent_seconds", "agent_seconds_all_trials",
-    "trial_dirs", "warnings", "unreadable", "per_task",
+    "trial_dirs", "max_task_retries", "final_errors", "warnings", "unreadable", "per_task",
 }
 TASK_FIELDS = {"task", "outcome", "computed_outcome", "rule", "reason", "reward", "exception_type",
-               "exception_message", "finished_at", "trial_dir", "job_dir", "attempts", "verdict", "trials"}
+               "exception_message", "finished_at", "trial_dir", "job_dir", "attempts", "verdict", "infra_streak",
+               "final_error", "trials"}
 TRIAL_FIELDS = {"trial_dir", "job_dir", "finished_at", "reward", "exception_type", "outcome", "rule"}
 
 
@@ -820,3 +863,10 @@ def test_cli_empty_run_says_so(tmp_path):
     assert "tally: empty run: no trial dirs in" in r.stderr
     r = run_cli("tally", "--jobs-dir", tmp_path / "jobs", "--job-name", "e", "--json")
     assert r.exit_code == 3 and json.loads(r.stdout)["tasks"] == 0 and json.loads(r.stdout)["pass_rate"] is None
+
+
+def test_max_task_retries_default_is_the_settings_catalogues():
+    # The tools' default (a tally run without the setting) and env/defaults.env's must be one value.
+    line = next(line for line in (REPO / "env" / "defaults.env").read_text().splitlines()
+                if line.startswith("MAX_TASK_RETRIES="))
+    assert int(line.split("=", 1)[1].split()[0]) == T.DEFAULT_MAX_TASK_RETRIES

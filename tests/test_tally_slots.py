@@ -12,6 +12,7 @@ import importlib.util
 import json
 import math
 import random
+import re
 import statistics
 from pathlib import Path
 
@@ -133,7 +134,7 @@ def test_k_is_read_from_the_job_config_and_slots_are_filled(k5, policy):
         [18, 14, 11, 1, 1, 32]
     assert [count(SLOTS, g) for g in "✓✗E?…"] == [18, 14, 11, 1, 1]
     assert report["pass_rate"] == 18 / 32
-    assert report["errored_breakdown"] == {"infra": 6, "timeout": 0, "verdict": 5}
+    assert report["errored_breakdown"] == {"infra": 6, "final": 0, "timeout": 0, "verdict": 5}
     # An infra error after five settled trials is normal with k > 1: no warning for j.
     assert not [w for w in report["warnings"] if w.startswith("j:")]
     assert not [w for w in report["warnings"] if "scored attempts disagree" in w]
@@ -161,6 +162,29 @@ def test_run_figures_against_independent_computation(k5, policy):
     fr = want["fractions"]
     means = sorted(sum(r.choice(fr) for _ in fr) / len(fr) for _ in range(4000))
     assert abs(means[100] - b["low"]) < 0.05 and abs(means[3899] - b["high"]) < 0.05
+
+
+def test_final_error_at_k5_is_max_task_retries_attempts_per_open_slot(tmp_path, policy):
+    """k = 5: a task's open slots are final errors once its infra error survived MAX_TASK_RETRIES
+    attempts in a row for each of them (mop-up runs a task's missing attempts side by side)."""
+    limit, settled = 2, [P, F]
+    open_slots = K - len(settled)
+    plans = {"short": settled + ["infra"] * (limit * open_slots - 1), "final": settled + ["infra"] * (limit * open_slots)}
+    write_job(tmp_path / "jobs", "fin", [s for t, plan in plans.items() for s in attempts(t, plan)], n_attempts=K,
+              multiplier=1.0)
+    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "fin"), policy, max_task_retries=limit)
+    by_task = {e["task"]: e for e in report["per_task"]}
+    assert {t: (e["infra_streak"], e["final_error"]) for t, e in by_task.items()} == {
+        "short": (limit * open_slots - 1, False), "final": (limit * open_slots, True)}
+    assert report["final_errors"] == ["final"]
+    assert report["errored_breakdown"] == {"infra": open_slots, "final": open_slots, "timeout": 0, "verdict": 0}
+    assert [(t["task"], t["missing"]) for t in T.retry_targets(report)] == [("short", open_slots)]
+    # A final error's slots are not open: the headline is provisional for the other task's only.
+    lb = report["leaderboard"]
+    assert (lb["open_slots"], lb["provisional"]) == (open_slots, True)
+    text = T.render_text(report)
+    assert (f"FINAL ERRORS: {open_slots} of {2 * K} slots, of 1 task(s) whose infra error survived {limit} attempts "
+            f"in a row per open slot (MAX_TASK_RETRIES={limit}): final: counted as not passed, not open") in text
 
 
 def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(k5, policy, tmp_path):
@@ -200,6 +224,41 @@ def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(
     assert md.read_text().splitlines()[8].startswith("**Leaderboard resolution rate: 40.00%")
 
 
+def test_one_headline_interval_named_once_and_every_other_interval_labelled_second(policy):
+    """The bundled k = 5 example: three 95% intervals, of two figures. The headline's (the board's
+    rate, the replicates' t interval) comes first and is the only one called the headline's; the
+    others follow it and each says it is not the headline's and of what it is. Values computed here."""
+    report = T.tally(T.run_job_dirs(REPO / "examples" / "jobs", "example-leaderboard-tb21"), policy,
+                     run="example-leaderboard")
+    slots = [e["slots"] for e in report["per_task"]]
+    n = len(slots)
+    reps = [sum(s[j] == "passed" for s in slots) / n for j in range(K)]
+    value = sum(s.count("passed") for s in slots) / (n * K)
+    half = 2.776 * statistics.stdev(reps) / math.sqrt(K)
+    low, high = max(0, value - half), min(1, value + half)
+    rng = np.random.default_rng(0)
+    per_task = np.array([s.count("passed") / K for s in slots])
+    board_boot = np.quantile([per_task[rng.integers(0, n, size=n)].mean() for _ in range(10_000)], [0.025, 0.975])
+    fractions = np.array([e["pass_fraction"] for e in report["per_task"] if e["pass_fraction"] is not None])
+    rng = np.random.default_rng(0)
+    mean_boot = np.quantile([fractions[rng.integers(0, len(fractions), size=len(fractions))].mean()
+                             for _ in range(10_000)], [0.025, 0.975])
+    lines = T.render_text(report).splitlines()
+    with_interval = [line for line in lines if re.search(r"\d% to \d", line)]
+    assert len(with_interval) == 3
+    head, second, third = with_interval
+    assert head.startswith(f"Leaderboard resolution rate: {100 * value:.2f}% ")
+    assert f"95% interval {100 * low:.2f}% to {100 * high:.2f}%: the headline and its interval (mean of the 5 " in head
+    assert sum("headline and its interval" in line for line in lines) == 1
+    assert second == (f"  not the headline's interval: the same rate by a task-level bootstrap of each task's passed / "
+                      f"5 (10,000 resamples, seed 0), {100 * board_boot[0]:.2f}% to {100 * board_boot[1]:.2f}%")
+    assert third.startswith(f"pass@1, mean over tasks of each task's pass fraction: {100 * fractions.mean():.2f}% ")
+    assert third.endswith(f"its 95% interval by a task-level bootstrap (10,000 resamples, seed 0): "
+                          f"{100 * mean_boot[0]:.2f}% to {100 * mean_boot[1]:.2f}%")
+    assert lines.index(head) < lines.index(second) < lines.index("Other figures, not the headline (each interval is "
+                                                                 "its own figure's):") < lines.index(third)
+
+
 def test_a_run_with_every_slot_filled_is_not_provisional(policy):
     """A finished slot set: the figure is passed / (tasks × k), nothing open."""
     from tools import slots as SL
@@ -214,7 +273,7 @@ def test_timeouts_unscored_fills_the_slots_the_same_trials(k5, policy):
     report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS, timeouts_unscored=True)
     assert {e["task"]: e["slots_text"] for e in report["per_task"]} == SLOTS_UNSCORED
     assert [report[o] for o in ("passed", "failed", "errored", "scored")] == [18, 12, 13, 30]
-    assert report["errored_breakdown"] == {"infra": 6, "timeout": 2, "verdict": 5}
+    assert report["errored_breakdown"] == {"infra": 6, "final": 0, "timeout": 2, "verdict": 5}
     assert report["mean_task_pass_fraction"] == pytest.approx(expected_figures(SLOTS_UNSCORED)["mean"])
 
 
@@ -242,7 +301,7 @@ def test_cli_text_json_and_markdown(k5, tmp_path):
     out = r.stdout
     assert "Attempts per task (k): 5; each task's latest 5 settled trials fill its slots" in out
     assert "| Outcome | Attempts | % of 45 (9 tasks × 5) |" in out
-    assert "Pass rate excluding infra errors: 56.25% (18/32 scored attempts)" in out
+    assert "Pass rate excluding infra errors: 56.25% (18/32 scored attempts; not the headline)" in out
     assert f"pass@1, mean over tasks of each task's pass fraction: {100 * want['mean']:.2f}% (7 of 9 tasks" in out
     assert f"mean ± standard error: {100 * want['rep_mean']:.2f}% ± {100 * want['rep_stderr']:.2f}%" in out
     assert "pass@5 (harbor's estimator, over the 4 tasks with 5 scored attempts): 100.00%" in out

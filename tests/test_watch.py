@@ -7,6 +7,7 @@ at a known minute after T0; the frame is computed at a fixed --now, and every ex
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import stat
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -84,8 +85,13 @@ def test_mid_run_with_errors_pace_eta_and_the_infra_alarm(tmp_path):
     lines = W.lines_of(f)
     assert "  ETA: 3h30m at the last hour's pace (range 3h30m to 4h40m by the two paces), 7 slot(s) left, " \
            "mop-up's included" in lines
-    assert "  pace: 2 settled in the last hour, 1.5 per hour over the whole run; infra-error rate 50.0% (last hour), " \
-           "40.0% (whole run)" in lines
+    assert "  pace: 2 trial(s) settled in the last hour, 1.5 per hour over the whole run; infra-error rate 50.0% " \
+           "(last hour), 40.0% (whole run)" in lines
+    # The bar's slots, each kind once, summing to it: 3 settled, 7 open (t2, t4 infra; t5 running; t6-t9 not started).
+    assert lines[1] == ("  slots: settled 3 = passed 2 + failed 1; open 7 = infra-errored 2 + no finished trial 1 + "
+                        "not started 4 (mop-up fills the open ones)")
+    assert lines[2] == ("  trials: 6 trial dir(s); 2 ended in an infra error (every attempt so far: sandbox 2, model "
+                        "server 0, interrupted 0), 1 with no result yet (running, or stopped mid-trial)")
     # Under the threshold, no alarm.
     assert frame(run_of(tmp_path / "b", MID), 120, max_infra_rate=0.5).alarms == []
 
@@ -103,8 +109,8 @@ def test_model_server_errors_are_told_apart_and_said_to_be_the_server_s_problem(
     assert f.alarms == ["model-server errors: 2 trial(s) in the last hour failed at the model server "
                         "(env/outcome-policy.yaml infra.server_types): the server's problem, not load on the "
                         "sandboxes; the governor does not act on them. Check it: make status RUN=w, make logs RUN=w"]
-    assert "  passed 1, failed 1, infra errors 4 (every attempt: sandbox 1, model server 2, interrupted 1), " \
-           "no result yet 0 (running, or stopped mid-trial)" in W.lines_of(f)
+    assert "  trials: 6 trial dir(s); 4 ended in an infra error (every attempt so far: sandbox 1, model server 2, " \
+           "interrupted 1), 0 with no result yet (running, or stopped mid-trial)" in W.lines_of(f)
     assert W.summary_line(f) == ("progress: 2/10 attempt slots settled, ETA 8h00m, spend unknown; 2 model-server "
                                  "error(s) in the last hour: the server's problem (make logs RUN=w), not the "
                                  "sandboxes' (the governor leaves them alone); 1 alarm(s): make watch RUN=w")
@@ -175,6 +181,75 @@ def test_a_finished_run_says_finished_and_never_stalls(tmp_path):
     assert lines[0] == "run w: [##############################] 4/4 attempt slots settled (100.0%; 2 tasks × 2)"
     assert "  ETA: finished" in lines
     assert W.summary_line(f) == "progress: 4/4 attempt slots settled, finished, spend unknown"
+
+
+def test_the_slot_counts_sum_to_the_bar_and_a_final_error_is_named_and_settled(tmp_path):
+    """Every kind of slot, once: passed, failed, unclassified, a final error (past MAX_TASK_RETRIES),
+    an errored verdict; open ones after an infra error, with no finished trial, not started. The two
+    sums add up to the bar; the trials are counted apart, as trials."""
+    infra = lambda task, minute, i=0: S(task, None, "SandboxError", "Sandbox API error (503)", finished=minute,  # noqa: E731
+                                        attempt=i)
+    specs = [S("t0", 1.0, finished=40), S("t1", 0.0, finished=50), S("t2", None, "VerifierTimeoutError", "", finished=55),
+             *[infra("t3", 60 + i, i) for i in range(3)], infra("t4", 70), S("t5", finished=None), infra("t6", 75)]
+    jobs = run_of(tmp_path, specs)
+    verdicts = tmp_path / "verdicts.yaml"
+    verdicts.write_text("verdicts:\n  t6:\n    outcome: errored\n    reason: its image is gone\n")
+    limit = 3
+    run = dataclasses.replace(settings(jobs), verdicts=verdicts, max_task_retries=limit)
+    f = W.frame_of(run, now=T0 + timedelta(minutes=120), tasks_hint=None, max_cost=None, max_infra_rate=1,
+                   with_cost=False)
+    # From the specs: t3's infra error survived `limit` attempts; t4's one did not.
+    attempts = {t: sum(1 for s in specs if s.task == t and s.exc == "SandboxError") for t in ("t3", "t4")}
+    final = [t for t, n in attempts.items() if n >= limit]
+    assert final == ["t3"] and f.final_errors == final
+    kinds = {"passed": 1, "failed": 1, "unclassified": 1, "final": len(final), "verdict": 1}
+    settled = sum(kinds.values())
+    open_infra, unfinished = 1, 1  # t4 (once), t5 (running)
+    not_started = len(TASKS) - len({s.task for s in specs})
+    assert settled + open_infra + unfinished + not_started == f.total == len(TASKS)
+    assert (f.settled, f.passed, f.failed, f.unclassified, f.final, f.verdict_errored) == (
+        settled, kinds["passed"], kinds["failed"], kinds["unclassified"], kinds["final"], kinds["verdict"])
+    assert (f.open_infra, f.unfinished, f.not_started) == (open_infra, unfinished, not_started)
+    lines = W.lines_of(f)
+    assert lines[1] == (f"  slots: settled {settled} = passed 1 + failed 1 + unclassified 1 + final errors 1 + errored "
+                        f"by verdict 1; open {f.total - settled} = infra-errored {open_infra} + no finished trial "
+                        f"{unfinished} + not started {not_started} (mop-up fills the open ones)")
+    infra_trials = sum(1 for s in specs if s.exc == "SandboxError")
+    assert lines[2] == (f"  trials: {len(specs)} trial dir(s); {infra_trials} ended in an infra error (every attempt "
+                        f"so far: sandbox {infra_trials}, model server 0, interrupted 0), 1 with no result yet "
+                        f"(running, or stopped mid-trial)")
+    assert lines[3] == (f"  final errors, not retried (their infra error survived MAX_TASK_RETRIES={limit} attempts in a "
+                        f"row; make tally RUN=w says more): t3")
+    # The ETA counts the open slots only: a final error is not waited for.
+    assert f"{f.total - settled} slot(s) left" in next(line for line in lines if line.startswith("  ETA: "))
+
+
+def test_a_bundled_example_is_watched_at_its_own_last_moment(tmp_path):
+    """A frozen example's pace and ETA are those of its last moment (its latest trial's end), not of
+    the months of silence since: no stall alarm, the pace of its own last hour."""
+    proc = watch_cli("--run", "example-leaderboard", "--once")
+    assert proc.returncode == 0, proc.stderr
+    ends, settled_ends = [], []
+    for job in sorted((REPO / "examples" / "jobs").glob("example-leaderboard-tb21*")):
+        for result in job.glob("*/result.json"):
+            doc = json.loads(result.read_text())
+            end = datetime.fromisoformat(doc["finished_at"].replace("Z", "+00:00"))
+            ends.append(end)
+            if (doc.get("exception_info") or {}).get("exception_type") not in T.load_policy().infra_types:
+                settled_ends.append(end)
+    last = max(ends)
+    last_hour = sum(1 for e in settled_ends if e >= last - timedelta(hours=1))
+    lines = proc.stdout.splitlines()
+    assert (f"  note: run example-leaderboard is a bundled example, frozen: its figures are taken at its own last "
+            f"moment, its latest trial's end ({last:%Y-%m-%d %H:%M} UTC), not now") in lines
+    pace = next(line for line in lines if line.startswith("  pace: "))
+    assert pace.startswith(f"  pace: {last_hour} trial(s) settled in the last hour, ")
+    eta = next(line for line in lines if line.startswith("  ETA: "))
+    assert eta.startswith("  ETA: ") and "at the last hour's pace" in eta
+    assert not [line for line in lines if "stalled" in line]
+    # An explicit --now is the clock asked for, frozen example or not.
+    later = watch_cli("--run", "example-leaderboard", "--once", "--now", "2027-01-01T00:00:00Z").stdout
+    assert "frozen" not in later and "stalled" in later
 
 
 def set_finished_at(jobs: Path, task: str, value: str) -> str:
@@ -286,8 +361,11 @@ def test_make_watch_once_prints_the_frame_offline_and_writes_nothing(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == ("run example-leaderboard: [############################..] 28/30 attempt slots settled "
                         "(93.3%; 6 tasks × 5)")
-    assert lines[1] == ("  passed 13, failed 15, infra errors 3 (every attempt: sandbox 3, model server 0, interrupted 0), "
-                        "no result yet 1 (running, or stopped mid-trial)")
+    assert lines[1] == ("  slots: settled 28 = passed 13 + failed 15; open 2 = infra-errored 2 + no finished trial 0 "
+                        "(mop-up fills the open ones)")
+    assert lines[2].startswith("  trials: ") and lines[2].endswith(
+        "; 3 ended in an infra error (every attempt so far: sandbox 3, model server 0, interrupted 0), "
+        "1 with no result yet (running, or stopped mid-trial)")
     assert any(line.startswith("  ETA: ") for line in lines) and any(line.startswith("  spend: ") for line in lines)
     assert not (tmp_path / "state").exists()
     dry = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-leaderboard",
@@ -743,7 +821,7 @@ def test_the_live_view_fits_a_100_column_terminal_redraws_and_stops_on_ctrl_c(tm
         assert first[0].startswith("run example-terminus2: [")
         assert max(len(line) for line in first) <= PANE[0]
         text = " ".join(line.strip() for line in first)
-        for phrase in ("9/13 attempt slots settled", "passed 4, failed 4, infra errors 5",
+        for phrase in ("9/13 attempt slots settled", "settled 9 = passed 4 + failed 4 + unclassified 1",
                        "example-terminus2-tb21-retry-1: 1 settled of 2 trial dir(s)", "spend: $45.92 so far",
                        "mop-up's included"):
             assert phrase in text, (phrase, first)

@@ -66,8 +66,11 @@ TSV_PRICES = REPO_ROOT / "env" / "flavor-prices.tsv"
 SANDBOX_LABEL = "hf-sandbox=1"  # huggingface_hub 2.4.0 _sandbox.py: SANDBOX_LABEL = "hf-sandbox", value "1"
 IDLE_SHUTDOWN = re.compile(r"sbx-server: idle for (\d+)ms, shutting down")
 SLACK_SECS = CS.SLACK_SECS  # the job's clock (HF's) and the trial's (harbor's) may disagree by this much
-ROLE_OF_LABEL = {"server": "server", "bench": "remote-bench", "mopup": "remote-mopup", "supervisor": "supervisor"}
-ROLES = ("server", "remote-bench", "remote-mopup", "supervisor", "sandbox")
+# watchdog: each check of the run's watchdog is a job of its own, labelled as the run's other jobs
+# (scripts/argv.sh, watchdog_argv; docs/watchdog.md).
+ROLE_OF_LABEL = {"server": "server", "bench": "remote-bench", "mopup": "remote-mopup", "supervisor": "supervisor",
+                 "watchdog": "watchdog"}
+ROLES = ("server", "remote-bench", "remote-mopup", "supervisor", "watchdog", "sandbox")
 
 
 # What a price, a duration and a time may be, read from a cache anyone could edit or an hf answer:
@@ -207,6 +210,10 @@ class RecordedHf:
     def load(cls, path: Path) -> "RecordedHf":
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            # The one line the other verbs give (tools/report_cost.py), not an errno.
+            raise CostError(f"no recording: {rel(path)} does not exist (a bundled example never calls HF; "
+                            f"examples/make_example_cost.py records one)") from None
         except (OSError, ValueError) as e:
             raise CostError(f"{path}: cannot read the recorded hf answers ({e})") from None
         return cls(path, doc.get("calls") or {}, doc.get("recorded_at"))

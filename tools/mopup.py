@@ -44,6 +44,7 @@ from pathlib import Path
 
 import click
 
+from tools import tally_core
 # read_manifest, patch_concurrency and the names from mopup_harbor / mopup_plan are here for
 # tests and tools/reproduce.py, which call them as mopup.*.
 from tools.mopup_archive import (  # noqa: F401
@@ -77,8 +78,13 @@ def cli() -> None:
               help="The run's manual verdicts (as make tally reads them): such tasks are never retried.")
 @click.option("--model", default=None,
               help="The run's MODEL: a job dir of the run's name that records another model is refused.")
+@click.option("--max-task-retries", type=click.IntRange(min=0, max=tally_core.MAX_TASK_RETRIES_CAP),
+              default=tally_core.DEFAULT_MAX_TASK_RETRIES, show_default=True,
+              help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a row (per open slot) is a "
+              "final error, not retried (a higher value gives such a task one more try; 0: no limit).")
 @click.option("--out", type=click.Path(path_type=Path), required=True)
-def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config, verdicts, model, out):
+def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config, verdicts, model, max_task_retries,
+         out):
     """Decide what to retry and how; write the plan JSON to --out and print it."""
     try:
         current = json.loads(current_config.read_text())
@@ -86,7 +92,7 @@ def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config,
         raise click.ClickException(f"{current_config} holds no JSON job config: `harbor run … --print-config` "
                                    "printed none (check the run's settings with make print RUN=…)")
     the_plan = build_plan(jobs_dir.resolve(), job_name, mode, n_concurrent, current, run, verdicts,
-                          split=state_dir / "shards.json", model=model)
+                          split=state_dir / "shards.json", model=model, max_task_retries=max_task_retries)
     try:
         write_atomically(out, json.dumps(the_plan, indent=2))
     except WriteFailed as exc:

@@ -52,9 +52,11 @@ def now_utc() -> datetime:
 # --- what is left --------------------------------------------------------------------------------
 
 
-def tally_run(jobs_dir: Path, job_name: str, verdicts: Path | None, model: str | None = None) -> dict:
+def tally_run(jobs_dir: Path, job_name: str, verdicts: Path | None, model: str | None = None,
+              max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES) -> dict:
     """make tally's report of the run (the default policy and accounting), from the library. With
-    `model` (the run's MODEL), a job dir of another run under the run's name is refused."""
+    `model` (the run's MODEL), a job dir of another run under the run's name is refused;
+    `max_task_retries` (MAX_TASK_RETRIES) decides the final errors, which are not retried."""
     try:
         policy = tally_core.load_policy()
         loaded = tally_core.load_verdicts(verdicts)
@@ -62,7 +64,7 @@ def tally_run(jobs_dir: Path, job_name: str, verdicts: Path | None, model: str |
     except tally_core.TallyError as exc:
         raise click.ClickException(f"tally failed: {exc}")
     return tally_core.tally(dirs, policy, loaded, False, run=job_name,
-                            verdicts_path=str(verdicts) if verdicts else None)
+                            verdicts_path=str(verdicts) if verdicts else None, max_task_retries=max_task_retries)
 
 
 def unsettled(trial: dict) -> bool:
@@ -111,11 +113,12 @@ def left_to_retry(report: dict, planned: list, unstarted: set[str] = frozenset()
 
 
 def what_is_left(jobs_dir: Path, job_name: str, verdicts: Path | None = None,
-                 split: Path | None = None, model: str | None = None) -> dict[str, dict]:
-    """left_to_retry of the run as it is on disk now (the plan's own selection, for make reproduce).
-    `split`: a sharded run's kept split (state/<run>/shards.json, tools/shards.py); `model`: the
-    run's MODEL (tally_run)."""
-    report = tally_run(jobs_dir, job_name, verdicts, model)
+                 split: Path | None = None, model: str | None = None,
+                 max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES) -> dict[str, dict]:
+    """left_to_retry of the run as it is on disk now (the plan's own selection, for make reproduce
+    and AUTO_STOP). `split`: a sharded run's kept split (state/<run>/shards.json, tools/shards.py);
+    `model`, `max_task_retries`: the run's MODEL and MAX_TASK_RETRIES (tally_run)."""
+    report = tally_run(jobs_dir, job_name, verdicts, model, max_task_retries)
     shards = shard_dirs(jobs_dir, job_name)
     if shards:
         return left_to_retry(report, planned_of_shards(shards)[0], unstarted_shard_tasks(split, shards))
@@ -216,11 +219,12 @@ def resume_blockers(job_dir: Path, frozen_raw: dict, current: dict, config, task
 
 
 def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, current: dict, run: str,
-               verdicts: Path | None = None, split: Path | None = None, model: str | None = None) -> dict:
+               verdicts: Path | None = None, split: Path | None = None, model: str | None = None,
+               max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES) -> dict:
     shards = shard_dirs(jobs_dir, job_name)
     job_dir = shards[0] if shards else main_job_dir(jobs_dir, job_name)
     refuse_special_files(run_job_dirs(jobs_dir, job_name))
-    report = tally_run(jobs_dir, job_name, verdicts, model)
+    report = tally_run(jobs_dir, job_name, verdicts, model, max_task_retries)
     k = report.get("n_attempts", 1)
 
     config, frozen_raw, config_blocker = (None, None, None) if shards else read_job_config(job_dir)
@@ -293,6 +297,9 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
         "n_attempts": k,
         "missing_attempts": sum(missing.values()),
         "tasks": [tasks[name] for name in selected],
+        "max_task_retries": max_task_retries,
+        "final_errors": [{"task": e["task"], "infra_streak": e["infra_streak"]}
+                         for e in report["per_task"] if e["final_error"]],
         "archive": [],
         "concurrency": None,
         "retry_job_name": None,
@@ -338,15 +345,27 @@ def retry_jobs(jobs_dir: Path, job_name: str, tasks: dict[str, dict]) -> list[di
             for i, (m, names) in enumerate(sorted(groups.items()))]
 
 
+def final_errors_line(plan: dict) -> list[str]:
+    """The tasks the plan leaves alone as final errors (past MAX_TASK_RETRIES), and how to give them one more try."""
+    final = plan.get("final_errors") or []
+    if not final:
+        return []
+    limit = plan["max_task_retries"]
+    return [f"not retried, final errors (their infra error survived {limit} attempts in a row per open slot, "
+            f"MAX_TASK_RETRIES={limit}): " + ", ".join(f"{f['task']} ({f['infra_streak']})" for f in final)
+            + f"; make mopup RUN={plan['run']} MAX_TASK_RETRIES={limit + 1} tries each once more"]
+
+
 def describe_plan(plan: dict, state_dir: Path) -> str:
     lines = []
     n = len(plan["tasks"])
     if plan["mode"] == "none":
-        lines.append(f"nothing to retry in run '{plan['run']}': no task is errored (infra) or unfinished."
+        final = " (final errors aside)" if plan.get("final_errors") else ""
+        lines.append(f"nothing to retry in run '{plan['run']}': no task is errored (infra) or unfinished{final}."
                      if plan.get("n_attempts", 1) == 1 else
                      f"nothing to retry in run '{plan['run']}': every task's {plan['n_attempts']} attempt slots are "
-                     "settled (or decided by a verdict).")
-        return "\n".join(lines)
+                     f"settled (or decided by a verdict){final}.")
+        return "\n".join(lines + final_errors_line(plan))
     k = plan.get("n_attempts", 1)
     if k == 1:
         lines.append(f"plan: retry {n} task(s) of job {plan['job_name']} ({plan['job_dir']})")
@@ -360,6 +379,7 @@ def describe_plan(plan: dict, state_dir: Path) -> str:
             lines.append(f"  {t['task']:<32} {t['outcome']:<10} {why:<28} {where}")
         else:
             lines.append(f"  {t['task']:<32} {t['missing']} of {k} missing  {t.get('slots', '')!s:<{k}}  {why:<28} {where}")
+    lines += final_errors_line(plan)
     lines.append(f"why they errored, from their sandboxes' logs: make sandboxes RUN={plan['run']}")
     if plan["mode"] == "resume":
         lines.append("mechanism: resume the job in place (its frozen config matches what would run now)")

@@ -19,7 +19,7 @@ import re
 from tools.report_load import OUTCOMES
 from tools.report_text import (caption, cell_text, cost_notes, flips_table,
                                interval_text, paired_caption, paired_table, pct,
-                               run_interval, summary_table, usd, PAIRED_TITLE)
+                               headline, summary_table, usd, PAIRED_TITLE)
 
 
 # --- pictures --------------------------------------------------------------------------------
@@ -222,7 +222,7 @@ def outcome_bar_figure(cmp: dict):
                             facecolor="white", edgecolor="none", pad=0.8, alpha=0.9))
             left += n
         ax.text(units[y] * 1.02, y,
-                f"{run_rate_text(run, cmp)}\n95% CI {interval_text(run_interval(run))}", va="center", fontsize=8)
+                f"{run_rate_text(run, cmp)}\n95% CI {interval_text(headline(run)[1])}", va="center", fontsize=8)
     ax.set_yticks(range(len(runs)))
     ax.set_yticklabels([f"{r['run']}\n{r['agent'] or ''}" for r in runs], fontsize=8)
     ax.set_ylim(len(runs) - 0.5, -0.5)
@@ -246,14 +246,14 @@ def costed_runs(cmp: dict) -> list[dict]:
 
 
 def cost_figure(cmp: dict):
-    """Pass rate (with its 95% interval) against the run's dollars, one point per costed run."""
+    """Each run's headline (the board's rate at k > 1, else the pass rate) with its one 95% interval,
+    against the run's dollars, one point per costed run."""
     plt, _, _ = _matplotlib()
     runs = costed_runs(cmp)
     fig = plt.figure(figsize=(7, 4.6), dpi=150)
     ax = fig.add_axes((0.12, 0.24, 0.8, 0.64))
     for i, r in enumerate(runs):
-        x, y = r["cost"]["total_usd"], r["mean_task_pass_fraction"]
-        iv = run_interval(r)
+        x, (y, iv) = r["cost"]["total_usd"], headline(r)
         if y is None:
             continue
         err = [[100 * (y - iv[0])], [100 * (iv[1] - y)]] if iv else None
@@ -265,11 +265,12 @@ def cost_figure(cmp: dict):
     ax.set_xlim(0, max(r["cost"]["total_usd"] for r in runs) * 1.35 or 1)
     ax.set_ylim(0, 100)
     ax.set_xlabel("cost of the run (US$, HF Jobs)", fontsize=8)
-    ax.set_ylabel("pass rate (%)", fontsize=8)
+    ax.set_ylabel("headline rate (%)", fontsize=8)
     ax.tick_params(labelsize=8)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    fig.text(0.12, 0.95, "Pass rate against dollars per run", fontsize=10, weight="bold")
+    fig.text(0.12, 0.95, "Headline rate (the board's at k > 1, else passed / scored) against dollars per run",
+             fontsize=10, weight="bold")
     fig.text(0.5, 0.02, wrap_caption(caption(cmp) + " Bars: 95% interval. Prices: " + "; ".join(
         f"{r['run']}: {r['cost']['prices']}" for r in runs) + ".", 130), ha="center", va="bottom", fontsize=6)
     return fig

@@ -122,6 +122,7 @@ class RunSettings:
     prices_max_age: float
     state_root: Path
     model: str = ""  # MODEL: a job dir of the run's name that records another model is another run's
+    max_task_retries: int = TC.DEFAULT_MAX_TASK_RETRIES  # MAX_TASK_RETRIES: the tally's final errors
 
 
 def _absolute(p: str) -> Path:
@@ -135,7 +136,7 @@ def run_settings(name: str) -> RunSettings:
               'v=""; [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || v="$RUNS_DIR/$RUN.verdicts.yaml"; '
               'printf "%s\\n" "$RUN" "$JOBS_DIR" "$JOB_NAME" "$v" "$(run_state_dir)" "${HF_NAMESPACE:-}" '
               '"$(sanitize_label "${PROJECT_LABEL:-terminal-bench-harness}")" "${HF_CALL_TIMEOUT:-60}" '
-              '"${PRICES_MAX_AGE:-86400}" "$STATE_ROOT" "$MODEL"')
+              '"${PRICES_MAX_AGE:-86400}" "$STATE_ROOT" "$MODEL" "$MAX_TASK_RETRIES"')
     proc = subprocess.run(
         ["bash", "-c", script, "report", str(REPO_ROOT / "scripts" / "lib.sh"), name],
         capture_output=True, text=True, cwd=REPO_ROOT,
@@ -145,10 +146,20 @@ def run_settings(name: str) -> RunSettings:
     if not name:
         # resolve_run's note (RUN not given; using the last run, …): which run this is, said.
         sys.stderr.write(proc.stderr)
-    run, jobs_dir, job_name, verdicts, state_dir, ns, label, timeout, max_age, root, model = proc.stdout.split("\n")[:11]
+    run, jobs_dir, job_name, verdicts, state_dir, ns, label, timeout, max_age, root, model, retries = \
+        proc.stdout.split("\n")[:12]
     return RunSettings(run, _absolute(jobs_dir), job_name, Path(verdicts) if verdicts else None,
                        _absolute(state_dir), ns, label, _seconds(timeout, 60.0), _seconds(max_age, 86400.0),
-                       _absolute(root), model)
+                       _absolute(root), model, _max_task_retries(retries))
+
+
+def _max_task_retries(text: str) -> int:
+    """MAX_TASK_RETRIES as the tally takes it (scripts/lib.sh validate_max_task_retries checks it for
+    the verbs); a value that is not one is refused here too."""
+    if not (text.isascii() and text.isdigit() and int(text) <= TC.MAX_TASK_RETRIES_CAP):
+        fail(f"setting MAX_TASK_RETRIES must be a whole number from 0 to {TC.MAX_TASK_RETRIES_CAP} (0: no limit), "
+             f"got {SR.clip(repr(text), 40)}")
+    return int(text)
 
 
 def _seconds(text: str, default: float) -> float:
@@ -165,7 +176,8 @@ def resolve_run_settings(name: str) -> tuple[str, Path, str]:
 
 
 def run_tally(jobs_dir: Path, job_name: str, timeouts_unscored: bool, label: str,
-              verdicts: Path | None = None, model: str | None = None) -> dict:
+              verdicts: Path | None = None, model: str | None = None,
+              max_task_retries: int = TC.DEFAULT_MAX_TASK_RETRIES) -> dict:
     """The run's tally, from the tally's library (what `python -m tools.tally tally --json` prints).
     With `model` (the run's MODEL), a job dir of another run under the run's name is refused."""
     try:
@@ -183,7 +195,7 @@ def run_tally(jobs_dir: Path, job_name: str, timeouts_unscored: bool, label: str
                  f"(make bench runs it; RUN=<run> names another run)")
         fail(f"no tally for {label} ({jobs_dir / job_name}): {e}")
     report = TC.tally(dirs, policy, verdict_map, timeouts_unscored, run=job_name,
-                      verdicts_path=str(verdicts) if verdicts else None)
+                      verdicts_path=str(verdicts) if verdicts else None, max_task_retries=max_task_retries)
     # Through JSON, as the command line gives it: the same types (lists, not tuples) and fields.
     return validate_tally(json.loads(json.dumps(report)), label)
 
@@ -211,7 +223,7 @@ def load_run(arg: str, timeouts_unscored: bool = False) -> dict:
              f"Known runs: {' '.join(known_runs()) or '(none in runs/)'}")
     settings = run_settings(arg)
     tally = run_tally(settings.jobs_dir, settings.job_name, timeouts_unscored, f"run {settings.run}",
-                      settings.verdicts, settings.model or None)
+                      settings.verdicts, settings.model or None, settings.max_task_retries)
     tally["_settings"] = settings
     return tally
 

@@ -128,8 +128,8 @@ def leaderboard_of(tally: dict, k: int) -> dict | None:
     rows = tally["per_task"]
     open_slots = 0
     for row in rows:
-        if row.get("verdict"):
-            continue  # a verdict closes its task's slots
+        if row.get("verdict") or row.get("final_error"):
+            continue  # a verdict, or a final error (past MAX_TASK_RETRIES), closes its task's slots
         trials = row.get("slot_trials")
         open_slots += (trials.count(None) if isinstance(trials, list) and len(trials) == k
                        else sum(1 for s in row["slots"] if s in ("errored", "unfinished")))

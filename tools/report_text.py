@@ -82,9 +82,20 @@ def cost_cells(run: dict) -> list[str]:
 
 
 def run_interval(run: dict) -> list[float] | None:
-    """A run's 95% interval: the bootstrap of the mean task fraction at k > 1, else Wilson."""
+    """The 95% interval of the mean task pass fraction: its bootstrap at k > 1, else Wilson's of the
+    pass rate. Not the headline's at k > 1 (headline says which is)."""
     b = run.get("bootstrap95")
     return [b["low"], b["high"]] if b else run["wilson95"]
+
+
+def headline(run: dict) -> tuple[float | None, list[float] | None]:
+    """A run's headline figure and its one interval: at k > 1 the board's rate with its replicate
+    interval (docs/tally.md §4), else the pass rate excluding infra errors with Wilson's."""
+    lb = run.get("leaderboard")
+    if run.get("n_attempts", 1) > 1 and lb and lb["value"] is not None:
+        iv = lb["interval95"]
+        return lb["value"], [iv["low"], iv["high"]] if iv else None
+    return run["pass_rate"], run["wilson95"]
 
 
 def board_cells(run: dict) -> list[str]:
@@ -103,8 +114,8 @@ def summary_table(cmp: dict) -> list[str]:
     extra = extra_outcome_columns(runs)
     cost = ["Cost", "$ / pass"] if shows_cost(cmp) else []
     if cmp.get("attempts_mode"):
-        head = (["Run", "Agent", "k", "Leaderboard rate (passed / tasks × k)", "95% CI (replicates)",
-                 "Mean task pass fraction", "95% CI", "Passed / Scored attempts",
+        head = (["Run", "Agent", "k", "Headline: leaderboard rate (passed / tasks × k)", "Its 95% CI (replicates)",
+                 "Mean task pass fraction (not the headline)", "Its 95% CI", "Passed / Scored attempts",
                  "pass@k", "Errored attempts"] + [e.capitalize() for e in extra]
                 + ["Tokens in / out", "Agent hours", "Trials / task"] + cost)
     else:
@@ -200,7 +211,8 @@ def attempts_caption(cmp: dict) -> str:
     """Each run's k and accounting, and what its pass rate is (k > 1 comparisons only)."""
     parts = []
     for r in cmp["runs"]:
-        what = ("the board's rate, passed / (tasks × k), 95% CI from the replicates; * while slots are open"
+        what = ("the headline is the board's rate, passed / (tasks × k), with its 95% CI from the replicates; "
+                "* while slots are open"
                 if r["n_attempts"] > 1 else "passed / scored tasks, Wilson 95% CI")
         parts.append(f"{r['run']}: k = {r['n_attempts']}, {r['accounting']} ({what})")
     return ("Runs: " + "; ".join(parts) + ". A task's pass fraction is passed / scored attempts "
@@ -263,11 +275,11 @@ def rate_line(run: dict) -> str:
                    f"fills them)." if lb["provisional"] else "")
     return (f"k = {run['n_attempts']} attempts per task. Leaderboard resolution rate (passed / tasks × k, as the "
             f"board counts): **{pct(lb['value'])}** ({lb['passed']}/{lb['trials']}), 95% CI "
-            f"{interval_text([iv['low'], iv['high']] if iv else None)} (the {lb['k']} replicates, t interval; the "
-            f"board's ± appears to be this spread).{provisional} Mean over tasks of each task's pass fraction: "
-            f"{pct(run['mean_task_pass_fraction'])}, 95% CI {interval_text(run_interval(run))} "
-            f"(task-level bootstrap); attempts passed / scored {run['passed']}/{run['scored']}; "
-            f"pass@{pk['k']} {pct(pk['value'])}.")
+            f"{interval_text([iv['low'], iv['high']] if iv else None)}: the headline and its interval (the "
+            f"{lb['k']} replicates, t interval; the board's ± appears to be this spread).{provisional} Not the "
+            f"headline: the mean over tasks of each task's pass fraction, {pct(run['mean_task_pass_fraction'])}, "
+            f"its own 95% CI {interval_text(run_interval(run))} (task-level bootstrap); attempts passed / scored "
+            f"{run['passed']}/{run['scored']}; pass@{pk['k']} {pct(pk['value'])}.")
 
 
 def cost_line(run: dict) -> str:

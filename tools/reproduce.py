@@ -82,6 +82,7 @@ class Config:
     health_poll: float
     skip_smoke: str = ""  # why the smoke step is not run (it would run the bench's very tasks); "": run it
     model: str = ""  # the run's MODEL: a job dir of its name that records another model is refused
+    max_task_retries: int = T.DEFAULT_MAX_TASK_RETRIES  # MAX_TASK_RETRIES: final errors are not retried
 
     @property
     def state_file(self) -> Path:
@@ -306,6 +307,15 @@ class Supervisor:
         lib = self.cfg.repo / "scripts" / "lib.sh"
         script = 'source "$1"; resolve_run; load_settings; append_manifest "$2" "$3"'
         subprocess.run(["bash", "-c", script, "reproduce", str(lib), event, json.dumps(fields)],
+                       env=self.env(), cwd=self.cfg.repo, check=False, stdin=subprocess.DEVNULL, timeout=120)
+
+    def remember(self) -> None:
+        """The run becomes the last run used (lib.sh's remember_run) once it has job dirs to tally:
+        a failed start never does, as a failed bench never does (scripts/bench.sh)."""
+        if not job_dir_exists(self.cfg.jobs_dir, self.cfg.job_name):
+            return
+        lib = self.cfg.repo / "scripts" / "lib.sh"
+        subprocess.run(["bash", "-c", 'source "$1"; resolve_run; remember_run', "reproduce", str(lib)],
                        env=self.env(), cwd=self.cfg.repo, check=False, stdin=subprocess.DEVNULL, timeout=120)
 
     # --- children -------------------------------------------------------------------------------
@@ -565,6 +575,7 @@ class Supervisor:
             argv += ["--split", str(self.cfg.state_dir / "shards.json")]
         if self.cfg.model:
             argv += ["--model", self.cfg.model]
+        argv += ["--max-task-retries", str(self.cfg.max_task_retries)]
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.cfg.repo, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
@@ -737,6 +748,7 @@ class Supervisor:
             invocation.update(ended_at=now_iso(), outcome=outcome)
             self.state["current_step"] = None
             self.save()
+            self.remember()
         if code == CEILING_EXIT:
             for line in summary_lines(self.state, time.time()):
                 print(f"reproduce: {line}", flush=True)
@@ -777,17 +789,23 @@ def cli():
               help="a sharded run's kept split (state/<run>/shards.json): its shards that never started")
 @click.option("--model", default=None,
               help="the run's MODEL: a job dir of the run's name that records another model is refused")
-def targets_cmd(jobs_dir, job_name, verdicts, split, model):
+@click.option("--max-task-retries", type=click.IntRange(min=0, max=T.MAX_TASK_RETRIES_CAP),
+              default=T.DEFAULT_MAX_TASK_RETRIES, show_default=True,
+              help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a row (per open slot) is a "
+              "final error, never listed (0: no limit)")
+def targets_cmd(jobs_dir, job_name, verdicts, split, model, max_task_retries):
     """Print, as a JSON list, the tasks a mop-up pass would retry now.
 
     mop-up's own selection (tools/mopup_plan.py what_is_left, the plan's left_to_retry): the
     tasks that lack attempts (errored by an infra rule or unfinished; with N_ATTEMPTS > 1,
     any open attempt slot), plus the tasks harbor planned that never started (a bench killed
-    early leaves them, and no trial dir names them, so the tally alone cannot see them).
+    early leaves them, and no trial dir names them, so the tally alone cannot see them). A final
+    error (the tally's: past MAX_TASK_RETRIES) is not listed: AUTO_STOP and the passes end on it.
     """
     from tools import mopup_plan  # noqa: PLC0415  (heavy: harbor)
 
-    click.echo(json.dumps(sorted(mopup_plan.what_is_left(jobs_dir, job_name, verdicts, split, model))))
+    click.echo(json.dumps(sorted(mopup_plan.what_is_left(jobs_dir, job_name, verdicts, split, model,
+                                                         max_task_retries))))
 
 
 @cli.command("run")
@@ -804,8 +822,10 @@ def targets_cmd(jobs_dir, job_name, verdicts, split, model):
 @click.option("--health-poll", type=click.FloatRange(min=0.1), default=30.0)
 @click.option("--skip-smoke", default="", help="Why the smoke step is skipped (it would run the bench's very tasks).")
 @click.option("--model", default="", help="The run's MODEL: a job dir of the run's name that records another model is refused.")
+@click.option("--max-task-retries", type=click.IntRange(min=0, max=T.MAX_TASK_RETRIES_CAP),
+              default=T.DEFAULT_MAX_TASK_RETRIES, help="MAX_TASK_RETRIES: final errors are not retried.")
 def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_passes, max_relaunches,
-        idle_stop_after, health_poll, skip_smoke, model):
+        idle_stop_after, health_poll, skip_smoke, model, max_task_retries):
     """Supervise RUN from nothing to its tally (scripts/reproduce.sh execs this under the run's lock)."""
     lock = state_dir / "lock"
     if os.environ.get("RUN_LOCK_HELD") != str(lock) or not _fd_open(LOCK_FD):
@@ -818,7 +838,7 @@ def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_
     cfg = Config(run=run, repo=repo.resolve(), state_dir=state_dir, jobs_dir=jobs_dir, job_name=job_name,
                  api_base=api_base.rstrip("/"), verdicts=verdicts, mopup_passes=mopup_passes,
                  max_relaunches=max_relaunches, idle_stop_after=idle_stop_after, health_poll=health_poll,
-                 skip_smoke=skip_smoke, model=model)
+                 skip_smoke=skip_smoke, model=model, max_task_retries=max_task_retries)
     try:
         supervisor = Supervisor(cfg, token)
     except BadState as e:

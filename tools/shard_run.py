@@ -213,12 +213,22 @@ def ended_event(shard: Shard, exited: bool) -> dict:
 
 def end_leftovers(shard: Shard) -> bool:
     """Kill what is left of a stopped shard's process group once its watch has exited (a process
-    harbor started and left behind would hold the run's lock). True when there was something."""
+    harbor started and left behind would hold the run's lock). True when there was something.
+    Called only while the watch's zombie is unreaped: it still holds the pid, so the group id
+    names this shard's group and no other (a reaped pid, and an emptied group's id, may be reused)."""
     try:
-        os.killpg(shard.proc.pid, signal.SIGKILL)  # the watch's pid is its group's: not reused while the group lives
+        os.killpg(shard.proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def exited_unreaped(proc: subprocess.Popen) -> bool:
+    """The process has exited and is a zombie not yet reaped (os.waitid with WNOWAIT leaves it so)."""
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False  # reaped already: poll() says how it ended
 
 
 def tail(path: str) -> list[str]:
@@ -236,14 +246,16 @@ def reap(shard: Shard, spec: dict) -> bool:
     """True when the shard's process has just exited (its state then says how it ended)."""
     if shard.proc is None or shard.state not in ("running", "stopping"):
         return False
+    # Leftovers of a stopped shard are ended before its watch is reaped (end_leftovers says why).
+    leftovers = (shard.ending is not None and exited_unreaped(shard.proc)
+                 and not any(s["to"] == "group" for s in shard.ending.signals) and end_leftovers(shard))
     rc = shard.proc.poll()
     if rc is None:
         return False
     shard.rc = rc
     if shard.ending is not None:
         doc = ended_event(shard, exited=True)
-        killed = any(s["to"] == "group" for s in shard.ending.signals)
-        if not killed and end_leftovers(shard):
+        if leftovers:
             doc["leftovers_killed"] = True
             say(f"shard {shard.index}: processes left in its process group after its watch exited were killed")
         event(spec, doc)

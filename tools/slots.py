@@ -10,6 +10,13 @@ Per task, its latest k settled trials fill its k slots (oldest first); older set
 are re-rolls, listed and not counted; the slots left are errored when the task has an infra
 trial, else unfinished. A manual verdict decides every slot of its task.
 
+A task's infra streak (`infra_streak`) is how many of its attempts in a row, since its latest
+settled trial, ended in an infra error. A task is a *final error* (`is_final_error`) when that
+streak reaches MAX_TASK_RETRIES attempts for each of its open slots (k = 1: MAX_TASK_RETRIES
+attempts; k = 5 with 2 open slots: twice as many, as mop-up runs the 2 side by side): its open
+slots stay errored and mop-up no longer fills them, as the reference accepted Run 1's four tasks
+after three attempts. The tally (tools/tally_core.py) decides it, once, for every verb.
+
 Statistics over the slots (k > 1):
   * passed / scored attempts (scored: passed or failed slots);
   * the mean over tasks of each task's pass fraction (passed / scored slots; tasks with no
@@ -82,6 +89,22 @@ def fill(group: list, k: int) -> Slots:
         shadowed = [t for t in group[last + 1:] if t.status == "finished" and not is_settled(t)]
     return Slots(k, counted, settled[:-k] if len(settled) > k else [],
                  "errored" if infra else "unfinished", shadowed)
+
+
+def infra_streak(group: list) -> int:
+    """How many of the task's finished trials (oldest first), since its latest settled one, ended
+    in an infra error: the attempts its infra error has survived. An unfinished trial counts for
+    nothing (it may have been stopped mid-trial) and breaks nothing."""
+    streak = 0
+    for t in group:
+        if t.status == "finished":
+            streak = 0 if is_settled(t) else streak + 1
+    return streak
+
+
+def is_final_error(slots: Slots, streak: int, max_task_retries: int) -> bool:
+    """Has the task's infra error survived MAX_TASK_RETRIES attempts for each open slot? (0: no limit)"""
+    return slots.open > 0 and max_task_retries > 0 and streak >= max_task_retries * slots.open
 
 
 def glyphs(outcomes: Iterable[str]) -> str:
@@ -183,14 +206,15 @@ def leaderboard_figure(slot_outcomes: list[list[str]], k: int, open_slots: int) 
 
 
 def headline_lines(report: dict) -> list[str]:
-    """The board's figure first: the figure with its interval, then the bootstrap; provisional
-    when slots are open, with the command that fills them."""
+    """The board's figure first, with the one interval named the headline's; provisional when slots
+    are open, with the command that fills them; then, second and labelled as not the headline's,
+    the same figure's task-level bootstrap."""
     lb = report["leaderboard"]
     if lb["value"] is None:
         return ["Leaderboard resolution rate: n/a (no task yet)"]
     iv = lb["interval95"]
-    ci = ("" if iv is None else f", 95% interval {_pct(iv['low'])} to {_pct(iv['high'])} ({iv['method']}; "
-          f"the board's ± appears to be this replicate spread)")
+    ci = ("" if iv is None else f", 95% interval {_pct(iv['low'])} to {_pct(iv['high'])}: the headline and its "
+          f"interval ({iv['method']}; the board's ± appears to be this replicate spread)")
     out = [f"Leaderboard resolution rate: {_pct(lb['value'])} ({lb['passed']} passed of {lb['trials']} trials = "
            f"{lb['tasks']} tasks × {lb['k']}; errored and open slots count as not passed){ci}"]
     if lb["provisional"]:
@@ -199,11 +223,35 @@ def headline_lines(report: dict) -> list[str]:
                 else f"make mopup RUN={run}")
         out.append(f"PROVISIONAL: {lb['open_slots']} of {lb['trials']} slots are open (counted as not passed until "
                    f"mop-up fills them: {fill})")
+    final = report.get("errored_breakdown", {}).get("final", 0)
+    if final:
+        out.append(f"FINAL ERRORS: {final} of {lb['trials']} slots, of {final_errors_text(report)}: counted as not passed, "
+                   f"not open (mop-up no longer fills them)")
     b = lb["bootstrap95"]
     if b is not None:
-        out.append(f"  95% interval by a task-level bootstrap of each task's passed / {lb['k']} "
-                   f"({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}): {_pct(b['low'])} to {_pct(b['high'])}")
+        out.append(f"  not the headline's interval: the same rate by a task-level bootstrap of each task's passed / "
+                   f"{lb['k']} ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}), {_pct(b['low'])} to "
+                   f"{_pct(b['high'])}")
     return out
+
+
+def final_errors_text(report: dict) -> str:
+    """The final errors named with why: `N task(s) whose last M attempts in a row ended in an infra
+    error (MAX_TASK_RETRIES=M): a, b`."""
+    tasks, limit = report["final_errors"], report["max_task_retries"]
+    return (f"{len(tasks)} task(s) whose infra error survived {limit} attempts in a row per open slot "
+            f"(MAX_TASK_RETRIES={limit}): {', '.join(tasks)}")
+
+
+def final_errors_lines(report: dict) -> list[str]:
+    """The tally's paragraph on final errors (none: no lines): which, why, and how to try again."""
+    if not report.get("final_errors"):
+        return []
+    run, limit = report["run"] or "<run>", report["max_task_retries"]
+    again = ("a bundled example is never mopped up" if run.startswith("example-") else
+             f"make mopup RUN={run} MAX_TASK_RETRIES={limit + 1} tries each once more")
+    return [f"Final errors ({len(report['final_errors'])}): {final_errors_text(report)}. They count as errored, "
+            f"and mop-up, make reproduce and AUTO_STOP no longer wait for them ({again}).", ""]
 
 
 # --------------------------------------------------------------------------- rendering (k > 1)
@@ -223,17 +271,18 @@ def stats_lines(report: dict) -> list[str]:
               _pct(report["replicate_mean"]) + (" ± " + _pct(report["replicate_stderr"])
                                                 if report["replicate_stderr"] is not None else " (one replicate)"))
     b = report["bootstrap95"]
+    boot = "n/a" if b is None else f"{_pct(b['low'])} to {_pct(b['high'])}"
     return [
+        "Other figures, not the headline (each interval is its own figure's):",
         f"pass@1, mean over tasks of each task's pass fraction: {_pct(report['mean_task_pass_fraction'])} "
-        f"({report['tasks_with_scored_attempts']} of {report['tasks']} tasks have a scored attempt)",
+        f"({report['tasks_with_scored_attempts']} of {report['tasks']} tasks have a scored attempt; errored slots left "
+        f"out); its 95% interval by a task-level bootstrap ({BOOTSTRAP_RESAMPLES:,} resamples, seed "
+        f"{BOOTSTRAP_SEED}): {boot}",
         f"pass@1 over the {k} replicates (replicate j = the j-th settled attempt of every task), mean ± standard "
         f"error: {spread}; replicates: " + ", ".join(
             f"{_pct(r['pass_rate'], 1)} ({r['passed']}/{r['scored']})" for r in rep) + (
             "" if len(with_scored) == len(rep) else f" ({len(rep) - len(with_scored)} with no scored attempt)"),
         f"pass@{k} (harbor's estimator, over the {pk['tasks']} tasks with {k} scored attempts): {_pct(pk['value'])}",
-        "95% interval of the mean pass fraction (task-level bootstrap, "
-        f"{BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}): "
-        + ("n/a" if b is None else f"{_pct(b['low'])} to {_pct(b['high'])}"),
     ]
 
 
@@ -274,13 +323,15 @@ def markdown_rows(report: dict, rel, cell) -> list[str]:
 
 
 def slot_errors(per_task: list[dict], by_task: dict[str, list]) -> dict[str, int]:
-    """errored_breakdown over slots: open slots of a task with an infra trial, timeouts, verdicts."""
-    out = {"infra": 0, "timeout": 0, "verdict": 0}
+    """errored_breakdown over slots: open slots of a task with an infra trial (`final` when the task
+    is a final error, past MAX_TASK_RETRIES), timeouts, verdicts."""
+    out = {"infra": 0, "final": 0, "timeout": 0, "verdict": 0}
     for e in per_task:
         if e["rule"] == "verdict":
             out["verdict"] += e["slots"].count("errored")
             continue
         counted = set(e["slot_trials"])
         out["timeout"] += sum(1 for t in by_task[e["task"]] if t.trial_dir in counted and t.rule == "timeout-unscored")
-        out["infra"] += e["slot_trials"].count(None) if e["slots"][-1:] == ["errored"] else 0
+        errored = e["slot_trials"].count(None) if e["slots"][-1:] == ["errored"] else 0
+        out["final" if e["final_error"] else "infra"] += errored
     return out

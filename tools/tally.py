@@ -39,7 +39,8 @@ Exit codes:
 
 JSON (`tally --json`): run, accounting, policy, verdicts, job_dirs, tasks, passed, failed,
 errored, unclassified, unfinished, scored, pass_rate (passed/scored in [0,1], null when
-scored == 0), errored_breakdown {infra, timeout, verdict}, exceptions {type: n} and
+scored == 0), errored_breakdown {infra, final, timeout, verdict} (final: infra errors of the
+final errors), max_task_retries, final_errors [task], exceptions {type: n} and
 exceptions_all_trials, infra_by_side {sandbox, server, interrupted} (every infra-errored
 attempt, by env/outcome-policy.yaml's infra.server_types and infra.interrupted_types), tokens
 {input, cache, output} and tokens_all_trials (input includes
@@ -47,7 +48,7 @@ cache, as harbor counts it; over the counted trial per task / over every finishe
 trials_without_tokens, agent_seconds and agent_seconds_all_trials, warnings [str],
 unreadable [{path, error}], per_task [{task, outcome, rule, reason, reward,
 exception_type, exception_message, finished_at, trial_dir, job_dir, attempts,
-computed_outcome, verdict, trials: [{trial_dir, job_dir, finished_at, reward,
+computed_outcome, verdict, infra_streak, final_error, trials: [{trial_dir, job_dir, finished_at, reward,
 exception_type, outcome, rule}]}] sorted by task. A trial's outcome may also be
 "unreadable" (result.json empty, truncated, not a TrialResult, not a regular file, over
 the 64 MiB cap). exception_message is capped at 500 characters (classification reads the
@@ -62,10 +63,13 @@ resamples, seed, method}, leaderboard {value, passed, trials, tasks, k, open_slo
 provisional, replicate_rates, replicate_stderr, interval95 {low, high, method}, bootstrap95}
 (the board's resolution rate, shown first), and per task slots [outcome x k], slots_text, slot_trials,
 passed_attempts, scored_attempts, pass_fraction, rerolled (tools/slots.py defines each).
+A task whose infra error survived --max-task-retries attempts in a row per open slot
+(infra_streak: its finished trials since its latest settled one that ended in an infra error) is
+a final error (final_error): errored, not an open slot of the headline, and no retry target.
 `retry-targets --json`: {run, policy, infra_types, tasks: [per_task entries plus
 `missing`, the attempts mop-up runs: with k = 1 the tasks whose outcome is errored (infra) or
 unfinished (missing 1), with k > 1 the tasks with open slots (missing: how many); manual
-verdicts excluded]}.
+verdicts and final errors excluded]}.
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ import click
 # working for every caller and test that knew them here.
 from tools import safe_read as SR
 from tools import slots as SL
-from tools.tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_POLICY, EXIT_EMPTY, OUTCOMES,  # noqa: F401
+from tools.tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_MAX_TASK_RETRIES,  # noqa: F401
+                               DEFAULT_POLICY, EXIT_EMPTY, MAX_TASK_RETRIES_CAP, OUTCOMES,
                                REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify, infra_side,
                                load_policy, load_verdicts, next_retry_job_name, refuse_foreign_job_dirs,
                                resolve_job_dirs, retry_job_name, retry_number, retry_targets, run_job_dirs, tally)
@@ -104,7 +109,7 @@ def _accounting_line(report: dict) -> str:
 
 def _rate_line(report: dict) -> str:
     what = "infra errors and timeouts" if report["accounting"] == ACCOUNTING_UNSCORED else "infra errors"
-    unit = " scored attempts" if report.get("n_attempts", 1) > 1 else ""
+    unit = " scored attempts; not the headline" if report.get("n_attempts", 1) > 1 else ""
     if report["pass_rate"] is None:
         return f"Pass rate excluding {what}: n/a (0 scored {'attempts' if unit else 'tasks'})"
     return (f"Pass rate excluding {what}: {100 * report['pass_rate']:.2f}% "
@@ -115,6 +120,8 @@ def summary_table(report: dict) -> list[str]:
     n = report["tasks"]
     b = report["errored_breakdown"]
     err_parts = [f"{b['infra']} infra"]
+    if b.get("final"):
+        err_parts.append(f"{b['final']} final: MAX_TASK_RETRIES={report['max_task_retries']} attempts in a row were infra")
     if report["accounting"] == ACCOUNTING_UNSCORED:
         err_parts.append(f"{b['timeout']} AgentTimeoutError")
     if b["verdict"]:
@@ -171,10 +178,14 @@ def render_text(report: dict) -> str:
         rows = [e for e in report["per_task"] if e["outcome"] == outcome]
         if rows:
             out.append(f"{outcome.capitalize()} tasks ({len(rows)}):")
-            out += [f"  {e['task']}: {e['exception_type'] or '-'}: {e['reason']}" for e in rows]
+            out += [f"  {e['task']}: {e['exception_type'] or '-'}: {e['reason']}"
+                    + (f" (a final error: its last {e['infra_streak']} attempt(s) in a row ended in an infra error)"
+                       if e["final_error"] else "")
+                    for e in rows]
             if outcome == "errored":
                 out.append(f"  The sandbox job behind each, its last log lines: make sandboxes RUN={report['run']}")
             out.append("")
+    out += SL.final_errors_lines(report)
     if report["warnings"]:
         out.append(f"Warnings ({len(report['warnings'])}):")
         out += [f"  - {w}" for w in report["warnings"]]
@@ -251,7 +262,8 @@ def render_markdown(report: dict) -> str:
     out += summary_table(report)
     out += ["", f"**{_rate_line(report)}**", ""]
     if report.get("n_attempts", 1) > 1:
-        out += [f"- {line}" for line in SL.stats_lines(report)] + [""]
+        title, *figures = SL.stats_lines(report)
+        out += [title, "", *[f"- {line}" for line in figures], ""]
     out += ["## Exceptions", ""]
     out += _exceptions_block(report)
     out += ["## Usage", ""]
@@ -267,6 +279,9 @@ def render_markdown(report: dict) -> str:
             reward = "-" if e["reward"] is None else f"{e['reward']:g}"
             out.append(f"| {_cell(e['task'])} | {outcome} | {reward} | {_cell(e['exception_type'])} | {e['attempts']} | "
                        f"{_cell(e['finished_at'])} | {_cell(_rel(e['trial_dir'], report))} | {_cell(e['reason'])} |")
+    final = SL.final_errors_lines(report)
+    if final:
+        out += ["", "## Final errors", "", *final[:-1]]
     if report["warnings"]:
         # Paths relative to the jobs dir: the file is read beside the job dirs, and a
         # breakdown written on the orchestrator should read the same on a laptop.
@@ -285,6 +300,13 @@ def render_markdown(report: dict) -> str:
 def _policy_option(f):
     return click.option("--policy", "policy_path", default=str(DEFAULT_POLICY), show_default=True,
                         type=click.Path(dir_okay=False), help="The outcome policy (shared with mop-up).")(f)
+
+
+def _max_task_retries_option(f):
+    return click.option("--max-task-retries", type=click.IntRange(min=0, max=MAX_TASK_RETRIES_CAP),
+                        default=DEFAULT_MAX_TASK_RETRIES, show_default=True,
+                        help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a "
+                        "row (per open slot) is a final error, no longer retried; 0: no limit.")(f)
 
 
 def _fail(e: TallyError):
@@ -310,11 +332,12 @@ def cli():
 @click.option("--run-name", help="Label for the report (default: the job name).")
 @click.option("--attempts", type=click.IntRange(min=1),
               help="k, the attempt slots per task (default: the first job's n_attempts, harbor's -k).")
+@_max_task_retries_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (fields in the module docstring).")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
               help="Also write the per-task breakdown as Markdown to this file.")
 def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts_unscored, model, run_name,
-              attempts, as_json, markdown_path):
+              attempts, max_task_retries, as_json, markdown_path):
     """Tally a run: the latest finished trial of every task, classified by the policy.
 
     Exit codes: 0 tallied, 1 bad input (missing dir, invalid policy/verdicts), 2 usage, 3 empty run.
@@ -326,7 +349,7 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
     except TallyError as e:
         _fail(e)
     report = tally(dirs, policy, verdicts, timeouts_unscored, run=run_name or job_name, verdicts_path=verdicts_path,
-                   attempts=attempts)
+                   attempts=attempts, max_task_retries=max_task_retries)
     if markdown_path:
         try:
             SR.write_atomic(markdown_path, render_markdown(report))
@@ -353,8 +376,9 @@ def _echo(text: str, nl: bool = True, err: bool = False) -> None:
               help="Manual verdicts; a task with a verdict is never retried.")
 @click.option("--model", help="The run's MODEL: a job dir of the run's name whose config.json records another "
               "model (or names another job) is refused, not counted.")
+@_max_task_retries_option
 @click.option("--json", "as_json", is_flag=True, help="Print {run, policy, infra_types, tasks: [...]}.")
-def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, model, as_json):
+def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, model, max_task_retries, as_json):
     """What mop-up retries: tasks whose latest trial errored (infra) or that never finished (k > 1: open slots).
 
     Text output: one task per line, `task<TAB>outcome<TAB>exception type<TAB>trial dirs (comma-separated)`;
@@ -367,7 +391,8 @@ def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, 
         dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name, model)
     except TallyError as e:
         _fail(e)
-    report = tally(dirs, policy, verdicts, False, run=job_name, verdicts_path=verdicts_path)
+    report = tally(dirs, policy, verdicts, False, run=job_name, verdicts_path=verdicts_path,
+                   max_task_retries=max_task_retries)
     targets = retry_targets(report)
     if as_json:
         _echo(json.dumps({"run": report["run"], "policy": policy.path, "infra_types": list(policy.infra_types),

@@ -31,6 +31,11 @@ OUTCOMES = ("passed", "failed", "errored", "unclassified", "unfinished")
 ACCOUNTING_SCORED = "timeouts-scored"
 ACCOUNTING_UNSCORED = "timeouts-unscored"
 EXIT_EMPTY = 3
+# MAX_TASK_RETRIES's default (env/defaults.env holds the same, checked by a test): a task whose
+# infra error survived 3 attempts in a row (per open slot) is a final error, as the reference
+# accepted Run 1's four after three attempts across two serving sessions (docs/reference-runs.md §3).
+DEFAULT_MAX_TASK_RETRIES = 3
+MAX_TASK_RETRIES_CAP = 999
 
 # harbor's default --jobs-dir is "jobs", so a run started without --jobs-dir (or a resume
 # run from the wrong cwd, reference pitfall) lands one level deeper than expected.
@@ -698,10 +703,14 @@ def tally(
     run: str | None = None,
     verdicts_path: str | None = None,
     attempts: int | None = None,
+    max_task_retries: int = DEFAULT_MAX_TASK_RETRIES,
 ) -> dict:
     """The whole report (the `--json` document) for the given job dirs.
 
     `attempts` is k, the slots per task; None: the first job's n_attempts (1 when unknown).
+    `max_task_retries` (MAX_TASK_RETRIES; 0: no limit): a task whose infra error survived that many
+    attempts in a row per open slot (slots.is_final_error) is a final error: its open slots stay
+    errored, are not open for the headline, and are no retry target.
     """
     verdicts = verdicts or {}
     notes = ScanNotes()
@@ -735,7 +744,7 @@ def tally(
     warnings = list(notes.warnings)
     per_task = []
     slot_outcomes: list[list[str]] = []
-    open_slots = 0  # slots mop-up would still fill (a verdict closes its task's)
+    open_slots = 0  # slots mop-up would still fill (a verdict or a final error closes its task's)
     latest_trials: list[Trial] = []  # the counted trials of each task, for the totals
     for task in sorted(by_task):
         group = sorted(by_task[task], key=Trial.sort_key)
@@ -776,14 +785,16 @@ def tally(
         verdict = verdicts.get(task)
         if verdict:
             outcome, rule, reason = verdict.outcome, "verdict", f"manual verdict: {verdict.reason}"
+        streak = SL.infra_streak(group)
+        final = not verdict and SL.is_final_error(slots, streak, max_task_retries)
         entry.update(outcome=outcome, rule=rule, reason=reason, attempts=len(finished),
-                     verdict=verdict.reason if verdict else None,
+                     verdict=verdict.reason if verdict else None, infra_streak=streak, final_error=final,
                      trials=[{"trial_dir": t.trial_dir, "job_dir": t.job_dir, "finished_at": _iso(t.finished_at),
                               "reward": t.reward, "exception_type": t.exception_type,
                               "outcome": t.outcome, "rule": t.rule} for t in group])
         outcomes = slots.outcomes(verdict.outcome if verdict else None)
         slot_outcomes.append(outcomes)
-        open_slots += 0 if verdict else slots.open
+        open_slots += 0 if verdict or final else slots.open
         if k > 1:
             n_scored = sum(1 for o in outcomes if o in ("passed", "failed"))
             entry.update(slots=outcomes, slots_text=SL.glyphs(outcomes),
@@ -807,7 +818,9 @@ def tally(
     if k == 1:
         counts = {o: sum(1 for e in per_task if e["outcome"] == o) for o in OUTCOMES}
         errored_breakdown = {
-            "infra": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] in _INFRA_RULES),
+            "infra": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] in _INFRA_RULES
+                         and not e["final_error"]),
+            "final": sum(1 for e in per_task if e["outcome"] == "errored" and e["final_error"]),
             "timeout": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "timeout-unscored"),
             "verdict": sum(1 for e in per_task if e["outcome"] == "errored" and e["rule"] == "verdict"),
         }
@@ -838,6 +851,8 @@ def tally(
         "agent_seconds": round(sum(t.agent_seconds or 0 for t in latest), 3),
         "agent_seconds_all_trials": round(sum(t.agent_seconds or 0 for t in finished_all), 3),
         "trial_dirs": len(trials),
+        "max_task_retries": max_task_retries,
+        "final_errors": [e["task"] for e in per_task if e["final_error"]],
         "warnings": warnings,
         "unreadable": notes.unreadable,
         "per_task": per_task,
@@ -907,12 +922,15 @@ def retry_targets(report: dict) -> list[dict]:
     """Tasks mop-up should retry, each its per_task entry plus `missing`, the attempts to run.
 
     k = 1: the task's counted trial errored by an infra rule, or it is unfinished (missing 1).
-    k > 1: the task has open slots, errored or unfinished (missing: how many). Verdicts excluded.
+    k > 1: the task has open slots, errored or unfinished (missing: how many). Verdicts and final
+    errors (past MAX_TASK_RETRIES: the tally's `final_error`) excluded: this is the one place that
+    decides what is left, for mop-up, make reproduce and AUTO_STOP alike.
     """
+    rows = [e for e in report["per_task"] if not e.get("final_error")]
     if report.get("n_attempts", 1) > 1:
-        return [{**e, "missing": e["slot_trials"].count(None)} for e in report["per_task"]
+        return [{**e, "missing": e["slot_trials"].count(None)} for e in rows
                 if not e["verdict"] and None in e["slot_trials"]]
-    return [{**e, "missing": 1} for e in report["per_task"]
+    return [{**e, "missing": 1} for e in rows
             if e["outcome"] == "unfinished" or (e["outcome"] == "errored" and e["rule"] in _INFRA_RULES)]
 
 

@@ -9,17 +9,22 @@ Everything comes from what the run's own files already say, read the way the tal
 (tools/tally_core.py; a symlinked job dir is never followed): every job dir of the run (the job,
 its retry jobs, both layouts), its manifest and cost (tools/report_cost.py, make cost's figures).
 
-- Progress: attempt slots settled (a trial mop-up would leave alone) out of tasks × k, the tasks
-  being what the first job planned (its result.json's n_total_trials / k), or --tasks, or those
-  seen; then passed, failed, infra errors (every infra-errored trial so far) and trial dirs with
-  no result yet (running, or stopped mid-trial).
+- Progress: attempt slots settled (mop-up leaves them alone) out of tasks × k, the tasks being
+  what the first job planned (its result.json's n_total_trials / k), or --tasks, or those seen.
+  Every count of the bar is of slots, from the tally's own counts, and they sum to it: settled =
+  passed + failed + unclassified + final errors (the tally's: past MAX_TASK_RETRIES, named) +
+  errored by verdict; open = infra-errored (mop-up retries them) + no finished trial + not
+  started. The trials are counted apart, as trials: every trial dir, those that ended in an infra
+  error (every attempt so far) and those with no result yet (running, or stopped mid-trial).
 - Pace: settled trials per hour over the last hour and over the whole run (since its first job
   started); the infra-error rate (infra-errored / finished trials) over the same two windows.
 - ETA: the slots left over the recent pace (the whole run's when nothing settled in the last
   hour), with the range the two paces give. Mop-up's work is in it: open slots are slots left.
 - Times are data: a trial whose finished_at is no time (tally_core's years) or later than now
   fills its slot but is left out of the paces, the rates, the ETA and the plot, with a note
-  (timed_trials says why not clamped).
+  (timed_trials says why not clamped). A bundled example (example-*) is frozen: its "now" is its
+  own last moment (its latest trial's end), said in a note, so its pace and ETA are what they were
+  then, not what months of silence since make of them.
 - Spend: make cost's total so far, and projected to the end at the run's average rate; with
   MAX_COST, the ceiling.
 - Infra errors by side (env/outcome-policy.yaml, tools/tally_core.py infra_side): the sandboxes'
@@ -81,12 +86,12 @@ class Frame:
     run: str
     k: int
     total: int                 # attempt slots: tasks × k
-    settled: int               # slots filled by a settled trial
-    passed: int
+    settled: int               # slots mop-up leaves alone: passed + failed + unclassified + final + verdict
+    passed: int                # slots, as the tally counts them
     failed: int
-    infra: int                 # infra-errored trials so far (every attempt)
+    infra: int                 # infra-errored trials so far (every attempt): trials, not slots
     sides: dict                # those by side: sandbox, server, interrupted (tally_core.count_sides)
-    running: int               # trial dirs with no result.json yet
+    running: int               # trial dirs with no result.json yet: trials, not slots
     per_job: list[tuple[str, int, int]]  # (job dir name, settled trials, trial dirs)
     pace_hour: float           # settled trials in the last hour
     pace_all: float | None     # settled trials per hour since the run started
@@ -98,6 +103,14 @@ class Frame:
     projected_usd: float | None
     alarms: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was left out of the figures, and why
+    unclassified: int = 0      # slots: settled, no policy rule
+    final: int = 0             # slots of the final errors (the tally's, past MAX_TASK_RETRIES): settled
+    verdict_errored: int = 0   # slots errored by a manual verdict: settled
+    open_infra: int = 0        # slots open after an infra error: mop-up retries them
+    unfinished: int = 0        # slots of tasks seen with no finished trial
+    trial_dirs: int = 0        # every trial dir of the run
+    final_errors: list[str] = field(default_factory=list)
+    max_task_retries: int = T.DEFAULT_MAX_TASK_RETRIES
     settled_at: list[datetime] = field(default_factory=list)  # each settled trial's end, for the page's plot
     infra_at: list[datetime] = field(default_factory=list)    # each infra error's end
     server_hour: int = 0       # model-server infra errors that finished in the last hour
@@ -106,6 +119,11 @@ class Frame:
     @property
     def finished(self) -> bool:
         return self.total > 0 and self.settled >= self.total
+
+    @property
+    def not_started(self) -> int:
+        """Slots of planned tasks no trial dir names yet."""
+        return self.total - self.settled - self.open_infra - self.unfinished
 
 
 def _aware(dt: datetime | None) -> datetime | None:
@@ -184,8 +202,15 @@ def foreign_job_dirs(jobs_dir: Path, run_dirs: list[str], job_name: str, depth: 
     return out
 
 
-def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None, max_cost: float | None,
+def last_moment(trials: list[T.Trial]) -> datetime | None:
+    """A frozen run's own "now": its latest trial's end (None: no trial has a time)."""
+    ends = [_aware(t.finished_at) for t in trials if t.status == "finished" and t.finished_at]
+    return max(ends, default=None)
+
+
+def frame_of(settings: RL.RunSettings, *, now: datetime | None, tasks_hint: int | None, max_cost: float | None,
              max_infra_rate: float, with_cost: bool = True) -> Frame:
+    """The frame at `now`; None: the run's own last moment (a bundled example, frozen)."""
     dirs = [str(d) for d in T.run_job_dirs(settings.jobs_dir, settings.job_name)]
     try:
         T.refuse_foreign_job_dirs(dirs, settings.model or None)  # another run's trials are not this run's
@@ -196,16 +221,21 @@ def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None,
                 f"({settings.job_name}): nothing to watch until make bench (or make reproduce) starts it")
     policy = T.load_policy()
     verdicts = T.load_verdicts(str(settings.verdicts)) if settings.verdicts else {}
-    report = T.tally(dirs, policy, verdicts, run=settings.run)
+    report = T.tally(dirs, policy, verdicts, run=settings.run, max_task_retries=settings.max_task_retries)
     k = report.get("n_attempts", 1)
     trials = scan(dirs, policy)
-    if k > 1:  # a verdict settles its task's every slot; otherwise the slots its trials fill
-        settled = sum(k if row["verdict"] else sum(1 for t in row["slot_trials"] if t) for row in report["per_task"])
-    else:
-        settled = sum(1 for row in report["per_task"]
-                      if row["outcome"] != "unfinished" and row["rule"] not in SL.INFRA_RULES)
+    # The slots as the tally counts them (tasks × k; k = 1: tasks): mop-up leaves the settled alone.
+    errored = report["errored_breakdown"]
+    settled = (report["passed"] + report["failed"] + report["unclassified"] + errored["final"] + errored["verdict"]
+               + errored["timeout"])
     tasks = max(tasks_hint or first_pass_tasks(dirs, settings.job_name, k) or 0, report["tasks"])
+    frozen = now is None
+    if frozen:
+        now = last_moment(trials) or datetime.now(timezone.utc)
     finished, notes = timed_trials(trials, now)
+    if frozen:
+        notes.insert(0, f"run {settings.run} is a bundled example, frozen: its figures are taken at its own last "
+                        f"moment, its latest trial's end ({now:%Y-%m-%d %H:%M} UTC), not now")
     settled_at = sorted(_aware(t.finished_at) for t in finished if SL.is_settled(t))
     infra_at = [_aware(t.finished_at) for t in finished if not SL.is_settled(t)]
     starts = [s for s in (job_started(d) for d in dirs) if s and s <= now]
@@ -237,6 +267,9 @@ def frame_of(settings: RL.RunSettings, *, now: datetime, tasks_hint: int | None,
     f = Frame(run=settings.run, k=k, total=total, settled=settled, passed=report["passed"], failed=report["failed"],
               infra=sum(1 for t in trials if t.status == "finished" and not SL.is_settled(t)),
               sides=T.count_sides(trials, policy), running=sum(1 for t in trials if t.status == "unfinished"),
+              unclassified=report["unclassified"], final=errored["final"], verdict_errored=errored["verdict"],
+              open_infra=errored["infra"], unfinished=report["unfinished"], trial_dirs=len(trials),
+              final_errors=report["final_errors"], max_task_retries=report["max_task_retries"],
               per_job=[(os.path.basename(d), sum(1 for t in trials if t.job_dir == os.path.abspath(d)
                                                    and t.status == "finished" and SL.is_settled(t)),
                         sum(1 for t in trials if t.job_dir == os.path.abspath(d))) for d in dirs],
@@ -388,11 +421,15 @@ def lines_of(f: Frame) -> list[str]:
     bar = "#" * round(width * share) + "." * (width - round(width * share))
     out = [f"run {f.run}: [{bar}] {f.settled}/{f.total} attempt slots settled ({pct(share)}; "
            f"{f.total // f.k if f.k else 0} tasks × {f.k})",
-           f"  passed {f.passed}, failed {f.failed}, infra errors {f.infra} (every attempt: "
-           f"{side_text(f.sides)}), no result yet {f.running} (running, or stopped mid-trial)"]
+           f"  slots: {slot_sums(f)}",
+           f"  trials: {f.trial_dirs} trial dir(s); {f.infra} ended in an infra error (every attempt so far: "
+           f"{side_text(f.sides)}), {f.running} with no result yet (running, or stopped mid-trial)"]
+    if f.final_errors:
+        out.append(f"  final errors, not retried (their infra error survived MAX_TASK_RETRIES={f.max_task_retries} "
+                   f"attempts in a row; make tally RUN={f.run} says more): {', '.join(f.final_errors)}")
     if len(f.per_job) > 1:
         out += [f"  {name}: {done} settled of {n} trial dir(s)" for name, done, n in f.per_job]
-    out.append(f"  pace: {f.pace_hour:.0f} settled in the last hour, "
+    out.append(f"  pace: {f.pace_hour:.0f} trial(s) settled in the last hour, "
                f"{'n/a' if f.pace_all is None else f'{f.pace_all:.1f}'} per hour over the whole run; infra-error "
                f"rate {pct(f.infra_rate_hour)} (last hour), {pct(f.infra_rate_all)} (whole run)")
     if f.finished:
@@ -420,6 +457,17 @@ def side_text(sides: dict) -> str:
     """The infra errors of each side (tools/tally.py says it the same way)."""
     return (f"sandbox {sides.get('sandbox', 0)}, model server {sides.get('server', 0)}, "
             f"interrupted {sides.get('interrupted', 0)}")
+
+
+def slot_sums(f: Frame) -> str:
+    """The bar's slots, each kind once, as two sums: settled = …; open = … (they add up to the bar)."""
+    settled = [("passed", f.passed), ("failed", f.failed), ("unclassified", f.unclassified),
+               ("final errors", f.final), ("errored by verdict", f.verdict_errored)]
+    open_ = [("infra-errored", f.open_infra), ("no finished trial", f.unfinished), ("not started", f.not_started)]
+    shown = [f"{name} {n}" for i, (name, n) in enumerate(settled) if i < 2 or n]
+    waiting = [f"{name} {n}" for i, (name, n) in enumerate(open_) if i < 2 or n]
+    return (f"settled {f.settled} = {' + '.join(shown)}; open {f.total - f.settled} = {' + '.join(waiting)} "
+            "(mop-up fills the open ones)")
 
 
 def summary_line(f: Frame) -> str:
@@ -674,9 +722,9 @@ def watch_run(settings, once, every, now_text, max_cost, max_infra_rate, tasks_h
     """The watch of one run, local (remote None) or mirrored from its bucket."""
     api = bucket_api() if remote else None
 
-    def now() -> datetime:
-        if not now_text:
-            return datetime.now(timezone.utc)
+    def now() -> datetime | None:
+        if not now_text:  # a bundled example is frozen: its own last moment (frame_of)
+            return None if settings.run.startswith("example-") else datetime.now(timezone.utc)
         parsed, _ = T.parse_timestamp(now_text)
         if parsed is None:
             RL.fail(f"--now {SR.printable(now_text)[:40]!r} is not an ISO 8601 time")

@@ -22,6 +22,15 @@ exits by itself after --max-lifetime seconds. It serves the paths of docs/hf-job
     GET  /api/jobs/{ns}/{id}/logs[?tail=N]       SSE, the job's log lines
     POST /api/jobs/{ns}/{id}/cancel              the job becomes CANCELED (terminal: unchanged)
     GET  /api/jobs/{ns}/{id}/metrics             SSE, one metrics event
+    PUT  /api/jobs/{ns}/{id}/labels              {"labels": {...}} replaces every label of the job
+    POST /api/scheduled-jobs/{ns}                schedule: {"jobSpec", "schedule", ...} creates the next
+                                                 of "new_scheduled_jobs" (ids), else sched-<n>
+    GET  /api/scheduled-jobs/{ns}                list, filtered by ?label=k=v (every one given)
+    GET  /api/scheduled-jobs/{ns}/{id}           inspect
+    DELETE /api/scheduled-jobs/{ns}/{id}         delete
+    PUT  /api/scheduled-jobs/{ns}/{id}/labels    {"labels": {...}} replaces its job spec's labels
+    POST /api/scheduled-jobs/{ns}/{id}/run       trigger: a job of its spec, id <id>-run-<n>,
+                                                 RUNNING (the test then runs its command itself)
 
 Unknown jobs answer 404 (the CLI prints "Job Not Found"). With "reject_token": true every
 request answers 401, as Hugging Face does for a revoked token.
@@ -47,11 +56,17 @@ Scenario (JSON; every key optional):
           "running_secs_file": "/tmp/x/secs",      # once this file exists, its number is runningSecs
                                                    # (a test moves a job's billed time forward at will)
           "docker_image": "python:3.12-slim",      # dockerImage; default lmsysorg/sglang:latest
-          "id_as_number": true                     # the answers give the id as a JSON number (a job
+          "id_as_number": true,                    # the answers give the id as a JSON number (a job
                                                    # named "123" comes back as 123), as a hostile or
                                                    # changed Hub might
+          "timeout_secs": 86400                    # timeoutSeconds in its answers (a run sets it from
+                                                   # the spec's timeoutSeconds)
         }
       },
+      "timeout_cap": 86400,                      # a run's timeoutSeconds is recorded as at most this
+      "scheduled_jobs": {"wd0": {"labels": {...}, "schedule": "*/15 * * * *"}},  # already scheduled
+      "new_scheduled_jobs": ["wd1", "wd2"],      # the ids POST /api/scheduled-jobs/{ns} gives, in order
+      "schedule_refused": "Scheduled jobs are not enabled",  # POST /api/scheduled-jobs answers 403 so
       "hardware": [{"name": "h200", "usd_per_hour": 5.0, "gpu": "H200"}, ...],
                                                  # GET /api/jobs/hardware; default: DEFAULT_HARDWARE;
                                                  # "unavailable": 503 (the fallback path)
@@ -65,8 +80,8 @@ Every request is appended to the --record file as one JSON line:
     {"method": "POST", "path": "/api/jobs/alice/job1/cancel", "query": {}, "body": null,
      "auth": true, "at": 1767225600.25}
 "at" is when it came (time.time()): a test reads a job's billed time off its run and cancel.
-"auth" says whether an Authorization header came; secret values in a run's body are
-replaced by "***", so the record never holds a token.
+"auth" says whether an Authorization header came; secret values in a run's or a schedule's body
+are replaced by "***", so the record never holds a token (nor does a scheduled job's stored spec).
 """
 
 from __future__ import annotations
@@ -93,6 +108,15 @@ DEFAULT_HARDWARE = [
 ]
 JOB_PATH = re.compile(r"^/api/jobs/(?P<ns>[^/]+)/(?P<id>[^/]+)(?:/(?P<action>[a-z]+))?$")
 LIST_PATH = re.compile(r"^/api/jobs/(?P<ns>[^/]+)$")
+SCHEDULED_PATH = re.compile(r"^/api/scheduled-jobs/(?P<ns>[^/]+)(?:/(?P<id>[^/]+)(?:/(?P<action>[a-z]+))?)?$")
+
+
+def masked(spec: dict) -> dict:
+    """A job spec with its secrets' values replaced by "***": neither the record nor the fake's
+    own memory holds a token."""
+    if isinstance(spec, dict) and isinstance(spec.get("secrets"), dict):
+        return {**spec, "secrets": {k: "***" for k in spec["secrets"]}}
+    return spec
 
 
 def _now_iso() -> str:
@@ -141,6 +165,8 @@ class Job:
         self.running_secs = spec.get("running_secs")
         self.running_secs_file = spec.get("running_secs_file")
         self.id_as_number = bool(spec.get("id_as_number"))
+        self.timeout_secs = spec.get("timeout_secs")
+        self.initiator = spec.get("initiator")
         self.inspections = 0
         self.canceled = False
         self.canceled_at: dt.datetime | None = None
@@ -204,11 +230,34 @@ class Job:
         }
         if self.port:
             info["expose"] = {"ports": [self.port], "portsPublic": []}
+        if self.timeout_secs is not None:
+            info["timeoutSeconds"] = self.timeout_secs
+        if self.initiator:
+            info["initiator"] = self.initiator
         if durations["runningSecs"] is not None:
             info["startedAt"] = _iso(started)
         if self.stage in TERMINAL and durations["runningSecs"] is not None:
             info["finishedAt"] = _iso(started + dt.timedelta(seconds=durations["runningSecs"]))
         return info
+
+
+class Scheduled:
+    """One scheduled job: its spec (secrets masked), schedule, and the jobs it was triggered into."""
+
+    def __init__(self, sid: str, body: dict, namespace: str, created: str):
+        self.id, self.namespace, self.created_at = sid, namespace, created
+        self.spec = masked(dict(body.get("jobSpec") or {}))
+        self.schedule = body.get("schedule")
+        self.suspend = bool(body.get("suspend", False))
+        self.concurrency = bool(body.get("concurrency", False))
+        self.runs: list[str] = []
+
+    def info(self) -> dict:
+        last = {"id": self.runs[-1], "at": _now_iso()} if self.runs else None
+        return {"id": self.id, "createdAt": self.created_at, "jobSpec": self.spec, "schedule": self.schedule,
+                "suspend": self.suspend, "concurrency": self.concurrency,
+                "status": {"lastJob": last, "nextJobRunAt": _now_iso()},
+                "owner": {"id": "u1", "name": self.namespace, "type": "user"}}
 
 
 class FakeJobsAPI:
@@ -221,6 +270,12 @@ class FakeJobsAPI:
         self.new_jobs = list(scenario.get("new_jobs") or [])
         self.run_delay = float(scenario.get("run_delay") or 0)
         self.hardware = scenario.get("hardware", DEFAULT_HARDWARE)
+        self.timeout_cap = scenario.get("timeout_cap")
+        self.scheduled = {sid: Scheduled(sid, {"jobSpec": {"labels": spec.get("labels") or {}}, **spec},
+                                         self.namespace, started)
+                          for sid, spec in (scenario.get("scheduled_jobs") or {}).items()}
+        self.new_scheduled = list(scenario.get("new_scheduled_jobs") or [])
+        self.schedule_refused = scenario.get("schedule_refused")
         self.started = started
         self.record_path = record_path
         self.lock = threading.Lock()
@@ -228,8 +283,10 @@ class FakeJobsAPI:
     def record(self, method: str, path: str, query: dict, body, auth: bool) -> None:
         if not self.record_path:
             return
-        if isinstance(body, dict) and isinstance(body.get("secrets"), dict):
-            body = {**body, "secrets": {k: "***" for k in body["secrets"]}}
+        if isinstance(body, dict):
+            body = masked(body)
+            if isinstance(body.get("jobSpec"), dict):
+                body = {**body, "jobSpec": masked(body["jobSpec"])}
         line = json.dumps({"method": method, "path": path, "query": query, "body": body, "auth": auth,
                            "at": time.time()})
         with self.lock, open(self.record_path, "a", encoding="utf-8") as f:
@@ -288,6 +345,8 @@ class Handler(BaseHTTPRequestHandler):
             if method == "POST":
                 return self._run(body or {})
             return self._list(query)
+        if m := SCHEDULED_PATH.match(url.path):
+            return self._scheduled(method, m, query, body)
 
         m = JOB_PATH.match(url.path)
         if not m:
@@ -313,6 +372,10 @@ class Handler(BaseHTTPRequestHandler):
             with api.lock:
                 job.cancel()
             return self._reply(200, {})
+        if method == "PUT" and action == "labels":
+            with api.lock:
+                job.labels = dict((body or {}).get("labels") or {})
+                return self._reply(200, job.info())
         if method == "GET" and action == "metrics":
             return self._sse([{"cpu_usage_pct": 1, "cpu_millicores": 100, "memory_used_bytes": 1, "memory_total_bytes": 2,
                                "rx_bps": 0, "tx_bps": 0, "gpus": {}, "replica": "x1"}])
@@ -329,12 +392,61 @@ class Handler(BaseHTTPRequestHandler):
         ports = (body.get("expose") or {}).get("ports") or []
         if ports:
             spec.setdefault("port", ports[0])
+        if body.get("timeoutSeconds") is not None:
+            asked = body["timeoutSeconds"]
+            spec.setdefault("timeout_secs", min(asked, api.timeout_cap) if api.timeout_cap else asked)
         job = Job(spec.get("id", "job-new"), spec, api.namespace, _now_iso())
         with api.lock:
             api.jobs[job.id] = job
         # HF has accepted the job (it bills from now) but the client has no id yet.
         time.sleep(api.run_delay)
         return self._reply(200, job.info())
+
+    def _scheduled(self, method: str, m: re.Match, query: dict, body):
+        """The scheduled-jobs routes (huggingface_hub 2.4.0 hf_api.py, *_scheduled_job*)."""
+        api = self.api
+        if m["ns"] != api.namespace:
+            return self._reply(404, {"error": "Scheduled job not found"})
+        if m["id"] is None:
+            if method == "POST" and api.schedule_refused:
+                return self._reply(403, {"error": api.schedule_refused})
+            if method == "POST":
+                with api.lock:
+                    sid = api.new_scheduled.pop(0) if api.new_scheduled else f"sched-{len(api.scheduled) + 1}"
+                    api.scheduled[sid] = Scheduled(sid, body or {}, api.namespace, _now_iso())
+                    return self._reply(200, api.scheduled[sid].info())
+            labels = dict(item.split("=", 1) for item in query.get("label") or [])
+            with api.lock:
+                rows = [sj.info() for sj in api.scheduled.values()
+                        if all((sj.spec.get("labels") or {}).get(k) == v for k, v in labels.items())]
+            return self._reply(200, rows)
+        with api.lock:
+            sj = api.scheduled.get(m["id"])
+        if sj is None:
+            return self._reply(404, {"error": "Scheduled job not found"})
+        action = m["action"]
+        if method == "GET" and action is None:
+            return self._reply(200, sj.info())
+        if method == "DELETE" and action is None:
+            with api.lock:
+                api.scheduled.pop(sj.id, None)
+            return self._reply(200, {})
+        if method == "PUT" and action == "labels":
+            with api.lock:
+                sj.spec["labels"] = dict((body or {}).get("labels") or {})
+                return self._reply(200, sj.info())
+        if method == "POST" and action == "run":
+            with api.lock:
+                run_id = f"{sj.id}-run-{len(sj.runs) + 1}"
+                sj.runs.append(run_id)
+                spec = sj.spec
+                job = Job(run_id, {"labels": dict(spec.get("labels") or {}), "flavor": spec.get("flavor", "cpu-basic"),
+                                   "docker_image": spec.get("dockerImage"), "command": spec.get("command") or [],
+                                   "timeout_secs": spec.get("timeoutSeconds"),
+                                   "initiator": {"type": "scheduled-job", "id": sj.id}}, api.namespace, _now_iso())
+                api.jobs[run_id] = job
+                return self._reply(200, job.info())
+        return self._reply(404, {"error": f"no such route {method} {self.path}"})
 
     def _list(self, query: dict):
         stages = set(query.get("stage") or [])
@@ -356,6 +468,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self):  # noqa: N802
         self._handle("PUT")
+
+    def do_DELETE(self):  # noqa: N802
+        self._handle("DELETE")
 
 
 def main() -> None:

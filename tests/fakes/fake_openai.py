@@ -2,15 +2,17 @@
 
 Usage:
     python tests/fakes/fake_openai.py --port-file PORT_FILE [--record REQUESTS.jsonl]
-        [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-for SECONDS]
+        [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-until FILE]
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
-        [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE]
+        [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE] [--metrics FILE]
         [--decode-ms MS]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
-    --refuse-for S   the socket is bound but not listening for S seconds, so connections are
-                     refused: vLLM and sglang while they load weights (docs/hf-jobs.md §5, §6)
+    --refuse-until F the socket is bound but not listening until file F exists (the test makes it
+                     once it has seen a refusal happen), so connections are refused: vLLM and
+                     sglang while they load weights (docs/hf-jobs.md §5, §6). An event, not a
+                     time: a loaded machine's first poll may come after any fixed time.
     --health-503 N   the first N GET /health answer 503: sglang during warm-up
     GET  /health                 200, empty body (after the above)
     GET  /v1/models              {"object": "list", "data": [{"id": MODEL, ...}]}, even while
@@ -40,6 +42,11 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
         --unhealthy-polls M  ...for the first M GET /workers only (default: always): replicas
                          that finish loading while the server is polled
         --workers-body FILE  FILE's bytes as the answer, status 200 (a hostile gateway)
+    GET  /metrics                404, as sglang without --enable-metrics answers, unless
+        --metrics FILE   FILE's bytes as the answer, status 200, read again at every request, so
+                         a test sets the figures (a Prometheus text exposition, as vLLM's
+                         `vllm:num_requests_running 0` / `vllm:generation_tokens_total 120`); a
+                         FILE that does not exist (yet) answers 404
 
 Every request is appended to --record as one JSON line:
     {"method": "GET", "path": "/health", "status": 503, "auth": "ok", "body": null}
@@ -78,6 +85,7 @@ class State:
         if args.workers_body:
             with open(args.workers_body, "rb") as f:
                 self.workers_body = f.read()
+        self.metrics = args.metrics
         self.expect_token = os.environ.get("FAKE_OPENAI_EXPECT_TOKEN")
         self.lock = threading.Lock()
 
@@ -178,6 +186,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(200, worker_list(state), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions" and (body or {}).get("stream"):
             return self._stream(body, auth)
+        if self.command == "GET" and self.path == "/metrics" and state.metrics and os.path.exists(state.metrics):
+            with open(state.metrics, "rb") as f:
+                return self._reply(200, f.read(), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
         return self._reply(404, {"detail": "Not Found"}, body, auth)
@@ -224,7 +235,7 @@ def main() -> None:
     parser.add_argument("--record")
     parser.add_argument("--model", default="Qwen/Qwen3-8B")
     parser.add_argument("--health-503", type=int, default=0)
-    parser.add_argument("--refuse-for", type=float, default=0.0)
+    parser.add_argument("--refuse-until")
     parser.add_argument("--reasoning", choices=["none", "sglang", "vllm", "inline"], default="none")
     parser.add_argument("--answer", default="4")
     parser.add_argument("--max-lifetime", type=float, default=120.0)
@@ -233,10 +244,11 @@ def main() -> None:
     parser.add_argument("--unhealthy-polls", type=int, default=-1)
     parser.add_argument("--workers-body")
     parser.add_argument("--decode-ms", type=float, default=0.0)
+    parser.add_argument("--metrics")
     args = parser.parse_args()
 
     Handler.state = State(args)
-    # Bound at once (the port is known and reserved) but listening only after --refuse-for.
+    # Bound at once (the port is known and reserved) but listening only once --refuse-until exists.
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
     server.daemon_threads = True
     server.server_bind()
@@ -244,7 +256,8 @@ def main() -> None:
 
     deadline = time.monotonic() + args.max_lifetime
     # Bound but not listening: connections are refused, as while vLLM loads its weights.
-    time.sleep(min(args.refuse_for, args.max_lifetime))
+    while args.refuse_until and not os.path.exists(args.refuse_until) and time.monotonic() < deadline:
+        time.sleep(0.05)
     server.server_activate()
     serve_for(server, deadline - time.monotonic())
 
