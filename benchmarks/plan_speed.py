@@ -13,9 +13,9 @@ on the same machine. The cases:
   baseline         the leaderboard run as make plan plans it: 89 tasks × 5 attempts × 200
                    repetitions (PLAN_REPS' default), the one-H200 profile (112 configurations), the
                    reference's agent times and infra-error curve (no job dirs)
-  most reps        89 × 5 × the most repetitions WORK_CAP allows (4,494)
+  most reps        89 × 5 × the most repetitions WORK_CAP allows (1,123)
   most attempts    ATTEMPTS_CAP attempts (10,000 tasks × 1) × the most repetitions WORK_CAP allows
-                   them (200)
+                   them (50)
   worst curve      most reps, from a job dir whose trials nearly all end in an infra error (39 of
                    40 at -n 8): every configuration runs mop-up passes up to the 30-pass guard
   worst attempts   most attempts, from that job dir
