@@ -92,8 +92,12 @@ sandboxes: ## the sandbox job(s) behind RUN's infra-errored tasks (or TASK=<task
 	@scripts/sandboxes.sh
 
 .PHONY: plan
-plan: ## which GPUs, shards and N_CONCURRENT finish RUN by DEADLINE (e.g. 24h), cheapest first: a simulation, nothing launched or written
+plan: ## which server, shards and N_CONCURRENT finish RUN by DEADLINE (e.g. 24h), cheapest first, and what binds: a simulation, nothing launched or written
 	@scripts/plan.sh
+
+.PHONY: calibrate
+calibrate: ## load-test RUN's live server (evalscope perf) at a concurrency ladder: TTFT, time per output token, throughput in state/RUN/calibration.json, for make plan
+	@scripts/calibrate.sh
 
 # --- results -----------------------------------------------------------------------------
 

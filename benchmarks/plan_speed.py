@@ -11,16 +11,17 @@ ru_maxrss, imports included), each also as a ratio to the baseline's, measured i
 on the same machine. The cases:
 
   baseline         the leaderboard run as make plan plans it: 89 tasks × 5 attempts × 200
-                   repetitions (PLAN_REPS' default), SERVER_FLAVOR=h200 (80 configurations), the
-                   bundled examples' durations and infra-error curve
-  most reps        89 × 5 × the most repetitions WORK_CAP allows (4,494)
+                   repetitions (PLAN_REPS' default), the one-H200 profile (112 configurations), the
+                   reference's agent times and infra-error curve (no job dirs)
+  most reps        89 × 5 × the most repetitions WORK_CAP allows (1,123)
   most attempts    ATTEMPTS_CAP attempts (10,000 tasks × 1) × the most repetitions WORK_CAP allows
-                   them (200)
+                   them (50)
   worst curve      most reps, from a job dir whose trials nearly all end in an infra error (39 of
                    40 at -n 8): every configuration runs mop-up passes up to the 30-pass guard
   worst attempts   most attempts, from that job dir
 
-80 configurations is the most any flavor has (replicas 1, 2, 4, 8). Prints a Markdown table
+112 configurations: every bundled profile of the model (one to eight H200s, data- and
+tensor-parallel) with its shard counts and N_CONCURRENT 1 to 8. Prints a Markdown table
 (docs/plan.md §7 quotes it). Writes only under a temporary dir it removes (the worst curve's job
 dir). About ten minutes in all.
 """
@@ -45,7 +46,8 @@ from pathlib import Path
 from tools import plan
 case = json.loads(sys.argv[1])
 start, cpu = time.monotonic(), time.process_time()
-doc = plan.plan(run="bench", tasks=case["tasks"], k=case["k"], mult=1.0, timeout_estimate=900.0, run_flavor="h200",
+doc = plan.plan(run="bench", tasks=case["tasks"], k=case["k"], mult=1.0, timeout_estimate=900.0,
+                model="Qwen/Qwen3.8-27B-FP8", server="qwen3.8-27b-fp8-sglang-h200", server_flavor="h200",
                 sandbox_flavor="cpu-upgrade", jobs_dir=case["jobs_dir"], job_name="bench", deadline=86400.0,
                 reps=case["reps"], seed=0, mopup_passes=3, max_infra_rate=0.3, ready_timeout=2700.0,
                 prices_path=Path(case["prices"]))

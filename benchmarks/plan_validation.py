@@ -28,6 +28,7 @@ import numpy as np
 
 from tools import cost
 from tools import plan
+from tools import plan_evidence as PE
 from tools import safe_read as SR
 from tools import tally_core as T
 
@@ -48,7 +49,7 @@ def job_span(job_dir: Path) -> float | None:
 def replay(job_dir: Path) -> dict | None:
     """One job dir: its recorded trials through the simulator at its own concurrency."""
     notes: list[str] = []
-    _, conc = plan.job_settings(str(job_dir), notes)
+    _, conc = PE.job_settings(str(job_dir), notes)
     if not conc:
         return None
     report = T.tally([job_dir], T.load_policy(), run=job_dir.name)

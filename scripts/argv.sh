@@ -90,40 +90,39 @@ flavor_gpus() {
   fi
 }
 
-# validate_server_dp: SERVER_DP is a positive whole number, and when above 1 the replicas fill
-# SERVER_FLAVOR's GPUs exactly: replicas × the GPUs each takes (a tensor-parallel size in
-# SERVER_ARGS, else 1) = the flavor's GPUs. Fewer would leave billed GPUs idle; more cannot run.
+# validate_server_dp: SERVER_DP (replicas) and SERVER_TP (GPUs per replica) are positive whole
+# numbers, the only place either count is set, and when either is above 1 the replicas fill
+# SERVER_FLAVOR's GPUs exactly: SERVER_DP × SERVER_TP = the flavor's GPUs. Fewer would leave billed
+# GPUs idle; more cannot run.
 validate_server_dp() {
-  require_integer SERVER_DP
-  ((SERVER_DP > 1)) || return 0
-  local words i word tp=1 tp_flag="" gpus per fix
+  require_integer SERVER_DP SERVER_TP
+  local words word gpus per fix
   split_words words "$SERVER_ARGS $SERVER_EXTRA_ARGS"
-  for ((i = 0; i < ${#words[@]}; i++)); do
-    word=${words[i]}
+  for word in "${words[@]}"; do
     case "$word" in
       --dp | --dp-size | --data-parallel-size | -dp | --dp=* | --dp-size=* | --data-parallel-size=* | -dp=*)
-        die "run '$RUN' sets data parallelism twice: SERVER_DP=$SERVER_DP and ${word%%=*} in SERVER_ARGS or SERVER_EXTRA_ARGS. Keep SERVER_DP only (env/servers/$SERVER.env): the command, readiness and make status all read it"
+        die "run '$RUN' sets data parallelism outside SERVER_DP: ${word%%=*} in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_DP only (env/servers/$SERVER.env): the command, readiness and make status all read it"
         ;;
-      --tp | --tp-size | --tensor-parallel-size | -tp) tp_flag=$word tp=${words[i + 1]:-} ;;
-      --tp=* | --tp-size=* | --tensor-parallel-size=* | -tp=*) tp_flag=${word%%=*} tp=${word#*=} ;;
+      --tp | --tp-size | --tensor-parallel-size | -tp | --tp=* | --tp-size=* | --tensor-parallel-size=* | -tp=*)
+        die "run '$RUN' sets tensor parallelism outside SERVER_TP: ${word%%=*} in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$SERVER.env): the command and the GPU count read it"
+        ;;
     esac
   done
-  [[ "$tp" =~ ^[1-9][0-9]{0,2}$ ]] ||
-    die "SERVER_ARGS or SERVER_EXTRA_ARGS give $tp_flag '$tp': a tensor-parallel size must be a positive whole number (run '$RUN')"
+  ((SERVER_DP > 1 || SERVER_TP > 1)) || return 0
   gpus=$(flavor_gpus "$SERVER_FLAVOR")
   ((gpus > 0)) ||
-    die "setting SERVER_DP=$SERVER_DP needs GPUs, but SERVER_FLAVOR=$SERVER_FLAVOR has none: pick a GPU flavor with $SERVER_DP GPUs (env/flavor-prices.tsv lists them) (run '$RUN')"
-  ((SERVER_DP * tp != gpus)) || return 0
+    die "setting SERVER_DP=$SERVER_DP needs GPUs, but SERVER_FLAVOR=$SERVER_FLAVOR has none: pick a GPU flavor with $((SERVER_DP * SERVER_TP)) GPUs (env/flavor-prices.tsv lists them) (run '$RUN')"
+  ((SERVER_DP * SERVER_TP != gpus)) || return 0
   per="1 GPU each"
-  ((tp == 1)) || per="$tp GPUs each ($tp_flag $tp)"
-  if ((gpus % tp == 0)); then
-    fix="Set SERVER_DP=$((gpus / tp))"
+  ((SERVER_TP == 1)) || per="$SERVER_TP GPUs each (SERVER_TP=$SERVER_TP)"
+  if ((gpus % SERVER_TP == 0)); then
+    fix="Set SERVER_DP=$((gpus / SERVER_TP))"
   else
-    fix="Give each replica a tensor-parallel size that divides $gpus"
+    fix="Give each replica a SERVER_TP that divides $gpus"
   fi
-  ((SERVER_DP * tp < gpus)) ||
-    die "setting SERVER_DP=$SERVER_DP is too many for SERVER_FLAVOR=$SERVER_FLAVOR: $SERVER_DP replicas of $per need $((SERVER_DP * tp)) GPUs, and it has $gpus. $fix, or pick a flavor with $((SERVER_DP * tp)) GPUs (run '$RUN')"
-  die "setting SERVER_DP=$SERVER_DP does not fill SERVER_FLAVOR=$SERVER_FLAVOR: $SERVER_DP replicas of $per use $((SERVER_DP * tp)) of its $gpus GPUs, and the other $((gpus - SERVER_DP * tp)) would bill idle. $fix (run '$RUN')"
+  ((SERVER_DP * SERVER_TP < gpus)) ||
+    die "setting SERVER_DP=$SERVER_DP is too many for SERVER_FLAVOR=$SERVER_FLAVOR: $SERVER_DP replicas of $per need $((SERVER_DP * SERVER_TP)) GPUs, and it has $gpus. $fix, or pick a flavor with $((SERVER_DP * SERVER_TP)) GPUs (run '$RUN')"
+  die "setting SERVER_DP=$SERVER_DP does not fill SERVER_FLAVOR=$SERVER_FLAVOR: $SERVER_DP replicas of $per use $((SERVER_DP * SERVER_TP)) of its $gpus GPUs, and the other $((gpus - SERVER_DP * SERVER_TP)) would bill idle. $fix (run '$RUN')"
 }
 
 # Checks every setting the commands use; exits with the setting's name on the first bad one.
@@ -167,31 +166,77 @@ validate_settings() {
   validate_server_dp
 }
 
-# The engine's own command line, run inside the server job. SERVER_DP > 1 serves that many
-# replicas of the model behind the one exposed port (docs/data-parallel.md).
+# The engine's own command line, run inside the server job. SERVER_TP > 1 splits each replica over
+# that many GPUs (the engine's tensor parallelism); SERVER_DP > 1 serves that many replicas behind
+# SMG's gateway on the one exposed port (gateway_command; docs/data-parallel.md).
 server_command() {
   local -n _cmd=$1
-  local args extra replicas=one
+  local args extra tp=()
   split_words args "$SERVER_ARGS"
   split_words extra "$SERVER_EXTRA_ARGS"
-  [[ "$SERVER_DP" == 1 ]] || replicas=dp
-  case "$SERVER_ENGINE:$replicas" in
+  if ((SERVER_TP > 1)); then
+    case "$SERVER_ENGINE" in
+      sglang) tp=(--tp-size "$SERVER_TP") ;;
+      vllm) tp=(--tensor-parallel-size "$SERVER_TP") ;;
+    esac
+  fi
+  if ((SERVER_DP > 1)); then
+    gateway_command _cmd "${args[@]}" "${extra[@]}" "${tp[@]}"
+    return 0
+  fi
+  case "$SERVER_ENGINE" in
     # sglang binds 127.0.0.1 by default, which the jobs proxy cannot reach.
-    sglang:one) _cmd=(sglang serve --model-path "$MODEL" "${args[@]}" "${extra[@]}" --host 0.0.0.0 --port "$PORT") ;;
-    # sglang's Model Gateway (its router) in front of SERVER_DP workers it starts itself, each
-    # with the same server flags (sglang's recommended data parallelism). Cache-aware routing
-    # sends a request to the worker that already holds its prefix: terminus-2 resends the whole
-    # growing conversation every turn, so each trial stays on one replica's cache. The gateway
-    # also health-checks and retries per worker; its GET /workers is what readiness and make
-    # status read. The lmsysorg/sglang image builds the router in (docs/data-parallel.md §2).
-    sglang:dp) _cmd=(python3 -m sglang_router.launch_server --model-path "$MODEL" "${args[@]}" "${extra[@]}"
-      --dp-size "$SERVER_DP" --router-policy cache_aware --host 0.0.0.0 --port "$PORT") ;;
-    vllm:one) _cmd=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" --host 0.0.0.0 --port "$PORT") ;;
-    # vLLM's own data parallelism: one engine per replica behind its one API server, which
-    # balances requests by the engines' queues.
-    vllm:dp) _cmd=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" --data-parallel-size "$SERVER_DP"
-      --host 0.0.0.0 --port "$PORT") ;;
+    sglang) _cmd=(sglang serve --model-path "$MODEL" "${args[@]}" "${extra[@]}" "${tp[@]}" --host 0.0.0.0 --port "$PORT") ;;
+    vllm) _cmd=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" "${tp[@]}" --host 0.0.0.0 --port "$PORT") ;;
   esac
+}
+
+# The SMG wheel the gateway runs from, recorded from PyPI with its sha256 and file list
+# (docs/data-parallel.md §2; make doctor checks it offline).
+readonly GATEWAY_RECORD_DEFAULT="$ENV_DIR/gateway-smg.json"
+
+# gateway_requirement: the pinned wheel as one pip requirement line with its hash; fails when the
+# record is not one (a package name, a version, 64 hex digits).
+gateway_requirement() {
+  jq -er 'select((.package | test("^[A-Za-z0-9_.-]+$")) and (.version | test("^[0-9A-Za-z.+!-]+$"))
+    and (.sha256 | test("^[0-9a-f]{64}$"))) | "\(.package)==\(.version) --hash=sha256:\(.sha256)"' \
+    "${GATEWAY_RECORD:-$GATEWAY_RECORD_DEFAULT}" 2>/dev/null
+}
+
+# What the job runs first: install the pinned wheel (its hash checked, nothing else pulled in: the
+# engine's image already has setproctitle, the one package SMG's http mode imports besides its own),
+# then become SMG's `smg serve`. The requirement arrives as $1 and the gateway's words as the rest:
+# data, never pasted into this script's text.
+# shellcheck disable=SC2016  # expanded by the job's sh, not here
+readonly GATEWAY_SCRIPT='printf "%s\n" "$1" | python3 -m pip install --quiet --no-cache-dir --no-deps --require-hashes -r /dev/stdin && shift && exec python3 -m smg serve "$@"'
+
+# gateway_command VAR ENGINE_WORDS...: `smg serve` (SMG 1.13.0, smg/serve.py) starting SERVER_DP
+# independent engines, each on its own GPUs (CUDA_VISIBLE_DEVICES = rank × SERVER_TP onwards, set
+# by smg per worker) at 127.0.0.1:31000 onwards with the profile's exact flags, then its gateway on
+# 0.0.0.0:PORT. Each setting is written out rather than left to a default that does not fit:
+#   --connection-mode http   the engines' own OpenAI servers, as one GPU serves (the default, grpc,
+#                            needs a gRPC-mode engine);
+#   --host 0.0.0.0           the jobs proxy's reach (the default is 127.0.0.1);
+#   --worker-startup-timeout, --router-worker-startup-timeout-secs READY_TIMEOUT: smg's own wait
+#                            (default 300 s) and the gateway's (1800 s) last as long as make serve's;
+#   --router-disable-retries one attempt per request (the default retries up to 5 times: a long
+#                            generation could run twice, and a retry hides a failing replica);
+#   --router-policy cache_aware  each agent turn to the replica holding its conversation's prefix;
+#   --router-reasoning-parser/--router-tool-call-parser passthrough: the gateway falls back to the
+#                            engine's flags of the same name (RouterArgs.from_cli_args), and
+#                            qwen3_coder is not one of its parsers; the engines parse, it passes.
+gateway_command() {
+  local -n _gw=$1
+  shift
+  local model=(--model-path "$MODEL") requirement
+  [[ "$SERVER_ENGINE" != vllm ]] || model=(--model "$MODEL")
+  requirement=$(gateway_requirement) ||
+    die "${GATEWAY_RECORD:-env/gateway-smg.json} is not the gateway record (package, version, sha256) the data-parallel command installs: restore it (git checkout env/gateway-smg.json)"
+  _gw=(sh -c "$GATEWAY_SCRIPT" smg-gateway "$requirement"
+    --backend "$SERVER_ENGINE" --connection-mode http --host 0.0.0.0 --port "$PORT"
+    --dp-size "$SERVER_DP" --worker-startup-timeout "$READY_TIMEOUT" "${model[@]}" "$@"
+    --router-policy cache_aware --router-worker-startup-timeout-secs "$READY_TIMEOUT" --router-disable-retries
+    --router-reasoning-parser passthrough --router-tool-call-parser passthrough)
 }
 
 # serve_argv VAR MODE: the hf jobs run line. MODE launch captures the job id (-q prints
@@ -386,28 +431,53 @@ run_task_count() {
   printf '%s' "$n"
 }
 
-# RUN_ESTIMATE_SECS, RUN_ESTIMATE_TEXT: the longest the current settings' harbor run should take
-# when every trial uses its whole agent timeout: tasks × attempts × AGENT_TIMEOUT_ESTIMATE ×
-# AGENT_TIMEOUT_MULTIPLIER ÷ (N_CONCURRENT × N_SHARDS). Both empty when the task count is unknown. A figure
-# for a timeout to clear, not a prediction: mop-up passes and server loading come on top.
-estimate_run_length() {
+# plan_args VAR: the arguments of tools/plan.py (make plan's model) for this run's settings:
+# make plan, make print's estimate and make reproduce's plan all ask it (one estimator).
+plan_args() {
+  local -n _args=$1
   local tasks
   tasks=$(run_task_count)
-  RUN_ESTIMATE_SECS="" RUN_ESTIMATE_TEXT=""
-  [[ -n "$tasks" ]] || return 0
-  local at_a_time=$N_CONCURRENT
-  [[ "${N_SHARDS:-1}" == 1 ]] || at_a_time="$((N_CONCURRENT * N_SHARDS)) ($N_SHARDS shards × $N_CONCURRENT)"
-  RUN_ESTIMATE_SECS=$(awk -v t="$tasks" -v k="$N_ATTEMPTS" -v a="$AGENT_TIMEOUT_ESTIMATE" \
-    -v m="$AGENT_TIMEOUT_MULTIPLIER" -v n="$N_CONCURRENT" -v s="${N_SHARDS:-1}" 'BEGIN { printf "%.0f", t * k * a * m / (n * s) }')
-  RUN_ESTIMATE_TEXT="$(awk -v s="$RUN_ESTIMATE_SECS" 'BEGIN { printf "%.1f", s / 3600 }') h ($tasks task(s) × $N_ATTEMPTS attempt(s) × ${AGENT_TIMEOUT_ESTIMATE} s AGENT_TIMEOUT_ESTIMATE × $AGENT_TIMEOUT_MULTIPLIER multiplier ÷ $at_a_time at a time)"
+  _args=(--run "$RUN" --attempts "$N_ATTEMPTS" --multiplier "$AGENT_TIMEOUT_MULTIPLIER"
+    --timeout-estimate "$AGENT_TIMEOUT_ESTIMATE" --model "$MODEL" --server "$SERVER" --server-flavor "$SERVER_FLAVOR"
+    --server-dp "$SERVER_DP" --server-tp "$SERVER_TP" --sandbox-flavor "$SANDBOX_FLAVOR" --jobs-dir "$JOBS_DIR"
+    --job-name "$JOB_NAME" --reps "$PLAN_REPS" --seed "$PLAN_SEED" --mopup-passes "$MOPUP_PASSES"
+    --max-infra-rate "$MAX_INFRA_RATE" --ready-timeout "$READY_TIMEOUT" --max-retries "$MAX_RETRIES"
+    --calibration "$(run_state_dir)/calibration.json")
+  # No count in the settings: the tool reads the run's first job's plan, or says what to set.
+  [[ -z "$tasks" ]] || _args+=(--tasks "$tasks")
+  [[ -z "$DEADLINE" ]] || _args+=(--deadline "$DEADLINE")
+}
+
+# PLAN_ESTIMATE_LINE, PLAN_P90_SECS: make plan's model for the current settings' own configuration
+# (its server, N_SHARDS × N_CONCURRENT): the one estimate make print, make reproduce and the
+# timeout checks give, the same median and p90 as make plan's row (docs/plan.md §1). Both empty,
+# and PLAN_ESTIMATE_WHY set, when it cannot be made (no task count; no reference for the model and
+# no job dir of the run's own). Offline, nothing written.
+PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY="" PLAN_ESTIMATED=0
+# shellcheck disable=SC2034  # PLAN_ESTIMATE_WHY is read by the verbs that print the estimate
+plan_estimate() {
+  local args out
+  ((!PLAN_ESTIMATED)) || return 0 # the settings do not change within a verb: asked once
+  PLAN_ESTIMATED=1 PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY=""
+  if [[ -z "$(run_task_count)" ]]; then
+    PLAN_ESTIMATE_WHY="the run's length is not estimated (set TASKS, N_TASKS or DATASET_TASKS)"
+    return 0
+  fi
+  plan_args args
+  if ! out=$(cd "$REPO_ROOT" && tool plan "${args[@]}" --own "${N_SHARDS:-1}" "$N_CONCURRENT" --json 2>&1); then
+    PLAN_ESTIMATE_WHY="the run's length is not estimated: ${out##*plan: }"
+    return 0
+  fi
+  PLAN_ESTIMATE_LINE=$(jq -r '.own_line' <<<"$out")
+  PLAN_P90_SECS=$(jq -r '.own.wall_clock_p90_secs | floor' <<<"$out")
 }
 
 # check_timeouts REMOTE_JOB [WHOLE_RUN]: warn, with the numbers, when a timeout would end the
-# run's work before it is done: the server's (SERVER_TIMEOUT) shorter than its loading
-# (READY_TIMEOUT) plus the run's estimated length (unless WHOLE_RUN=0: a mop-up retries part of
-# it), and, for a remote harbor or mop-up job (REMOTE_JOB=1), its
-# --timeout (BENCH_TIMEOUT) shorter than the server's. HF stops the job there, its unfinished
-# trials wait for mop-up, and what still runs bills on.
+# run's work before it is done: the server's (SERVER_TIMEOUT) shorter than make plan's p90 for the
+# run (server loading and every mop-up pass included; unless WHOLE_RUN=0: a mop-up retries part
+# of it), and, for a remote harbor or mop-up job (REMOTE_JOB=1), its --timeout (BENCH_TIMEOUT)
+# shorter than the server's. HF stops the job there, its unfinished trials wait for mop-up, and
+# what still runs bills on.
 check_timeouts() {
   local bench server
   server=$(duration_seconds "$SERVER_TIMEOUT")
@@ -417,9 +487,9 @@ check_timeouts() {
       warn "BENCH_TIMEOUT=$BENCH_TIMEOUT ($bench s) is shorter than the server's SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s): HF stops the remote job first while the server bills on. Leave BENCH_TIMEOUT empty to use SERVER_TIMEOUT"
   fi
   [[ "${2:-1}" == 1 ]] || return 0
-  estimate_run_length
-  [[ -z "$RUN_ESTIMATE_SECS" ]] || ((server >= RUN_ESTIMATE_SECS + READY_TIMEOUT)) ||
-    warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: READY_TIMEOUT=$READY_TIMEOUT s of loading, then up to $RUN_ESTIMATE_TEXT. Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
+  plan_estimate
+  [[ -z "$PLAN_P90_SECS" ]] || ((server >= PLAN_P90_SECS)) ||
+    warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: make plan's p90 for it is $PLAN_P90_SECS s, server loading and mop-up included ($PLAN_ESTIMATE_LINE). Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
 }
 
 validate_remote_settings() {

@@ -148,10 +148,42 @@ check_docker() {
   fi
 }
 
+# The files `python3 -m smg serve` runs: the package's __main__, its CLI and the serve command.
+readonly GATEWAY_MODULES="smg/__main__.py smg/cli.py smg/serve.py"
+
+# check_gateway: a data-parallel server runs SMG's gateway from the wheel its command installs at
+# the job's start. Offline, against the wheel's contents as recorded from PyPI
+# (env/gateway-smg.json): the command installs exactly that wheel (its version and sha256, hash
+# checked by pip), and the wheel holds the module the command then runs. No job is launched and
+# nothing is paid; what the engine's image holds (sglang, vLLM) is the image's, as for one GPU.
+check_gateway() {
+  local record=${GATEWAY_RECORD:-$GATEWAY_RECORD_DEFAULT} shown requirement cmd missing version sha
+  shown=${record#"$REPO_ROOT"/}
+  local fix="restore it (git checkout env/gateway-smg.json), or record the wheel again as docs/data-parallel.md §2 says"
+  if ! requirement=$(gateway_requirement); then
+    bad "run '$RUN' serves SERVER_DP=$SERVER_DP replicas through SMG's gateway, and $shown is not its record (package, version, sha256)" "$fix"
+    return 0
+  fi
+  missing=$(jq -r --arg want "$GATEWAY_MODULES" '($want | split(" ")) - ((.files // []) | map(strings)) | join(" ")' "$record" 2>/dev/null) ||
+    missing=$GATEWAY_MODULES
+  if [[ -n "$missing" ]]; then
+    bad "run '$RUN': the gateway wheel recorded in $shown lacks $missing, so python3 -m smg serve would fail in the job after the GPUs are paid for" "$fix"
+    return 0
+  fi
+  server_command cmd
+  if [[ "${cmd[0]} ${cmd[1]}" != "sh -c" || "${cmd[2]}" != "$GATEWAY_SCRIPT" || "${cmd[4]}" != "$requirement" ]]; then
+    bad "run '$RUN': its server command does not install the recorded gateway wheel ($requirement) before python3 -m smg serve" "make print RUN=$RUN shows the command; scripts/argv.sh, gateway_command builds it"
+    return 0
+  fi
+  version=$(jq -r .version "$record") sha=$(jq -r .sha256 "$record")
+  ok "run '$RUN' serves SERVER_DP=$SERVER_DP replicas through SMG's gateway: the job's command installs smg $version (sha256 ${sha:0:12}…, hash-checked, no dependency pulled) and the recorded wheel holds $GATEWAY_MODULES (python3 -m smg serve): checked offline against $shown, recorded from PyPI; no job launched, \$0"
+}
+
 # The run-specific checks, for the run named by RUN or state/last-run; none without one.
 check_run() {
   [[ -n "${RUN:-}" ]] || return 0
   [[ "$ENV_TYPE" != docker ]] || check_docker
+  ! has_router || check_gateway
 }
 
 # check_timeout_kept: CHECK_TIMEOUT=1 only (it launches a job): does HF keep the run's

@@ -230,13 +230,12 @@ price_per_hour() {
 
 # --- a data-parallel server's replicas (docs/data-parallel.md) ---------------------------------
 
-# has_router: the run's server is sglang's Model Gateway in front of SERVER_DP workers
-# (scripts/argv.sh, server_command), whose /health answers 200 as soon as the gateway itself is
-# up, whatever its workers do: only its GET /workers says which replicas serve. A vLLM server
-# needs no such look: its /health answers 200 only once every engine is up.
+# has_router: the run's server is SMG's gateway in front of SERVER_DP engines (scripts/argv.sh,
+# gateway_command), whose /health answers 200 as soon as the gateway itself is up, whatever its
+# workers do: only its GET /workers says which replicas serve.
 has_router() {
   require_integer SERVER_DP
-  [[ "$SERVER_ENGINE" == sglang ]] && ((SERVER_DP > 1))
+  ((SERVER_DP > 1))
 }
 
 # The gateway's worker list is read whole, but never more than this (four workers take about
@@ -245,10 +244,13 @@ readonly WORKERS_MAX_BYTES=65536
 readonly WORKERS_MAX_ENTRIES=1024
 
 # router_workers ENDPOINT: GET /workers of the gateway serving ENDPOINT (…/v1). Sets
-# REPLICAS_HEALTHY and REPLICAS_LISTED, counted from the list itself (so whole numbers, at most
-# WORKERS_MAX_ENTRIES), and REPLICAS_SICK, the unhealthy workers' urls (sanitised, one a line).
-# A worker is healthy when its is_healthy (sgl-model-gateway's WorkerInfo) or healthy (the SMG
-# docs' older shape) is true. Returns 1 with REPLICAS_ERROR, one line, when the answer is not a
+# REPLICAS_HEALTHY and REPLICAS_LISTED, the distinct workers (by url, a trailing / ignored) healthy
+# and listed, counted from the list itself (so whole numbers, at most WORKERS_MAX_ENTRIES): a worker
+# listed twice is one replica, and a stale entry (one no longer healthy) is no serving one, whatever
+# the list's length. A worker is healthy when an entry of its url has is_healthy (SMG's WorkerInfo)
+# or healthy (its docs' older shape) exactly true; an entry with no url is no replica that can be
+# told apart, and never counts as a healthy one. REPLICAS_SICK: the urls listed with no healthy
+# entry (sanitised, one a line). Returns 1 with REPLICAS_ERROR, one line, when the answer is not a
 # worker list.
 REPLICAS_HEALTHY="" REPLICAS_LISTED="" REPLICAS_SICK="" REPLICAS_ERROR=""
 router_workers() {
@@ -273,11 +275,13 @@ router_workers() {
     REPLICAS_ERROR="GET /workers answered ${code:-no HTTP status}"
   elif ! parsed=$(jq -r --argjson max "$WORKERS_MAX_ENTRIES" '
       if type == "object" and (.workers | type) == "array" and (.workers | length) <= $max then
-        [.workers[] | if type == "object" then
+        [.workers[] | if type == "object" and (.url | type) == "string" and (.url | length) > 0 then
             {ok: ((if has("is_healthy") then .is_healthy else .healthy end) == true),
-             url: (if (.url | type) == "string" then .url[0:200] | gsub("[^A-Za-z0-9:/._@%+\\[\\]-]"; "?") else "?" end)}
-          else {ok: false, url: "?"} end]
-        | "\(map(select(.ok)) | length) \(length)", (.[] | select(.ok | not) | .url)
+             url: (.url[0:200] | sub("/+$"; "") | gsub("[^A-Za-z0-9:/._@%+\\[\\]-]"; "?"))}
+          else {ok: false, url: null} end]
+        | (map(select(.url != null)) | group_by(.url) | map({url: .[0].url, ok: any(.[]; .ok)})) as $workers
+        | "\($workers | map(select(.ok)) | length) \($workers | length)",
+          ($workers[] | select(.ok | not) | .url), (.[] | select(.url == null) | "?")
       else error("not a worker list") end' "$tmp/body" 2>/dev/null); then
     REPLICAS_ERROR="GET /workers answered no worker list (JSON with a workers array of at most $WORKERS_MAX_ENTRIES)"
   else

@@ -81,7 +81,7 @@ shard_summary() {
 # governor_line: what the governor will do, or that it is off.
 governor_line() {
   if [[ "$GOVERNOR" == 1 ]]; then
-    printf 'governor: while more than %s of the trials finished in the last %s s (at least %s of them) are infra errors, the newest shard is interrupted (SIGINT, as Ctrl-C, even under nohup; then TERM, then KILL, %s s apart, to a harbor still running); after %s s below, one is started again' \
+    printf 'governor: while more than %s of the trials finished in the last %s s (at least %s of them) are sandbox infra errors (model-server errors are named, not acted on), the newest shard is interrupted (SIGINT, as Ctrl-C, even under nohup; then TERM, then KILL, %s s apart, to a harbor still running); after %s s below, one is started again' \
       "$MAX_INFRA_RATE" "$GOVERNOR_WINDOW" "$GOVERNOR_MIN_TRIALS" "$STOP_GRACE" "$GOVERNOR_QUIET"
   else
     printf 'governor: off (GOVERNOR=0): every shard runs to its end'

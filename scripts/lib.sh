@@ -372,7 +372,7 @@ file_job_name() {
 # command line is checked for its ending only: it is this command's explicit choice, and a job
 # dir whose config.json records another model is refused by the verbs that read it.
 validate_job_name() {
-  local name=$RUN_JOB_NAME base role other theirs
+  local name=$RUN_JOB_NAME base role other theirs others
   local fix="Give run '$RUN' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
   [[ "$name" != jobs ]] ||
     die "JOB_NAME jobs ($(job_name_owner)) is where harbor nests job dirs (JOBS_DIR/jobs/), which discovery searches: every job there would be read as this run's. $fix"
@@ -380,7 +380,10 @@ validate_job_name() {
     die "JOB_NAME $name ($(job_name_owner)) is the name of $role of the run whose JOB_NAME is $base: that run would count this one's trials as its own. $fix"
   fi
   [[ " ${COMMAND_LINE_PAIRS[*]} " != *" JOB_NAME="* ]] || return 0
-  while read -r other; do
+  # The names read whole first: a die inside the loop would otherwise leave list_runs writing
+  # into a closed pipe, and its "write error: Broken pipe" would follow the one line.
+  mapfile -t others < <(list_runs)
+  for other in "${others[@]}"; do
     [[ "$other" != "$RUN" && "$other" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || continue
     theirs=$(file_job_name "$other") || continue
     [[ "$theirs" != "$name" ]] ||
@@ -388,7 +391,7 @@ validate_job_name() {
     if { read -r base && read -r role; } < <(job_of_run "$theirs") && [[ "$base" == "$name" ]]; then
       die "runs/$other.env's JOB_NAME $theirs is the name of $role of run '$RUN' (runs/$RUN.env, JOB_NAME $name): run '$RUN' would count its trials as its own. Give runs/$other.env a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
     fi
-  done < <(list_runs)
+  done
   validate_watchdog
 }
 

@@ -23,21 +23,33 @@ validate_plan_settings() {
   require_fraction MAX_INFRA_RATE
 }
 
-# plan_args VAR: the arguments of tools/plan.py for this run's settings.
-plan_args() {
-  local -n _args=$1
-  local tasks
-  tasks=$(run_task_count)
-  _args=(--run "$RUN" --attempts "$N_ATTEMPTS" --multiplier "$AGENT_TIMEOUT_MULTIPLIER"
-    --timeout-estimate "$AGENT_TIMEOUT_ESTIMATE" --server-flavor "$SERVER_FLAVOR"
-    --sandbox-flavor "$SANDBOX_FLAVOR" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
-    --reps "$PLAN_REPS" --seed "$PLAN_SEED" --mopup-passes "$MOPUP_PASSES"
-    --max-infra-rate "$MAX_INFRA_RATE" --ready-timeout "$READY_TIMEOUT" --model "$MODEL" --server-dp "$SERVER_DP"
-    --max-retries "$MAX_RETRIES")
-  # No count in the settings: the tool reads the run's first job's plan, or says what to set.
-  [[ -z "$tasks" ]] || _args+=(--tasks "$tasks")
-  [[ -z "$DEADLINE" ]] || _args+=(--deadline "$DEADLINE")
-  [[ "${JSON:-0}" == 0 ]] || _args+=(--json)
+# The settings that make two run files the same benchmark (tools/plan.py, IDENTITY): a run file
+# with the planned run's values for all of them is the run made for its SERVER.
+readonly IDENTITY_SETTINGS="MODEL AGENT DATASET DATASET_REPO DATASET_PATH DATASET_REF TASKS N_TASKS N_ATTEMPTS
+  AGENT_TIMEOUT_MULTIPLIER REASONING_EFFORT SERVER_EXTRA_ARGS ENV_TYPE SANDBOX_FLAVOR SANDBOX_IDLE_TIMEOUT"
+
+# settings_json NAME...: the current values of those settings as one JSON object.
+settings_json() {
+  local name
+  for name in "$@"; do printf '%s\0%s\0' "$name" "${!name-}"; done |
+    jq -Rs 'split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add // {}'
+}
+
+# run_files_json: each real run file's SERVER, JOB_NAME and identity, as its files alone resolve
+# them (no command line, no shell), one JSON line each; a run file that does not load is left out.
+run_files_json() {
+  local name identity
+  read -r -a identity <<<"$(tr '\n' ' ' <<<"$IDENTITY_SETTINGS")"
+  while read -r name; do
+    [[ "$name" != example-* ]] || continue
+    (
+      while read -r setting; do unset "$setting"; done < <(setting_names)
+      CLI_SETTINGS="" RUN=$name
+      load_settings 2>/dev/null
+      jq -cn --arg run "$name" --argjson settings "$(settings_json SERVER JOB_NAME "${identity[@]}")" \
+        '{run: $run, settings: $settings}'
+    ) 2>/dev/null || true
+  done < <(list_runs)
 }
 
 main() {
@@ -50,14 +62,18 @@ main() {
   require_integer MOPUP_PASSES
   require_max_retries
   validate_plan_settings
-  local args
+  local args identity
   plan_args args
+  read -r -a identity <<<"$(tr '\n' ' ' <<<"$IDENTITY_SETTINGS")"
+  args+=(--identity "$(settings_json JOB_NAME "${identity[@]}")" --run-files -)
+  [[ "${JSON:-0}" == 0 ]] || args+=(--json)
   cd "$REPO_ROOT"
   if is_dry_run; then
     show_cmd -- .venv/bin/python -m tools.plan "${args[@]}"
+    say "with every real run file's SERVER, JOB_NAME and identity settings on its standard input, to name the run made for the server it recommends"
     return 0
   fi
-  tool plan "${args[@]}"
+  run_files_json | tool plan "${args[@]}"
 }
 
 main "$@"

@@ -82,15 +82,14 @@ print_staged() {
   printf '#   - %s\n' "${lines[@]}"
 }
 
-# print_timeouts: how long the jobs may live against how long the run may take, so a timeout that
-# would cut it short is seen before it is paid for.
+# print_timeouts: how long the jobs may live against how long the run may take (make plan's model:
+# median and p90, one estimator), so a timeout that would cut it short is seen before it is paid for.
 print_timeouts() {
-  estimate_run_length
-  local need="the run's length is not estimated (set TASKS, N_TASKS or DATASET_TASKS)"
-  [[ -z "$RUN_ESTIMATE_TEXT" ]] || need="the run may take up to $RUN_ESTIMATE_TEXT, then mop-up"
+  plan_estimate
+  local need=${PLAN_ESTIMATE_WHY:-$PLAN_ESTIMATE_LINE}
   printf '\n# timeouts: the server lives at most SERVER_TIMEOUT=%s' "$SERVER_TIMEOUT"
   [[ "$WHERE" != hf ]] || printf ', the remote harbor job BENCH_TIMEOUT=%s' "$BENCH_TIMEOUT"
-  printf '; %s\n' "$need"
+  printf '\n# estimate: %s\n' "$need"
 }
 
 # print_ceiling: the run's spending ceiling (MAX_COST), or that it has none.

@@ -111,6 +111,8 @@ print_plan() {
     plan_line stop "$(show_cmd "RUN=$RUN" -- scripts/stop.sh)   (hf jobs cancel of the run's server, then removes its watchdog: $(show_cmd -- hf jobs scheduled ps -a -q --namespace "${HF_NAMESPACE:-<namespace>}" "${labels[@]}"), and hf jobs scheduled delete of each; also on any failure or Ctrl-C; retried for ${IDLE_STOP_AFTER}s)"
   fi
   plan_line summary "the tally, the trials re-run per mop-up pass, the server's uptime and idle time"
+  plan_estimate
+  plan_line estimate "${PLAN_ESTIMATE_WHY:-$PLAN_ESTIMATE_LINE}"
 }
 
 # --- WHERE=hf: the supervisor itself as a CPU HF Job ------------------------------------------

@@ -8,7 +8,7 @@
 # IDLE_WARN_AFTER seconds), and when it has outlived its own --timeout (HF enforces it late:
 # the reference's 24h server billed ~91h). A run launched with make reproduce WHERE=hf shows its
 # supervisor job first (stage, where its progress is) and the live servers it launched, found
-# by their labels. A data-parallel sglang server (SERVER_DP > 1) gets one more row, its replicas
+# by their labels. A data-parallel server (SERVER_DP > 1) gets one more row, its replicas
 # as its gateway's GET /workers lists them: healthy of SERVER_DP, and each unhealthy one's url
 # (docs/data-parallel.md §4). The run's watchdog: the server's last heartbeat, the watchdog's last
 # check and verdict, or the verdict it left on a server it cancelled; a warning when none guards a
@@ -72,7 +72,7 @@ supervisor_status() {
   is_terminal "$STAGE" || say "make stop RUN=$RUN stops the supervisor, then its servers"
 }
 
-# replicas_text: a data-parallel sglang server's replicas as its row shows them (REPLICAS_ROW),
+# replicas_text: a data-parallel server's replicas as its row shows them (REPLICAS_ROW),
 # from its gateway's GET /workers; returns 0 when all SERVER_DP are healthy.
 REPLICAS_ROW=""
 replicas_text() {

@@ -2,9 +2,9 @@
 # Usage: scripts/wait-ready.sh            (RUN=<name>; make serve calls it after the launch)
 # Wait until the run's server job (state/<run>/server.json) is RUNNING and its endpoint answers
 # GET /health with 200 (sglang answers /v1/models while it warms up, so that is not readiness).
-# A data-parallel sglang server (SERVER_DP > 1) is ready only when its gateway's GET /workers
-# also lists SERVER_DP healthy replicas: the gateway's /health answers 200 before any of them
-# is up (docs/data-parallel.md §3).
+# A data-parallel server (SERVER_DP > 1) is ready only when its gateway's GET /workers also lists
+# SERVER_DP distinct healthy replicas: the gateway's /health answers 200 whenever it runs
+# (docs/data-parallel.md §3).
 # Shows one live line: elapsed, the job's stage, the last /health answer (and replicas healthy).
 #   - the job ends first (ERROR, CANCELED, COMPLETED): prints its last LOG_TAIL log lines, fails
 #   - not ready within READY_TIMEOUT seconds, or Ctrl-C: cancels the job, so no GPU is left
@@ -99,11 +99,8 @@ health_url() {
 }
 
 # replicas_state: for a gateway (has_router), REPLICAS as the progress line shows it, healthy/
-# SERVER_DP or ?/SERVER_DP with why; returns 0 when every replica is healthy. A vLLM server's
-# /health already answers 200 only once all its engines are up: vLLM's engine client waits for
-# each data-parallel engine's ready message before it exists (vllm/v1/engine/core_client.py,
-# MPClient), and the API server serves HTTP only after that (vllm/entrypoints/openai/
-# api_server.py, run_server); an engine that dies later marks the client dead, and /health 503.
+# SERVER_DP or ?/SERVER_DP with why; returns 0 when SERVER_DP distinct replicas are healthy (a
+# worker listed twice is one; a stale entry is no healthy one: router_workers).
 REPLICAS="" ROUTER=0
 replicas_state() {
   if router_workers "$ENDPOINT"; then

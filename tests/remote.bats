@@ -482,21 +482,25 @@ refute_anything_left() {
   RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb BENCH_TIMEOUT=24h run "$REPO/scripts/print.sh"
   assert_success
   assert_line "print: warning: BENCH_TIMEOUT=24h (86400 s) is shorter than the server's SERVER_TIMEOUT=7d (604800 s): HF stops the remote job first while the server bills on. Leave BENCH_TIMEOUT empty to use SERVER_TIMEOUT"
-  assert_line "# timeouts: the server lives at most SERVER_TIMEOUT=7d, the remote harbor job BENCH_TIMEOUT=24h; the run may take up to 37.1 h (89 task(s) × 5 attempt(s) × 900 s AGENT_TIMEOUT_ESTIMATE × 1 multiplier ÷ 3 at a time), then mop-up"
+  assert_line "# timeouts: the server lives at most SERVER_TIMEOUT=7d, the remote harbor job BENCH_TIMEOUT=24h"
+  assert_line --partial "# estimate: make plan's model for this configuration (qwen3.8-27b-fp8-sglang-h200, 1 shard(s) × -n 3, 3 trial(s) at once): median "
   assert_equal "$(grep -c "is shorter than" <<<"$output")" 1
-  # Long enough: no warning. 89 × 5 × 900 s ÷ 3 = 133500 s, and 2700 s of loading before it.
+  # Long enough: no warning. The bound is make plan's own p90 for the run, loading and mop-up included.
   RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb run "$REPO/scripts/print.sh"
   refute_output --partial "is shorter than"
-  # The server too short for the estimate (the bench follows it): the warning names the sum.
-  RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT SERVER_TIMEOUT=136199s DRY_RUN=1 run "$REPO/scripts/bench.sh"
+  local p90
+  p90=$(RUN=qwen-t2-leaderboard JSON=1 "$REPO/scripts/plan.sh" | jq '.baseline.wall_clock_p90_secs | floor')
+  # The server too short for it (the bench follows it): the warning names make plan's figure.
+  RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT SERVER_TIMEOUT=$((p90 - 1))s DRY_RUN=1 run "$REPO/scripts/bench.sh"
   assert_success
-  assert_line "bench: warning: SERVER_TIMEOUT=136199s (136199 s) is shorter than the run may need: READY_TIMEOUT=2700 s of loading, then up to 37.1 h (89 task(s) × 5 attempt(s) × 900 s AGENT_TIMEOUT_ESTIMATE × 1 multiplier ÷ 3 at a time). Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
-  assert_output --partial "--timeout 136199s "
-  RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT SERVER_TIMEOUT=136200s DRY_RUN=1 run "$REPO/scripts/bench.sh"
+  assert_line --partial "bench: warning: SERVER_TIMEOUT=$((p90 - 1))s ($((p90 - 1)) s) is shorter than the run may need: make plan's p90 for it is $p90 s, server loading and mop-up included (make plan's model for this configuration ("
+  assert_output --partial "--timeout $((p90 - 1))s "
+  RUN=qwen-t2-leaderboard WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT SERVER_TIMEOUT=${p90}s DRY_RUN=1 run "$REPO/scripts/bench.sh"
   refute_output --partial "is shorter than"
-  # A task count from TASKS (3 tasks × 1 attempt × 900 s × 4 ÷ 3 = 3600 s): an hour and loading fit 1h45m, not 1h.
+  # A task count from TASKS: three tasks of up to an hour each at ×4, after up to 45 min of loading.
+  p90=$(RUN=qwen-t2 TASKS="a b c" JSON=1 "$REPO/scripts/plan.sh" | jq '.baseline.wall_clock_p90_secs | floor')
   RUN=qwen-t2 TASKS="a b c" SERVER_TIMEOUT=1h DRY_RUN=1 run "$REPO/scripts/serve.sh"
-  assert_line --partial "serve: warning: SERVER_TIMEOUT=1h (3600 s) is shorter than the run may need: READY_TIMEOUT=2700 s of loading, then up to 1.0 h (3 task(s) × 1 attempt(s)"
-  RUN=qwen-t2 TASKS="a b c" SERVER_TIMEOUT=105m DRY_RUN=1 run "$REPO/scripts/serve.sh"
+  assert_line --partial "serve: warning: SERVER_TIMEOUT=1h (3600 s) is shorter than the run may need: make plan's p90 for it is $p90 s"
+  RUN=qwen-t2 TASKS="a b c" SERVER_TIMEOUT=${p90}s DRY_RUN=1 run "$REPO/scripts/serve.sh"
   refute_output --partial "is shorter than"
 }

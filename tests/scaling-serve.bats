@@ -32,33 +32,97 @@ refused() {
   [ ! -s "$STUB_LOG" ] || fail "something ran: $(cat "$STUB_LOG")"
 }
 
-@test "SERVER_DP: an sglang profile serves its one-GPU profile's exact command per replica, behind the gateway" {
+# The gateway's fixed words, after the engine's flags (scripts/argv.sh, gateway_command).
+readonly GATEWAY_TAIL="--router-policy cache_aware --router-worker-startup-timeout-secs 2700 --router-disable-retries --router-reasoning-parser passthrough --router-tool-call-parser passthrough"
+
+# gateway_head ENGINE PORT DP: the words from sh to the engine's model flag.
+gateway_head() {
+  local script requirement
+  script=$(RUN=$DP_RUN bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/argv.sh"; printf "%s" "$GATEWAY_SCRIPT"' _ "$REPO")
+  requirement="smg==$(jq -r .version "$REPO/env/gateway-smg.json") --hash=sha256:$(jq -r .sha256 "$REPO/env/gateway-smg.json")"
+  printf '%s' "sh -c $script smg-gateway $requirement --backend $1 --connection-mode http --host 0.0.0.0 --port $2 --dp-size $3 --worker-startup-timeout 2700"
+}
+
+@test "SERVER_DP: an sglang profile runs SMG's gateway installed pinned, before its one-GPU profile's exact flags per replica" {
   local one dp size
   mapfile -t one < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200)
   # The one-GPU command is what it always was.
   [ "${one[0]} ${one[1]}" = "sglang serve" ]
   for size in 2 4 8; do
     mapfile -t dp < <(engine_words $DP_RUN SERVER=qwen3.8-27b-fp8-sglang-h200x$size)
-    assert_equal "${dp[*]}" "python3 -m sglang_router.launch_server ${one[*]:2:${#one[@]}-6} --dp-size $size --router-policy cache_aware --host 0.0.0.0 --port 30000"
+    assert_equal "${dp[*]}" "$(gateway_head sglang 30000 $size) ${one[*]:2:${#one[@]}-6} $GATEWAY_TAIL"
   done
-  # Word for word, the four-H200 one.
+  # Word for word, the four-H200 one (golden: tests/golden/argv/qwen-t2-leaderboard-h200x4.serve too).
   mapfile -t dp < <(engine_words $DP_RUN)
-  assert_equal "${dp[*]}" "python3 -m sglang_router.launch_server --model-path Qwen/Qwen3.8-27B-FP8 --trust-remote-code --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --attention-backend flashinfer --chunked-prefill-size 32768 --max-prefill-tokens 32768 --reasoning-parser qwen3 --tool-call-parser qwen3_coder --mamba-full-memory-ratio 3.67 --mamba-radix-cache-strategy extra_buffer_lazy --mamba-ssm-dtype float32 --enable-metrics --dp-size 4 --router-policy cache_aware --host 0.0.0.0 --port 30000"
+  assert_equal "${dp[0]} ${dp[1]}" "sh -c"
+  assert_equal "${dp[2]}" 'printf "%s\n" "$1" | python3 -m pip install --quiet --no-cache-dir --no-deps --require-hashes -r /dev/stdin && shift && exec python3 -m smg serve "$@"'
+  assert_equal "${dp[*]:3}" "smg-gateway smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4 --backend sglang --connection-mode http --host 0.0.0.0 --port 30000 --dp-size 4 --worker-startup-timeout 2700 --model-path Qwen/Qwen3.8-27B-FP8 --trust-remote-code --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --attention-backend flashinfer --chunked-prefill-size 32768 --max-prefill-tokens 32768 --reasoning-parser qwen3 --tool-call-parser qwen3_coder --mamba-full-memory-ratio 3.67 --mamba-radix-cache-strategy extra_buffer_lazy --mamba-ssm-dtype float32 --enable-metrics $GATEWAY_TAIL"
+  # Nothing of it relies on the image's own router: no sglang_router anywhere.
+  [[ "${dp[*]}" != *sglang_router* ]]
+  # The gateway's start-up waits follow READY_TIMEOUT.
+  mapfile -t dp < <(engine_words $DP_RUN READY_TIMEOUT=3600)
+  [[ "${dp[*]}" == *"--worker-startup-timeout 3600 "*"--router-worker-startup-timeout-secs 3600 "* ]]
 }
 
-@test "SERVER_DP: a vLLM profile serves vllm serve --data-parallel-size N with its one-GPU profile's flags" {
+@test "SERVER_DP: a vLLM profile runs independent engines, one per GPU, behind the same gateway" {
   local dp
   mapfile -t dp < <(engine_words gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4)
-  assert_equal "${dp[*]}" "vllm serve openai/gpt-oss-20b --data-parallel-size 4 --host 0.0.0.0 --port 8000"
-  # Flags the run adds reach every replica too, before the data-parallel size.
+  assert_equal "${dp[*]}" "$(gateway_head vllm 8000 4) --model openai/gpt-oss-20b $GATEWAY_TAIL"
+  # Not vLLM's own data parallelism (lockstep ranks for an MoE model).
+  [[ "${dp[*]}" != *--data-parallel-size* && "${dp[*]}" != *"vllm serve"* ]]
+  # Flags the run adds reach every engine, before the gateway's.
   mapfile -t dp < <(engine_words gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4 SERVER_EXTRA_ARGS="--max-num-seqs 8")
-  assert_equal "${dp[*]}" "vllm serve openai/gpt-oss-20b --max-num-seqs 8 --data-parallel-size 4 --host 0.0.0.0 --port 8000"
+  assert_equal "${dp[*]}" "$(gateway_head vllm 8000 4) --model openai/gpt-oss-20b --max-num-seqs 8 $GATEWAY_TAIL"
+}
+
+@test "SERVER_TP: a tensor-parallel profile is its one-GPU command with the engine's tensor-parallel size" {
+  local one tp
+  mapfile -t one < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200)
+  mapfile -t tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x2-tp2)
+  assert_equal "${tp[*]}" "${one[*]:0:${#one[@]}-4} --tp-size 2 --host 0.0.0.0 --port 30000"
+  mapfile -t tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x4-tp4)
+  assert_equal "${tp[*]: -6}" "--tp-size 4 --host 0.0.0.0 --port 30000"
+  # Two replicas of two GPUs: the gateway, each engine with --tp-size 2 (smg gives each its pair of GPUs).
+  mapfile -t tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x4-tp2-dp2)
+  assert_equal "${tp[*]}" "$(gateway_head sglang 30000 2) ${one[*]:2:${#one[@]}-6} --tp-size 2 $GATEWAY_TAIL"
+  # vLLM's flag for it.
+  mapfile -t tp < <(engine_words gptoss-t2 SERVER_FLAVOR=l40sx2 SERVER_TP=2)
+  assert_equal "${tp[*]}" "vllm serve openai/gpt-oss-20b --tensor-parallel-size 2 --host 0.0.0.0 --port 8000"
+  # The speculative option: the reference's DFLASH flags after the tensor-parallel profile's own.
+  mapfile -t tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash)
+  assert_equal "${tp[*]: -12}" "--speculative-algorithm DFLASH --speculative-draft-model-path z-lab/Qwen3.8-27B-DFlash2 --mamba-full-memory-ratio 11.01 --tp-size 2 --host 0.0.0.0 --port 30000"
+}
+
+@test "the gateway's job command installs exactly the recorded wheel, hash-checked and alone, then execs smg serve with its words" {
+  local argv script stub="$BATS_TEST_TMPDIR/bin"
+  mkdir -p "$stub"
+  # python3 as the job's image would run it: each call's argv, and what pip read, recorded.
+  cat >"$stub/python3" <<'STUB'
+#!/usr/bin/env bash
+{ printf 'argv:'; printf ' %q' "$@"; printf '\n'; } >>"$PY_LOG"
+[[ "$1 $2 $3" != "-m pip install" ]] || { printf 'stdin: %s\n' "$(cat)" >>"$PY_LOG"; exit "${PIP_EXIT:-0}"; }
+STUB
+  chmod +x "$stub/python3"
+  mapfile -t argv < <(engine_words $DP_RUN)
+  PATH="$stub:$PATH" PY_LOG="$BATS_TEST_TMPDIR/py.log" run "${argv[@]}"
+  assert_success
+  run cat "$BATS_TEST_TMPDIR/py.log"
+  assert_line --index 0 "argv: -m pip install --quiet --no-cache-dir --no-deps --require-hashes -r /dev/stdin"
+  assert_line --index 1 "stdin: smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4"
+  assert_line --index 2 "argv: -m smg serve$(printf ' %q' "${argv[@]:5}")"
+  # A failed install (a wheel whose hash does not match) starts nothing.
+  rm "$BATS_TEST_TMPDIR/py.log"
+  PATH="$stub:$PATH" PY_LOG="$BATS_TEST_TMPDIR/py.log" PIP_EXIT=1 run "${argv[@]}"
+  assert_failure 1
+  [ "$(grep -c '^argv:' "$BATS_TEST_TMPDIR/py.log")" -eq 1 ]
 }
 
 @test "SERVER_DP: the real hf jobs run --dry-run accepts every data-parallel profile's spec, flavor and command" {
   use_real_clis
   local profile run_name argv flavor
-  for profile in qwen3.8-27b-fp8-sglang-h200x2 qwen3.8-27b-fp8-sglang-h200x4 qwen3.8-27b-fp8-sglang-h200x8 gpt-oss-20b-vllm-l40sx4; do
+  for profile in qwen3.8-27b-fp8-sglang-h200x2 qwen3.8-27b-fp8-sglang-h200x4 qwen3.8-27b-fp8-sglang-h200x8 \
+    qwen3.8-27b-fp8-sglang-h200x2-tp2 qwen3.8-27b-fp8-sglang-h200x4-tp4 qwen3.8-27b-fp8-sglang-h200x4-tp2-dp2 \
+    qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash gpt-oss-20b-vllm-l40sx4; do
     run_name=$DP_RUN
     [[ "$profile" != gpt-oss-* ]] || run_name=gptoss-t2
     mapfile -d '' argv < <(SERVER=$profile RUN=$run_name "$REPO/tests/bin/argv-of" serve-dry-run)
@@ -73,8 +137,8 @@ print(shlex.join(words[words.index("--") + 1:]))')"
     refute_output --partial "$TEST_TOKEN"
   done
   # make plan finds each profile by its plain lines; they say what the profile serves.
-  run grep -hE '^(MODEL|SERVER_FLAVOR|SERVER_DP)=' "$REPO/env/servers/$DP_PROFILE.env"
-  assert_output $'MODEL=Qwen/Qwen3.8-27B-FP8\nSERVER_FLAVOR=h200x4\nSERVER_DP=4'
+  run grep -hE '^(MODEL|SERVER_FLAVOR|SERVER_DP|SERVER_TP)=' "$REPO/env/servers/$DP_PROFILE.env"
+  assert_output $'MODEL=Qwen/Qwen3.8-27B-FP8\nSERVER_FLAVOR=h200x4\nSERVER_DP=4\nSERVER_TP=1'
 }
 
 @test "SERVER_DP: replicas that do not fill the flavor's GPUs exactly are refused before anything runs" {
@@ -85,14 +149,21 @@ print(shlex.join(words[words.index("--") + 1:]))')"
   assert_output "serve: setting SERVER_DP=8 is too many for SERVER_FLAVOR=h200x4: 8 replicas of 1 GPU each need 8 GPUs, and it has 4. Set SERVER_DP=4, or pick a flavor with 8 GPUs (run '$DP_RUN')"
 
   # A tensor-parallel size multiplies the GPUs one replica takes.
-  refused SERVER_DP=4 SERVER_EXTRA_ARGS="--tp 2"
-  assert_output "serve: setting SERVER_DP=4 is too many for SERVER_FLAVOR=h200x4: 4 replicas of 2 GPUs each (--tp 2) need 8 GPUs, and it has 4. Set SERVER_DP=2, or pick a flavor with 8 GPUs (run '$DP_RUN')"
-  refused SERVER_DP=2 SERVER_FLAVOR=h200x8 SERVER_EXTRA_ARGS="--tensor-parallel-size=2"
-  assert_output "serve: setting SERVER_DP=2 does not fill SERVER_FLAVOR=h200x8: 2 replicas of 2 GPUs each (--tensor-parallel-size 2) use 4 of its 8 GPUs, and the other 4 would bill idle. Set SERVER_DP=4 (run '$DP_RUN')"
-  refused SERVER_DP=2 SERVER_EXTRA_ARGS="--tp 3"
-  assert_output "serve: setting SERVER_DP=2 is too many for SERVER_FLAVOR=h200x4: 2 replicas of 3 GPUs each (--tp 3) need 6 GPUs, and it has 4. Give each replica a tensor-parallel size that divides 4, or pick a flavor with 6 GPUs (run '$DP_RUN')"
-  refused SERVER_DP=2 SERVER_EXTRA_ARGS="--tp two"
-  assert_output "serve: SERVER_ARGS or SERVER_EXTRA_ARGS give --tp 'two': a tensor-parallel size must be a positive whole number (run '$DP_RUN')"
+  refused SERVER_DP=4 SERVER_TP=2
+  assert_output "serve: setting SERVER_DP=4 is too many for SERVER_FLAVOR=h200x4: 4 replicas of 2 GPUs each (SERVER_TP=2) need 8 GPUs, and it has 4. Set SERVER_DP=2, or pick a flavor with 8 GPUs (run '$DP_RUN')"
+  refused SERVER_DP=2 SERVER_FLAVOR=h200x8 SERVER_TP=2
+  assert_output "serve: setting SERVER_DP=2 does not fill SERVER_FLAVOR=h200x8: 2 replicas of 2 GPUs each (SERVER_TP=2) use 4 of its 8 GPUs, and the other 4 would bill idle. Set SERVER_DP=4 (run '$DP_RUN')"
+  refused SERVER_DP=2 SERVER_TP=3
+  assert_output "serve: setting SERVER_DP=2 is too many for SERVER_FLAVOR=h200x4: 2 replicas of 3 GPUs each (SERVER_TP=3) need 6 GPUs, and it has 4. Give each replica a SERVER_TP that divides 4, or pick a flavor with 6 GPUs (run '$DP_RUN')"
+  refused SERVER_DP=1 SERVER_TP=2
+  assert_output "serve: setting SERVER_DP=1 does not fill SERVER_FLAVOR=h200x4: 1 replicas of 2 GPUs each (SERVER_TP=2) use 2 of its 4 GPUs, and the other 2 would bill idle. Set SERVER_DP=2 (run '$DP_RUN')"
+  refused SERVER_TP=two
+  assert_output "serve: setting SERVER_TP must be a positive whole number below 1000000000, got 'two' (run '$DP_RUN')"
+  # The counts are set in one place each: an engine flag for either is refused, with where to set it.
+  refused SERVER_DP=2 SERVER_EXTRA_ARGS="--tp 2"
+  assert_output "serve: run '$DP_RUN' sets tensor parallelism outside SERVER_TP: --tp in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$DP_PROFILE.env): the command and the GPU count read it"
+  refused SERVER_EXTRA_ARGS="--tensor-parallel-size=2"
+  assert_output "serve: run '$DP_RUN' sets tensor parallelism outside SERVER_TP: --tensor-parallel-size in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$DP_PROFILE.env): the command and the GPU count read it"
 
   refused SERVER_DP=2 SERVER_FLAVOR=cpu-upgrade
   assert_output "serve: setting SERVER_DP=2 needs GPUs, but SERVER_FLAVOR=cpu-upgrade has none: pick a GPU flavor with 2 GPUs (env/flavor-prices.tsv lists them) (run '$DP_RUN')"
@@ -100,7 +171,7 @@ print(shlex.join(words[words.index("--") + 1:]))')"
   assert_output "serve: setting SERVER_DP=2 is too many for SERVER_FLAVOR=h200: 2 replicas of 1 GPU each need 2 GPUs, and it has 1. Set SERVER_DP=1, or pick a flavor with 2 GPUs (run '$DP_RUN')"
 
   refused SERVER_DP=4 SERVER_EXTRA_ARGS="--dp-size 4"
-  assert_output "serve: run '$DP_RUN' sets data parallelism twice: SERVER_DP=4 and --dp-size in SERVER_ARGS or SERVER_EXTRA_ARGS. Keep SERVER_DP only (env/servers/$DP_PROFILE.env): the command, readiness and make status all read it"
+  assert_output "serve: run '$DP_RUN' sets data parallelism outside SERVER_DP: --dp-size in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_DP only (env/servers/$DP_PROFILE.env): the command, readiness and make status all read it"
 
   for bad in 0 -2 two 1.5 ""; do
     refused SERVER_DP="$bad"
@@ -110,8 +181,8 @@ print(shlex.join(words[words.index("--") + 1:]))')"
 
 @test "SERVER_DP: replicas that fill the flavor are accepted, tensor parallel included; SERVER_DP=1 ignores the flavor's size" {
   local dp
-  mapfile -t dp < <(engine_words $DP_RUN SERVER_DP=2 SERVER_EXTRA_ARGS="--tp 2")
-  assert_equal "${dp[*]: -10}" "--tp 2 --dp-size 2 --router-policy cache_aware --host 0.0.0.0 --port 30000"
+  mapfile -t dp < <(engine_words $DP_RUN SERVER_DP=2 SERVER_TP=2)
+  [[ "${dp[*]}" == *" --dp-size 2 "*" --tp-size 2 --router-policy cache_aware "* ]]
   mapfile -t dp < <(engine_words $DP_RUN SERVER_DP=1)
   assert_equal "${dp[0]} ${dp[1]}" "sglang serve"
 }
@@ -216,17 +287,41 @@ cancels() { count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job1/cancel; }
 }
 
 # bats test_tags=e2e
-@test "wait-ready: a data-parallel vLLM server is ready on /health alone (its API server waits for every engine)" {
+@test "wait-ready: readiness counts distinct healthy replicas, never listed entries (duplicates, stale ones)" {
+  local w='"url": "http://127.0.0.1:'
+  # Four entries, four healthy flags: but 31000 is listed twice (once with a trailing /) and 31003
+  # is a stale entry, not healthy; a healthy entry without a url is no replica either. 2 distinct.
+  printf '{"workers": [{%s31000", "is_healthy": true}, {%s31000/", "is_healthy": true}, {%s31001", "is_healthy": true},
+    {%s31003", "is_healthy": false}, {"is_healthy": true}], "total": 4, "stats": {"healthy_workers": 4}}' \
+    "$w" "$w" "$w" "$w" >"$BATS_TEST_TMPDIR/dupes"
+  dp_server --workers-body "$BATS_TEST_TMPDIR/dupes"
+  RUN=$DP_RUN READY_POLL=1 READY_TIMEOUT=1 KEEP_SERVER=1 run "$REPO/scripts/wait-ready.sh"
+  assert_failure 1
+  assert_output --partial "replicas healthy 2/4); KEEP_SERVER=1"
+  status_of $DP_RUN
+  assert_line "replicas  2/4 healthy (the gateway's GET /workers); the gateway lists 3; unhealthy: http://127.0.0.1:31003 ?"
+  # Four distinct healthy ones, a stale entry of a fifth beside them: ready, whatever else is listed.
+  printf '{"workers": [{%s31000", "is_healthy": true}, {%s31001", "is_healthy": true}, {%s31002", "is_healthy": true},
+    {%s31003", "healthy": true}, {%s31007", "is_healthy": false}, {%s31001", "is_healthy": true}]}' \
+    "$w" "$w" "$w" "$w" "$w" "$w" >"$BATS_TEST_TMPDIR/stale"
+  dp_server --workers-body "$BATS_TEST_TMPDIR/stale"
+  RUN=$DP_RUN READY_POLL=1 READY_TIMEOUT=30 run "$REPO/scripts/wait-ready.sh"
+  assert_success
+  assert_line --partial "replicas healthy 4/4). Next: make probe RUN=$DP_RUN"
+}
+
+# bats test_tags=e2e
+@test "wait-ready: a data-parallel vLLM server is behind the same gateway, read the same way" {
   dp_job '["RUNNING"]'
-  start_fake_openai --health-503 1 --workers 4 --unhealthy 4
+  start_fake_openai --workers 4 --unhealthy 1 --unhealthy-polls 1
   write_server_state gptoss-t2 job1 "$FAKE_OPENAI_BASE"
 
   RUN=gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4 READY_POLL=1 READY_TIMEOUT=600 run "$REPO/scripts/wait-ready.sh"
 
   assert_success
-  assert_line --regexp "^wait-ready: ready after [0-9]+s: ${FAKE_OPENAI_BASE//./\\.} \\(job alice/job1\\)\\. Next: make probe RUN=gptoss-t2\$"
-  refute_output --partial replicas
-  [ -z "$(requests_to /workers)" ]
+  assert_line --regexp '^wait-ready: [0-9]+s elapsed, stage RUNNING, /health 200, replicas healthy 3/4$'
+  assert_line --regexp "^wait-ready: ready after [0-9]+s: ${FAKE_OPENAI_BASE//./\\.} \\(job alice/job1; replicas healthy 4/4\\)\\. Next: make probe RUN=gptoss-t2\$"
+  [ "$(requests_to /workers)" = $'200 ok\n200 ok' ]
 }
 
 # status_of RUN [SETTING=value...]: make status for RUN, its server job1 up ten minutes.
@@ -243,7 +338,7 @@ status_of() {
   status_of $DP_RUN
   # The gateway answers /health, but the server is not ready while replicas are down.
   assert_line "endpoint  $FAKE_OPENAI_BASE  (/health 200)"
-  assert_line "replicas  2/4 healthy (the gateway's GET /workers); unhealthy: http://0.0.0.0:31002 http://0.0.0.0:31003"
+  assert_line "replicas  2/4 healthy (the gateway's GET /workers); unhealthy: http://127.0.0.1:31002 http://127.0.0.1:31003"
   assert_line --regexp "^flavor    h200x4  \\\$20\\.00/h \\+ \\\$0\\.01/h exposed port "
 
   dp_server --workers 4
@@ -261,7 +356,7 @@ status_of() {
   assert_line "replicas  unknown (GET /workers answered 404)"
 
   # A hostile worker's url reaches the terminal sanitised; a health that is not true is not.
-  printf '{"workers": [{"url": "http://0.0.0.0:31000", "is_healthy": true}, {"url": "http://\\u001b[31mevil", "is_healthy": "true"}]}' >"$BATS_TEST_TMPDIR/body"
+  printf '{"workers": [{"url": "http://127.0.0.1:31000", "is_healthy": true}, {"url": "http://\\u001b[31mevil", "is_healthy": "true"}]}' >"$BATS_TEST_TMPDIR/body"
   dp_server --workers-body "$BATS_TEST_TMPDIR/body"
   status_of $DP_RUN
   assert_line "replicas  1/4 healthy (the gateway's GET /workers); the gateway lists 2; unhealthy: http://?[31mevil"
@@ -269,15 +364,16 @@ status_of() {
 }
 
 # bats test_tags=e2e
-@test "status: one-GPU and vLLM servers get no replicas row, and the gateway is not asked" {
+@test "status: a one-GPU server gets no replicas row, and the gateway is not asked; a vLLM one behind the gateway does" {
   dp_job '["RUNNING"]'
   start_fake_openai --workers 4
   write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
   status_of qwen-t2
   assert_line "endpoint  $FAKE_OPENAI_BASE  (/health 200, ready)"
+  refute_output --partial replicas
+  [ -z "$(requests_to /workers)" ]
   write_server_state gptoss-t2 job1 "$FAKE_OPENAI_BASE"
   status_of gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4
   assert_line "endpoint  $FAKE_OPENAI_BASE  (/health 200, ready)"
-  refute_output --partial replicas
-  [ -z "$(requests_to /workers)" ]
+  assert_line "replicas  4/4 healthy (the gateway's GET /workers)"
 }

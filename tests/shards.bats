@@ -16,11 +16,13 @@ job=qwen3_8-27b-fp8-terminus2-tb21-leaderboard-h200x4
   run make -C "$REPO" --no-print-directory print RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=4
   assert_success
   assert_output --partial "--flavor h200x4"
-  assert_line "    -- python3 \\"
-  assert_line "    -m sglang_router.launch_server \\"
+  # SMG's gateway, installed pinned at the job's start (docs/data-parallel.md §2).
+  assert_line "    -- sh \\"
+  assert_line "    --backend sglang \\"
   assert_line "    --dp-size 4 \\"
+  refute_output --partial sglang_router
   assert_output --partial "# qwen-t2-leaderboard-h200x4: bench in 4 shards of registry terminal-bench/terminal-bench-2-1@6, balanced by what is known at launch; each its own harbor job at -n 3, all against the one endpoint"
-  assert_output --partial "# governor: while more than 0.3 of the trials finished in the last 1800 s (at least 6 of them) are infra errors, the newest shard is interrupted (SIGINT, as Ctrl-C, even under nohup; then TERM, then KILL, 30 s apart, to a harbor still running); after 1800 s below, one is started again"
+  assert_output --partial "# governor: while more than 0.3 of the trials finished in the last 1800 s (at least 6 of them) are sandbox infra errors (model-server errors are named, not acted on), the newest shard is interrupted (SIGINT, as Ctrl-C, even under nohup; then TERM, then KILL, 30 s apart, to a harbor still running); after 1800 s below, one is started again"
   local i
   for i in 1 2 3 4; do
     assert_line "# qwen-t2-leaderboard-h200x4: shard $i of 4 (tasks listed at launch)"
@@ -84,6 +86,6 @@ job=qwen3_8-27b-fp8-terminus2-tb21-leaderboard-h200x4
   run make -C "$REPO" --no-print-directory reproduce RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=2 DRY_RUN=1
   assert_success
   assert_line "bench    scripts/bench.sh: 2 shards side by side under the governor, each the run's harbor command on its share of the tasks (make print RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=2 shows every one)   (PROBE=0 AUTO_STOP=0; the server is checked every 30s)"
-  assert_output --partial "-- python3 -m sglang_router.launch_server --model-path Qwen/Qwen3.8-27B-FP8 "
+  assert_output --partial " smg-gateway 'smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4' --backend sglang --connection-mode http --host 0.0.0.0 --port 30000 --dp-size 4 --worker-startup-timeout 2700 --model-path Qwen/Qwen3.8-27B-FP8 "
   [[ ! -e "$STATE_ROOT" ]]
 }

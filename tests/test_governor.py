@@ -40,11 +40,26 @@ def test_above_the_rate_the_newest_running_shard_is_stopped_with_its_figures():
     d = G.decide(NOW, done("iisi"), [1, 3, 2], [], None, S)  # shard 2 was (re)started last
     assert figures(d) == ("stop", 2, 3, 4, 0.75)
     assert d.since == NOW - 600
-    assert d.reason == ("infra errors 3 of 4 trials (75%) finished since 11:50:00 UTC, above MAX_INFRA_RATE 30%: "
+    assert d.reason == ("sandbox infra errors 3 of 4 trials (75%) finished since 11:50:00 UTC, above MAX_INFRA_RATE 30%: "
                         "interrupting shard 2, the newest running")
     assert d.as_event(S) == {"event": "governor-stop", "shard": 2, "rate": 0.75, "infra": 3, "finished": 4,
-                             "since": "2026-09-03T11:50:00Z", "max_rate": 0.3, "window_s": 600, "min_trials": 3,
+                             "server_errors": 0, "since": "2026-09-03T11:50:00Z", "max_rate": 0.3, "window_s": 600, "min_trials": 3,
                              "quiet_s": 300, "reason": d.reason}
+
+
+def test_model_server_errors_are_named_but_never_stop_a_shard():
+    # Five InternalServerErrors of six trials: the server failing, not the sandboxes strained.
+    server = [G.Finished(at=NOW - 10 - n, infra=False, shard=None, trial=f"s{n}", server=True) for n in range(5)]
+    assert G.decide(NOW, server + done("s"), [1, 2, 3], [], None, S) is None
+    # With sandbox errors above the rate, the stop says how many server errors it left out.
+    # Two sandbox errors of eight trials (25%): at or below the rate, whatever the server did.
+    assert G.decide(NOW, server + done("iis"), [1, 2], [], None, S) is None
+    d = G.decide(NOW, server[:1] + done("iis"), [1, 2], [], None, S)
+    assert figures(d) == ("stop", 2, 2, 4, 0.5) and d.server == 1
+    assert d.reason == ("sandbox infra errors 2 of 4 trials (50%) finished since 11:50:00 UTC (and 1 model-server "
+                        "error, not counted: the server's problem, which a stopped shard does not ease), above "
+                        "MAX_INFRA_RATE 30%: interrupting shard 2, the newest running")
+    assert d.as_event(S)["server_errors"] == 1
 
 
 def test_exactly_the_rate_is_not_above_it():
@@ -55,7 +70,7 @@ def test_exactly_the_rate_is_not_above_it():
 def test_the_last_running_shard_is_never_stopped_only_held_with_its_figures():
     d = G.decide(NOW, done("iis"), [1], [2], NOW - 1000, S)
     assert figures(d) == ("hold", 1, 2, 3, 2 / 3)
-    assert d.reason == ("infra errors 2 of 3 trials (67%) finished since 11:50:00 UTC, above MAX_INFRA_RATE 30%: "
+    assert d.reason == ("sandbox infra errors 2 of 3 trials (67%) finished since 11:50:00 UTC, above MAX_INFRA_RATE 30%: "
                         "shard 1 is the only one running and is left running (one shard is the least load)")
     assert d.as_event(S)["event"] == "governor-hold" and d.as_event(S)["rate"] == 0.6667
 
@@ -82,7 +97,7 @@ def test_a_stopped_shard_starts_again_after_the_quiet_period_at_or_below_the_rat
     assert G.decide(NOW, calm, [1], [3, 2], NOW - 299, S) is None  # 299 s < GOVERNOR_QUIET 300 s
     d = G.decide(NOW, calm, [1], [3, 2], NOW - 300, S)
     assert figures(d) == ("start", 2, 1, 4, 0.25)
-    assert d.reason == ("infra errors 1 of 4 trials (25%) finished since 11:55:00 UTC, at or below MAX_INFRA_RATE "
+    assert d.reason == ("sandbox infra errors 1 of 4 trials (25%) finished since 11:55:00 UTC, at or below MAX_INFRA_RATE "
                         "30%, and 5 min since the last decision: starting shard 2 again, the most recently stopped")
     assert d.as_event(S)["event"] == "governor-start"
     assert G.decide(NOW, calm, [1, 3], [], NOW - 300, S) is None  # nothing stopped: nothing to start
@@ -91,7 +106,7 @@ def test_a_stopped_shard_starts_again_after_the_quiet_period_at_or_below_the_rat
 def test_with_nothing_running_a_stopped_shard_starts_at_once():
     d = G.decide(NOW, [], [], [3, 2], NOW - 1, S)
     assert figures(d) == ("start", 2, 0, 0, None)
-    assert d.reason == ("no shard runs any more (infra errors 0 of 0 trials (n/a) finished since 11:59:59 UTC): "
+    assert d.reason == ("no shard runs any more (sandbox infra errors 0 of 0 trials (n/a) finished since 11:59:59 UTC): "
                         "starting shard 2 again, the most recently stopped")
     assert d.as_event(S)["rate"] is None
     assert figures(G.decide(NOW, done("iiii"), [], [2], NOW - 1000, S)) == ("start", 2, 4, 4, 1.0)  # even above
@@ -108,9 +123,11 @@ def test_a_window_past_what_a_date_holds_is_still_said():
 def test_describe_says_what_the_governor_does():
     assert G.describe(G.Settings(0.3, 1800, 6, 1800)) == (
         "governor: interrupts the newest shard while more than 30% of the trials finished in the last 30 min are "
-        "infra errors (at least 6 trials); starts one again after 30 min at or below")
-    assert G.describe(G.Settings(0.25, 90, 1, 45.5)).endswith("last 90 s are infra errors (at least 1 trials); "
-                                                              "starts one again after 45.5 s at or below")
+        "sandbox infra errors (at least 6 trials; model-server errors are named, not acted on); starts one again "
+        "after 30 min at or below")
+    assert G.describe(G.Settings(0.25, 90, 1, 45.5)).endswith(
+        "last 90 s are sandbox infra errors (at least 1 trials; model-server errors are named, not acted on); "
+        "starts one again after 45.5 s at or below")
     assert "more than 0.5% of the trials" in G.describe(G.Settings(0.005, 1800, 6, 1800))  # not "0%"
 
 
@@ -171,6 +188,22 @@ def test_finished_trials_read_as_the_tally_reads_them(tmp_path):
                          (5, "e", False, 2), (8, "i", False, 2), (10, "k", True, None)]
     assert found[0].trial == str(job / trial_name("a", "run-shard-2"))
     assert datetime.fromtimestamp(found[0].at, timezone.utc) == T0 + timedelta(minutes=1)
+
+
+def test_finished_trials_tell_the_model_server_s_errors_from_the_sandboxes(tmp_path):
+    jobs = tmp_path / "jobs"
+    job = write_job(jobs, "run-shard-1", [
+        TrialSpec("a", None, "InternalServerError", "litellm.InternalServerError: 500", finished=1),
+        TrialSpec("b", None, "APIConnectionError", "connection refused", finished=2),
+        TrialSpec("c", None, "ReadTimeout", "timed out", finished=3),
+        TrialSpec("d", 1.0, finished=4),
+    ])
+    found = sorted(G.finished_trials([job]), key=lambda f: f.at)
+    assert [(Path(f.trial).name.split("__")[0], f.infra, f.server) for f in found] == [
+        ("a", False, True), ("b", False, True), ("c", True, False), ("d", False, False)]
+    # Two server errors and one sandbox error of four: 25%, at or below the rate: no stop.
+    now = (T0 + timedelta(minutes=5)).timestamp()
+    assert G.decide(now, found, [1, 2], [], None, G.Settings(0.3, 3600, 3, 300)) is None
 
 
 def test_finished_trials_feed_the_decision(tmp_path):

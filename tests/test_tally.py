@@ -338,6 +338,10 @@ def test_mixed_run_default_accounting(mixed, policy):
     # t-retried, t-nested, t-still-infra in fx, t-still-infra again in fx-retry-1
     assert report["exceptions_all_trials"]["ReadTimeout"] == 4
     assert report["exceptions_all_trials"]["SandboxError"] == 1  # the smoke job's is not counted
+    # Every infra-errored attempt by side: the sandbox's t-nz-apt (an expired mirror), t-nz-bare, t-resume's
+    # SandboxError and the four ReadTimeouts; the server's t-overloaded; t-cancel's interruption.
+    assert report["infra_by_side"] == {"sandbox": 7, "server": 1, "interrupted": 1}
+    assert "Infra errors by side (every attempt): sandbox 7, model server 1, interrupted 1 (" in T.render_text(report)
 
 
 def test_mixed_run_warnings(mixed, policy):
@@ -698,6 +702,23 @@ def test_policy_file_lists(policy):
             "OutputTokenExceededError"} <= policy.limit_types
     assert "AgentTimeoutError" not in policy.infra_types
     assert policy.nonzero_exit_types == {"NonZeroAgentExitCodeError"}
+    # The sides: the model server's types and the interruptions; the rest of infra is the sandboxes'.
+    assert {"InternalServerError", "APIConnectionError", "Timeout", "ApiInternalServerError"} <= policy.server_types
+    assert policy.interrupted_types == {"CancelledError"}
+    assert not {"SandboxError", "RemoteProtocolError", "ReadTimeout"} & (policy.server_types | policy.interrupted_types)
+
+
+def test_every_infra_error_has_one_side(policy):
+    def side(etype, msg=""):
+        t = T.Trial("d/x__1", "d", "x", "finished", exception_type=etype, exception_message=msg)
+        t.outcome, t.rule, t.reason = T.classify(t, policy)
+        return T.infra_side(t, policy)
+
+    assert [side(e) for e in ("SandboxError", "ReadTimeout", "InternalServerError", "Timeout", "CancelledError")] == [
+        "sandbox", "sandbox", "server", "server", "interrupted"]
+    # An infra message (a broken task image) and a bare non-zero exit are the sandbox's.
+    assert side("NonZeroAgentExitCodeError", "E: Release file for http://x is expired") == "sandbox"
+    assert side("NonZeroAgentExitCodeError", "exit 1") == "sandbox"
 
 
 @pytest.mark.parametrize("text,message", [
@@ -710,6 +731,10 @@ def test_policy_file_lists(policy):
     ("infra:\n  types: [AgentTimeoutError]\ntimeouts:\n  types: [AgentTimeoutError]\n", "are also infra types"),
     ("- a list\n", "expected a mapping"),
     ("infra: [\n", "cannot read it as YAML"),
+    ("infra:\n  types: [X]\n  server_types: [Y]\n", "infra.server_types lists ['Y'], which infra.types does not"),
+    ("infra:\n  types: [X]\n  server_types: [X]\n  interrupted_types: [X]\n",
+     "['X'] are in both infra.server_types and infra.interrupted_types"),
+    ("infra:\n  types: [X]\n  interrupted_types: X\n", "infra.interrupted_types must be a list of exception type names"),
 ])
 def test_bad_policy_is_named(tmp_path, text, message):
     p = tmp_path / "policy.yaml"
@@ -742,7 +767,7 @@ def test_verdict_for_unknown_task_is_warned(mixed, policy, tmp_path):
 TOP_FIELDS = {
     "run", "accounting", "policy", "verdicts", "pass_threshold", "job_dirs", "tasks", "passed", "failed", "errored",
     "unclassified", "unfinished", "scored", "pass_rate", "errored_breakdown", "exceptions", "exceptions_all_trials",
-    "tokens", "tokens_all_trials", "trials_without_tokens", "agent_seconds", "agent_seconds_all_trials",
+    "infra_by_side", "tokens", "tokens_all_trials", "trials_without_tokens", "agent_seconds", "agent_seconds_all_trials",
     "trial_dirs", "retried_in_run", "max_task_retries", "final_errors", "warnings", "unreadable", "per_task",
 }
 TASK_FIELDS = {"task", "outcome", "computed_outcome", "rule", "reason", "reward", "exception_type",

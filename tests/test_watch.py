@@ -78,8 +78,10 @@ def test_mid_run_with_errors_pace_eta_and_the_infra_alarm(tmp_path):
     assert f.infra_rate_hour == pytest.approx(2 / 4) and f.infra_rate_all == pytest.approx(2 / 5)
     # 7 slots left: 3.5 h at 2/h, 4.67 h at 1.5/h.
     assert f.eta_hours == pytest.approx(7 / 2) and f.eta_range == pytest.approx((7 / 2, 7 / 1.5))
-    assert f.alarms == ["infra errors: 50.0% of the trials that finished in the last hour, above 30.0% (MAX_INFRA_RATE): "
-                        "the sandboxes or the server are strained; lower N_CONCURRENT"]
+    assert f.sides == {"sandbox": 2, "server": 0, "interrupted": 0} and f.sandbox_rate_hour == pytest.approx(2 / 4)
+    assert f.alarms == ["sandbox infra errors: 50.0% of the trials that finished in the last hour, above 30.0% "
+                        "(MAX_INFRA_RATE): the sandboxes are strained by the trials at once; lower N_CONCURRENT (a "
+                        "sharded bench's governor interrupts a shard)"]
     lines = W.lines_of(f)
     assert "  ETA: 3h30m at the last hour's pace (range 3h30m to 4h40m by the two paces), 7 slot(s) left, " \
            "mop-up's included" in lines
@@ -88,8 +90,8 @@ def test_mid_run_with_errors_pace_eta_and_the_infra_alarm(tmp_path):
     # The bar's slots, each kind once, summing to it: 3 settled, 7 open (t2, t4 infra; t5 running; t6-t9 not started).
     assert lines[1] == ("  slots: settled 3 = passed 2 + failed 1; open 7 = infra-errored 2 + no finished trial 1 + "
                         "not started 4 (mop-up fills the open ones)")
-    assert lines[2] == ("  trials: 6 trial dir(s); 2 ended in an infra error (every attempt so far), 1 with no result "
-                        "yet (running, or stopped mid-trial)")
+    assert lines[2] == ("  trials: 6 trial dir(s); 2 ended in an infra error (every attempt so far: sandbox 2, model "
+                        "server 0, interrupted 0), 1 with no result yet (running, or stopped mid-trial)")
     # Under the threshold, no alarm.
     assert frame(run_of(tmp_path / "b", MID), 120, max_infra_rate=0.5).alarms == []
 
@@ -98,8 +100,62 @@ def test_the_infra_alarm_is_for_a_rate_above_max_infra_rate_not_at_it(tmp_path):
     jobs = run_of(tmp_path, MID)  # 2 of the 4 trials that finished in the last hour are infra errors: 50%
     assert frame(jobs, 120, max_infra_rate=0.5).alarms == []
     assert frame(jobs, 120, max_infra_rate=0.49).alarms == [
-        "infra errors: 50.0% of the trials that finished in the last hour, above 49.0% (MAX_INFRA_RATE): "
-        "the sandboxes or the server are strained; lower N_CONCURRENT"]
+        "sandbox infra errors: 50.0% of the trials that finished in the last hour, above 49.0% (MAX_INFRA_RATE): "
+        "the sandboxes are strained by the trials at once; lower N_CONCURRENT (a sharded bench's governor "
+        "interrupts a shard)"]
+
+
+def test_model_server_errors_are_told_apart_and_said_to_be_the_server_s_problem(tmp_path):
+    # Two InternalServerErrors and a CancelledError in the last hour, one SandboxError before it.
+    specs = [S("t0", 1.0, finished=40), S("t1", None, "SandboxError", "Sandbox API error (503)", finished=50),
+             S("t2", None, "InternalServerError", "litellm.InternalServerError: 500", finished=80),
+             S("t3", None, "InternalServerError", "litellm.InternalServerError: 502", finished=90),
+             S("t4", None, "CancelledError", "", finished=100), S("t5", 0.0, finished=110)]
+    f = frame(run_of(tmp_path, specs), 120)
+    assert f.sides == {"sandbox": 1, "server": 2, "interrupted": 1} and f.infra == 4 and f.server_hour == 2
+    # In the last hour: t2 t3 t4 t5 finished, no sandbox error: no strain, whatever the server did.
+    assert f.sandbox_rate_hour == 0.0
+    assert f.alarms == ["model-server errors: 2 trial(s) in the last hour failed at the model server "
+                        "(env/outcome-policy.yaml infra.server_types): the server's problem, not load on the "
+                        "sandboxes; the governor does not act on them. Check it: make status RUN=w, make logs RUN=w"]
+    assert "  trials: 6 trial dir(s); 4 ended in an infra error (every attempt so far: sandbox 1, model server 2, " \
+           "interrupted 1), 0 with no result yet (running, or stopped mid-trial)" in W.lines_of(f)
+    assert W.summary_line(f) == ("progress: 2/10 attempt slots settled, ETA 8h00m, spend unknown; 2 model-server "
+                                 "error(s) in the last hour: the server's problem (make logs RUN=w), not the "
+                                 "sandboxes' (the governor leaves them alone); 1 alarm(s): make watch RUN=w")
+
+
+def manifest(state: Path, *events: dict) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    with (state / "manifest.jsonl").open("a") as out:
+        for e in events:
+            out.write(json.dumps(e) + "\n")
+
+
+def serve_event(job_id: str, dp: str) -> dict:
+    return {"event": "serve", "role": "server", "job_id": job_id, "settings": {"SERVER_DP": dp, "SERVER_FLAVOR": "h200x4"}}
+
+
+def test_paid_gpus_with_no_trial_are_an_alarm_with_the_governor_s_stops(tmp_path):
+    jobs = run_of(tmp_path, MID)  # one trial running (t5)
+    state = jobs.parent / "state" / "w"
+    manifest(state, serve_event("job1", "4"),
+             {"event": "governor-stop", "shard": 2, "reason": "sandbox infra errors 3 of 6 trials (50%)"},
+             {"event": "governor-stop", "shard": 3, "reason": "sandbox infra errors 4 of 7 trials (57%)"},
+             {"event": "governor-start", "shard": 2, "reason": "quiet"})
+    f = frame(jobs, 120, max_infra_rate=1)
+    assert f.alarms == ["paid GPUs idle: 1 trial(s) running on the 4 replica(s) of server job job1 (h200x4): at least 3 "
+                        "replica(s) bill with no trial; the governor stopped shard 3 (sandbox infra errors 4 of 7 "
+                        "trials (57%))"]
+    # Stopped (a server-stop of that job): nothing bills, nothing to say; a one-replica server with a
+    # trial running is busy.
+    manifest(state, {"event": "server-stop", "role": "server", "job_id": "job1"})
+    assert frame(jobs, 120, max_infra_rate=1).alarms == []
+    manifest(state, serve_event("job2", "1"))
+    assert frame(jobs, 120, max_infra_rate=1).alarms == []
+    # A recorded SERVER_DP that is not a count is read as one replica.
+    manifest(state, serve_event("job3", "4; rm -rf /"))
+    assert frame(jobs, 120, max_infra_rate=1).alarms == []
 
 
 def test_a_stalled_run_raises_the_stall_alarm(tmp_path):
@@ -169,7 +225,8 @@ def test_the_slot_counts_sum_to_the_bar_and_a_final_error_is_named_and_settled(t
                         f"{unfinished} + not started {not_started} (mop-up fills the open ones)")
     infra_trials = sum(1 for s in specs if s.exc == "SandboxError")
     assert lines[2] == (f"  trials: {len(specs)} trial dir(s); {infra_trials} ended in an infra error (every attempt "
-                        f"so far), 1 with no result yet (running, or stopped mid-trial)")
+                        f"so far: sandbox {infra_trials}, model server 0, interrupted 0), 1 with no result yet "
+                        f"(running, or stopped mid-trial)")
     assert lines[3] == (f"  final errors, not retried (their infra error survived MAX_TASK_RETRIES={limit} attempts in a "
                         f"row; make tally RUN=w says more): t3")
     # The ETA counts the open slots only: a final error is not waited for.
@@ -315,6 +372,9 @@ def test_make_watch_once_prints_the_frame_offline_and_writes_nothing(tmp_path):
                         "(93.3%; 6 tasks × 5)")
     assert lines[1] == ("  slots: settled 28 = passed 13 + failed 15; open 2 = infra-errored 2 + no finished trial 0 "
                         "(mop-up fills the open ones)")
+    assert lines[2].startswith("  trials: ") and lines[2].endswith(
+        "; 3 ended in an infra error (every attempt so far: sandbox 3, model server 0, interrupted 0), "
+        "1 with no result yet (running, or stopped mid-trial)")
     assert any(line.startswith("  ETA: ") for line in lines) and any(line.startswith("  spend: ") for line in lines)
     assert not (tmp_path / "state").exists()
     dry = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-leaderboard",

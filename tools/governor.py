@@ -11,7 +11,7 @@ The trials counted are those that finished in the window (since, now], since bei
 now - GOVERNOR_WINDOW and the last decision: after a decision, the rate is that of the load as it
 has been since, so one burst of errors is never acted on twice (a stop is followed by nothing
 until GOVERNOR_MIN_TRIALS trials have finished under the lighter load). The rate is infra errors
-over trials counted. The rules, in this order:
+over trials counted, counting the sandbox side only (below). The rules, in this order:
 
   start  at once, when no shard runs any more and the governor stopped one: the most recently
          stopped. Nothing would finish, so no rate could ever say so, and the run would stall.
@@ -30,8 +30,13 @@ over trials counted. The rules, in this order:
 
 What is an infra error is the tally's own reading (tools/tally_core.py classify under
 env/outcome-policy.yaml, tools/slots.py is_settled), the one make tally, make mopup and make
-watch use: a finished trial that does not settle its attempt slot. Trials that ended in
-CancelledError are left out (see finished_trials).
+watch use: a finished trial that does not settle its attempt slot. Only the sandbox side of them
+counts towards the rate (tools/tally_core.py infra_side: infra.server_types are the model
+server's): more trials at once strain the sandboxes, and stopping a shard eases that; a model
+server that fails (InternalServerError, its link timing out) fails as much at any load a shard
+could take off, so its errors are the server's problem, named in each decision and in make
+status and make watch, never a reason to stop a shard. Trials that ended in an interruption
+(CancelledError) are left out altogether (see finished_trials).
 """
 
 from __future__ import annotations
@@ -74,9 +79,10 @@ def _real(value: object) -> bool:
 @dataclass(frozen=True)
 class Finished:
     at: float            # when the trial finished, epoch seconds
-    infra: bool          # an infra error: finished, not settled
+    infra: bool          # a sandbox-side infra error: finished, not settled, not the server's
     shard: int | None    # i of the job dir <job>-shard-<i>; None for any other job dir
     trial: str           # the trial dir, as the tally shows it
+    server: bool = False  # a model-server infra error (infra.server_types): not counted in the rate
 
 
 @dataclass(frozen=True)
@@ -88,12 +94,13 @@ class Decision:
     finished: int
     since: float         # epoch start of the trials counted (exclusive)
     reason: str          # one sentence with the figures, for the supervisor to print
+    server: int = 0      # model-server infra errors among the trials counted: named, not acted on
 
     def as_event(self, settings: Settings) -> dict:
         """The manifest line: the decision and every figure behind it."""
         return {"event": f"governor-{self.action}", "shard": self.shard,
                 "rate": None if self.rate is None else round(self.rate, 4), "infra": self.infra,
-                "finished": self.finished, "since": _iso(self.since),
+                "server_errors": self.server, "finished": self.finished, "since": _iso(self.since),
                 "max_rate": settings.max_rate, "window_s": settings.window_s, "min_trials": settings.min_trials,
                 "quiet_s": settings.quiet_s, "reason": self.reason}
 
@@ -133,7 +140,11 @@ def finished_trials(job_dirs: list[Path]) -> list[Finished]:
             if not math.isfinite(at):
                 continue
             trial.outcome, trial.rule, trial.reason = T.classify(trial, policy)
-            out.append(Finished(at=at, infra=not SL.is_settled(trial), shard=shard, trial=trial.trial_dir))
+            side = None if SL.is_settled(trial) else T.infra_side(trial, policy)
+            if side == "interrupted":  # any of infra.interrupted_types: a stop's, like CancelledError
+                continue
+            out.append(Finished(at=at, infra=side == "sandbox", shard=shard, trial=trial.trial_dir,
+                                server=side == "server"))
     return out
 
 
@@ -150,12 +161,16 @@ def decide(now: float, finished: list[Finished], running: list[int], stopped: li
     since = now - settings.window_s if last_decision_at is None else max(now - settings.window_s, last_decision_at)
     counted = [f for f in finished if since < f.at <= now]
     infra = sum(1 for f in counted if f.infra)
+    server = sum(1 for f in counted if f.server)
     rate = infra / len(counted) if counted else None
 
     def decision(action: str, shard: int, reason: str) -> Decision:
-        return Decision(action, shard, rate, infra, len(counted), since, reason)
+        return Decision(action, shard, rate, infra, len(counted), since, reason, server)
 
-    figures = f"infra errors {infra} of {len(counted)} trials ({_pct(rate)}) finished since {_clock(since)}"
+    figures = f"sandbox infra errors {infra} of {len(counted)} trials ({_pct(rate)}) finished since {_clock(since)}"
+    if server:
+        figures += (f" (and {server} model-server error{'s' * (server > 1)}, not counted: the server's problem, "
+                    f"which a stopped shard does not ease)")
     limit = f"MAX_INFRA_RATE {_setting_pct(settings.max_rate)}"
     if not running and stopped:
         return decision("start", stopped[-1], f"no shard runs any more ({figures}): starting shard {stopped[-1]} "
@@ -181,8 +196,9 @@ def decide(now: float, finished: list[Finished], running: list[int], stopped: li
 def describe(settings: Settings) -> str:
     """One line: what the governor will do with these settings."""
     return (f"governor: interrupts the newest shard while more than {_setting_pct(settings.max_rate)} of the trials "
-            f"finished in the last {_duration(settings.window_s)} are infra errors (at least {settings.min_trials} "
-            f"trials); starts one again after {_duration(settings.quiet_s)} at or below")
+            f"finished in the last {_duration(settings.window_s)} are sandbox infra errors (at least "
+            f"{settings.min_trials} trials; model-server errors are named, not acted on); starts one again after "
+            f"{_duration(settings.quiet_s)} at or below")
 
 
 # --------------------------------------------------------------------------- wording

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""plan: which GPUs, shards and N_CONCURRENT finish a run by a deadline, and what each costs.
+"""plan: which server, shards and N_CONCURRENT finish a run by a deadline, what each costs, and
+which resource binds.
 
-A discrete-event simulation of a run (tasks × k attempts) under candidate configurations: the
-run's server flavor and its larger siblings (h200, h200x2, h200x4, h200x8: one data-parallel
-replica per GPU of the run's own flavor), split into shards (harbor jobs, each at N_CONCURRENT
-trials), repeated with a seed. Nothing is launched, read from the Hub or written: the durations
-come from job dirs (the run's own, else the bundled examples), the prices from
+A discrete-event simulation of a run (tasks × k attempts) under candidate configurations: every
+bundled server profile of the run's model (env/servers/: data-parallel replicas, tensor-parallel
+GPUs per replica, both), split into shards (harbor jobs, each at N_CONCURRENT trials), repeated
+with a seed. Two resources are modelled, each fitted to real numbers (tools/plan_evidence.py,
+tools/plan_server.py): the sandboxes, whose infra-error rate grows with the trials running at
+once over every shard, and the server, whose decode step sets how long a trial's model calls
+take. Nothing is launched, read from the Hub or written: the numbers come from the run's own job
+dirs, else the reference, a calibration (make calibrate) when there is one, and the prices from
 env/flavor-prices.tsv through tools/cost.py. The model, its constants and the validation:
 docs/plan.md.
 
@@ -18,6 +22,8 @@ import json
 import math
 import os
 import re
+import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -26,60 +32,49 @@ import click
 import numpy as np
 
 from tools import cost
+from tools import plan_evidence as PE
+from tools import plan_server as PS
 from tools import safe_read as SR
-from tools import slots as SL
 from tools import tally_core as T
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES_JOBS = REPO_ROOT / "examples" / "jobs"
-# The bundled example closest to the reference's Run 1 (terminus-2, Qwen3.8-27B-FP8, ×4, -n 3):
-# what a run with no job dir of its own is planned from.
-EXAMPLE_JOB = "example-terminus2-tb21"
+STATE_ROOT = REPO_ROOT / "state"
 
-# The reference's Run 1 at --n-concurrent 8 on one H200: "about 70% of trials errored with
-# SandboxError, InternalServerError or ReadTimeout" (docs/reference-runs.md §3, §7 pitfall 4).
-# The high point of p(L), the infra-error rate as a function of trials per replica.
-REFERENCE_HIGH_LOAD = 8.0
-REFERENCE_HIGH_LOAD_INFRA = 0.70
 # The reference's configuration, every plan's baseline row: one GPU, one job, -n 3
 # (docs/reference-runs.md §1, "concurrency 3").
 BASELINE_CONCURRENCY = 3
-
-# Server loading before the first trial: sglang's weights and CUDA graphs for a 27B FP8 model.
-# A constant, bounded by READY_TIMEOUT (make serve gives up there): the reference records no
-# loading time, 20 min is a round figure well inside READY_TIMEOUT's 45 min default.
-LOADING_SECS = 20 * 60
-# What a trial takes besides its agent: sandbox creation before, the verifier after. The
-# bundled examples record 40 s before the agent and 80 s after (tests/fixtures/harbor_jobs.py);
-# a result.json's agent_execution, all tally_core's scan reads, does not include them.
-TRIAL_OVERHEAD_SECS = 120.0
-# An infra-errored attempt fails part-way: in the bundled examples the infra trials' agent time
-# averages about a third of the settled trials' (12.6 min against 40 min).
-INFRA_DURATION_FRACTION = 1 / 3
 # harbor's -n: the candidates per shard (the reference saw ~70% infra errors at 8, so no more).
 CONCURRENCIES = tuple(range(1, 9))
+# Shards tried: powers of two up to the server's replicas (each shard a harbor job: more shards
+# than replicas only adds orchestrators).
+SHARD_COUNTS = (1, 2, 4, 8)
 MAX_REPS = 10_000
 # Mop-up passes are simulated until every attempt has settled, as a run is only done then; this
 # bounds a curve that never lets one settle (p = 1). MOPUP_PASSES (make reproduce's limit) is
 # compared with the passes needed, not used to cut the run short.
 MAX_MOPUP_PASSES = 30
-# A job's settings as read from its config.json, anyone could have edited: outside these ranges
-# the job's figure is left out with a note.
-MULTIPLIER_RANGE = (0.01, 100.0)
-CONCURRENCY_CAP = 1000
-# The work a plan may do, so that any input it accepts ends within about a minute and a half of
-# CPU and 70 MiB (measured by benchmarks/plan_speed.py, docs/plan.md §7). Memory grows with one configuration's
-# tasks × k × repetitions (its arrays), time with that times the configurations and the passes,
-# plus a Python step per queued attempt: both products are bounded, before anything is drawn.
+# The work a plan may do, so that any input it accepts ends within about two minutes of CPU and
+# 70 MiB (measured by benchmarks/plan_speed.py, docs/plan.md §7). Memory grows with one
+# configuration's tasks × k × repetitions (its arrays), time with that times the configurations
+# and the passes, plus a Python step per queued attempt: both products are bounded, before
+# anything is drawn.
 ATTEMPTS_CAP = 10_000        # tasks × k
 WORK_CAP = 500_000           # tasks × k × repetitions
-# Replicas per flavor tried: a priced sibling of the run's flavor holding 1, 2, 4 or 8 copies of
-# it (HF's flavors hold 1, 2, 4 or 8 GPUs); other sizes, a price list's x16 or x3, are not
-# planned. With shards up to the replicas and N_CONCURRENT 1 to 8, at most 80 configurations.
-REPLICA_COUNTS = (1, 2, 4, 8)
 # A price list is a table of a few dozen flavors (env/flavor-prices.tsv: 1.3 KB); it is read as a
 # regular file of at most this size, never a FIFO or a device.
 PRICES_CAP = 64 * 1024
+# Scale-out's aim (issue 21): a k = 5 run in about a day at the single-GPU run's cost, give or take 10%.
+COST_TARGET = 1.1
+# The MAX_COST a recommendation carries: its p90 spend and this much more, for what the plan does
+# not price (docs/plan.md §6): the smoke test, the server's time after the last pass until
+# AUTO_STOP stops it, a relaunched server's loading.
+COST_MARGIN = 0.20
+# The identity of a run: a run file is "the run made for" a server when these settings are the
+# planned run's (its SERVER and JOB_NAME may differ). scripts/plan.sh sends them for every run file.
+IDENTITY = ("MODEL", "AGENT", "DATASET", "DATASET_REPO", "DATASET_PATH", "DATASET_REF", "TASKS", "N_TASKS",
+            "N_ATTEMPTS", "AGENT_TIMEOUT_MULTIPLIER", "REASONING_EFFORT", "SERVER_EXTRA_ARGS", "ENV_TYPE",
+            "SANDBOX_FLAVOR", "SANDBOX_IDLE_TIMEOUT")
+RUN_FILES_CAP = 1 << 20
 
 
 class PlanError(click.ClickException):
@@ -100,205 +95,38 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
-# `<family>x<N>`: N GPUs (at most 9 digits: a longer tail is part of a name, not a count).
-GPU_SUFFIX = re.compile(r"x([0-9]{1,9})$")
-
-
-def gpus_of(flavor: str) -> int:
-    """GPUs of an HF Jobs flavor by its name: `<family>x<N>` has N, a bare family one."""
-    m = GPU_SUFFIX.search(flavor)
-    return int(m.group(1)) if m else 1
-
-
-def family_of(flavor: str) -> str:
-    return GPU_SUFFIX.sub("", flavor)
-
-
 def require_gpus(flavor: str) -> None:
     """A server flavor holds at least one GPU: `h200x0` would plan zero replicas."""
-    if gpus_of(flavor) == 0:
+    if PS.gpus_of(flavor) == 0:
         raise PlanError(f"SERVER_FLAVOR={SR.printable(flavor)} names no GPU (x0): name the flavor the model is "
-                        f"served on, e.g. {family_of(flavor)} or {family_of(flavor)}x2")
-
-
-def candidate_flavors(run_flavor: str, prices: dict[str, float]) -> list[tuple[str, int]]:
-    """[(flavor, replicas)]: the run's flavor and, for each other of REPLICA_COUNTS, the cheapest
-    priced sibling holding that many copies of its GPUs, one data-parallel replica per copy of
-    the run's own (the model fits it, since the run serves it there). One flavor per count: at
-    most len(REPLICA_COUNTS) flavors, whatever the price list holds (h200 and h200x1 are one
-    count); a priced flavor of no GPU (x0) is no candidate."""
-    require_gpus(run_flavor)
-    if run_flavor not in prices:
-        raise PlanError(f"the run's server flavor '{run_flavor}' has no price in env/flavor-prices.tsv: add it there")
-    base = gpus_of(run_flavor)
-    best = {1: run_flavor}
-    for flavor in sorted(prices, key=lambda f: (prices[f], f)):
-        gpus = gpus_of(flavor)
-        if family_of(flavor) == family_of(run_flavor) and gpus % base == 0 and gpus // base in REPLICA_COUNTS:
-            best.setdefault(gpus // base, flavor)
-    return sorted(((flavor, replicas) for replicas, flavor in best.items()), key=lambda x: x[1])
-
-
-def replica_flavor(flavor: str, dp: int, prices: dict[str, float]) -> str:
-    """The flavor one of a data-parallel server's `dp` replicas would run on alone: the priced
-    flavor of the same family with 1/dp of its GPUs (h200x4 with SERVER_DP=4: h200)."""
-    if dp == 1:
-        return flavor
-    gpus = gpus_of(flavor)
-    if gpus % dp:
-        raise PlanError(f"SERVER_DP={dp} does not divide the {gpus} GPUs of {flavor}")
-    for candidate in sorted(prices):
-        if family_of(candidate) == family_of(flavor) and gpus_of(candidate) == gpus // dp:
-            return candidate
-    raise PlanError(f"no flavor of {family_of(flavor)} with {gpus // dp} GPU(s) has a price in env/flavor-prices.tsv: add it")
+                        f"served on, e.g. {PS.family_of(flavor)} or {PS.family_of(flavor)}x2")
 
 
 def shard_counts(replicas: int) -> list[int]:
-    """Shards tried on `replicas` replicas: powers of two up to the replicas (1, 2, 4, 8), so the
-    whole space runs in seconds; each shard is a harbor job, so more shards than replicas only
-    adds orchestrators, never serving capacity."""
-    return [s for s in REPLICA_COUNTS if s <= replicas]
+    """Shards tried on `replicas` replicas: powers of two up to the replicas."""
+    return [s for s in SHARD_COUNTS if s <= replicas]
 
 
-# --------------------------------------------------------------------------- the job dirs' evidence
+# --------------------------------------------------------------------------- durations
 
 
-@dataclass
-class Sample:
-    """What job dirs say: settled trials' durations (as the planned run would take them), and
-    their infra-error rate at their own load."""
+@dataclass(frozen=True)
+class Durations:
+    """One attempt's duration on a server: its natural agent time (exponential with `mean` seconds
+    at the evidence's server and load, `factor` times as long on this one), cut at the timeout,
+    plus the sandbox's and verifier's overhead."""
 
-    source: str  # the run's own job dirs | the bundled examples
-    dirs: list[str]
-    durations: np.ndarray  # seconds, agent time rescaled and capped, plus TRIAL_OVERHEAD_SECS
-    finished: int
-    infra: int
-    load: float | None  # trials per replica they ran at (n_concurrent_trials; one replica)
-    notes: list[str]
+    mean: float
+    factor: float
+    cap: float
+    overhead: float = PE.TRIAL_OVERHEAD_SECS
+
+    def draw(self, rng: np.random.Generator, size) -> np.ndarray:
+        return np.minimum(rng.exponential(self.mean * self.factor, size), self.cap) + self.overhead
 
     @property
-    def infra_rate(self) -> float | None:
-        return self.infra / self.finished if self.finished else None
-
-
-def job_settings(job_dir: str, notes: list[str]) -> tuple[float | None, int | None]:
-    """(agent_timeout_multiplier, n_concurrent_trials) from a job's config.json; None for a
-    value that is missing or out of range (noted)."""
-    try:
-        cfg = SR.read_json_object(os.path.join(job_dir, "config.json"), 1 << 20, what="a config.json")
-    except (OSError, SR.Unreadable) as e:
-        notes.append(f"{SR.shown(job_dir)}/config.json: {SR.clip(str(e), 120)}; its trials are left out")
-        return None, None
-    mult = cost.finite_in(cfg.get("agent_timeout_multiplier", 1.0), *MULTIPLIER_RANGE)
-    conc = T.count_of(cfg.get("n_concurrent_trials"), CONCURRENCY_CAP)
-    if mult is None:
-        notes.append(f"{SR.shown(job_dir)}/config.json: agent_timeout_multiplier is not a number from "
-                     f"{MULTIPLIER_RANGE[0]} to {MULTIPLIER_RANGE[1]:g}; its trials are left out")
-    if not conc:
-        notes.append(f"{SR.shown(job_dir)}/config.json: n_concurrent_trials is not a count; its load is unknown")
-    return mult, conc or None
-
-
-def planned_duration(agent_secs: float, timed_out: bool, source_mult: float, mult: float, timeout_secs: float) -> float:
-    """One settled trial's agent time as the planned run would take it, plus the overhead.
-
-    A trial that ended before its timeout takes as long under any multiplier that still lets it
-    finish: the timeout does not make the agent faster, so it is only capped at the new one. A
-    trial that hit its timeout was cut by it, so it is scaled with the multiplier (a bigger
-    budget would have been used, a smaller one cuts it sooner), and capped too.
-    """
-    secs = agent_secs * (mult / source_mult) if timed_out else agent_secs
-    return min(secs, timeout_secs) + TRIAL_OVERHEAD_SECS
-
-
-def read_sample(job_dirs: list[Path], source: str, mult: float, timeout_secs: float) -> Sample:
-    """Every trial of the job dirs through tally_core's scan (limits and hostile files handled
-    there), classified by the outcome policy: settled ones give durations, infra ones the rate."""
-    policy = T.load_policy()
-    notes, scan_notes = [], T.ScanNotes()
-    durations, finished, infra = [], 0, 0
-    load_sum, load_trials = 0.0, 0  # over the finished trials whose job's concurrency is known
-    for job_dir in job_dirs:
-        source_mult, conc = job_settings(str(job_dir), notes)
-        if source_mult is None:
-            continue
-        for trial in T.scan_job_dir(job_dir, scan_notes):
-            if trial.status != "finished":
-                continue
-            trial.outcome, trial.rule, _ = T.classify(trial, policy)
-            finished += 1
-            if conc:
-                load_sum, load_trials = load_sum + conc, load_trials + 1
-            if not SL.is_settled(trial):
-                infra += 1
-            elif trial.agent_seconds is not None:
-                timed_out = trial.exception_type in policy.timeout_types
-                durations.append(planned_duration(trial.agent_seconds, timed_out, source_mult, mult, timeout_secs))
-    notes.extend(scan_notes.warnings + scan_notes.unreadable_warnings)
-    load = load_sum / load_trials if load_trials else None
-    return Sample(source, [cost.rel(d) for d in job_dirs], np.array(durations, dtype=float), finished, infra,
-                  load, notes)
-
-
-def choose_sample(jobs_dir: str, job_name: str, mult: float, timeout_secs: float,
-                  examples_dir: Path = EXAMPLES_JOBS, example_job: str = EXAMPLE_JOB, model: str | None = None) -> Sample:
-    """The run's own job dirs when they hold a settled trial with an agent time, else the
-    bundled examples'. A job dir of the run's name that is another run's (another model's) is
-    refused: its durations are not this run's."""
-    try:
-        own = T.run_job_dirs(jobs_dir, job_name)
-    except T.TallyError:
-        own = []
-    try:
-        T.refuse_foreign_job_dirs(own, model)
-    except T.TallyError as e:
-        raise PlanError(str(e)) from None
-    if own:
-        sample = read_sample(own, "the run's own job dirs", mult, timeout_secs)
-        if sample.durations.size:
-            return sample
-    try:
-        dirs = T.run_job_dirs(examples_dir, example_job)
-    except T.TallyError:
-        dirs = []
-    sample = read_sample(dirs, "the bundled examples (the run has no finished trial yet)", mult, timeout_secs)
-    if not sample.durations.size:
-        raise PlanError(f"no settled trial with an agent time in {SR.shown(str(examples_dir))}/{example_job}*: "
-                        f"nothing to draw durations from")
-    return sample
-
-
-# --------------------------------------------------------------------------- p(L)
-
-
-@dataclass
-class InfraCurve:
-    """p(L), the share of attempts that end in an infra error at L trials per replica.
-
-    Piecewise-linear through two points, flat outside them (np.interp): the job dirs' own rate
-    at their own load, and the reference's ~70% at 8. Linear, because two points fix a line
-    and nothing more is known between them; flat beyond them, because below the lower point
-    part of the errors do not come from load at all (an expired mirror, a sandbox's 503) and
-    there is no evidence they vanish, and the plan never goes past 8 trials per replica.
-    A logistic curve would invent a floor and a ceiling the data do not show.
-    """
-
-    loads: tuple[float, ...]
-    rates: tuple[float, ...]
-
-    def __call__(self, load):
-        return np.interp(load, self.loads, self.rates)
-
-
-def fit_curve(sample: Sample) -> InfraCurve:
-    high = (REFERENCE_HIGH_LOAD, REFERENCE_HIGH_LOAD_INFRA)
-    if sample.infra_rate is None or sample.load is None:
-        return InfraCurve((high[0],), (high[1],))
-    if math.isclose(sample.load, high[0]):
-        # The run's own measurement at the reference's load wins over the reference's.
-        return InfraCurve((sample.load,), (sample.infra_rate,))
-    points = sorted([(sample.load, sample.infra_rate), high])
-    return InfraCurve(tuple(p[0] for p in points), tuple(p[1] for p in points))
+    def timeout_share(self) -> float:
+        return PS.timeout_share(self.mean, self.factor, self.cap)
 
 
 # --------------------------------------------------------------------------- the simulation
@@ -328,12 +156,14 @@ def compact(durations: np.ndarray) -> np.ndarray:
     return np.take_along_axis(durations, order, 2)[:, :, :width]
 
 
-def queues(pool: np.ndarray, tasks: int, k: int, shards: int, reps: int, rng: np.random.Generator) -> np.ndarray:
+def queues(pool, tasks: int, k: int, shards: int, reps: int, rng: np.random.Generator) -> np.ndarray:
     """(reps, shards, m) full durations: task i's k attempts in shard i mod shards (a harbor job
-    per shard, its tasks given by name), each drawn from the pool (a bootstrap)."""
+    per shard, its tasks given by name), each drawn from `pool`: a Durations, or an array of
+    durations drawn with replacement (what the simulation's own tests give it)."""
     per_shard = [k * len(range(s, tasks, shards)) for s in range(shards)]
     m = max(per_shard)
-    draws = rng.choice(pool, size=(reps, shards, m))
+    size = (reps, shards, m)
+    draws = pool.draw(rng, size) if isinstance(pool, Durations) else rng.choice(np.asarray(pool, dtype=float), size)
     real = np.arange(m)[None, :] < np.array(per_shard)[:, None]
     return np.where(real[None, :, :], draws, 0.0)
 
@@ -346,30 +176,32 @@ class Outcome:
     left: np.ndarray  # attempts still errored after the last pass simulated
 
 
-def simulate(pool: np.ndarray, tasks: int, k: int, shards: int, slots: int, replicas: int,
+def simulate(pool, tasks: int, k: int, shards: int, slots: int,
              infra_p: Callable[[int, np.ndarray], np.ndarray], reps: int, rng: np.random.Generator,
-             max_mopups: int = MAX_MOPUP_PASSES, infra_fraction: float = INFRA_DURATION_FRACTION,
+             max_mopups: int = MAX_MOPUP_PASSES, infra_fraction: float = PE.INFRA_DURATION_FRACTION,
              in_run_retries: int = 0) -> Outcome:
     """A run: a first pass of every attempt, then mop-up passes of the infra-errored ones, each
     starting when the previous one has ended in every shard, until none is left or max_mopups
     have run.
 
-    An attempt errs with p = infra_p(pass_no, load), load the trials per replica the pass can
-    run (fewer attempts than slots load the server less); an errored one takes infra_fraction
-    of its duration, and its retry the whole of it (the same task). With in_run_retries R
-    (MAX_RETRIES, harbor's --max-retries), harbor tries an errored attempt again at once, in the
-    same slot (its queue holds the slot across retries: harbor/trial/queue.py), up to R times,
-    each try erring with the same p: only an attempt that errs R + 1 times waits for mop-up.
+    An attempt errs with p = infra_p(pass_no, at_once), at_once the trials the pass runs at once
+    over every shard (a pass with fewer attempts than slots runs fewer); an errored one takes
+    infra_fraction of its duration, and its retry the whole of it (the same task). With
+    in_run_retries R (MAX_RETRIES, harbor's --max-retries), harbor tries an errored attempt again at
+    once, in the same slot (its queue holds the slot across retries: harbor/trial/queue.py), up to R
+    times, each try erring with the same p: only an attempt that errs R + 1 times waits for mop-up.
     """
-    todo = queues(np.maximum(np.asarray(pool, dtype=float), 1.0), tasks, k, shards, reps, rng)
+    if not isinstance(pool, Durations):
+        pool = np.maximum(np.asarray(pool, dtype=float), 1.0)
+    todo = queues(pool, tasks, k, shards, reps, rng)
     makespan, sandbox = np.zeros(reps), np.zeros(reps)
     mopups, left = np.zeros(reps, dtype=int), np.zeros(reps, dtype=int)
     for pass_no in range(max_mopups + 1):
         waiting = (todo > 0).sum(axis=(1, 2))
         if pass_no and not waiting.any():
             break
-        load = np.minimum(waiting, shards * slots) / replicas
-        p = np.asarray(infra_p(pass_no, load), dtype=float)
+        at_once = np.minimum(waiting, shards * slots).astype(float)
+        p = np.asarray(infra_p(pass_no, at_once), dtype=float)
         errs, took = tries(todo, p, rng, in_run_retries, infra_fraction)
         makespan += pass_makespan(took, slots)
         sandbox += took.sum(axis=(1, 2))
@@ -398,14 +230,19 @@ def tries(todo: np.ndarray, p: np.ndarray, rng: np.random.Generator, retries: in
 
 @dataclass(frozen=True)
 class Config:
-    flavor: str
-    replicas: int
+    profile: PS.Profile
     shards: int
     n_concurrent: int
 
     @property
-    def load(self) -> float:
-        return self.shards * self.n_concurrent / self.replicas
+    def at_once(self) -> int:
+        """Trials running at once over every shard: what strains the sandboxes."""
+        return self.shards * self.n_concurrent
+
+    @property
+    def per_replica(self) -> float:
+        """Trials per replica: the sequences each replica's decode step runs (at most)."""
+        return self.at_once / self.profile.dp
 
 
 @dataclass
@@ -451,32 +288,105 @@ def load_costs(path: Path, sandbox_flavor: str) -> Costs:
                  f"{cost.rel(path)} (tools/cost.py's offline price list)")
 
 
-def configurations(run_flavor: str, costs: Costs) -> list[Config]:
-    out = []
-    for flavor, replicas in candidate_flavors(run_flavor, costs.gpu_usd):
-        for shards in shard_counts(replicas):
-            out.extend(Config(flavor, replicas, shards, n) for n in CONCURRENCIES)
-    return out
+def candidate_profiles(own: PS.Profile, profiles: list[PS.Profile], costs: Costs,
+                       calibrated: str | None) -> list[PS.Profile]:
+    """The run's own server and every bundled profile of its model on a priced flavor of the same
+    family, by GPUs then name; a speculative one only when a calibration measured it (its speed-up
+    is no roofline's)."""
+    out = {own.name: own}
+    for p in profiles:
+        if (p.name not in out and PS.family_of(p.flavor) == PS.family_of(own.flavor) and p.flavor in costs.gpu_usd
+                and (not p.speculative or p.name == calibrated)):
+            out[p.name] = p
+    if own.flavor not in costs.gpu_usd:
+        raise PlanError(f"the run's server flavor '{own.flavor}' has no price in env/flavor-prices.tsv: add it there")
+    return sorted(out.values(), key=lambda p: (p.gpus, p.tp, p.name))
 
 
-def evaluate(config: Config, *, pool: np.ndarray, curve: InfraCurve, tasks: int, k: int, reps: int, seed: int,
-             loading_secs: float, run_gpus: int, costs: Costs, max_retries: int = 0) -> dict:
+def configurations(profiles: list[PS.Profile]) -> list[Config]:
+    return [Config(p, s, n) for p in profiles for s in shard_counts(p.dp) for n in CONCURRENCIES
+            if s * n / p.dp <= PS.MAX_ROOFLINE_SEQUENCES]
+
+
+@dataclass
+class ServerModel:
+    """How fast each candidate decodes against the evidence's server: the roofline (or nothing,
+    for a model or GPU it has no numbers for), the decode share at the evidence's server, and
+    that server's step."""
+
+    roofline: PS.Roofline | None
+    share: float | None
+    source_step: float | None
+    note: str
+
+    def step(self, config: Config) -> float | None:
+        return self.roofline.step_secs(config.profile.tp, config.per_replica) if self.roofline else None
+
+    def factor(self, config: Config) -> float:
+        step = self.step(config)
+        if step is None or self.share is None or not self.source_step:
+            return 1.0
+        return PS.speed_factor(self.share, step, self.source_step)
+
+
+def server_model(evidence: PE.Evidence, own: PS.Profile, calibration: PS.Calibration | None,
+                 profiles: list[PS.Profile]) -> ServerModel:
+    roofline = PS.roofline_for(own.model, own.flavor)
+    if roofline is None:
+        return ServerModel(None, None, None, f"no roofline numbers for {own.model} on {PS.family_of(own.flavor)} "
+                                             f"(tools/plan_server.py): every server is taken as fast as the evidence's")
+    note = "the roofline alone (no calibration)"
+    if calibration:
+        measured = next((p for p in profiles if p.name == calibration.profile), None)
+        if measured is None:
+            note = f"the roofline alone: the calibration {calibration.path} measured {calibration.profile}, no profile here"
+        else:
+            scale = PS.calibration_scale(calibration, roofline, measured)
+            roofline = PS.Roofline(roofline.numbers, roofline.bandwidth, scale=scale)
+            note = (f"the roofline scaled by {scale:.2f}, what make calibrate measured on {calibration.profile} "
+                    f"({calibration.path}, {calibration.measured_at}) against it")
+    source_tp = evidence.source_tp
+    source_step = roofline.step_secs(source_tp, evidence.per_replica or 1)
+    if evidence.decode_share is not None:
+        share = evidence.decode_share
+    else:
+        share = PS.shift_share(PS.smoke_decode_share(roofline), source_step / roofline.step_secs(1, 1))
+    return ServerModel(roofline, share, source_step, note)
+
+
+def evaluate(config: Config, *, evidence: PE.Evidence, server: ServerModel, curve: PE.InfraCurve, cap: float,
+             tasks: int, k: int, reps: int, seed: int, loading_secs: float, costs: Costs,
+             max_retries: int = 0) -> dict:
     """One row: the configuration simulated `reps` times with its own generator seeded `seed`
     (every row sees the same draws where its shapes allow: a fair comparison)."""
     rng = np.random.default_rng(seed)
-    out = simulate(pool, tasks, k, config.shards, config.n_concurrent, config.replicas,
-                   lambda _pass, load: curve(load), reps, rng, in_run_retries=max_retries)
+    factor = server.factor(config)
+    durations = Durations(evidence.mean_agent_secs, factor, cap)
+    server_rate = evidence.server_rate
+
+    def infra_p(_pass, at_once):
+        return np.minimum(1.0, curve(at_once) + server_rate)
+
+    out = simulate(durations, tasks, k, config.shards, config.n_concurrent, infra_p, reps, rng,
+                   infra_fraction=evidence.infra_fraction, in_run_retries=max_retries)
     wall = loading_secs + out.makespan
-    gpus = config.replicas * run_gpus
-    usd = wall / 3600 * (costs.gpu_usd[config.flavor] + costs.port_usd) + out.sandbox_secs / 3600 * costs.sandbox_usd
+    p = config.profile
+    usd = wall / 3600 * (costs.gpu_usd[p.flavor] + costs.port_usd) + out.sandbox_secs / 3600 * costs.sandbox_usd
+    step = server.step(config)
+    sandbox_rate = float(curve(config.at_once))
     return {
-        "flavor": config.flavor, "replicas": config.replicas, "gpus": gpus, "shards": config.shards,
-        "n_concurrent": config.n_concurrent, "load_per_replica": round(config.load, 4),
-        "infra_rate": round(float(curve(config.load)), 4),
+        "profile": p.name, "flavor": p.flavor, "gpus": p.gpus, "replicas": p.dp, "tp": p.tp,
+        "shards": config.shards, "n_concurrent": config.n_concurrent, "at_once": config.at_once,
+        "per_replica": round(config.per_replica, 4),
+        "step_ms": None if step is None else round(step * 1000, 2), "trial_factor": round(factor, 4),
+        "timeout_share": round(durations.timeout_share, 4),
+        "infra_sandbox": round(sandbox_rate, 4), "infra_server": round(server_rate, 4),
+        "infra_rate": round(min(1.0, sandbox_rate + server_rate), 4),
         "wall_clock_median_secs": round(float(np.median(wall)), 1),
         "wall_clock_p90_secs": round(float(np.percentile(wall, 90)), 1),
-        "gpu_hours_median": round(float(np.median(wall)) / 3600 * gpus, 2),
+        "gpu_hours_median": round(float(np.median(wall)) / 3600 * p.gpus, 2),
         "usd_median": round(float(np.median(usd)), 2),
+        "usd_p90": round(float(np.percentile(usd, 90)), 2),
         "sandbox_hours_median": round(float(np.median(out.sandbox_secs)) / 3600, 2),
         "mopup_passes_mean": round(float(out.mopups.mean()), 2),
         "mopup_passes_p90": int(np.percentile(out.mopups, 90, method="higher")),
@@ -485,13 +395,9 @@ def evaluate(config: Config, *, pool: np.ndarray, curve: InfraCurve, tasks: int,
 
 
 def infra_ceiling(baseline: dict, max_infra_rate: float) -> float:
-    """The highest infra rate a recommendation may run at: MAX_INFRA_RATE, the rate make watch
-    alarms at, or the baseline's own when that is higher already (the job dirs' rate at -n 3).
-
-    The simulation lets an infra error cost only part of a trial and does not slow a trial down
-    with load (docs/plan.md), so on time alone it would load a replica up to the ~70% the
-    reference fled at -n 8; the run's evidence says where a replica is known to work, and
-    capacity beyond it comes from more replicas, not more load on one."""
+    """The highest infra rate a recommendation may run at: MAX_INFRA_RATE, the rate the governor
+    interrupts a shard at and make watch alarms at (so a plan above it is not what would run), or
+    the baseline's own when that is higher already."""
     return max(max_infra_rate, baseline["infra_rate"])
 
 
@@ -511,39 +417,77 @@ def recommend(rows: list[dict], deadline: float | None, ceiling: float) -> dict 
             "infra_ceiling": ceiling}
 
 
-SERVERS_DIR = REPO_ROOT / "env" / "servers"
-# Scale-out's aim (issue 21): a k = 5 run in about a day at the single-GPU run's cost, give or take 10%.
-COST_TARGET = 1.1
-PROFILE_LINE = re.compile(r"^(?P<name>MODEL|SERVER_FLAVOR|SERVER_DP)=(?P<value>[^\s#]*)")
+def sandbox_limit(curve: PE.InfraCurve, server_rate: float, ceiling: float) -> int:
+    """The most trials at once whose infra rate stays at or below the ceiling (0: none)."""
+    ok = [c for c in range(1, PS.MAX_ROOFLINE_SEQUENCES + 1) if float(curve(c)) + server_rate <= ceiling + 1e-9]
+    return max(ok, default=0)
 
 
-def server_profile(model: str | None, flavor: str, replicas: int, servers_dir: Path = SERVERS_DIR) -> str | None:
-    """The bundled profile (env/servers/<name>.env) that serves `model` on `flavor` with `replicas`
-    data-parallel replicas, by its plain MODEL=, SERVER_FLAVOR= and SERVER_DP= lines."""
-    if not model or not servers_dir.is_dir():
-        return None
-    for path in sorted(servers_dir.glob("*.env")):
+def binding(rows: list[dict], rec: dict | None, limit: int, baseline: dict, server: ServerModel) -> dict:
+    """Which resource binds, and the figures that say so: the sandboxes when the best row runs
+    as many trials at once as the infra ceiling allows (more GPUs add none), else the server or
+    the deadline's slack."""
+    fastest = min(rows, key=lambda r: r["trial_factor"])
+    row = rec["row"] if rec else None
+    resource = "sandboxes" if row and row["at_once"] >= limit else "server" if row else None
+    return {"resource": resource, "at_once_limit": limit, "decode_share": server.share,
+            "fastest_profile": fastest["profile"], "fastest_factor": fastest["trial_factor"],
+            "fastest_timeout_share": fastest["timeout_share"], "baseline_timeout_share": baseline["timeout_share"]}
+
+
+# --------------------------------------------------------------------------- the command that runs it
+
+
+def read_run_files(path: str | None) -> list[dict]:
+    """The run files' settings as scripts/plan.sh resolves them, one JSON object a line:
+    {"run": name, "settings": {SERVER, JOB_NAME, and each of IDENTITY}}; bad lines are skipped."""
+    if not path:
+        return []
+    try:
+        text = sys.stdin.read(RUN_FILES_CAP) if path == "-" else \
+            SR.read_regular(Path(path), RUN_FILES_CAP, "the run files' settings").decode("utf-8", "replace")
+    except (OSError, SR.Unreadable) as e:
+        raise PlanError(f"cannot read the run files' settings from {SR.printable(path)}: {e}") from None
+    out = []
+    for line in text.splitlines():
         try:
-            text = SR.read_regular(path, 1 << 16, "a server profile").decode("utf-8", "replace")
-        except (OSError, SR.Unreadable):
+            doc = json.loads(line)
+        except ValueError:
             continue
-        found = {m["name"]: m["value"] for m in map(PROFILE_LINE.match, text.splitlines()) if m}
-        if found.get("MODEL") == model and found.get("SERVER_FLAVOR") == flavor \
-                and found.get("SERVER_DP", "1") == str(replicas):
-            return path.stem
+        if isinstance(doc, dict) and isinstance(doc.get("run"), str) and isinstance(doc.get("settings"), dict):
+            out.append(doc)
+    return out
+
+
+def run_file_for(profile: str, identity: dict, run_files: list[dict]) -> dict | None:
+    """The run file made for `profile`: its SERVER is that profile and its identity the planned
+    run's (docs/plan.md §1: a run on another server is another run, with its own job dirs)."""
+    for doc in sorted(run_files, key=lambda d: d["run"]):
+        s = doc["settings"]
+        if s.get("SERVER") == profile and all(str(s.get(n, "")) == str(identity.get(n, "")) for n in IDENTITY):
+            return doc
     return None
 
 
-def run_with(run: str, r: dict, model: str | None, mopup_passes: int) -> str:
-    """The settings that run configuration `r`: the make command, or what is missing for it."""
-    profile = server_profile(model, r["flavor"], r["replicas"])
-    if profile is None:
-        return (f"no profile in env/servers/ serves {model or 'the model'} on {r['flavor']} with SERVER_DP={r['replicas']}: "
-                f"write one (docs/data-parallel.md), then make reproduce RUN={run} SERVER=<it> N_SHARDS={r['shards']} "
-                f"N_CONCURRENT={r['n_concurrent']}")
-    passes = f" MOPUP_PASSES={r['mopup_passes_p90']}" if r["mopup_passes_p90"] > mopup_passes else ""
-    return (f"make reproduce RUN={run} SERVER={profile} N_SHARDS={r['shards']} "
-            f"N_CONCURRENT={r['n_concurrent']}{passes}")
+def run_with(run: str, row: dict, profile: PS.Profile, identity: dict, run_files: list[dict],
+             mopup_passes: int) -> dict:
+    """The command that runs row `row`: make reproduce of the run file made for its server, with
+    its shards, N_CONCURRENT, MAX_COST (p90 spend + COST_MARGIN) and the MOPUP_PASSES it needs;
+    or, when no run file is made for that server, the one to write first (a named new run)."""
+    max_cost = math.ceil(row["usd_p90"] * (1 + COST_MARGIN))
+    passes = max(mopup_passes, row["mopup_passes_p90"])
+    found = run_file_for(profile.name, identity, run_files)
+    name = found["run"] if found else f"{run}-{profile.suffix}"
+    words = ["make", "reproduce", f"RUN={name}", f"N_SHARDS={row['shards']}", f"N_CONCURRENT={row['n_concurrent']}",
+             f"MAX_COST={max_cost}", f"MOPUP_PASSES={passes}"]
+    out = {"command": shlex.join(words), "run_file": f"runs/{name}.env", "max_cost": max_cost,
+           "mopup_passes": passes, "exists": found is not None}
+    if not found:
+        job = identity.get("JOB_NAME") or run
+        out["write_first"] = (f"runs/{name}.env: a copy of runs/{run}.env with SERVER={profile.name} and "
+                              f"JOB_NAME={job}-{profile.suffix} (a run on another server is another run, never a "
+                              f"resume of runs/{run}.env's job dirs)")
+    return out
 
 
 def check_work(tasks: int, k: int, reps: int) -> None:
@@ -558,47 +502,116 @@ def check_work(tasks: int, k: int, reps: int) -> None:
                         f"or fewer")
 
 
-def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, run_flavor: str,
-         sandbox_flavor: str, jobs_dir: str, job_name: str, deadline: float | None, reps: int, seed: int,
-         mopup_passes: int, max_infra_rate: float, ready_timeout: float, prices_path: Path = cost.TSV_PRICES,
-         examples_dir: Path = EXAMPLES_JOBS, model: str | None = None, server_dp: int = 1,
-         max_retries: int = 0) -> dict:
-    check_work(tasks, k, reps)
-    require_gpus(run_flavor)
+# --------------------------------------------------------------------------- the plan
+
+
+def own_profile(server: str, model: str, flavor: str, dp: int, tp: int, servers_dir: Path) -> PS.Profile:
+    """The run's own server as its settings resolve it (SERVER_FLAVOR, SERVER_DP, SERVER_TP win
+    over the profile's plain lines), speculative when its profile is."""
+    require_gpus(flavor)
+    read = PS.read_profile(servers_dir / f"{server}.env") if server else None
+    return PS.Profile(server or "(the run's server)", model, flavor, dp, tp, bool(read and read.speculative))
+
+
+@dataclass
+class Inputs:
+    """What every row is computed from: the prices, the servers, the evidence and what it fits."""
+
+    costs: Costs
+    own: PS.Profile
+    profiles: list[PS.Profile]
+    calibration: PS.Calibration | None
+    evidence: PE.Evidence
+    curve: PE.InfraCurve
+    server: ServerModel
+    cap: float       # the agent timeout, seconds
+    loading: float   # server loading, seconds
+
+
+def inputs(*, model: str, server: str, server_flavor: str, server_dp: int, server_tp: int, sandbox_flavor: str,
+           jobs_dir: str, job_name: str, mult: float, timeout_estimate: float, ready_timeout: float,
+           prices_path: Path, servers_dir: Path, calibration_path: Path | None) -> Inputs:
     costs = load_costs(prices_path, sandbox_flavor)
-    # The plan's unit is one replica: a data-parallel run's flavor holds server_dp of them.
-    run_flavor = replica_flavor(run_flavor, server_dp, costs.gpu_usd)
-    timeout_secs = timeout_estimate * mult
-    sample = choose_sample(jobs_dir, job_name, mult, timeout_secs, examples_dir, model=model)
-    curve = fit_curve(sample)
-    loading = min(LOADING_SECS, ready_timeout)
-    common = dict(pool=sample.durations, curve=curve, tasks=tasks, k=k, reps=reps, seed=seed, loading_secs=loading, run_gpus=gpus_of(run_flavor), costs=costs,
-                  max_retries=max_retries)
-    rows = [evaluate(c, **common) for c in configurations(run_flavor, costs)]
-    baseline = next(r for r in rows if r["flavor"] == run_flavor and r["shards"] == 1
+    own = own_profile(server, model, server_flavor, server_dp, server_tp, servers_dir)
+    profiles = PS.profiles_for(model, servers_dir)
+    calibration, cal_note = PS.read_calibration(calibration_path) if calibration_path else (None, None)
+    roofline = PS.roofline_for(model, own.flavor)
+    try:
+        evidence = PE.choose(jobs_dir, job_name, model, own.flavor, own.dp, own.tp,
+                             (lambda b: roofline.step_secs(own.tp, b)) if roofline else None)
+    except PE.EvidenceError as e:
+        raise PlanError(str(e)) from None
+    if cal_note:
+        evidence.notes.append(cal_note)
+    srv = server_model(evidence, own, calibration, profiles + [own])
+    # Server loading: READY_TIMEOUT, the most make serve waits. An upper bound: no record here
+    # says how long the model takes to load.
+    return Inputs(costs, own, profiles, calibration, evidence, PE.fit_curve(evidence), srv,
+                  timeout_estimate * mult, ready_timeout)
+
+
+def describe_inputs(inp: Inputs) -> dict:
+    e, srv, curve = inp.evidence, inp.server, inp.curve
+    return {
+        "evidence": {"source": e.source, "job_dirs": e.dirs, "settled_trials": e.settled, "timed_out": e.timed_out,
+                     "mean_agent_secs": round(e.mean_agent_secs, 1), "finished_trials": e.finished,
+                     "infra_by_side": e.sides, "at_once": e.at_once, "per_replica": e.per_replica,
+                     "server_flavor": e.source_flavor, "server_tp": e.source_tp,
+                     "infra_fraction": round(e.infra_fraction, 4),
+                     "reference_run": e.reference.name if e.reference else None, "notes": e.notes},
+        "infra_curve": {"kind": "sandbox side: piecewise-linear in trials at once over every shard, flat outside "
+                                "its points; model-server side: flat",
+                        "at_once": list(curve.at_once), "rates": [round(r, 4) for r in curve.rates],
+                        "server_rate": round(e.server_rate, 4)},
+        "server_model": {"note": srv.note, "decode_share": None if srv.share is None else round(srv.share, 4),
+                         "source_step_ms": None if srv.source_step is None else round(srv.source_step * 1000, 3),
+                         "context_tokens": PS.AGENT_CONTEXT_TOKENS,
+                         "calibration": inp.calibration.path if inp.calibration else None},
+        "prices": {"source": inp.costs.label, "exposed_port_usd_per_hour": inp.costs.port_usd,
+                   "sandbox_flavor": inp.costs.sandbox_flavor, "sandbox_usd_per_hour": inp.costs.sandbox_usd},
+    }
+
+
+def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, model: str, server: str,
+         server_flavor: str, server_dp: int = 1, server_tp: int = 1, sandbox_flavor: str, jobs_dir: str,
+         job_name: str, deadline: float | None, reps: int, seed: int, mopup_passes: int, max_infra_rate: float,
+         ready_timeout: float, prices_path: Path = cost.TSV_PRICES, servers_dir: Path = PS.SERVERS_DIR,
+         calibration_path: Path | None = None, run_files: list[dict] | None = None,
+         identity: dict | None = None, own: tuple[int, int] | None = None, max_retries: int = 0) -> dict:
+    """The plan of every candidate configuration, or, with own=(shards, N_CONCURRENT), of the run's
+    own configuration alone (what make print and make reproduce say: one estimator)."""
+    check_work(tasks, k, reps)
+    inp = inputs(model=model, server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,
+                 sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name, mult=mult,
+                 timeout_estimate=timeout_estimate, ready_timeout=ready_timeout, prices_path=prices_path,
+                 servers_dir=servers_dir, calibration_path=calibration_path)
+    common = dict(evidence=inp.evidence, server=inp.server, curve=inp.curve, cap=inp.cap, tasks=tasks, k=k,
+                  reps=reps, seed=seed, loading_secs=inp.loading, costs=inp.costs, max_retries=max_retries)
+    doc = {"run": run, "tasks": tasks, "n_attempts": k, "attempts": tasks * k, "agent_timeout_multiplier": mult,
+           "agent_timeout_secs": inp.cap, "deadline_secs": deadline, "reps": reps, "seed": seed,
+           "mopup_passes_setting": mopup_passes, "max_retries": max_retries, "loading_secs": inp.loading, "criterion": "p90 wall-clock",
+           "max_infra_rate": max_infra_rate, **describe_inputs(inp)}
+    if own:
+        return doc | {"own": evaluate(Config(inp.own, *own), **common)}
+    candidates = candidate_profiles(inp.own, inp.profiles, inp.costs,
+                                    inp.calibration.profile if inp.calibration else None)
+    doc["prices"]["usd_per_hour"] = {p.flavor: inp.costs.gpu_usd[p.flavor] for p in candidates}
+    rows = [evaluate(c, **common) for c in configurations(candidates)]
+    base_profile = next((p for p in candidates if p.gpus == 1), inp.own)
+    baseline = next(r for r in rows if r["profile"] == base_profile.name and r["shards"] == 1
                     and r["n_concurrent"] == BASELINE_CONCURRENCY)
-    rec = recommend(rows, deadline, infra_ceiling(baseline, max_infra_rate))
+    ceiling = infra_ceiling(baseline, max_infra_rate)
+    rec = recommend(rows, deadline, ceiling)
     if rec:
         rec["usd_ratio_to_baseline"] = round(rec["row"]["usd_median"] / baseline["usd_median"], 2)
-        rec["run_with"] = run_with(run, rec["row"], model, mopup_passes)
-    return {
-        "run": run, "tasks": tasks, "n_attempts": k, "attempts": tasks * k,
-        "agent_timeout_multiplier": mult, "agent_timeout_secs": timeout_secs,
-        "deadline_secs": deadline, "reps": reps, "seed": seed, "mopup_passes_setting": mopup_passes,
-        "max_retries": max_retries,
-        "loading_secs": loading, "criterion": "p90 wall-clock",
-        "sample": {"source": sample.source, "job_dirs": sample.dirs, "settled_trials": int(sample.durations.size),
-                   "mean_duration_secs": round(float(sample.durations.mean()), 1),
-                   "finished_trials": sample.finished, "infra_trials": sample.infra, "load": sample.load,
-                   "notes": sample.notes},
-        "infra_curve": {"kind": "piecewise-linear, flat outside its points", "loads": list(curve.loads),
-                        "rates": [round(r, 4) for r in curve.rates]},
-        "prices": {"source": costs.label,
-                   "usd_per_hour": {f: costs.gpu_usd[f] for f, _ in candidate_flavors(run_flavor, costs.gpu_usd)},
-                   "exposed_port_usd_per_hour": costs.port_usd, "sandbox_flavor": sandbox_flavor,
-                   "sandbox_usd_per_hour": costs.sandbox_usd},
-        "configurations": rows, "baseline": baseline, "recommendation": rec,
-    }
+        if rec["meets"]:
+            profile = next(p for p in candidates if p.name == rec["row"]["profile"])
+            rec["run_with"] = run_with(run, rec["row"], profile, identity or {}, run_files or [], mopup_passes)
+    limit = sandbox_limit(inp.curve, inp.evidence.server_rate, ceiling)
+    doc.update(configurations=rows, baseline=baseline, recommendation=rec, infra_ceiling=ceiling,
+               binding=binding(rows, rec, limit, baseline, inp.server),
+               options=[p.name for p in inp.profiles if p.speculative and p not in candidates])
+    return doc
 
 
 # --------------------------------------------------------------------------- rendering
@@ -608,51 +621,103 @@ def hours(secs: float) -> str:
     return f"{secs / 3600:.1f} h"
 
 
-COLUMNS = ("flavor", "replicas", "shards", "N_CONCURRENT", "load/replica", "infra rate", "median wall-clock",
-           "p90 wall-clock", "GPU-hours", "dollars", "mop-up passes")
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+COLUMNS = ("server", "GPUs", "replicas × TP", "shards × -n", "at once", "per replica", "step", "trial ×",
+           "timeouts", "infra (sandbox + server)", "median wall-clock", "p90 wall-clock", "dollars", "p90 dollars",
+           "mop-up passes (p90)")
+
+
+def past_reference(at_once: float) -> bool:
+    """More trials at once than the reference saw work (-n 3 on one server)."""
+    return at_once > PE.REFERENCE_LOW_AT_ONCE
 
 
 def row_cells(r: dict) -> list[str]:
-    return [r["flavor"], str(r["replicas"]), str(r["shards"]), str(r["n_concurrent"]), f"{r['load_per_replica']:g}",
-            f"{r['infra_rate']:.0%}", hours(r["wall_clock_median_secs"]), hours(r["wall_clock_p90_secs"]),
-            f"{r['gpu_hours_median']:.1f}", f"${r['usd_median']:,.0f}", f"{r['mopup_passes_mean']:.1f}"]
+    star = "*" if past_reference(r["at_once"]) else ""
+    step = "-" if r["step_ms"] is None else f"{r['step_ms']:.1f} ms"
+    return [r["profile"], str(r["gpus"]), f"{r['replicas']} × {r['tp']}", f"{r['shards']} × {r['n_concurrent']}",
+            str(r["at_once"]), f"{r['per_replica']:g}", step, f"{r['trial_factor']:.2f}", pct(r["timeout_share"]),
+            f"{pct(r['infra_rate'])}{star} ({pct(r['infra_sandbox'])} + {pct(r['infra_server'])})",
+            hours(r["wall_clock_median_secs"]), hours(r["wall_clock_p90_secs"]), f"${r['usd_median']:,.0f}",
+            f"${r['usd_p90']:,.0f}", f"{r['mopup_passes_mean']:.1f} ({r['mopup_passes_p90']})"]
 
 
 def describe(r: dict) -> str:
-    return (f"{r['flavor']} ({r['replicas']} replica{'s' * (r['replicas'] > 1)}), {r['shards']} shard"
-            f"{'s' * (r['shards'] > 1)} × -n {r['n_concurrent']}")
+    return (f"{r['profile']} ({r['replicas']} replica{'s' * (r['replicas'] > 1)} × TP {r['tp']} on {r['flavor']}), "
+            f"{r['shards']} shard{'s' * (r['shards'] > 1)} × -n {r['n_concurrent']} ({r['at_once']} at once)")
 
 
-def render(doc: dict) -> str:
-    s, c = doc["sample"], doc["infra_curve"]
-    pts = " and ".join(f"{rate:.0%} at L={load:g}" for load, rate in zip(c["loads"], c["rates"]))
+REFERENCE_FIGURES = ("the reference's infra errors: 4.5% and 9.0% at -n 3 (Runs 2 and 3), about 70% at -n 8 "
+                     "(Run 1; docs/reference-runs.md)")
+
+
+def evidence_lines(doc: dict) -> list[str]:
+    e, c, srv = doc["evidence"], doc["infra_curve"], doc["server_model"]
+    where = f"{e['server_flavor']} at {e['at_once']:g} trials at once" if e["at_once"] else e["server_flavor"]
+    fitted = (f"{e['settled_trials']} settled trials, {e['timed_out']} of them timed out ({', '.join(e['job_dirs'])})"
+              if e["settled_trials"] else f"{e['reference_run']}: {e['timed_out']} of 89 trials hit ×4's 3,600 s")
+    pts = " and ".join(f"{rate:.0%} at {n:g}" for n, rate in zip(c["at_once"], c["rates"]))
     lines = [
-        f"# plan: {doc['run']}: {doc['tasks']} task{'s' * (doc['tasks'] > 1)} × {doc['n_attempts']} "
-        f"attempt{'s' * (doc['n_attempts'] > 1)} = {doc['attempts']} attempts",
-        "",
-        f"- durations: {s['settled_trials']} settled trials of {s['source']} ({', '.join(s['job_dirs'])}), agent "
-        f"time capped at {doc['agent_timeout_secs']:g} s (×{doc['agent_timeout_multiplier']:g}), "
-        f"+{TRIAL_OVERHEAD_SECS:g} s each; mean {s['mean_duration_secs'] / 60:.1f} min",
-        f"- infra errors: p(L) {c['kind']}, through {pts} (the job dirs: {s['infra_trials']} of "
-        f"{s['finished_trials']} finished trials; the reference: docs/reference-runs.md §3); an errored attempt "
-        f"takes {INFRA_DURATION_FRACTION:.2f} of its duration and "
+        f"- agent times: exponential, mean {e['mean_agent_secs'] / 60:.1f} min on {where} (fitted to {e['source']}: "
+        f"{fitted}); cut at the timeout, {doc['agent_timeout_secs']:g} s (×{doc['agent_timeout_multiplier']:g}); "
+        f"+{PE.TRIAL_OVERHEAD_SECS:g} s each (the sandbox's start, at most 120 s; the verifier is not timed here)",
+        f"- infra errors: sandbox side through {pts} trials at once over every shard, flat outside; model-server "
+        f"side {c['server_rate']:.1%} at any load; interruptions left out. An errored attempt takes "
+        f"{e['infra_fraction']:.2f} of its duration and "
         + (f"is tried again in the run up to MAX_RETRIES={doc['max_retries']} times in its slot; one still errored "
            f"waits for the next mop-up pass" if doc["max_retries"] else "waits for the next mop-up pass")
         + ", run until every attempt has settled",
-        f"- server loading {doc['loading_secs'] / 60:g} min; {doc['reps']} repetitions, seed {doc['seed']}; "
-        f"GPU-hours and dollars are medians",
-        f"- prices: {doc['prices']['source']}: "
-        + ", ".join(f"{f} ${p:g}/h" for f, p in doc["prices"]["usd_per_hour"].items())
-        + f", exposed port ${doc['prices']['exposed_port_usd_per_hour']:g}/h, sandbox "
-        f"{doc['prices']['sandbox_flavor']} ${doc['prices']['sandbox_usd_per_hour']:g}/h",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---" for _ in COLUMNS) + "|",
     ]
+    if srv["decode_share"] is None:
+        lines.append(f"- server: {srv['note']}")
+    else:
+        lines.append(f"- server: a decode step streams each GPU's share of the weights and the sequences' KV and state "
+                     f"(tools/plan_server.py, H200 at 3.86 TB/s measured; context {srv['context_tokens']:,} tokens, "
+                     f"an assumption); {srv['note']}. A trial's decode share is {srv['decode_share']:.0%} on the "
+                     f"evidence's server ({srv['source_step_ms']:.2f} ms a step), so a server whose step is r times that "
+                     f"makes a trial 1 - f + f r times as long (trial ×); TP steps leave out their all-reduces")
+        lines.append(f"- timeouts: the share of attempts that reach the {doc['agent_timeout_secs']:g} s timeout, "
+                     f"exp(-timeout / (mean × trial ×)): a faster server finishes more of them before it")
+    lines.append(f"- server loading {doc['loading_secs'] / 60:g} min (READY_TIMEOUT: an upper bound, no loading time "
+                 f"is recorded); {doc['reps']} repetitions, seed {doc['seed']}; dollars are medians and 90th percentiles")
+    prices = doc["prices"]
+    lines.append(f"- prices: {prices['source']}: " + ", ".join(f"{f} ${p:g}/h" for f, p in prices["usd_per_hour"].items())
+                 + f", exposed port ${prices['exposed_port_usd_per_hour']:g}/h, sandbox {prices['sandbox_flavor']} "
+                   f"${prices['sandbox_usd_per_hour']:g}/h")
+    return lines
+
+
+def binding_line(doc: dict) -> str:
+    b, ceiling = doc["binding"], doc["infra_ceiling"]
+    speed = ""
+    if b["decode_share"] is not None:
+        speed = (f" A faster server shortens a trial by its decode share only ({b['decode_share']:.0%}): the fastest "
+                 f"here, {b['fastest_profile']}, makes a trial {1 - b['fastest_factor']:.0%} shorter and the attempts "
+                 f"that hit their timeout {pct(b['baseline_timeout_share'])} → {pct(b['fastest_timeout_share'])}.")
+    allows = (f"at most {b['at_once_limit']} trials at once keep the infra rate at or below {ceiling:.0%} (the "
+              f"governor's MAX_INFRA_RATE, or the baseline's own rate)")
+    if b["resource"] == "sandboxes":
+        return (f"what binds: the sandboxes: {allows}, whatever the GPUs; more replicas add no trial at once.{speed}")
+    if b["resource"] == "server":
+        return f"what binds: the server and the deadline, not the sandboxes ({allows}).{speed}"
+    return f"what binds: the sandboxes allow {allows[9:]}.{speed}"
+
+
+def render(doc: dict) -> str:
+    lines = [f"# plan: {doc['run']}: {doc['tasks']} task{'s' * (doc['tasks'] > 1)} × {doc['n_attempts']} "
+             f"attempt{'s' * (doc['n_attempts'] > 1)} = {doc['attempts']} attempts", ""]
+    lines += evidence_lines(doc)
+    lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     lines += ["| " + " | ".join(row_cells(r)) + " |" for r in doc["configurations"]]
+    if any(past_reference(r["at_once"]) for r in doc["configurations"]):
+        lines += ["", f"* past the {PE.REFERENCE_LOW_AT_ONCE} trials at once the reference saw work: {REFERENCE_FIGURES}"]
     b = doc["baseline"]
     lines += ["", f"baseline: {describe(b)}: median {hours(b['wall_clock_median_secs'])}, "
-                  f"p90 {hours(b['wall_clock_p90_secs'])}, ${b['usd_median']:,.0f}"]
+                  f"p90 {hours(b['wall_clock_p90_secs'])}, ${b['usd_median']:,.0f} (p90 ${b['usd_p90']:,.0f})"]
+    lines.append(binding_line(doc))
     rec = doc["recommendation"]
     if rec is None:
         lines.append("recommendation: none (no DEADLINE given: DEADLINE=24h picks the cheapest configuration "
@@ -661,28 +726,50 @@ def render(doc: dict) -> str:
         r = rec["row"]
         ratio = f"${r['usd_median']:,.0f}, {rec['usd_ratio_to_baseline']:.2f}× the baseline's ${b['usd_median']:,.0f}"
         if rec["meets"]:
+            w = rec["run_with"]
             lines.append(f"recommendation: {describe(r)}: the cheapest whose p90 wall-clock "
                          f"({hours(r['wall_clock_p90_secs'])}) meets the deadline of {hours(doc['deadline_secs'])}, "
                          f"among those at most {rec['infra_ceiling']:.0%} infra errors; {ratio}")
+            if not w["exists"]:
+                lines.append(f"write first: {w['write_first']}")
+            lines.append(f"run it with: {w['command']}")
+            lines.append(f"  (MAX_COST={w['max_cost']}: the p90 spend ${r['usd_p90']:,.0f} + {COST_MARGIN:.0%} for what "
+                         f"the plan does not price; MOPUP_PASSES={w['mopup_passes']}: the passes it needs at p90, "
+                         f"{r['mopup_passes_p90']}, or the setting's {doc['mopup_passes_setting']})")
+            target = COST_TARGET * b["usd_median"]
+            if r["usd_median"] > target:
+                lines.append(f"note: no configuration meets the deadline within {COST_TARGET:g}× the baseline's "
+                             f"dollars (${target:,.0f}): the cheapest that does costs "
+                             f"{rec['usd_ratio_to_baseline']:.2f}× it")
         else:
-            lines.append(f"recommendation: none at most {rec['infra_ceiling']:.0%} infra errors meets the deadline of "
-                         f"{hours(doc['deadline_secs'])}; the fastest, {describe(r)}, misses it by "
-                         f"{hours(rec['miss_secs'])} at p90 ({hours(r['wall_clock_p90_secs'])}); {ratio}")
-        lines.append(f"run it with: {rec['run_with']}")
-        target = COST_TARGET * b["usd_median"]
-        if rec["meets"] and r["usd_median"] > target:
-            lines.append(f"note: no configuration meets the deadline within {COST_TARGET:g}× the baseline's dollars "
-                         f"(${target:,.0f}): the cheapest that does costs ${r['usd_median'] - target:,.0f} more than that, "
-                         f"{rec['usd_ratio_to_baseline']:.2f}×. Its infra rate is what moves it most: re-run make plan "
-                         f"once the run's own job dirs hold finished trials")
-        if r["mopup_passes_p90"] > doc["mopup_passes_setting"]:
-            lines.append(f"note: it needs up to {r['mopup_passes_p90']} mop-up passes (p90); make reproduce stops "
-                         f"after MOPUP_PASSES={doc['mopup_passes_setting']}: run it with "
-                         f"MOPUP_PASSES={r['mopup_passes_p90']}")
+            lines.append(f"recommendation: none: no configuration at most {rec['infra_ceiling']:.0%} infra errors "
+                         f"meets the deadline of {hours(doc['deadline_secs'])}; the fastest, {describe(r)}, misses it "
+                         f"by {hours(rec['miss_secs'])} at p90 ({hours(r['wall_clock_p90_secs'])}); {ratio}. No "
+                         f"command: give a later DEADLINE, or accept a higher infra rate (MAX_INFRA_RATE)")
+    for name in doc.get("options", []):
+        lines.append(f"option: {name} (speculative decoding; not ranked: its speed-up is what make calibrate "
+                     f"measures on it, not a roofline's)")
     root = str(REPO_ROOT) + os.sep
-    for note in s["notes"][:5]:  # the rest: --json
-        lines.append(f"note: reading the job dirs: {note.replace(root, '')}")
+    for note in doc["evidence"]["notes"][:5]:  # the rest: --json
+        lines.append(f"note: {note.replace(root, '')}")
     return "\n".join(lines) + "\n"
+
+
+def own_line(doc: dict) -> str:
+    """The run's own configuration in one line: what make print and make reproduce say."""
+    r, e = doc["own"], doc["evidence"]
+    max_cost = math.ceil(r["usd_p90"] * (1 + COST_MARGIN))
+    line = (f"make plan's model for this configuration ({r['profile']}, {r['shards']} shard(s) × -n "
+            f"{r['n_concurrent']}, {r['at_once']} trial(s) at once): median {hours(r['wall_clock_median_secs'])}, p90 "
+            f"{hours(r['wall_clock_p90_secs'])} from launch to the last mop-up pass (server loading at READY_TIMEOUT "
+            f"included); ${r['usd_median']:,.0f} median, ${r['usd_p90']:,.0f} p90 (MAX_COST={max_cost} covers it with "
+            f"{COST_MARGIN:.0%} to spare); {r['mopup_passes_mean']:.1f} mop-up passes (p90 {r['mopup_passes_p90']}; "
+            f"MOPUP_PASSES={doc['mopup_passes_setting']}); {pct(r['timeout_share'])} of attempts reach their "
+            f"{doc['agent_timeout_secs']:g} s timeout; fitted to {e['source']} (docs/plan.md)")
+    if past_reference(r["at_once"]):
+        line += (f". {r['at_once']} trials at once is past the {PE.REFERENCE_LOW_AT_ONCE} the reference saw work: "
+                 f"{REFERENCE_FIGURES}; this plan reads {pct(r['infra_rate'])} infra errors at {r['at_once']}")
+    return line
 
 
 # --------------------------------------------------------------------------- command line
@@ -693,11 +780,15 @@ def render(doc: dict) -> str:
 @click.option("--tasks", type=click.IntRange(1, 100_000), help="tasks in the run (empty: the run's job's plan)")
 @click.option("--attempts", "k", type=click.IntRange(1, T.MAX_ATTEMPTS), default=1, show_default=True,
               help="N_ATTEMPTS, harbor's -k")
-@click.option("--multiplier", type=click.FloatRange(*MULTIPLIER_RANGE), default=1.0, show_default=True,
+@click.option("--multiplier", type=click.FloatRange(*PE.MULTIPLIER_RANGE), default=1.0, show_default=True,
               help="AGENT_TIMEOUT_MULTIPLIER")
 @click.option("--timeout-estimate", type=click.FloatRange(1, 86400 * 7), default=900.0, show_default=True,
               help="AGENT_TIMEOUT_ESTIMATE: one trial's agent timeout (s) at multiplier 1")
-@click.option("--server-flavor", required=True, help="SERVER_FLAVOR, the flavor one replica runs on")
+@click.option("--model", required=True, help="MODEL: the candidates are the bundled profiles that serve it")
+@click.option("--server", default="", help="SERVER, the run's own profile")
+@click.option("--server-flavor", required=True, help="SERVER_FLAVOR of the run's own server")
+@click.option("--server-dp", type=click.IntRange(1, 64), default=1, show_default=True, help="SERVER_DP")
+@click.option("--server-tp", type=click.IntRange(1, 64), default=1, show_default=True, help="SERVER_TP")
 @click.option("--sandbox-flavor", default="cpu-upgrade", show_default=True, help="SANDBOX_FLAVOR")
 @click.option("--jobs-dir", default="jobs", show_default=True)
 @click.option("--job-name", required=True)
@@ -712,24 +803,40 @@ def render(doc: dict) -> str:
               help="READY_TIMEOUT: bounds the server's loading time")
 @click.option("--prices", "prices_path", type=click.Path(path_type=Path), default=cost.TSV_PRICES,
               help="the price list (default: env/flavor-prices.tsv)")
-@click.option("--model", default=None, help="MODEL: the recommendation names the bundled server profile that serves it")
-@click.option("--server-dp", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="SERVER_DP: data-parallel replicas on --server-flavor")
+@click.option("--calibration", "calibration_path", type=click.Path(path_type=Path), default=None,
+              help="state/<run>/calibration.json (make calibrate); used when it exists")
+@click.option("--run-files", help="the run files' settings, one JSON object a line (scripts/plan.sh); - for stdin")
+@click.option("--identity", help="the planned run's identity settings as a JSON object (scripts/plan.sh)")
+@click.option("--own", nargs=2, type=click.IntRange(1, 1000), default=None,
+              help="SHARDS N_CONCURRENT: plan the run's own configuration only, in one line")
 @click.option("--max-retries", type=click.IntRange(0, 10), default=0, show_default=True,
               help="MAX_RETRIES: harbor's in-run retries of an infra-errored attempt")
 @click.option("--json", "as_json", is_flag=True, help="the whole plan as JSON")
-def cli(run, tasks, k, multiplier, timeout_estimate, server_flavor, sandbox_flavor, jobs_dir, job_name, deadline,
-        reps, seed, mopup_passes, max_infra_rate, ready_timeout, prices_path, model, server_dp, max_retries, as_json):
-    """Simulate RUN under candidate GPU flavors, shards and N_CONCURRENT; print the table and the
-    cheapest configuration that meets --deadline. Reads job dirs and the price list; writes nothing."""
+def cli(run, tasks, k, multiplier, timeout_estimate, model, server, server_flavor, server_dp, server_tp, sandbox_flavor,
+        jobs_dir, job_name, deadline, reps, seed, mopup_passes, max_infra_rate, ready_timeout, prices_path,
+        calibration_path, run_files, identity, own, max_retries, as_json):
+    """Simulate RUN under candidate servers, shards and N_CONCURRENT; print the table, what binds,
+    and the cheapest configuration that meets --deadline with the command that runs it. Reads job
+    dirs, the profiles, a calibration and the price list; writes nothing."""
     tasks = tasks or planned_tasks(jobs_dir, job_name, k)
-    doc = plan(run=run, tasks=tasks, k=k, mult=multiplier, timeout_estimate=timeout_estimate,
-               run_flavor=server_flavor, sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name,
+    try:
+        ident = json.loads(identity) if identity else {}
+    except ValueError:
+        raise PlanError("--identity is not a JSON object (scripts/plan.sh builds it)") from None
+    doc = plan(run=run, tasks=tasks, k=k, mult=multiplier, timeout_estimate=timeout_estimate, model=model,
+               server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,
+               sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name,
                deadline=parse_duration(deadline) if deadline else None, reps=reps, seed=seed,
-               mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout, prices_path=prices_path,
-               model=model, server_dp=server_dp, max_retries=max_retries)
+               mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout,
+               prices_path=prices_path, calibration_path=calibration_path, run_files=read_run_files(run_files),
+               identity=ident if isinstance(ident, dict) else {}, own=tuple(own) if own else None,
+               max_retries=max_retries)
+    if own:
+        doc["own_line"] = own_line(doc)
     if as_json:
         click.echo(json.dumps(doc, indent=1))
+    elif own:
+        click.echo(own_line(doc))
     else:
         click.echo(render(doc), nl=False)
 

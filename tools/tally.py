@@ -43,7 +43,9 @@ JSON (`tally --json`): run, accounting, policy, verdicts, job_dirs, tasks, passe
 errored, unclassified, unfinished, scored, pass_rate (passed/scored in [0,1], null when
 scored == 0), errored_breakdown {infra, final, timeout, verdict} (final: infra errors of the
 final errors), max_task_retries, final_errors [task], exceptions {type: n} and
-exceptions_all_trials, tokens {input, cache, output} and tokens_all_trials (input includes
+exceptions_all_trials, infra_by_side {sandbox, server, interrupted} (every infra-errored
+attempt, by env/outcome-policy.yaml's infra.server_types and infra.interrupted_types), tokens
+{input, cache, output} and tokens_all_trials (input includes
 cache, as harbor counts it; over the counted trial per task / over every finished trial),
 trials_without_tokens, agent_seconds and agent_seconds_all_trials, trial_dirs,
 retried_in_run (the attempts harbor retried inside a job, kept under <jobs-dir>/.retried/<job>/:
@@ -89,7 +91,7 @@ from tools import safe_read as SR
 from tools import slots as SL
 from tools.tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_MAX_TASK_RETRIES,  # noqa: F401
                                DEFAULT_POLICY, EXIT_EMPTY, MAX_TASK_RETRIES_CAP, OUTCOMES,
-                               REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify,
+                               REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify, infra_side,
                                load_policy, load_verdicts, next_retry_job_name, refuse_foreign_job_dirs,
                                resolve_job_dirs, retry_include, retry_job_name, retry_number, retry_targets, run_job_dirs,
                                tally)
@@ -170,6 +172,7 @@ def render_text(report: dict) -> str:
         out.append("")
     out += summary_table(report)
     out += ["", _rate_line(report), ""]
+    out += _sides_block(report)
     if k > 1:
         out += SL.stats_lines(report) + [""]
     out += _exceptions_block(report)
@@ -192,6 +195,24 @@ def render_text(report: dict) -> str:
         out.append(f"Warnings ({len(report['warnings'])}):")
         out += [f"  - {w}" for w in report["warnings"]]
     return "\n".join(out).rstrip() + "\n"
+
+
+def side_text(sides: dict) -> str:
+    """"sandbox 3, model server 1, interrupted 1": the infra errors of each side."""
+    return (f"sandbox {sides.get('sandbox', 0)}, model server {sides.get('server', 0)}, "
+            f"interrupted {sides.get('interrupted', 0)}")
+
+
+def _sides_block(report: dict) -> list[str]:
+    """Which side every infra-errored attempt is on: what strains with load (the sandboxes), what the
+    model server did, what a stop left (env/outcome-policy.yaml, infra.server_types and
+    infra.interrupted_types)."""
+    sides = report.get("infra_by_side") or {}
+    if not any(sides.values()):
+        return []
+    return [f"Infra errors by side (every attempt): {side_text(sides)} (env/outcome-policy.yaml: "
+            f"infra.server_types are the model server's, infra.interrupted_types a stop's, the rest the "
+            f"sandbox's)", ""]
 
 
 def _exceptions_block(report: dict) -> list[str]:

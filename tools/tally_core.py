@@ -227,6 +227,10 @@ class Policy:
     limit_types: frozenset[str]
     nonzero_exit_types: frozenset[str]
     nonzero_limit_patterns: tuple[Pattern, ...]
+    # The infra types that are the model server's, and the interruptions; every other infra
+    # error is the sandbox's (see infra_side).
+    server_types: frozenset[str] = frozenset()
+    interrupted_types: frozenset[str] = frozenset()
 
     def infra_match(self, message: str | None) -> Pattern | None:
         return _first_match(self.infra_patterns, message)
@@ -301,7 +305,13 @@ def load_policy(path: str | os.PathLike = DEFAULT_POLICY) -> Policy:
                 raise TallyError(f"{where}: {sec_name}.{key}[{i}] is not a valid regex ({e}): {item['pattern']!r}")
         return tuple(out)
 
-    infra = section("infra", {"types", "message_patterns"})
+    def side_names(sec: dict, key: str) -> tuple[str, ...]:
+        value = sec.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() == v and v for v in value):
+            raise TallyError(f"{where}: infra.{key} must be a list of exception type names")
+        return tuple(value)
+
+    infra = section("infra", {"types", "message_patterns", "server_types", "interrupted_types"})
     timeouts = section("timeouts", {"types"})
     limits = section("limits", {"types"})
     nonzero = section("nonzero_exit", {"types", "limit_message_patterns"})
@@ -323,6 +333,15 @@ def load_policy(path: str | os.PathLike = DEFAULT_POLICY) -> Policy:
     dupes = sorted({n for n in infra_types if infra_types.count(n) > 1})
     if dupes:
         raise TallyError(f"{where}: infra.types lists {dupes} more than once")
+    server_types, interrupted_types = side_names(infra, "server_types"), side_names(infra, "interrupted_types")
+    for key, members in (("server_types", server_types), ("interrupted_types", interrupted_types)):
+        stray = sorted(set(members) - set(infra_types))
+        if stray:
+            raise TallyError(f"{where}: infra.{key} lists {stray}, which infra.types does not: a side is "
+                             f"one of the infra types; add them there or remove them here")
+    both = sorted(set(server_types) & set(interrupted_types))
+    if both:
+        raise TallyError(f"{where}: {both} are in both infra.server_types and infra.interrupted_types; keep each in one")
 
     return Policy(
         path=str(path),
@@ -333,6 +352,8 @@ def load_policy(path: str | os.PathLike = DEFAULT_POLICY) -> Policy:
         limit_types=frozenset(limit_types),
         nonzero_exit_types=frozenset(nonzero_types),
         nonzero_limit_patterns=patterns(nonzero, "nonzero_exit", "limit_message_patterns"),
+        server_types=frozenset(server_types),
+        interrupted_types=frozenset(interrupted_types),
     )
 
 
@@ -696,6 +717,33 @@ def classify(trial: Trial, policy: Policy, timeouts_unscored: bool = False) -> t
     return "unclassified", "no-rule", f"the policy has no rule for {etype} without a reward"
 
 
+# The sides an infra error can be on (env/outcome-policy.yaml, infra.server_types and
+# infra.interrupted_types): what strains with more trials at once, what the model server did, and
+# what a stop left behind.
+SIDES = ("sandbox", "server", "interrupted")
+
+
+def infra_side(trial: Trial, policy: Policy) -> str:
+    """The side of an infra-errored trial: "server" for a type of infra.server_types,
+    "interrupted" for one of infra.interrupted_types, else "sandbox" (every other infra type, and
+    every infra message pattern and non-zero exit without a limit: the sandbox or its image)."""
+    if trial.rule == "infra-type":
+        if trial.exception_type in policy.server_types:
+            return "server"
+        if trial.exception_type in policy.interrupted_types:
+            return "interrupted"
+    return "sandbox"
+
+
+def count_sides(trials: Iterable[Trial], policy: Policy) -> dict[str, int]:
+    """{side: infra-errored trials} over these (classified) trials."""
+    out = dict.fromkeys(SIDES, 0)
+    for t in trials:
+        if t.status == "finished" and not SL.is_settled(t):
+            out[infra_side(t, policy)] += 1
+    return out
+
+
 # --------------------------------------------------------------------------- tally
 
 
@@ -867,6 +915,7 @@ def tally(
         "errored_breakdown": errored_breakdown,
         "exceptions": _count_types(latest),
         "exceptions_all_trials": _count_types(finished_all),
+        "infra_by_side": count_sides(finished_all, policy),
         "tokens": _sum_tokens(latest),
         "tokens_all_trials": _sum_tokens(finished_all),
         "trials_without_tokens": sum(1 for t in finished_all if not t.tokens or None in t.tokens),

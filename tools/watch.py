@@ -27,9 +27,14 @@ its retry jobs, both layouts), its manifest and cost (tools/report_cost.py, make
   then, not what months of silence since make of them.
 - Spend: make cost's total so far, and projected to the end at the run's average rate; with
   MAX_COST, the ceiling.
+- Infra errors by side (env/outcome-policy.yaml, tools/tally_core.py infra_side): the sandboxes'
+  (what more trials at once strain, and what the governor acts on), the model server's (its
+  problem: make status, make logs; no shard stopped eases it), and interruptions.
 - Alarms, in plain words: nothing settled for longer than the slowest recent trial took; trial
   dirs of this run's tasks landing in a job dir that is not one of the run's (the reference lost
-  8 hours that way); the infra-error rate over the last hour above --max-infra-rate; the spend
+  8 hours that way); the sandbox infra-error rate over the last hour above --max-infra-rate;
+  model-server errors in the last hour; paid GPUs idle (a server recorded live in the manifest
+  with fewer trials running than its replicas, and the shards the governor stopped); the spend
   projected past MAX_COST.
 
 A remote run (--where hf --bucket NS/NAME: benched with WHERE=hf, its job dirs flat in the
@@ -85,6 +90,7 @@ class Frame:
     passed: int                # slots, as the tally counts them
     failed: int
     infra: int                 # infra-errored trials so far (every attempt): trials, not slots
+    sides: dict                # those by side: sandbox, server, interrupted (tally_core.count_sides)
     running: int               # trial dirs with no result.json yet: trials, not slots
     per_job: list[tuple[str, int, int]]  # (job dir name, settled trials, trial dirs)
     pace_hour: float           # settled trials in the last hour
@@ -107,6 +113,8 @@ class Frame:
     max_task_retries: int = T.DEFAULT_MAX_TASK_RETRIES
     settled_at: list[datetime] = field(default_factory=list)  # each settled trial's end, for the page's plot
     infra_at: list[datetime] = field(default_factory=list)    # each infra error's end
+    server_hour: int = 0       # model-server infra errors that finished in the last hour
+    sandbox_rate_hour: float | None = None  # sandbox-side infra errors / trials finished, last hour
 
     @property
     def finished(self) -> bool:
@@ -240,7 +248,9 @@ def frame_of(settings: RL.RunSettings, *, now: datetime | None, tasks_hint: int 
     def rate(infra: int, done: int) -> float | None:
         return infra / done if done else None
 
-    recent_done = sum(1 for t in finished if _aware(t.finished_at) >= hour_ago)
+    recent = [t for t in finished if _aware(t.finished_at) >= hour_ago]
+    recent_done = len(recent)
+    recent_sides = T.count_sides(recent, policy)
     total = tasks * k
     left = max(0, total - settled)
     paces = [p for p in (pace_hour, pace_all) if p]
@@ -256,7 +266,7 @@ def frame_of(settings: RL.RunSettings, *, now: datetime | None, tasks_hint: int 
         projected = spend["total_usd"] * (elapsed + eta) / elapsed
     f = Frame(run=settings.run, k=k, total=total, settled=settled, passed=report["passed"], failed=report["failed"],
               infra=sum(1 for t in trials if t.status == "finished" and not SL.is_settled(t)),
-              running=sum(1 for t in trials if t.status == "unfinished"),
+              sides=T.count_sides(trials, policy), running=sum(1 for t in trials if t.status == "unfinished"),
               unclassified=report["unclassified"], final=errored["final"], verdict_errored=errored["verdict"],
               open_infra=errored["infra"], unfinished=report["unfinished"], trial_dirs=len(trials),
               final_errors=report["final_errors"], max_task_retries=report["max_task_retries"],
@@ -266,10 +276,68 @@ def frame_of(settings: RL.RunSettings, *, now: datetime | None, tasks_hint: int 
               pace_hour=pace_hour, pace_all=pace_all,
               infra_rate_hour=rate(sum(1 for s in infra_at if s >= hour_ago), recent_done),
               infra_rate_all=rate(len(infra_at), len(finished)), eta_hours=eta, eta_range=eta_range,
-              spend=spend, projected_usd=projected, notes=notes, settled_at=settled_at, infra_at=sorted(infra_at))
+              spend=spend, projected_usd=projected, notes=notes, settled_at=settled_at, infra_at=sorted(infra_at),
+              server_hour=recent_sides["server"], sandbox_rate_hour=rate(recent_sides["sandbox"], recent_done))
     f.alarms = alarms(f, finished, settled_at, now, max_cost, max_infra_rate,
                       foreign_job_dirs(Path(settings.jobs_dir), dirs, settings.job_name))
+    f.alarms += idle_gpus(f, SR.manifest_events(Path(settings.state_dir) / "manifest.jsonl"))
     return f
+
+
+# The most replicas a recorded SERVER_DP is read as (HF's flavors hold at most 8 GPUs; a bigger
+# or malformed figure in a hand-edited manifest is not a count).
+MAX_REPLICAS = 64
+
+
+def live_server(events: list[dict]) -> dict | None:
+    """The run's server as the manifest last recorded it, when no server-stop of its job came after:
+    {job_id, replicas (its SERVER_DP), flavor}; None when none is recorded live."""
+    server = None
+    for e in events:
+        if e.get("event") == "serve" and isinstance(e.get("job_id"), str):
+            recorded = e.get("settings") if isinstance(e.get("settings"), dict) else {}
+            dp = T.count_of(_int_or_none(recorded.get("SERVER_DP", "1")), MAX_REPLICAS)
+            server = {"job_id": e["job_id"], "replicas": dp or 1, "flavor": SR.printable(str(recorded.get("SERVER_FLAVOR", "?")))[:40]}
+        elif e.get("event") == "server-stop" and server and e.get("job_id") == server["job_id"]:
+            server = None
+    return server
+
+
+def _int_or_none(value) -> int | None:
+    """A setting's text as a whole number (the manifest records settings as strings), else None."""
+    text = str(value)
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
+
+
+def governor_stopped(events: list[dict]) -> dict[int, str]:
+    """{shard: the reason it was stopped} for the shards whose last governor decision stopped or
+    parked them (tools/shard_run.py records each as governor-stop, governor-park, governor-start)."""
+    out: dict[int, str] = {}
+    for e in events:
+        shard = e.get("shard")
+        if not isinstance(shard, int) or isinstance(shard, bool):
+            continue
+        if e.get("event") in ("governor-stop", "governor-park"):
+            out[shard] = SR.clip(SR.printable(str(e.get("reason", ""))), 200)
+        elif e.get("event") == "governor-start":
+            out.pop(shard, None)
+    return out
+
+
+def idle_gpus(f: Frame, events: list[dict]) -> list[str]:
+    """The alarm for paid GPUs with no work: a server recorded live, the run not finished, and
+    fewer trials running than its replicas (each trial holds at most one replica busy at a time),
+    with the shards the governor stopped, so that an idle GPU is never silent."""
+    server = live_server(events)
+    if not server or f.finished or f.running >= server["replicas"]:
+        return []
+    idle = server["replicas"] - f.running
+    stopped = governor_stopped(events)
+    why = (f"; the governor stopped shard{'s' * (len(stopped) > 1)} {', '.join(map(str, sorted(stopped)))} "
+           f"({stopped[max(stopped)]})" if stopped else "")
+    return [f"paid GPUs idle: {f.running} trial(s) running on the {server['replicas']} replica(s) of server job "
+            f"{SR.printable(server['job_id'])[:40]} ({server['flavor']}): at least {idle} replica(s) bill with no "
+            f"trial{why}"]
 
 
 def timed_trials(trials: list[T.Trial], now: datetime) -> tuple[list[T.Trial], list[str]]:
@@ -315,9 +383,14 @@ def alarms(f: Frame, finished: list[T.Trial], settled_at: list[datetime], now: d
         out.append(f"misplaced trials: {where} is a job of this run (its config.json names it) where the run's job "
                    f"dirs are not looked for: a resume writing there looks idle here (the reference lost 8 hours so); "
                    f"move it next to the others, or set JOBS_DIR")
-    if f.infra_rate_hour is not None and f.infra_rate_hour > max_infra_rate:
-        out.append(f"infra errors: {pct(f.infra_rate_hour)} of the trials that finished in the last hour, above "
-                   f"{pct(max_infra_rate)} (MAX_INFRA_RATE): the sandboxes or the server are strained; lower N_CONCURRENT")
+    if f.sandbox_rate_hour is not None and f.sandbox_rate_hour > max_infra_rate:
+        out.append(f"sandbox infra errors: {pct(f.sandbox_rate_hour)} of the trials that finished in the last hour, "
+                   f"above {pct(max_infra_rate)} (MAX_INFRA_RATE): the sandboxes are strained by the trials at once; "
+                   f"lower N_CONCURRENT (a sharded bench's governor interrupts a shard)")
+    if f.server_hour:
+        out.append(f"model-server errors: {f.server_hour} trial(s) in the last hour failed at the model server "
+                   f"(env/outcome-policy.yaml infra.server_types): the server's problem, not load on the sandboxes; "
+                   f"the governor does not act on them. Check it: make status RUN={f.run}, make logs RUN={f.run}")
     if max_cost and f.projected_usd is not None and f.projected_usd > max_cost:
         out.append(f"ceiling: the spend is projected to reach ${f.projected_usd:,.2f} by the end, past MAX_COST "
                    f"${max_cost:,.2f}: the run will be stopped there")
@@ -349,8 +422,8 @@ def lines_of(f: Frame) -> list[str]:
     out = [f"run {f.run}: [{bar}] {f.settled}/{f.total} attempt slots settled ({pct(share)}; "
            f"{f.total // f.k if f.k else 0} tasks × {f.k})",
            f"  slots: {slot_sums(f)}",
-           f"  trials: {f.trial_dirs} trial dir(s); {f.infra} ended in an infra error (every attempt so far), "
-           f"{f.running} with no result yet (running, or stopped mid-trial)"]
+           f"  trials: {f.trial_dirs} trial dir(s); {f.infra} ended in an infra error (every attempt so far: "
+           f"{side_text(f.sides)}), {f.running} with no result yet (running, or stopped mid-trial)"]
     if f.final_errors:
         out.append(f"  final errors, not retried (their infra error survived MAX_TASK_RETRIES={f.max_task_retries} "
                    f"attempts in a row; make tally RUN={f.run} says more): {', '.join(f.final_errors)}")
@@ -380,6 +453,12 @@ def lines_of(f: Frame) -> list[str]:
     return out
 
 
+def side_text(sides: dict) -> str:
+    """The infra errors of each side (tools/tally.py says it the same way)."""
+    return (f"sandbox {sides.get('sandbox', 0)}, model server {sides.get('server', 0)}, "
+            f"interrupted {sides.get('interrupted', 0)}")
+
+
 def slot_sums(f: Frame) -> str:
     """The bar's slots, each kind once, as two sums: settled = …; open = … (they add up to the bar)."""
     settled = [("passed", f.passed), ("failed", f.failed), ("unclassified", f.unclassified),
@@ -396,7 +475,9 @@ def summary_line(f: Frame) -> str:
     eta = "finished" if f.finished else ("ETA unknown" if f.eta_hours is None else f"ETA {hours(f.eta_hours)}")
     spend = f"${f.spend['total_usd']:,.2f} spent" if f.spend.get("known") else "spend unknown"
     alarm = f"; {len(f.alarms)} alarm(s): make watch RUN={f.run}" if f.alarms else ""
-    return f"progress: {f.settled}/{f.total} attempt slots settled, {eta}, {spend}{alarm}"
+    server = (f"; {f.server_hour} model-server error(s) in the last hour: the server's problem (make logs "
+              f"RUN={f.run}), not the sandboxes' (the governor leaves them alone)" if f.server_hour else "")
+    return f"progress: {f.settled}/{f.total} attempt slots settled, {eta}, {spend}{server}{alarm}"
 
 
 def timeline_svg(f: Frame) -> str:

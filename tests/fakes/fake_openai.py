@@ -5,6 +5,7 @@ Usage:
         [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-until FILE]
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
         [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE] [--metrics FILE]
+        [--decode-ms MS]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -25,10 +26,14 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
                                  The answer is "4" (the probe's question), or --answer's TEXT:
                                  e.g. terminus-2's JSON marking its task complete, so that a
                                  trial ends on the agent's own decision, not on its timeout.
+                                 With "stream": true (a load test's requests): server-sent
+                                 events, one chunk per output token (max_tokens of them, at most
+                                 4096), --decode-ms apart, then a chunk with the usage and
+                                 [DONE]; the body is recorded without its messages.
     GET  /workers                404 (a single engine has none), unless one of:
         --workers N      sglang's Model Gateway in front of N workers (data parallelism): its
                          worker list as sgl-model-gateway's WorkerListResponse serialises it,
-                         {"workers": [{"id", "url": "http://0.0.0.0:<31000+i>", "model_id",
+                         {"workers": [{"id", "url": "http://127.0.0.1:<31000+i>", "model_id",
                          "priority", "cost", "worker_type", "is_healthy", "load",
                          "connection_mode"}, ...], "total": N, "stats": {"total_workers",
                          "healthy_workers", "total_models", "total_load", "by_type"}}; the
@@ -73,6 +78,7 @@ class State:
         self.answer = args.answer
         self.record_path = args.record
         self.workers = args.workers
+        self.decode_secs = args.decode_ms / 1000
         self.unhealthy = args.unhealthy
         self.unhealthy_polls_left = args.unhealthy_polls
         self.workers_body = None
@@ -127,7 +133,7 @@ def worker_list(state: State) -> dict:
     with state.lock:
         sick = state.unhealthy if state.unhealthy_polls_left != 0 else 0
         state.unhealthy_polls_left -= state.unhealthy_polls_left > 0
-    workers = [{"id": f"worker-{i}", "url": f"http://0.0.0.0:{31000 + i}", "model_id": state.model,
+    workers = [{"id": f"worker-{i}", "url": f"http://127.0.0.1:{31000 + i}", "model_id": state.model,
                 "priority": 50, "cost": 1.0, "worker_type": "regular", "is_healthy": i < state.workers - sick,
                 "load": 0, "connection_mode": "Http"} for i in range(state.workers)]
     healthy = sum(w["is_healthy"] for w in workers)
@@ -178,12 +184,43 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(200, state.workers_body, body, auth)
         if self.command == "GET" and self.path == "/workers" and state.workers:
             return self._reply(200, worker_list(state), body, auth)
+        if self.command == "POST" and self.path == "/v1/chat/completions" and (body or {}).get("stream"):
+            return self._stream(body, auth)
         if self.command == "GET" and self.path == "/metrics" and state.metrics and os.path.exists(state.metrics):
             with open(state.metrics, "rb") as f:
                 return self._reply(200, f.read(), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
         return self._reply(404, {"detail": "Not Found"}, body, auth)
+
+    def _stream(self, body: dict, auth: str):
+        """One completion as server-sent events, a chunk per token: what a load test reads its
+        time to first token and time per output token from."""
+        tokens = max(1, min(int(body.get("max_tokens") or 16), 4096))
+        prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [] if isinstance(m, dict))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+        def event(delta: dict, finish: str | None = None, usage: dict | None = None) -> None:
+            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                     "model": body.get("model", self.state.model),
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            if usage:
+                chunk["usage"] = usage
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+
+        for _ in range(tokens):
+            time.sleep(self.state.decode_secs)
+            event({"content": "w "})
+        event({}, "length", {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.state.record({"method": self.command, "path": self.path, "status": 200, "auth": auth,
+                           "body": {k: v for k, v in body.items() if k != "messages"}})
 
     def do_GET(self):  # noqa: N802
         self._handle()
@@ -206,6 +243,7 @@ def main() -> None:
     parser.add_argument("--unhealthy", type=int, default=0)
     parser.add_argument("--unhealthy-polls", type=int, default=-1)
     parser.add_argument("--workers-body")
+    parser.add_argument("--decode-ms", type=float, default=0.0)
     parser.add_argument("--metrics")
     args = parser.parse_args()
 

@@ -1,0 +1,94 @@
+#!/usr/bin/env bats
+# make calibrate (scripts/calibrate.sh, tools/calibrate.py): the real evalscope perf against the
+# loopback fake OpenAI server (streaming a token every few milliseconds), at three concurrency
+# levels; what it records, that the key never reaches a command line or a file, that make plan
+# then uses it, and the dry run's commands.
+
+setup() {
+  load test_helper
+  load fakes/fakes
+  common_setup
+  fakes_setup
+  export HF_TOKEN=$FAKE_TOKEN
+}
+
+teardown() { stop_fakes; }
+
+# tiny_tokenizer DIR: a word-level tokenizer saved as transformers saves one (no network).
+tiny_tokenizer() {
+  "$REPO/.venv/bin/python" - "$1" <<'PY'
+import sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+vocab = {"[UNK]": 0, "<eos>": 1} | {f"w{i}": i for i in range(2, 300)}
+t = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+t.pre_tokenizer = pre_tokenizers.Whitespace()
+f = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", eos_token="<eos>")
+f.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+f.save_pretrained(sys.argv[1])
+PY
+}
+
+# CALIBRATE_TIMEOUT=60: a request of the fake's takes well under a second, and a server that never
+# answers is given up at once (evalscope's connection check retries until this timeout).
+readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUTPUT_TOKENS=8 CALIBRATE_REQUESTS=2 CALIBRATE_TIMEOUT=60)
+
+@test "calibrate: a dry run prints the tokenizer fetch and the load test, and runs nothing" {
+  write_server_state qwen-t2 job1 "https://job1--30000.hf.jobs/v1"
+  RUN=qwen-t2 DRY_RUN=1 run "$REPO/scripts/calibrate.sh"
+  assert_success
+  assert_line "hf download Qwen/Qwen3.8-27B-FP8 --include 'tokenizer*' --include '*.jinja' --include special_tokens_map.json --include 'vocab*' --include merges.txt --include config.json --local-dir $STATE_ROOT/qwen-t2/tokenizer"
+  # The ladder around the run's 3 trials at once: 1, 3 and 6, four requests per request at once.
+  assert_line "OPENAI_API_KEY=\"\$(hf auth token)\" .venv/bin/python -m tools.calibrate --out $STATE_ROOT/qwen-t2/calibration.json --run qwen-t2 --profile qwen3.8-27b-fp8-sglang-h200 --flavor h200 --dp 1 --tp 1 --prompt-tokens 32768 --shared-prefix-tokens 30720 --output-tokens 1024 -- --url https://job1--30000.hf.jobs/v1/chat/completions --api openai --model Qwen/Qwen3.8-27B-FP8 --tokenizer-path $STATE_ROOT/qwen-t2/tokenizer --dataset random --prefix-length 30720 --min-prompt-length 2048 --max-prompt-length 2048 --max-tokens 1024 --min-tokens 1024 --stream --parallel 1 3 6 --number 4 12 24 --total-timeout 1800 --sleep-interval 0 --seed 0 --outputs-dir $STATE_ROOT/qwen-t2/calibration --no-timestamp"
+  refute_output --partial "$FAKE_TOKEN"
+  [ ! -e "$STATE_ROOT/qwen-t2/calibration.json" ] && [ ! -e "$STATE_ROOT/qwen-t2/tokenizer" ]
+  # Sharded: the ladder follows the trials at once over every shard.
+  RUN=qwen-t2 DRY_RUN=1 N_SHARDS=2 N_CONCURRENT=2 run "$REPO/scripts/calibrate.sh"
+  assert_output --partial " --parallel 1 4 8 --number 4 16 32 "
+  # A bad level is one line, before anything.
+  RUN=qwen-t2 DRY_RUN=1 CALIBRATE_LEVELS="1 x" run "$REPO/scripts/calibrate.sh"
+  assert_failure 1
+  assert_output "calibrate: setting CALIBRATE_LEVELS must be whole numbers from 1 to 1000 (requests at once), got 'x' (run 'qwen-t2')"
+}
+
+# bats test_tags=e2e
+@test "calibrate: evalscope perf through the fake server at three levels records TTFT, time per output token and throughput, and make plan uses them" {
+  tiny_tokenizer "$BATS_TEST_TMPDIR/tok"
+  FAKE_MAX_LIFETIME=300 start_fake_openai --model Qwen/Qwen3.8-27B-FP8 --decode-ms 5
+  write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
+
+  run env "${SMALL[@]}" RUN=qwen-t2 CALIBRATE_TOKENIZER="$BATS_TEST_TMPDIR/tok" CALIBRATE_LEVELS="1 2 3" "$REPO/scripts/calibrate.sh"
+
+  assert_success
+  assert_line "calibrate: wrote $STATE_ROOT/qwen-t2/calibration.json; make plan RUN=qwen-t2 uses it"
+  local cal="$STATE_ROOT/qwen-t2/calibration.json"
+  [ "$(jq -c '[.levels[] | [.concurrency, .requests, .succeeded, .failed]]' "$cal")" = '[[1,2,2,0],[2,4,4,0],[3,6,6,0]]' ]
+  # Every level measured a time to first token, a time per output token (at least the fake's 5 ms
+  # a token) and a throughput.
+  jq -e 'all(.levels[]; .ttft_ms > 0 and .tpot_ms >= 5 and .output_tok_s > 0)' "$cal"
+  [ "$(jq -c '.server' "$cal")" = "$(jq -cn --arg e "$FAKE_OPENAI_BASE/chat/completions" '{profile: "qwen3.8-27b-fp8-sglang-h200", flavor: "h200", dp: 1, tp: 1, model: "Qwen/Qwen3.8-27B-FP8", endpoint: $e}')" ]
+  [ "$(jq -c '.workload | [.prompt_tokens, .shared_prefix_tokens, .output_tokens]' "$cal")" = '[48,32,8]' ]
+  jq -e '.tool | startswith("evalscope 1.14.1")' "$cal"
+  # Twelve streamed requests (2 per request at once: 2 + 4 + 6) and evalscope's connection check
+  # before each level, each with the token (never on a command line), each asking for 8 tokens.
+  [ "$(count_requests "$FAKE_OPENAI_RECORD" POST /v1/chat/completions)" -eq 15 ]
+  [ "$(jq -r 'select(.path == "/v1/chat/completions") | "\(.auth) \(.body.stream) \(.body.max_tokens)"' "$FAKE_OPENAI_RECORD" | sort -u)" = "ok true 8" ]
+  refute_output --partial "$FAKE_TOKEN"
+  refute grep -rqF "$FAKE_TOKEN" "$STATE_ROOT/qwen-t2"
+
+  # make plan reads it: the roofline is scaled by what was measured, and the plan says so.
+  RUN=qwen-t2 PLAN_REPS=5 run "$REPO/scripts/plan.sh"
+  assert_success
+  assert_output --partial "the roofline scaled by "
+  assert_output --partial ", what make calibrate measured on qwen3.8-27b-fp8-sglang-h200 ($STATE_ROOT/qwen-t2/calibration.json, "
+}
+
+# bats test_tags=e2e
+@test "calibrate: a server that answers nothing records nothing and says why in one line" {
+  tiny_tokenizer "$BATS_TEST_TMPDIR/tok"
+  write_server_state qwen-t2 job1 "http://127.0.0.1:1/v1"
+  run env "${SMALL[@]}" CALIBRATE_TIMEOUT=1 RUN=qwen-t2 CALIBRATE_TOKENIZER="$BATS_TEST_TMPDIR/tok" CALIBRATE_LEVELS="1" "$REPO/scripts/calibrate.sh"
+  assert_failure 1
+  assert_line --regexp '^calibrate: evalscope perf (failed against|measured no time per output token at) http://127\.0\.0\.1:1/v1/chat/completions'
+  [ ! -e "$STATE_ROOT/qwen-t2/calibration.json" ]
+}
