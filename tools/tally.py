@@ -446,23 +446,23 @@ def policy_group():
 @_policy_option
 def infra_types_cmd(policy_path):
     """The infra exception types, one per line (what mop-up may retry)."""
-    try:
-        policy = load_policy(policy_path)
-    except TallyError as e:
-        _fail(e)
-    for name in policy.infra_types:
-        click.echo(name)
+    _echo_policy_names(policy_path, lambda policy: policy.infra_types)
 
 
 @policy_group.command("retry-include")
 @_policy_option
 def retry_include_cmd(policy_path):
     """The types harbor may retry inside a run, one per line (make bench's --retry-include, MAX_RETRIES)."""
+    _echo_policy_names(policy_path, retry_include)
+
+
+def _echo_policy_names(policy_path, names_of) -> None:
+    """Print names_of(the policy), one per line; an unreadable policy is one line and exit 1."""
     try:
         policy = load_policy(policy_path)
     except TallyError as e:
         _fail(e)
-    for name in retry_include(policy):
+    for name in names_of(policy):
         click.echo(name)
 
 
