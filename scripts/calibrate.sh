@@ -89,7 +89,7 @@ main() {
       say "would fetch $MODEL's tokenizer files (no weights):"
       show_cmd -- hf "${fetch[@]}"
     fi
-    say "would load-test $base at ${levels[*]} request(s) at once, $CALIBRATE_REQUESTS request(s) per request at once each, and write $(rel "$(run_state_dir)")/calibration.json:"
+    say "would load-test $base at ${levels[*]} request(s) at once, each level sending $CALIBRATE_REQUESTS × its requests at once, and write $(rel "$(run_state_dir)")/calibration.json:"
     # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
     show_cmd 'OPENAI_API_KEY="$(hf auth token)"' -- "${argv[@]}"
     return 0

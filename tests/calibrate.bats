@@ -38,7 +38,7 @@ readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUT
   RUN=qwen-t2 DRY_RUN=1 run "$REPO/scripts/calibrate.sh"
   assert_success
   assert_line "hf download Qwen/Qwen3.8-27B-FP8 --include 'tokenizer*' --include '*.jinja' --include special_tokens_map.json --include 'vocab*' --include merges.txt --include config.json --local-dir $STATE_ROOT/qwen-t2/tokenizer"
-  # The ladder around the run's 3 trials at once: 1, 3 and 6, four requests per request at once.
+  # The ladder around the run's 3 trials at once: 1, 3 and 6, each level sending four times its requests at once.
   assert_line "OPENAI_API_KEY=\"\$(hf auth token)\" .venv/bin/python -m tools.calibrate --out $STATE_ROOT/qwen-t2/calibration.json --run qwen-t2 --profile qwen3.8-27b-fp8-sglang-h200 --flavor h200 --dp 1 --tp 1 --prompt-tokens 32768 --shared-prefix-tokens 30720 --output-tokens 1024 -- --url https://job1--30000.hf.jobs/v1/chat/completions --api openai --model Qwen/Qwen3.8-27B-FP8 --tokenizer-path $STATE_ROOT/qwen-t2/tokenizer --dataset random --prefix-length 30720 --min-prompt-length 2048 --max-prompt-length 2048 --max-tokens 1024 --min-tokens 1024 --stream --parallel 1 3 6 --number 4 12 24 --total-timeout 1800 --sleep-interval 0 --seed 0 --outputs-dir $STATE_ROOT/qwen-t2/calibration --no-timestamp"
   refute_output --partial "$FAKE_TOKEN"
   [ ! -e "$STATE_ROOT/qwen-t2/calibration.json" ] && [ ! -e "$STATE_ROOT/qwen-t2/tokenizer" ]
@@ -69,7 +69,7 @@ readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUT
   [ "$(jq -c '.server' "$cal")" = "$(jq -cn --arg e "$FAKE_OPENAI_BASE/chat/completions" '{profile: "qwen3.8-27b-fp8-sglang-h200", flavor: "h200", dp: 1, tp: 1, model: "Qwen/Qwen3.8-27B-FP8", endpoint: $e}')" ]
   [ "$(jq -c '.workload | [.prompt_tokens, .shared_prefix_tokens, .output_tokens]' "$cal")" = '[48,32,8]' ]
   jq -e '.tool | startswith("evalscope 1.14.1")' "$cal"
-  # Twelve streamed requests (2 per request at once: 2 + 4 + 6) and evalscope's connection check
+  # Twelve streamed requests (each level sends twice its requests at once: 2 + 4 + 6) and evalscope's connection check
   # before each level, each with the token (never on a command line), each asking for 8 tokens.
   [ "$(count_requests "$FAKE_OPENAI_RECORD" POST /v1/chat/completions)" -eq 15 ]
   [ "$(jq -r 'select(.path == "/v1/chat/completions") | "\(.auth) \(.body.stream) \(.body.max_tokens)"' "$FAKE_OPENAI_RECORD" | sort -u)" = "ok true 8" ]
