@@ -472,7 +472,8 @@ def test_the_bundle_is_this_checkouts_watchdog_and_huggingface_hubs_hash_pinned_
     data = W.bundle(REPO)
     assert W.bundle(REPO) == data  # the same bytes for the same files: its sha256 names the code
     files = unpack(data)
-    assert sorted(files) == ["requirements.txt", "tools/__init__.py", "tools/safe_read.py", "tools/watchdog.py"]
+    assert sorted(files) == ["requirements.txt", "tools/__init__.py", "tools/fmt.py", "tools/safe_read.py",
+                            "tools/watchdog.py"]
     for name in W.BUNDLE_FILES:
         assert files[name] == (REPO / name).read_bytes()
     entries = W.lock_entries((REPO / "env/requirements.lock").read_text())
@@ -491,12 +492,16 @@ def test_the_watchdog_imports_nothing_the_bundle_lacks():
     allowed = {"base64", "dataclasses", "gzip", "hashlib", "io", "math", "re", "sys", "tarfile", "time",
                "urllib.error", "urllib.request", "pathlib", "click", "httpx2", "huggingface_hub",
                "huggingface_hub.utils", "tools.safe_read", "__future__", "importlib.metadata",
-               "packaging.requirements"}
-    for name in ("tools/watchdog.py", "tools/safe_read.py"):
+               "packaging.requirements", "datetime"}
+    for name in W.BUNDLE_FILES:
         tree = ast.parse((REPO / name).read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert imported - allowed - {"contextlib", "errno", "json", "os", "stat", "tempfile", "typing"} == set(), name
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module != "tools"}
+        imported |= {f"tools.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "tools"
+                     for a in n.names}
+        bundled = {f"tools.{Path(f).stem}" for f in W.BUNDLE_FILES}
+        stdlib = {"contextlib", "errno", "json", "os", "stat", "tempfile", "typing"}
+        assert imported - bundled - allowed - stdlib == set(), name
 
 
 def test_a_lock_without_an_entry_the_closure_needs_is_refused():

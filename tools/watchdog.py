@@ -9,12 +9,13 @@ that runs `check` below. docs/watchdog.md says how it decides and what it costs.
   beat     here, and inside a remote job, while a verb holds the run's lock (scripts/lib-watchdog.sh
            runs it every HEARTBEAT_EVERY): heartbeat=<unix seconds> on each live server of the run
   check    the scheduled job, on HF: reads the facts, decides (decide()), acts, records
-  bundle   here, at make serve: what the scheduled job runs (this file, tools/safe_read.py, and
-           huggingface_hub's hash-pinned requirements from env/requirements.lock), as one line
+  bundle   here, at make serve: what the scheduled job runs (this file, tools/safe_read.py,
+           tools/fmt.py and huggingface_hub's hash-pinned requirements from
+           env/requirements.lock), as one line
   timeout  here (make doctor CHECK_TIMEOUT=1, make status): a job's --timeout as HF's answer holds it
 
 The scheduled job runs only what `bundle` packs, so this module imports nothing of the
-repository but tools.safe_read (the standard library only), and of the world only
+repository but tools.safe_read and tools.fmt (the standard library only), and of the world only
 huggingface_hub and what it depends on (click, httpx2). Facts relied on, in huggingface_hub
 2.4.0 (tests/test_watchdog.py asserts each in the installed source):
   - HfApi.list_jobs(status=, labels=, namespace=), cancel_job(job_id=, namespace=);
@@ -52,6 +53,7 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 from huggingface_hub.utils import logging as hf_logging
 
+from tools import fmt
 from tools.safe_read import clip, printable
 
 # Labels: what a beat writes on a server, what the watchdog keeps on itself and leaves on a
@@ -82,7 +84,7 @@ METRICS_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?[ \t]+(\S+)
 HF_ERRORS = (httpx2.HTTPError, OSError, ValueError, KeyError, TypeError)
 
 # What `bundle` packs: the code the check runs, and its requirements (requirements.txt).
-BUNDLE_FILES = ("tools/__init__.py", "tools/safe_read.py", "tools/watchdog.py")
+BUNDLE_FILES = ("tools/__init__.py", "tools/fmt.py", "tools/safe_read.py", "tools/watchdog.py")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The platform the scheduled job runs on (the image python:3.12, as env/requirements.lock is
 # resolved for): the markers of huggingface_hub's requirements are read for it.
@@ -497,11 +499,11 @@ def job_answer(api: HfApi, namespace: str, job_id: str) -> dict:
 
 
 def duration_seconds(text: str) -> float:
-    """An hf jobs duration, <number>[s|m|h|d], in seconds."""
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([smhd]?)", text.strip())
-    if not m or float(m.group(1)) <= 0:
+    """An hf jobs duration, <number>[s|m|h|d], in seconds (fmt.parse_duration); more than zero."""
+    seconds = fmt.parse_duration(text)
+    if not seconds:
         raise click.BadParameter(f"{text!r} is not a duration such as 90s, 15m, 1h")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    return seconds
 
 
 def label_value(_ctx, param, value: str) -> str:
