@@ -133,7 +133,7 @@ MUTANTS = [
            "len(by_prefix.get(t.task, ())) >= 1", "check", (pytest("tests/test_tally.py", "truncated_name_fits"),)),
     # --- one rule, several places: does this trial settle its slot?
     Mutant("settled-unfinished-counts", "tools/slots.py",
-           'return trial.status == "finished" and not (trial.outcome', "return not (trial.outcome", "check",
+           'return (trial.status == "finished" and not (trial.outcome', "return (not (trial.outcome", "check",
            ("tests/test_tally_slots.py", "tests/test_watch.py")),
     Mutant("mopup-unreadable-not-moved", "tools/mopup_plan.py", 'for x in t["trials"] if not x["settled"]]',
            'for x in t["trials"] if x["infra"]]', "check", ("tests/test_mopup_slots.py", "tests/test_mopup_hostile.py")),

@@ -118,8 +118,8 @@ def _rate_line(report: dict) -> str:
     what = "infra errors and timeouts" if report["accounting"] == tally_core.ACCOUNTING_UNSCORED else "infra errors"
     unit = " scored attempts; not the headline" if report.get("n_attempts", 1) > 1 else ""
     if report["pass_rate"] is None:
-        return f"Pass rate excluding {what}: n/a (0 scored {'attempts' if unit else 'tasks'})"
-    return (f"Pass rate excluding {what}: {100 * report['pass_rate']:.2f}% "
+        return f"Pass rate excluding {what}: {fmt.UNKNOWN} (0 scored {'attempts' if unit else 'tasks'})"
+    return (f"Pass rate excluding {what}: {fmt.percent(report['pass_rate'], 2)} "
             f"({report['passed']}/{report['scored']}{unit})")
 
 

@@ -19,9 +19,9 @@ from typing import Any, Iterable
 
 from tools import safe_read as SR
 from tools import slots as SL
+from tools.tally_jobs import short_repr
 from tools.tally_policy import Policy, Verdict, classify, count_sides
 from tools.tally_trials import MAX_ATTEMPTS, ScanNotes, Trial, count_of, scan_job_dir
-from tools.tally_jobs import short_repr
 
 OUTCOMES = ("passed", "failed", "errored", "unclassified", "unfinished")
 ACCOUNTING_SCORED = "timeouts-scored"
@@ -88,6 +88,7 @@ def tally(
     warnings += _closing_warnings(verdicts, set(by_task), notes, dirs)
     per_task = [t.row for t in tasks]
     counts, errored_breakdown = _counts(tasks, by_task, k)
+    scored = counts["passed"] + counts["failed"]
     report = {
         "run": SR.shown(run or os.path.basename(dirs[0])) if (run or dirs) else None,
         "accounting": ACCOUNTING_UNSCORED if timeouts_unscored else ACCOUNTING_SCORED,
@@ -97,9 +98,8 @@ def tally(
         "job_dirs": [SR.shown(d) for d in dirs],
         "tasks": len(per_task),
         **counts,
-        "scored": counts["passed"] + counts["failed"],
-        "pass_rate": counts["passed"] / (counts["passed"] + counts["failed"]) if counts["passed"] + counts["failed"]
-        else None,
+        "scored": scored,
+        "pass_rate": counts["passed"] / scored if scored else None,
         "errored_breakdown": errored_breakdown,
         **_trial_totals([t for task in tasks for t in task.counted], trials, policy),
         "max_task_retries": max_task_retries,
@@ -170,7 +170,8 @@ def trial_row(t: Trial) -> dict:
 def _task_tally(task: str, group: list[Trial], k: int, verdict: Verdict | None, max_task_retries: int,
                 warnings: list[str]) -> TaskTally:
     """One task's row: its shown trial (the latest settled, else the latest finished), its outcome,
-    its slots, and how many of them mop-up would still fill (`open_slots`)."""
+    its slots, and how many of them mop-up would still fill (`open_slots`). What a reader should
+    know about the choice is appended to `warnings`, in task order."""
     finished = [t for t in group if t.status == "finished"]
     slots = SL.fill(group, k)
     shown = (slots.counted[-1] if slots.counted else finished[-1]) if finished else None
