@@ -30,7 +30,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
-from tools import mopup_archive, mopup_harbor, mopup_plan
+from tools import mopup, mopup_archive, mopup_harbor, mopup_plan
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "fake-org/fake-model"
