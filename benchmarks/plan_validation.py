@@ -6,7 +6,7 @@ replayed through the simulator with its own settings.
 
 For every job dir under --jobs-dir: its finished trials' recorded lengths (result.json
 started_at to finished_at, errored ones included at their recorded length, read through
-tally_core's scan and tools/cost.py's trial_spans), queued in the order they started and run
+tally_trials' scan and tools/cost.py's trial_spans), queued in the order they started and run
 --n-concurrent (its config.json's n_concurrent_trials) at a time by tools/plan.py's
 pass_makespan, with no infra draw (the record holds its infra errors already), no server
 loading and no mop-up pass (a retry job is a job of its own here). The prediction is compared
@@ -30,7 +30,9 @@ from tools import cost
 from tools import plan
 from tools import plan_evidence as PE
 from tools import safe_read as SR
-from tools import tally_core as T
+from tools import tally_core
+from tools import tally_policy
+from tools import tally_trials
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,8 +43,8 @@ def job_span(job_dir: Path) -> float | None:
         r = SR.read_json_object(job_dir / "result.json")
     except (OSError, SR.Unreadable):
         return None
-    start, _ = T.parse_timestamp(r.get("started_at"))
-    end, _ = T.parse_timestamp(r.get("finished_at"))
+    start, _ = tally_trials.parse_timestamp(r.get("started_at"))
+    end, _ = tally_trials.parse_timestamp(r.get("finished_at"))
     return (end - start).total_seconds() if start and end and end >= start else None
 
 
@@ -52,7 +54,7 @@ def replay(job_dir: Path) -> dict | None:
     _, conc = PE.job_settings(str(job_dir), notes)
     if not conc:
         return None
-    report = T.tally([job_dir], T.load_policy(), run=job_dir.name)
+    report = tally_core.tally([job_dir], tally_policy.load_policy(), run=job_dir.name)
     spans = [s for s in cost.trial_spans(report) if s.finished and s.finished >= s.started]
     if not spans:
         return None

@@ -39,7 +39,9 @@ from pathlib import Path
 from harbor.models.trial.result import TrialResult
 
 from tests.fixtures.harbor_jobs import T0, TrialSpec, write_job
-from tools import tally as T
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -63,7 +65,7 @@ def template(root: Path) -> TrialResult:
 def write_tree(root: Path, n_trials: int, agent_files: int) -> Path:
     jobs = root / "jobs"
     base = template(root)
-    job_dirs = [jobs / JOB] + [jobs / T.retry_job_name(JOB, n) for n in range(1, N_JOB_DIRS)]
+    job_dirs = [jobs / JOB] + [jobs / tally_jobs.retry_job_name(JOB, n) for n in range(1, N_JOB_DIRS)]
     for d in job_dirs:
         d.mkdir(parents=True)
         (d / "config.json").write_text("{}")
@@ -123,9 +125,9 @@ def timed(fn, repeats: int = 1) -> tuple[float, object]:
 
 
 def measure(jobs: Path, policy) -> dict:
-    job_dirs = T.run_job_dirs(jobs, JOB)
+    job_dirs = tally_jobs.run_job_dirs(jobs, JOB)
     assert len(job_dirs) == N_JOB_DIRS, job_dirs
-    t_tally, report = timed(lambda: T.tally(job_dirs, policy), repeats=3)
+    t_tally, report = timed(lambda: tally_core.tally(job_dirs, policy), repeats=3)
     paths = [os.path.join(d, e.name, "result.json") for d in job_dirs for e in os.scandir(d) if e.is_dir()]
 
     def load_with_harbor():
@@ -160,7 +162,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tally-speed-", dir=args.root))
     rows = []
     try:
-        policy = T.load_policy()
+        policy = tally_policy.load_policy()
         t0 = time.perf_counter()
         jobs = write_tree(root, args.trials, args.agent_files)
         print(f"wrote {args.trials} trials ({args.agent_files} agent files each) in "

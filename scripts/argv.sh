@@ -323,7 +323,7 @@ bench_argv() {
 }
 
 # In-run retries (MAX_RETRIES > 0): harbor retries a trial whose every exception is one of
-# --retry-include, the outcome policy's infra types (tools/tally_core.py retry_include), never its
+# --retry-include, the outcome policy's infra types (tools/tally_policy.py retry_include), never its
 # "all but excluded": that would re-roll a NonZeroAgentExitCodeError the policy counts as the
 # model's failure. harbor deletes a retried attempt's dir before it runs the trial again
 # (harbor/trial/queue.py): the plugin tools/retried.py copies each one first, under

@@ -218,7 +218,7 @@ rel_path() { printf '%s' "${1#"$REPO_ROOT"/}"; }
 
 # refuse_foreign_job_dirs: stop with the fix when a job dir of the run's name is another run's:
 # its config.json names another job, or records a model other than MODEL (a run file copied from
-# another keeps the original's JOB_NAME). tools/tally_core.py refuse_foreign_job_dirs decides;
+# another keeps the original's JOB_NAME). tools/tally_jobs.py refuse_foreign_job_dirs decides;
 # tally, mop-up and submission refuse the same dirs on their own.
 refuse_foreign_job_dirs() {
   [[ -d "$(abs_jobs_dir)" ]] || return 0

@@ -5,7 +5,7 @@
 # task's attempts in one shard, balanced by the run's recorded agent times) and keeps the split
 # in state/<run>/shards.json, so a resumed bench gives every shard the same task list;
 # tools/shard_run.py runs the shards side by side under the concurrency governor. Tally, mop-up,
-# cost, submission and watch find the shards as they find retry jobs (tools/tally_core.py).
+# cost, submission and watch find the shards as they find retry jobs (tools/tally_jobs.py).
 # Sourced after lib.sh, argv.sh and lib-run.sh.
 
 is_sharded() { [[ "$N_SHARDS" != 1 ]]; }

@@ -329,7 +329,7 @@ validate_max_task_retries() {
 
 # --- the run's job name -------------------------------------------------------------------------
 #
-# A run's job dirs are found by name (tools/tally_core.py run_job_dirs): <job>, its shards
+# A run's job dirs are found by name (tools/tally_jobs.py run_job_dirs): <job>, its shards
 # <job>-shard-<N> (N_SHARDS) and its retry jobs <job>-retry-<N> (mop-up), flat under JOBS_DIR or
 # nested under JOBS_DIR/jobs/; <job>-smoke is its smoke test. A job name with one of those endings
 # would be read as another run's shard, retry or smoke job, and two runs of one job name would

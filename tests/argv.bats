@@ -182,14 +182,14 @@ printed_argv() {
   shortest=$(cd "$REPO" && .venv/bin/python - <<'PY'
 import glob
 from collections import defaultdict
-from tools import slots as SL, tally_core as T
-policy, seen = T.load_policy(), defaultdict(dict)
+from tools import slots as SL, tally_jobs, tally_policy, tally_trials
+policy, seen = tally_policy.load_policy(), defaultdict(dict)
 for env in sorted(glob.glob("runs/example-*.env")):
     job = next(line.strip().split("=", 1)[1] for line in open(env) if line.startswith("JOB_NAME="))
-    for d in T.run_job_dirs("examples/jobs", job):
-        for t in T.scan_job_dir(d, T.ScanNotes()):
+    for d in tally_jobs.run_job_dirs("examples/jobs", job):
+        for t in tally_trials.scan_job_dir(d, tally_trials.ScanNotes()):
             if t.status == "finished":
-                t.outcome, t.rule, _ = T.classify(t, policy)
+                t.outcome, t.rule, _ = tally_policy.classify(t, policy)
                 if SL.is_settled(t) and t.agent_seconds:
                     seen[t.task].setdefault(env, []).append(t.agent_seconds)
 everywhere = {task: [s for v in by.values() for s in v] for task, by in seen.items()

@@ -371,7 +371,7 @@ def test_an_attempt_harbor_retried_in_the_run_claims_its_sandbox_once(tmp_path):
     from tests.fixtures.harbor_jobs import T0, TrialSpec as S, write_job
 
     from tools import cost_sandboxes as CS
-    from tools import tally_core as T
+    from tools import tally_jobs
 
     boxes = [sandbox("sbx-retried", T0 + timedelta(minutes=5)), sandbox("mine-t0", T0 + timedelta(minutes=8, seconds=5))]
     job_dir, state, hf = run_with(tmp_path, [S("t0", 1.0, finished=40)], boxes)
@@ -381,7 +381,7 @@ def test_an_attempt_harbor_retried_in_the_run_claims_its_sandbox_once(tmp_path):
                                                   attempt=1)])
     attempt = trial_dir(flake, "t0")
     attempt_id = json.loads((attempt / "result.json").read_text())["id"]
-    kept = T.retried_attempts_dir(job_dir) / f"{trial_dir(job_dir, 't0').name}.{attempt_id}"
+    kept = tally_jobs.retried_attempts_dir(job_dir) / f"{trial_dir(job_dir, 't0').name}.{attempt_id}"
     shutil.copytree(attempt, kept)
     report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
     assert report["retried_in_run"] == 1 and report["trial_dirs"] == 2

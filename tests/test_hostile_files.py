@@ -30,6 +30,9 @@ from tests.fixtures.harbor_jobs import rewrite_result, trial_name, write_job
 from tools import report
 from tools import safe_read as SR
 from tools import tally as T
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,7 +42,7 @@ ADDRESS_SPACE = 2 << 30  # 2 GiB: a tool reading /dev/zero dies instead of the m
 
 @pytest.fixture(scope="module")
 def policy():
-    return T.load_policy()
+    return tally_policy.load_policy()
 
 
 @pytest.fixture(scope="module")
@@ -108,10 +111,10 @@ def test_a_looping_retry_job_dir_is_reported_and_keeps_its_number(tmp_path, data
     jobs = tmp_path / "jobs"
     write_job(jobs, "j", [S("a", 1.0)], dataset=dataset)
     os.symlink("j-retry-1", jobs / "j-retry-1")
-    dirs = T.run_job_dirs(jobs, "j")
+    dirs = tally_jobs.run_job_dirs(jobs, "j")
     assert [d.name for d in dirs] == ["j", "j-retry-1"]
-    assert T.next_retry_job_name(jobs, "j") == "j-retry-2"  # mop-up never reuses the looping name
-    doc = T.tally(dirs, policy)
+    assert tally_jobs.next_retry_job_name(jobs, "j") == "j-retry-2"  # mop-up never reuses the looping name
+    doc = tally_core.tally(dirs, policy)
     assert outcomes(doc) == {"a": "passed"}
     assert doc["unreadable"] == [{"path": str(jobs / "j-retry-1"), "error": "symlink to j-retry-1, not followed"}]
 
@@ -126,10 +129,10 @@ def test_a_job_dir_that_is_a_symlink_is_never_followed(tmp_path, dataset, policy
     (secrets / "token").write_text("hf_" + "x" * 34 + "\n")
     os.symlink(secrets, jobs / "j-retry-1")
     os.symlink(".", jobs / "j-retry-2")
-    dirs = T.run_job_dirs(jobs, "j")
+    dirs = tally_jobs.run_job_dirs(jobs, "j")
     assert [d.name for d in dirs] == ["j", "j-retry-1", "j-retry-2"]  # the names are the run's: never reused
-    assert T.next_retry_job_name(jobs, "j") == "j-retry-3"
-    doc = T.tally(dirs, policy)
+    assert tally_jobs.next_retry_job_name(jobs, "j") == "j-retry-3"
+    doc = tally_core.tally(dirs, policy)
     assert outcomes(doc) == {"a": "passed"}  # nothing of what the links point at
     assert doc["unreadable"] == [{"path": str(jobs / "j-retry-1"), "error": f"symlink to {secrets}, not followed"},
                                  {"path": str(jobs / "j-retry-2"), "error": "symlink to ., not followed"}]
@@ -180,7 +183,7 @@ def test_a_fifo_as_the_policy_file_is_refused(tmp_path):
     no_traceback(proc)
     assert proc.returncode == 1
     assert proc.stderr.decode() == (f"Error: policy {tmp_path / 'policy.yaml'}: not a regular file (a FIFO); "
-                                    f"not opened (pass --policy, default {T.DEFAULT_POLICY})\n")
+                                    f"not opened (pass --policy, default {tally_policy.DEFAULT_POLICY})\n")
 
 
 def test_check_submission_never_opens_a_fifo_or_device(tmp_path, dataset):
@@ -216,13 +219,13 @@ def test_symlinked_trial_dirs_are_not_followed(tmp_path, dataset, policy):
     for link, target in links.items():
         os.symlink(target, link)
 
-    report_a = T.tally([a], policy)
+    report_a = tally_core.tally([a], policy)
     assert outcomes(report_a) == {"a": "passed"}
     assert report_a["trial_dirs"] == 1
     assert by_path(report_a["unreadable"]) == by_path(
         [{"path": str(link), "error": f"symlink to {target}, not followed"} for link, target in links.items()])
 
-    both = T.tally([a, b], policy)
+    both = tally_core.tally([a, b], policy)
     assert outcomes(both) == {"a": "passed", "b": "failed"}
     assert [e["attempts"] for e in both["per_task"]] == [1, 1]
     assert both["trial_dirs"] == 2
@@ -342,7 +345,7 @@ def test_tally_names_what_is_wrong_with_a_result_json(tmp_path, dataset, policy,
     job = write_job(tmp_path / "jobs", "s", [S("a", 1.0), S("bad", 1.0)], dataset=dataset)
     bad = trial(job, "bad") / "result.json"
     bad.write_text(text)
-    doc = T.tally([job], policy)
+    doc = tally_core.tally([job], policy)
     assert outcomes(doc) == {"a": "passed", "bad": "unfinished"}
     assert doc["unreadable"] == [{"path": str(bad), "error": error}]
 
@@ -486,4 +489,4 @@ def test_non_finite_and_absurd_numbers_are_left_out_with_a_note_by_every_reader(
     # The other readers of the same files: the leaderboard check and mop-up's selection.
     no_traceback(run_tool("report", "check-submission", job, "--format", "json"))
     from tools import mopup_plan
-    assert sorted(mopup_plan.left_to_retry(T.tally([job], policy), [])) == ["early"]
+    assert sorted(mopup_plan.left_to_retry(tally_core.tally([job], policy), [])) == ["early"]

@@ -30,7 +30,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
-from tools import mopup
+from tools import mopup, mopup_archive, mopup_harbor, mopup_plan
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "fake-org/fake-model"
@@ -487,29 +487,29 @@ def variant(**changes) -> dict:
 
 
 def test_config_differences_ignore_location_and_concurrency_only():
-    assert mopup.config_differences(BASE_CONFIG, variant(job_name="other", jobs_dir="/x", n_concurrent_trials=1)) == []
-    assert mopup.config_differences(BASE_CONFIG, variant(agent_timeout_multiplier=2.0)) == [
+    assert mopup_harbor.config_differences(BASE_CONFIG, variant(job_name="other", jobs_dir="/x", n_concurrent_trials=1)) == []
+    assert mopup_harbor.config_differences(BASE_CONFIG, variant(agent_timeout_multiplier=2.0)) == [
         "agent_timeout_multiplier: 4.0 -> 2.0"]
     frozen_endpoint = variant()
     frozen_endpoint["agents"][0]["kwargs"]["api_base"] = "https://old--30000.hf.jobs/v1"
-    assert mopup.config_differences(frozen_endpoint, BASE_CONFIG) == [
+    assert mopup_harbor.config_differences(frozen_endpoint, BASE_CONFIG) == [
         'agents[0].kwargs.api_base: "https://old--30000.hf.jobs/v1" -> null']
-    assert mopup.config_differences(BASE_CONFIG, variant(environment__kwargs__flavor="cpu-basic")) == [
+    assert mopup_harbor.config_differences(BASE_CONFIG, variant(environment__kwargs__flavor="cpu-basic")) == [
         'environment.kwargs.flavor: "cpu-upgrade" -> "cpu-basic"']
 
 
 def test_redacted_secrets_block_a_resume():
     config = variant()
     config["agents"][0]["env"] = {"OPENAI_API_KEY": "sk-l****def", "OPENAI_BASE_URL": "${OPENAI_BASE_URL}"}
-    assert mopup.redacted_secrets(config) == ["terminus-2: OPENAI_API_KEY"]
+    assert mopup_harbor.redacted_secrets(config) == ["terminus-2: OPENAI_API_KEY"]
     config["agents"][0]["env"]["OPENAI_API_KEY"] = "${OPENAI_API_KEY}"
-    assert mopup.redacted_secrets(config) == []
+    assert mopup_harbor.redacted_secrets(config) == []
 
 
 def plan_of(jobs: Path, job_name: str = "fx") -> dict:
     """mop-up's plan (MOPUP_MODE=auto) of a run written with harbor's models, its settings unchanged."""
     current = json.loads((jobs / job_name / "config.json").read_text())
-    return mopup.build_plan(jobs, job_name, "auto", 3, current, job_name)
+    return mopup_plan.build_plan(jobs, job_name, "auto", 3, current, job_name)
 
 
 def test_a_resume_that_would_re_run_a_task_another_job_settled_is_not_chosen(tmp_path):
@@ -558,13 +558,13 @@ def test_patch_concurrency_both_files_with_backups_and_finishes_a_half_done_patc
     (job / "config.json").write_text(json.dumps(BASE_CONFIG, indent=4))
     (job / "lock.json").write_text(json.dumps({"schema_version": 3, "n_concurrent_trials": 3, "trials": []}))
     originals = {n: (job / n).read_bytes() for n in ("config.json", "lock.json")}
-    assert mopup.patch_concurrency(job, 1, tmp_path / "bk", state) == ["config.json", "lock.json"]
+    assert mopup_archive.patch_concurrency(job, 1, tmp_path / "bk", state) == ["config.json", "lock.json"]
     assert {n: json.loads((job / n).read_text())["n_concurrent_trials"] for n in originals} == {"config.json": 1, "lock.json": 1}
     assert {n: (tmp_path / "bk" / n).read_bytes() for n in originals} == originals
-    assert mopup.patch_concurrency(job, 1, tmp_path / "bk2", state) == []  # idempotent
+    assert mopup_archive.patch_concurrency(job, 1, tmp_path / "bk2", state) == []  # idempotent
     # A crash between the two replacements leaves lock.json behind: the next run finishes it.
     (job / "lock.json").write_text(originals["lock.json"].decode())
-    assert mopup.patch_concurrency(job, 1, tmp_path / "bk3", state) == ["lock.json"]
+    assert mopup_archive.patch_concurrency(job, 1, tmp_path / "bk3", state) == ["lock.json"]
     assert not list(job.glob("*.mopup-tmp"))
 
 
@@ -574,10 +574,10 @@ def test_archive_is_idempotent_listable_and_restorable(tmp_path):
     (trial / "agent").mkdir(parents=True)
     (trial / "agent" / "trajectory.json").write_text("{}")
     plan = {"batch": "B1", "archive": [{"src": str(trial), "job": "j", "task": "t-x", "finished": False}]}
-    assert mopup.archive_trials(plan, state) == 1
+    assert mopup_archive.archive_trials(plan, state) == 1
     dest = state / "archive" / "B1" / "j" / trial.name
     assert not trial.exists() and (dest / "agent" / "trajectory.json").read_text() == "{}"
-    assert mopup.archive_trials(plan, state) == 0  # a rerun of the same plan skips what is done
+    assert mopup_archive.archive_trials(plan, state) == 0  # a rerun of the same plan skips what is done
     runner = CliRunner()
     listing = runner.invoke(mopup.cli, ["archive", "--state-dir", str(state)])
     assert listing.exit_code == 0 and listing.output.startswith("archived ") and "task=t-x" in listing.output
@@ -589,7 +589,7 @@ def test_archive_is_idempotent_listable_and_restorable(tmp_path):
     done = runner.invoke(mopup.cli, ["restore", "--state-dir", str(state), "all"])
     assert done.exit_code == 0 and (trial / "agent" / "trajectory.json").exists() and not dest.exists()
     assert runner.invoke(mopup.cli, ["archive", "--state-dir", str(state)]).output.startswith("restored ")
-    events = [(r["event"], r["state"]) for r in mopup.read_manifest(state)]
+    events = [(r["event"], r["state"]) for r in mopup_archive.read_manifest(state)]
     assert events == [("archive", "moving"), ("archive", "moved"), ("restore", "moving"), ("restore", "moved")]
 
 

@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from test_report import write_job
 
 from tools import report
-from tools import tally_core as TC
+from tools import tally_core
+from tools import tally_policy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,7 +57,7 @@ def tallies(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, trials, k in (("A", A, 5), ("B", B, 5), ("C", C, 1)):
         job = write_job(root / "jobs", name, "terminus-2", trials, multiplier=1.0)
-        doc = TC.tally([job], TC.load_policy(), attempts=k, run=name)
+        doc = tally_core.tally([job], tally_policy.load_policy(), attempts=k, run=name)
         out[name] = root / f"{name}.json"
         out[name].write_text(json.dumps(doc))
     return out

@@ -20,7 +20,8 @@ import pytest
 
 from tests.test_mopup import JOB, MODEL, FakeServer, Tree
 from tools import retried as RT
-from tools import tally_core as T
+from tools import tally_jobs
+from tools import tally_policy
 
 assert FakeServer  # the server fixture of tests/test_mopup.py, used by name
 from tests.test_mopup import server  # noqa: E402,F401  (a fixture)
@@ -60,7 +61,7 @@ def k_run(tmp_path: Path, server) -> Tree:
 
 def kept(tree: Tree) -> dict[str, dict]:
     """The attempts kept under .retried/<job>/, by dir name: their result.json."""
-    where = tree.root / "jobs" / T.RETRIED_DIR / JOB
+    where = tree.root / "jobs" / tally_jobs.RETRIED_DIR / JOB
     return {p.name: json.loads((p / "result.json").read_text()) for p in sorted(where.iterdir())} if where.is_dir() else {}
 
 
@@ -130,7 +131,7 @@ def test_an_attempt_that_cannot_be_kept_is_never_deleted_harbor_stops_instead(tm
     (tree.root / "runs" / "mopup-test.env").write_text(RUN_FILE.replace(
         f"TASKS='{' '.join(TASKS)}'", "TASKS=t-readtimeout").replace(f"N_ATTEMPTS={K}", "N_ATTEMPTS=1"))
     (tree.root / "jobs").mkdir()
-    (tree.root / "jobs" / T.RETRIED_DIR).write_text("a file where the kept attempts would go\n")
+    (tree.root / "jobs" / tally_jobs.RETRIED_DIR).write_text("a file where the kept attempts would go\n")
     proc = tree.bench()
     assert proc.returncode != 0
     assert "tools.retried: could not keep" in proc.stdout + proc.stderr
@@ -153,11 +154,11 @@ def test_the_retry_flags_are_the_policys_infra_types_and_reach_harbors_job_confi
     assert argv[argv.index("--plugin") + 1] == RT.PLUGIN == "tools.retried:KeepRetried"
     config = json.loads(subprocess.run([*argv, "--print-config"], capture_output=True, text=True, check=True,
                                        env=env).stdout)
-    policy = T.load_policy()
+    policy = tally_policy.load_policy()
     want = sorted(set(policy.infra_types) - {"CancelledError"})
     assert config["retry"]["max_retries"] == 2
     assert config["retry"]["include_exceptions"] == want
-    assert [a for i, a in enumerate(argv) if i and argv[i - 1] == "--retry-include"] == list(T.retry_include(policy))
+    assert [a for i, a in enumerate(argv) if i and argv[i - 1] == "--retry-include"] == list(tally_policy.retry_include(policy))
     from harbor.models.job.config import RetryConfig, default_retry_exclusions
 
     assert "NonZeroAgentExitCodeError" not in want and "AgentTimeoutError" not in want

@@ -28,7 +28,9 @@ from tests.test_tally_slots import attempts
 from tools import harbor_watch as HW
 from tools import mopup_plan as MP
 from tools import shards as SH
-from tools import tally_core as T
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 REPO = Path(__file__).resolve().parents[1]
 K = 5
@@ -54,22 +56,22 @@ def specs(tasks: list[str]) -> list[TrialSpec]:
 
 
 def test_shard_names_and_numbers():
-    assert T.shard_job_name("run", 3) == "run-shard-3"
-    assert T.shard_number("run", "run-shard-12") == 12
-    assert T.retry_number("run", "run-shard-12") == 0  # a shard is the run's first pass
+    assert tally_jobs.shard_job_name("run", 3) == "run-shard-3"
+    assert tally_jobs.shard_number("run", "run-shard-12") == 12
+    assert tally_jobs.retry_number("run", "run-shard-12") == 0  # a shard is the run's first pass
     for other in ("run", "run-shard-", "run-shard-0", "run-shard-x", "run-shard-1a", "run-shard-²", "run-smoke"):
-        assert T.shard_number("run", other) is None, other
+        assert tally_jobs.shard_number("run", other) is None, other
     with pytest.raises(ValueError):
-        T.shard_job_name("run", 0)
+        tally_jobs.shard_job_name("run", 0)
 
 
 def test_run_job_dirs_lists_shards_in_shard_order_then_retries(tmp_path):
     for name in ("run-shard-10", "run-shard-2", "run-shard-1", "run-retry-1", "run-shard-0", "run-smoke",
                  "other-shard-1", "jobs/run-shard-3"):
         (tmp_path / name).mkdir(parents=True)
-    assert [p.relative_to(tmp_path).as_posix() for p in T.run_job_dirs(tmp_path, "run")] == [
+    assert [p.relative_to(tmp_path).as_posix() for p in tally_jobs.run_job_dirs(tmp_path, "run")] == [
         "run-shard-1", "run-shard-2", "run-shard-10", "run-retry-1", "jobs/run-shard-3"]
-    assert T.next_retry_job_name(tmp_path, "run") == "run-retry-2"
+    assert tally_jobs.next_retry_job_name(tmp_path, "run") == "run-retry-2"
 
 
 # --- the tally and mop-up over shards -----------------------------------------------------------
@@ -104,9 +106,9 @@ def projection(report: dict) -> dict:
 
 def test_tally_of_shards_equals_the_same_trials_in_one_job(one_and_sharded):
     one, sharded = one_and_sharded
-    policy = T.load_policy()
-    whole = T.tally([str(d) for d in T.run_job_dirs(one, "run")], policy, {}, run="run")
-    split = T.tally([str(d) for d in T.run_job_dirs(sharded, "run")], policy, {}, run="run")
+    policy = tally_policy.load_policy()
+    whole = tally_core.tally([str(d) for d in tally_jobs.run_job_dirs(one, "run")], policy, {}, run="run")
+    split = tally_core.tally([str(d) for d in tally_jobs.run_job_dirs(sharded, "run")], policy, {}, run="run")
     assert [Path(d).name for d in split["job_dirs"]] == ["run-shard-1", "run-shard-2"]
     assert projection(split) == projection(whole)
     assert split["tasks"] == len(RUN) == 6
@@ -119,9 +121,9 @@ def test_the_submission_selects_from_shards_what_it_selects_from_one_job(one_and
     one, sharded = one_and_sharded
 
     def selected(jobs: Path) -> tuple:
-        sel = SUB.select_trials([str(d) for d in T.run_job_dirs(jobs, "run")])
+        sel = SUB.select_trials([str(d) for d in tally_jobs.run_job_dirs(jobs, "run")])
         outcome = {}
-        for job in T.run_job_dirs(jobs, "run"):
+        for job in tally_jobs.run_job_dirs(jobs, "run"):
             for trial in job.iterdir():
                 if (trial / "result.json").is_file():
                     outcome[str(trial)] = json.loads((trial / "result.json").read_text())
@@ -134,7 +136,7 @@ def test_the_submission_selects_from_shards_what_it_selects_from_one_job(one_and
     # The dataset's task list of a sharded run: its kept split, unless that split was of TASKS.
     split = tmp_path / "shards.json"
     split.write_text(json.dumps({"task_source": "DATASET_PATH /d", "shards": [{"tasks": ["a", "c"]}, {"tasks": ["b"]}]}))
-    dirs = T.run_job_dirs(sharded, "run")
+    dirs = tally_jobs.run_job_dirs(sharded, "run")
     assert SUB.dataset_tasks(dirs, split) == ({"a", "b", "c"}, f"{split} (the shards' split of DATASET_PATH /d)")
     split.write_text(json.dumps({"task_source": "TASKS", "shards": [{"tasks": ["a", "c"]}, {"tasks": ["b"]}]}))
     assert SUB.dataset_tasks(dirs, split)[0] is None

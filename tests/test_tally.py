@@ -17,7 +17,11 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import DELETE, TrialSpec, rewrite_result, trial_name, write_job
 from tools import slots as SL
-from tools import tally as T
+from tools import tally as tally_cli
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
+from tools import tally_trials
 
 S = TrialSpec
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +40,7 @@ BARE = ("Command failed (exit 1): mini-swe-agent --yolo -c model.model_kwargs.ti
 
 @pytest.fixture(scope="module")
 def policy():
-    return T.load_policy()
+    return tally_policy.load_policy()
 
 
 def outcomes(report: dict) -> dict[str, str]:
@@ -57,7 +61,7 @@ def test_harbor_pin_matches_the_schema_the_fixtures_were_verified_against():
     from harbor.models.trial.result import ExceptionInfo, TimingInfo, TrialResult
     from harbor.models.verifier.result import VerifierResult
 
-    assert set(T.RESULT_FIELDS) <= set(TrialResult.model_fields)
+    assert set(tally_trials.RESULT_FIELDS) <= set(TrialResult.model_fields)
     assert {"task_name", "trial_name", "finished_at", "started_at"} <= set(TrialResult.model_fields)
     assert set(VerifierResult.model_fields) == {"rewards"}
     assert {"exception_type", "exception_message"} <= set(ExceptionInfo.model_fields)
@@ -69,13 +73,13 @@ def test_harbor_pin_matches_the_schema_the_fixtures_were_verified_against():
 
 
 def test_retry_job_name_and_number():
-    assert T.retry_job_name("run", 1) == "run-retry-1"
-    assert T.retry_number("run", "run") == 0
-    assert T.retry_number("run", "run-retry-12") == 12
+    assert tally_jobs.retry_job_name("run", 1) == "run-retry-1"
+    assert tally_jobs.retry_number("run", "run") == 0
+    assert tally_jobs.retry_number("run", "run-retry-12") == 12
     for other in ("run-smoke", "run-retry-", "run-retry-x", "run-retry-0", "run-retry-1a", "runx", "run-retry-²"):
-        assert T.retry_number("run", other) is None, other
+        assert tally_jobs.retry_number("run", other) is None, other
     with pytest.raises(ValueError):
-        T.retry_job_name("run", 0)
+        tally_jobs.retry_job_name("run", 0)
 
 
 def test_run_job_dirs_flat_then_nested_in_retry_order(tmp_path):
@@ -83,15 +87,15 @@ def test_run_job_dirs_flat_then_nested_in_retry_order(tmp_path):
                  "jobs/run-retry-1", "jobs/run-retry-3", "jobs/run-smoke"):
         (tmp_path / name).mkdir(parents=True)
     (tmp_path / "run-retry-4").write_text("a file, not a job dir")
-    got = [str(p.relative_to(tmp_path)) for p in T.run_job_dirs(tmp_path, "run")]
+    got = [str(p.relative_to(tmp_path)) for p in tally_jobs.run_job_dirs(tmp_path, "run")]
     assert got == ["run", "run-retry-2", "run-retry-10", "jobs/run-retry-1", "jobs/run-retry-3"]
-    assert T.next_retry_job_name(tmp_path, "run") == "run-retry-11"
-    assert T.next_retry_job_name(tmp_path, "fresh") == "fresh-retry-1"
+    assert tally_jobs.next_retry_job_name(tmp_path, "run") == "run-retry-11"
+    assert tally_jobs.next_retry_job_name(tmp_path, "fresh") == "fresh-retry-1"
 
 
 def test_run_job_dirs_missing_jobs_dir_names_it(tmp_path):
-    with pytest.raises(T.TallyError, match=r"jobs dir not found: .*nope .*--jobs-dir"):
-        T.run_job_dirs(tmp_path / "nope", "run")
+    with pytest.raises(tally_jobs.TallyError, match=r"jobs dir not found: .*nope .*--jobs-dir"):
+        tally_jobs.run_job_dirs(tmp_path / "nope", "run")
 
 
 # --------------------------------------------------------------------------- whose job dir
@@ -103,18 +107,17 @@ def test_whose_job_a_dir_is_comes_from_the_fields_harbor_writes():
     from harbor.models.job.config import JobConfig
     from harbor.models.trial.config import AgentConfig
 
-    from tools import tally_core as TC
 
-    assert {TC.CONFIG_JOB_NAME, TC.CONFIG_AGENTS} <= set(JobConfig.model_fields)
-    assert TC.CONFIG_MODEL_NAME in AgentConfig.model_fields
+    assert {tally_jobs.CONFIG_JOB_NAME, tally_jobs.CONFIG_AGENTS} <= set(JobConfig.model_fields)
+    assert tally_jobs.CONFIG_MODEL_NAME in AgentConfig.model_fields
     written = json.loads(JobConfig(job_name="j", agents=[AgentConfig(name="terminus-2", model_name="openai/Q/M")])
                          .model_dump_json(indent=4, exclude_defaults=True))
-    assert written[TC.CONFIG_JOB_NAME] == "j"
-    assert written[TC.CONFIG_AGENTS][0][TC.CONFIG_MODEL_NAME] == "openai/Q/M"
+    assert written[tally_jobs.CONFIG_JOB_NAME] == "j"
+    assert written[tally_jobs.CONFIG_AGENTS][0][tally_jobs.CONFIG_MODEL_NAME] == "openai/Q/M"
 
 
 def test_model_matches_harbor_s_provider_prefixed_name():
-    from tools.tally_core import model_matches
+    from tools.tally_jobs import model_matches
 
     assert model_matches("openai/Qwen/Qwen3.8-27B-FP8", "Qwen/Qwen3.8-27B-FP8")
     assert model_matches("openai/openai/gpt-oss-20b", "openai/gpt-oss-20b")  # Run 2's model id
@@ -175,7 +178,7 @@ def test_a_job_dir_whose_config_names_another_job_is_refused(tmp_path):
 def test_what_cannot_tell_whose_job_it_is_is_not_refused(tmp_path):
     """No config.json yet (harbor writes it first), one that is not JSON, no job_name or model in it
     (harbor's defaults), a symlinked job dir (never followed: the scan reports it)."""
-    from tools.tally_core import not_the_runs
+    from tools.tally_jobs import not_the_runs
 
     jobs = tmp_path / "jobs"
     foreign_run(jobs)
@@ -186,7 +189,7 @@ def test_what_cannot_tell_whose_job_it_is_is_not_refused(tmp_path):
     (jobs / "a-retry-4" / "config.json").write_text(json.dumps({"agents": [{"name": "oracle"}]}))
     write_job(tmp_path / "elsewhere", "z", [S("t1", 1.0)], model="openai/Other/Model-7B")
     (jobs / "a-retry-5").symlink_to(tmp_path / "elsewhere" / "z")
-    assert [not_the_runs(d, MINE) for d in T.run_job_dirs(jobs, "a")] == [None] * 6
+    assert [not_the_runs(d, MINE) for d in tally_jobs.run_job_dirs(jobs, "a")] == [None] * 6
 
 
 # --------------------------------------------------------------------------- classification
@@ -234,8 +237,8 @@ CASES = [
 
 @pytest.mark.parametrize("etype,msg,reward,unscored,outcome,rule", CASES)
 def test_classify(policy, etype, msg, reward, unscored, outcome, rule):
-    trial = T.Trial("d/t__x", "d", "t", "finished", reward=reward, exception_type=etype, exception_message=msg)
-    got = T.classify(trial, policy, unscored)
+    trial = tally_trials.Trial("d/t__x", "d", "t", "finished", reward=reward, exception_type=etype, exception_message=msg)
+    got = tally_policy.classify(trial, policy, unscored)
     assert got[:2] == (outcome, rule), got[2]
 
 
@@ -310,7 +313,7 @@ def mixed(tmp_path_factory):
 
 
 def test_mixed_run_default_accounting(mixed, policy):
-    report = T.tally(T.run_job_dirs(mixed, "fx"), policy, run="fx")
+    report = tally_core.tally(tally_jobs.run_job_dirs(mixed, "fx"), policy, run="fx")
     assert outcomes(report) == EXPECTED
     assert counts(report) == {"tasks": 22, "passed": 6, "failed": 8, "errored": 5, "unclassified": 1,
                               "unfinished": 2, "scored": 14}
@@ -341,11 +344,11 @@ def test_mixed_run_default_accounting(mixed, policy):
     # Every infra-errored attempt by side: the sandbox's t-nz-apt (an expired mirror), t-nz-bare, t-resume's
     # SandboxError and the four ReadTimeouts; the server's t-overloaded; t-cancel's interruption.
     assert report["infra_by_side"] == {"sandbox": 7, "server": 1, "interrupted": 1}
-    assert "Infra errors by side (every attempt): sandbox 7, model server 1, interrupted 1 (" in T.render_text(report)
+    assert "Infra errors by side (every attempt): sandbox 7, model server 1, interrupted 1 (" in tally_cli.render_text(report)
 
 
 def test_mixed_run_warnings(mixed, policy):
-    report = T.tally(T.run_job_dirs(mixed, "fx"), policy)
+    report = tally_core.tally(tally_jobs.run_job_dirs(mixed, "fx"), policy)
     w = report["warnings"]
     assert len(w) == 3, w
     assert w[0] == ("t-reroll: scored attempts disagree (passed at 2026-09-03T08:30:00Z, failed at "
@@ -362,7 +365,7 @@ def test_mixed_run_warnings(mixed, policy):
 
 
 def test_mixed_run_timeouts_unscored(mixed, policy):
-    report = T.tally(T.run_job_dirs(mixed, "fx"), policy, timeouts_unscored=True)
+    report = tally_core.tally(tally_jobs.run_job_dirs(mixed, "fx"), policy, timeouts_unscored=True)
     expected = dict(EXPECTED, **{"t-timeout-0": "errored", "t-timeout-1": "errored"})
     assert outcomes(report) == expected
     assert counts(report) == {"tasks": 22, "passed": 5, "failed": 7, "errored": 7, "unclassified": 1,
@@ -372,8 +375,8 @@ def test_mixed_run_timeouts_unscored(mixed, policy):
 
 
 def test_retry_targets_are_infra_and_unfinished_with_all_trial_dirs(mixed, policy):
-    report = T.tally(T.run_job_dirs(mixed, "fx"), policy)
-    targets = T.retry_targets(report)
+    report = tally_core.tally(tally_jobs.run_job_dirs(mixed, "fx"), policy)
+    targets = tally_core.retry_targets(report)
     assert [t["task"] for t in targets] == ["t-cancel", "t-corrupt", "t-crash-only", "t-nz-apt", "t-nz-bare",
                                             "t-overloaded", "t-still-infra"]
     still = next(t for t in targets if t["task"] == "t-still-infra")
@@ -382,12 +385,12 @@ def test_retry_targets_are_infra_and_unfinished_with_all_trial_dirs(mixed, polic
         str(mixed / "fx-retry-1" / trial_name("t-still-infra", "fx-retry-1")),
     ]
     # Under --timeouts-unscored the timeouts are errored but still never retry targets.
-    unscored = T.tally(T.run_job_dirs(mixed, "fx"), policy, timeouts_unscored=True)
-    assert [t["task"] for t in T.retry_targets(unscored)] == [t["task"] for t in targets]
+    unscored = tally_core.tally(tally_jobs.run_job_dirs(mixed, "fx"), policy, timeouts_unscored=True)
+    assert [t["task"] for t in tally_core.retry_targets(unscored)] == [t["task"] for t in targets]
 
 
 def test_per_task_entry_exact(mixed, policy):
-    report = T.tally(T.run_job_dirs(mixed, "fx"), policy)
+    report = tally_core.tally(tally_jobs.run_job_dirs(mixed, "fx"), policy)
     entry = next(e for e in report["per_task"] if e["task"] == "t-retried")
     first = str(mixed / "fx" / trial_name("t-retried", "fx"))
     second = str(mixed / "fx-retry-1" / trial_name("t-retried", "fx-retry-1"))
@@ -395,22 +398,24 @@ def test_per_task_entry_exact(mixed, policy):
         "task": "t-retried", "outcome": "passed", "computed_outcome": "passed", "rule": "reward",
         "reason": "reward 1 (pass threshold 1)", "reward": 1.0, "exception_type": None,
         "exception_message": None, "finished_at": "2026-09-04T09:00:00Z", "trial_dir": second,
-        "job_dir": str(mixed / "fx-retry-1"), "attempts": 2, "verdict": None, "infra_streak": 0, "final_error": False,
+        "job_dir": str(mixed / "fx-retry-1"), "settled": True, "infra": False, "attempts": 2, "verdict": None,
+        "infra_streak": 0, "final_error": False, "open_slots": 0,
         "trials": [
             {"trial_dir": first, "job_dir": str(mixed / "fx"), "finished_at": "2026-09-03T08:20:00Z",
              "reward": None, "exception_type": "ReadTimeout", "outcome": "errored", "rule": "infra-type",
-             "retried": False},
+             "retried": False, "settled": False, "infra": True},
             {"trial_dir": second, "job_dir": str(mixed / "fx-retry-1"), "finished_at": "2026-09-04T09:00:00Z",
-             "reward": 1.0, "exception_type": None, "outcome": "passed", "rule": "reward", "retried": False},
+             "reward": 1.0, "exception_type": None, "outcome": "passed", "rule": "reward", "retried": False,
+             "settled": True, "infra": False},
         ],
     }
 
 
 def test_explicit_job_dir_is_added_once(mixed, policy):
-    dirs = T.resolve_job_dirs((str(mixed / "fx"),), str(mixed), "fx")
-    report = T.tally(dirs, policy)
+    dirs = tally_jobs.resolve_job_dirs((str(mixed / "fx"),), str(mixed), "fx")
+    report = tally_core.tally(dirs, policy)
     assert len(report["job_dirs"]) == 3 and report["tasks"] == 22
-    only_nested = T.tally([mixed / "jobs" / "fx-retry-2"], policy)
+    only_nested = tally_core.tally([mixed / "jobs" / "fx-retry-2"], policy)
     assert outcomes(only_nested) == {"t-nested": "passed"}
 
 
@@ -444,13 +449,13 @@ def run1(tmp_path_factory):
 
 def test_run1_default_accounting_reproduces_62_35(run1, policy):
     jobs, verdicts = run1
-    report = T.tally(T.run_job_dirs(jobs, "q"), policy, T.load_verdicts(verdicts))
+    report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "q"), policy, tally_policy.load_verdicts(verdicts))
     assert counts(report) == {"tasks": 89, "passed": 53, "failed": 32, "errored": 4, "unclassified": 0,
                               "unfinished": 0, "scored": 85}
     assert round(100 * report["pass_rate"], 2) == 62.35
     assert report["errored_breakdown"] == {"infra": 0, "final": 0, "timeout": 0, "verdict": 4}
-    assert T.retry_targets(report) == []  # verdicts end the retrying
-    text = T.render_text(report)
+    assert tally_core.retry_targets(report) == []  # verdicts end the retrying
+    text = tally_cli.render_text(report)
     assert "| Passed | 53 | 59.6% |" in text
     assert "| Failed (scored, reward < 1, incl. AgentTimeoutError) | 32 | 36.0% |" in text
     assert "| Errored (unscored: 0 infra, 4 by verdict) | 4 | 4.5% |" in text
@@ -460,12 +465,12 @@ def test_run1_default_accounting_reproduces_62_35(run1, policy):
 
 def test_run1_timeouts_unscored_reproduces_the_reference_table(run1, policy):
     jobs, verdicts = run1
-    report = T.tally(T.run_job_dirs(jobs, "q"), policy, T.load_verdicts(verdicts), timeouts_unscored=True)
+    report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "q"), policy, tally_policy.load_verdicts(verdicts), timeouts_unscored=True)
     assert counts(report) == {"tasks": 89, "passed": 53, "failed": 16, "errored": 20, "unclassified": 0,
                               "unfinished": 0, "scored": 69}
     assert round(100 * report["pass_rate"], 1) == 76.8
     assert report["errored_breakdown"] == {"infra": 0, "final": 0, "timeout": 16, "verdict": 4}
-    text = T.render_text(report)
+    text = tally_cli.render_text(report)
     assert "| Passed | 53 | 59.6% |" in text
     assert "| Failed (scored, reward < 1) | 16 | 18.0% |" in text
     assert "| Errored (unscored: 0 infra, 16 AgentTimeoutError, 4 by verdict) | 20 | 22.5% |" in text
@@ -477,14 +482,14 @@ def test_run1_without_verdicts_the_four_are_final_errors_after_three_attempts(ru
     # The reference accepted these four as final errors after 3 attempts: MAX_TASK_RETRIES=3, the
     # default, makes the same decision with no verdicts file, and mop-up no longer retries them.
     jobs, _ = run1
-    report = T.tally(T.run_job_dirs(jobs, "q"), policy)
+    report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "q"), policy)
     infra_attempts = {e["task"]: sum(1 for t in e["trials"] if t["rule"] in SL.INFRA_RULES) for e in report["per_task"]}
-    assert {t for t, n in infra_attempts.items() if n >= T.DEFAULT_MAX_TASK_RETRIES} == set(RUN1_INFRA)
+    assert {t for t, n in infra_attempts.items() if n >= tally_core.DEFAULT_MAX_TASK_RETRIES} == set(RUN1_INFRA)
     assert report["errored"] == 4
     assert report["errored_breakdown"] == {"infra": 0, "final": 4, "timeout": 0, "verdict": 0}
     assert report["max_task_retries"] == 3 and report["final_errors"] == sorted(RUN1_INFRA)
-    assert T.retry_targets(report) == []
-    text = T.render_text(report)
+    assert tally_core.retry_targets(report) == []
+    text = tally_cli.render_text(report)
     assert "| Errored (unscored: 0 infra, 4 final: MAX_TASK_RETRIES=3 attempts in a row were infra) | 4 | 4.5% |" in text
     assert (f"Final errors (4): 4 task(s) whose infra error survived 3 attempts in a row per open slot "
             f"(MAX_TASK_RETRIES=3): {', '.join(sorted(RUN1_INFRA))}. They count as errored, and mop-up, make "
@@ -492,9 +497,9 @@ def test_run1_without_verdicts_the_four_are_final_errors_after_three_attempts(ru
             f"once more).") in text
     # One more allowed attempt (or no limit) makes them retry targets again, each with its 3 attempts.
     for limit in (4, 0):
-        report = T.tally(T.run_job_dirs(jobs, "q"), policy, max_task_retries=limit)
+        report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "q"), policy, max_task_retries=limit)
         assert report["final_errors"] == [] and report["errored_breakdown"]["infra"] == 4
-        targets = T.retry_targets(report)
+        targets = tally_core.retry_targets(report)
         assert [t["task"] for t in targets] == sorted(RUN1_INFRA)
         assert all(t["attempts"] == 3 and len(t["trials"]) == 3 for t in targets)
 
@@ -509,26 +514,26 @@ def test_final_error_counts_the_infra_attempts_since_the_latest_settled_one(tmp_
         S("broken", None, "SandboxError", finished=10), S("broken", 1.0, finished=20, attempt=1),
         S("broken", None, "SandboxError", finished=30, attempt=2), S("broken", None, "SandboxError", finished=40, attempt=3),
     ], dataset=ds)
-    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=3)
+    report = tally_core.tally(tally_jobs.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=3)
     by_task = {e["task"]: e for e in report["per_task"]}
     assert (by_task["streak"]["infra_streak"], by_task["streak"]["final_error"]) == (3, True)
     # broken passed once, so it is settled at k = 1 whatever came after; its streak is the 2 after the pass.
     assert (by_task["broken"]["outcome"], by_task["broken"]["infra_streak"], by_task["broken"]["final_error"]) == (
         "passed", 2, False)
-    assert [t["task"] for t in T.retry_targets(report)] == []
+    assert [t["task"] for t in tally_core.retry_targets(report)] == []
     assert report["final_errors"] == ["streak"]
-    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=4)
-    assert [t["task"] for t in T.retry_targets(report)] == ["streak"]
+    report = tally_core.tally(tally_jobs.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=4)
+    assert [t["task"] for t in tally_core.retry_targets(report)] == ["streak"]
 
 
 def test_verdict_shown_as_such(run1, policy):
     jobs, verdicts = run1
-    report = T.tally(T.run_job_dirs(jobs, "q"), policy, T.load_verdicts(verdicts), verdicts_path=str(verdicts))
+    report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "q"), policy, tally_policy.load_verdicts(verdicts), verdicts_path=str(verdicts))
     e = next(e for e in report["per_task"] if e["task"] == "query-optimize")
     assert (e["outcome"], e["computed_outcome"], e["rule"]) == ("errored", "errored", "verdict")
     assert e["verdict"] == "SandboxError/RemoteProtocolError on all 3 attempts; accepted as final"
     assert report["verdicts"] == str(verdicts)
-    assert "| query-optimize | errored (verdict) |" in T.render_markdown(report)
+    assert "| query-optimize | errored (verdict) |" in tally_cli.render_markdown(report)
 
 
 # --------------------------------------------------------------------------- selection details
@@ -539,7 +544,7 @@ def test_latest_finished_at_wins_across_job_dirs_not_dir_order(tmp_path, policy)
     # The retry job is OLDER than the main job's second attempt: timestamps decide, not dirs.
     write_job(jobs, "r", [S("t", 0.0, finished=10), S("t", 1.0, finished=300, attempt=1)], dataset=tmp_path / "ds")
     write_job(jobs, "r-retry-1", [S("t", 0.0, finished=200)], dataset=tmp_path / "ds", scoped=True)
-    report = T.tally(T.run_job_dirs(jobs, "r"), policy)
+    report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "r"), policy)
     (e,) = report["per_task"]
     assert (e["outcome"], e["finished_at"], e["attempts"]) == ("passed", "2026-09-03T13:00:00Z", 3)
 
@@ -549,7 +554,7 @@ def test_naive_timestamp_read_as_utc_and_reported(tmp_path, policy):
     job = write_job(jobs, "n", [S("a", 1.0, finished=10), S("b", 0.0, finished=20)], dataset=tmp_path / "ds")
     path = job / trial_name("a", "n") / "result.json"
     rewrite_result(path, finished_at="2026-09-03T10:00:00")  # no zone
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     assert next(e for e in report["per_task"] if e["task"] == "a")["finished_at"] == "2026-09-03T10:00:00Z"
     assert report["warnings"] == [f"1 result.json file(s) have a finished_at without a time zone; read as UTC: {path}"]
 
@@ -562,7 +567,7 @@ def test_odd_and_missing_timestamps_rank_first_and_are_reported(tmp_path, policy
     rewrite_result(odd, finished_at="yesterday-ish")
     gone = job / trial_name("b", "o") / "result.json"
     rewrite_result(gone, finished_at=DELETE)
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     # a: the odd timestamp ranks below the timestamped attempt (reward 0).
     assert outcomes(report) == {"a": "failed", "b": "passed"}
     assert report["warnings"] == [
@@ -577,7 +582,7 @@ def test_tie_on_finished_at_is_broken_by_path(tmp_path, policy):
     job = write_job(jobs, "tie", [S("t", 1.0, finished=10), S("t", 0.0, finished=10, attempt=1)],
                     dataset=tmp_path / "ds")
     names = sorted([trial_name("t", "tie"), trial_name("t", "tie", 1)])
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     (e,) = report["per_task"]
     assert e["trial_dir"] == str(job / names[-1])
     assert any(w.startswith("t: two attempts finished at the same time 2026-09-03T08:10:00Z") for w in report["warnings"])
@@ -589,7 +594,7 @@ def test_missing_schema_fields_and_reward_shapes(tmp_path, policy):
                                 S("string-reward", rewards={"reward": 1.0})], dataset=tmp_path / "ds")
     rewrite_result(job / trial_name("no-task", "m") / "result.json", task_name=DELETE, agent_execution=DELETE)
     rewrite_result(job / trial_name("string-reward", "m") / "result.json", verifier_result={"rewards": {"reward": "1"}})
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     # The name comes back from the trial's config.json; the reward shapes give no reward.
     assert outcomes(report) == {"no-task": "passed", "other-key": "unclassified", "string-reward": "unclassified"}
     w = report["warnings"]
@@ -607,8 +612,7 @@ def test_missing_schema_fields_and_reward_shapes(tmp_path, policy):
 ])
 def test_a_timestamp_outside_the_years_2000_to_2199_is_no_time(value, year):
     # Reached by the guard itself (the year 1 and 9999 of the hostile files overflow before it).
-    from tools import tally_core
-    dt, naive = tally_core.parse_timestamp(value)
+    dt, naive = tally_trials.parse_timestamp(value)
     assert (dt.year if dt else None, naive) == (year, False)
 
 
@@ -621,7 +625,7 @@ def test_a_crashed_dir_whose_truncated_name_fits_two_long_tasks_joins_neither(tm
     job = write_job(jobs, "L", [S(one, 0.0, finished=10), S(two, 1.0, finished=11), S(one, finished=None, attempt=1)],
                     dataset=tmp_path / "ds")
     (job / trial_name(one, "L", 1) / "config.json").unlink()
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     assert sorted((e["task"], len(e["trials"])) for e in report["per_task"]) == [
         (one[:32].rstrip("-"), 1), (one, 1), (two, 1)]
 
@@ -632,7 +636,7 @@ def test_long_task_name_crashed_dir_joins_its_task(tmp_path, policy):
     job = write_job(jobs, "L", [S(long, 0.0, finished=10), S(long, finished=None, attempt=1)], dataset=tmp_path / "ds")
     crashed = job / trial_name(long, "L", 1)
     (crashed / "config.json").unlink()  # only the truncated dir name is left to go on
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     (e,) = report["per_task"]
     assert e["task"] == long and len(e["trials"]) == 2
 
@@ -645,7 +649,7 @@ def test_tokens_and_agent_time_totals(tmp_path, policy):
         S("b", 0.0, finished=50, tokens=(None, None, None), agent_minutes=5),
         S("c", 0.0, finished=60, tokens=None, agent_minutes=1),
     ], dataset=tmp_path / "ds")
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     assert report["tokens"] == {"input": 1000, "cache": 400, "output": 70}
     assert report["tokens_all_trials"] == {"input": 1100, "cache": 440, "output": 77}
     assert report["trials_without_tokens"] == 2
@@ -659,11 +663,11 @@ def test_infra_after_a_settled_attempt_no_longer_hides_it_and_is_warned(tmp_path
     jobs = tmp_path / "jobs"
     job = write_job(jobs, "w", [S("t", 1.0, finished=10), S("t", None, "SandboxError", finished=20, attempt=1)],
                     dataset=tmp_path / "ds")
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     assert outcomes(report) == {"t": "passed"}
     assert report["per_task"][0]["trial_dir"] == str(job / trial_name("t", "w"))
     assert report["per_task"][0]["attempts"] == 2
-    assert T.retry_targets(report) == []
+    assert tally_core.retry_targets(report) == []
     assert report["warnings"] == [
         "t: an infra error (SandboxError) finished after the settled attempt (passed); the settled attempt counts "
         "and the task is not retried (an infra error no longer hides a settled attempt: docs/design.md decision 13)"]
@@ -674,7 +678,7 @@ def test_planned_tasks_never_started_are_reported(tmp_path, policy):
     job = write_job(jobs, "p", [S("a", 1.0), S("b", 1.0), S("c", 1.0)], dataset=tmp_path / "ds")
     import shutil
     shutil.rmtree(job / trial_name("c", "p"))
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     assert report["warnings"] == [
         f"{job}/result.json plans 3 task(s) but only 2 have a trial dir: 1 never started (resume the job)"]
 
@@ -683,7 +687,7 @@ def test_unrelated_dir_in_job_is_skipped_with_a_warning(tmp_path, policy):
     jobs = tmp_path / "jobs"
     job = write_job(jobs, "u", [S("a", 1.0)], dataset=tmp_path / "ds")
     (job / "notes").mkdir()
-    report = T.tally([job], policy)
+    report = tally_core.tally([job], policy)
     assert report["tasks"] == 1
     assert report["warnings"] == [f"{job}/notes: not a trial dir (no result.json or config.json); skipped"]
 
@@ -710,9 +714,9 @@ def test_policy_file_lists(policy):
 
 def test_every_infra_error_has_one_side(policy):
     def side(etype, msg=""):
-        t = T.Trial("d/x__1", "d", "x", "finished", exception_type=etype, exception_message=msg)
-        t.outcome, t.rule, t.reason = T.classify(t, policy)
-        return T.infra_side(t, policy)
+        t = tally_trials.Trial("d/x__1", "d", "x", "finished", exception_type=etype, exception_message=msg)
+        t.outcome, t.rule, t.reason = tally_policy.classify(t, policy)
+        return tally_policy.infra_side(t, policy)
 
     assert [side(e) for e in ("SandboxError", "ReadTimeout", "InternalServerError", "Timeout", "CancelledError")] == [
         "sandbox", "sandbox", "server", "server", "interrupted"]
@@ -739,8 +743,8 @@ def test_every_infra_error_has_one_side(policy):
 def test_bad_policy_is_named(tmp_path, text, message):
     p = tmp_path / "policy.yaml"
     p.write_text(text)
-    with pytest.raises(T.TallyError) as e:
-        T.load_policy(p)
+    with pytest.raises(tally_jobs.TallyError) as e:
+        tally_policy.load_policy(p)
     assert message in str(e.value) and str(p) in str(e.value)
 
 
@@ -753,12 +757,12 @@ def test_bad_policy_is_named(tmp_path, text, message):
 def test_bad_verdicts_are_named(tmp_path, text, message):
     p = tmp_path / "v.yaml"
     p.write_text(text)
-    with pytest.raises(T.TallyError, match=message.replace("(", r"\(").replace("`", ".")):
-        T.load_verdicts(p)
+    with pytest.raises(tally_jobs.TallyError, match=message.replace("(", r"\(").replace("`", ".")):
+        tally_policy.load_verdicts(p)
 
 
 def test_verdict_for_unknown_task_is_warned(mixed, policy, tmp_path):
-    report = T.tally(T.run_job_dirs(mixed, "fx"), policy, {"nope": T.Verdict("errored", "x")})
+    report = tally_core.tally(tally_jobs.run_job_dirs(mixed, "fx"), policy, {"nope": tally_policy.Verdict("errored", "x")})
     assert "verdict for nope ignored: no trial of that task in these job dirs" in report["warnings"]
 
 
@@ -772,12 +776,13 @@ TOP_FIELDS = {
 }
 TASK_FIELDS = {"task", "outcome", "computed_outcome", "rule", "reason", "reward", "exception_type",
                "exception_message", "finished_at", "trial_dir", "job_dir", "attempts", "verdict", "infra_streak",
-               "final_error", "trials"}
-TRIAL_FIELDS = {"trial_dir", "job_dir", "finished_at", "reward", "exception_type", "outcome", "rule", "retried"}
+               "final_error", "trials", "settled", "infra", "open_slots"}
+TRIAL_FIELDS = {"trial_dir", "job_dir", "finished_at", "reward", "exception_type", "outcome", "rule", "retried",
+                "settled", "infra"}
 
 
 def run_cli(*args):
-    return CliRunner().invoke(T.cli, [str(a) for a in args])
+    return CliRunner().invoke(tally_cli.cli, [str(a) for a in args])
 
 
 def test_cli_json_fields(mixed):
@@ -785,13 +790,13 @@ def test_cli_json_fields(mixed):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert set(doc) == TOP_FIELDS
-    assert doc["run"] == "fx" and doc["policy"] == str(T.DEFAULT_POLICY) and doc["verdicts"] is None
+    assert doc["run"] == "fx" and doc["policy"] == str(tally_policy.DEFAULT_POLICY) and doc["verdicts"] is None
     assert doc["tasks"] == 22 and doc["pass_rate"] == 6 / 14
     assert set(doc["tokens"]) == {"input", "cache", "output"}
     assert [e["task"] for e in doc["per_task"]] == sorted(EXPECTED)
     for e in doc["per_task"]:
         assert set(e) == TASK_FIELDS
-        assert e["outcome"] in T.OUTCOMES
+        assert e["outcome"] in tally_core.OUTCOMES
         for t in e["trials"]:
             assert set(t) == TRIAL_FIELDS
 
@@ -815,7 +820,7 @@ def test_cli_retry_targets_json_and_text(mixed, tmp_path):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert set(doc) == {"run", "policy", "infra_types", "job_dirs", "tasks"}
-    assert doc["infra_types"] == list(T.load_policy().infra_types)
+    assert doc["infra_types"] == list(tally_policy.load_policy().infra_types)
     assert [t["task"] for t in doc["tasks"]] == ["t-cancel", "t-corrupt", "t-crash-only", "t-nz-apt", "t-nz-bare",
                                                  "t-overloaded", "t-still-infra"]
     assert all(set(t) == TASK_FIELDS | {"missing"} and t["missing"] == 1 for t in doc["tasks"])
@@ -831,7 +836,7 @@ def test_cli_retry_targets_json_and_text(mixed, tmp_path):
 def test_cli_policy_queries():
     r = run_cli("policy", "infra-types")
     assert r.exit_code == 0
-    assert r.stdout.splitlines() == list(T.load_policy().infra_types)
+    assert r.stdout.splitlines() == list(tally_policy.load_policy().infra_types)
     assert r.stdout.splitlines()[0] == "SandboxError"
     r = run_cli("policy", "check")
     assert r.exit_code == 0 and "OK (" in r.stdout
@@ -898,4 +903,4 @@ def test_max_task_retries_default_is_the_settings_catalogues():
     # The tools' default (a tally run without the setting) and env/defaults.env's must be one value.
     line = next(line for line in (REPO / "env" / "defaults.env").read_text().splitlines()
                 if line.startswith("MAX_TASK_RETRIES="))
-    assert int(line.split("=", 1)[1].split()[0]) == T.DEFAULT_MAX_TASK_RETRIES
+    assert int(line.split("=", 1)[1].split()[0]) == tally_core.DEFAULT_MAX_TASK_RETRIES

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tools import tally as T
+from tools import tally as tally_cli
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 REPO = Path(__file__).resolve().parent.parent
 JOBS = REPO / "examples" / "jobs"
@@ -61,30 +64,30 @@ def test_example_is_small():
 
 @pytest.fixture(scope="module")
 def policy():
-    return T.load_policy()
+    return tally_policy.load_policy()
 
 
 def test_example_default_accounting(policy):
-    report = T.tally(T.run_job_dirs(JOBS, JOB), policy, run="example-terminus2")
+    report = tally_core.tally(tally_jobs.run_job_dirs(JOBS, JOB), policy, run="example-terminus2")
     assert {e["task"]: e["outcome"] for e in report["per_task"]} == EXPECTED
     assert [report[k] for k in ("tasks", "passed", "failed", "errored", "unclassified", "unfinished", "scored")] == \
         [13, 4, 4, 3, 1, 1, 8]
     assert report["pass_rate"] == 0.5
     assert [Path(d).name for d in report["job_dirs"]] == [JOB, f"{JOB}-retry-1"]
-    assert [t["task"] for t in T.retry_targets(report)] == [
+    assert [t["task"] for t in tally_core.retry_targets(report)] == [
         "feal-linear-cryptanalysis", "qemu-startup", "query-optimize", "schemelike-metacircular-eval"]
 
 
 def test_example_timeouts_unscored(policy):
-    report = T.tally(T.run_job_dirs(JOBS, JOB), policy, timeouts_unscored=True)
+    report = tally_core.tally(tally_jobs.run_job_dirs(JOBS, JOB), policy, timeouts_unscored=True)
     assert [report[k] for k in ("passed", "failed", "errored", "unclassified", "unfinished", "scored")] == \
         [3, 3, 5, 1, 1, 6]
 
 
 @pytest.mark.parametrize("unscored,golden", [(False, "example-terminus2.md"), (True, "example-terminus2-unscored.md")])
 def test_example_markdown_golden(policy, unscored, golden):
-    report = T.tally(T.run_job_dirs(JOBS, JOB), policy, timeouts_unscored=unscored, run="example-terminus2")
-    text = T.render_markdown(report)
+    report = tally_core.tally(tally_jobs.run_job_dirs(JOBS, JOB), policy, timeouts_unscored=unscored, run="example-terminus2")
+    text = tally_cli.render_markdown(report)
     path = GOLDEN / golden
     if REGEN:
         path.write_text(text)

@@ -23,7 +23,10 @@ from click.testing import CliRunner
 from tests.fixtures.harbor_jobs import TrialSpec, trial_name, write_job
 from tests.test_tally import TOP_FIELDS
 from tools import slots as SL
-from tools import tally as T
+from tools import tally as tally_cli
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 S = TrialSpec
 REPO = Path(__file__).resolve().parent.parent
@@ -33,7 +36,7 @@ GLYPH = {"✓": "passed", "✗": "failed", "E": "errored", "?": "unclassified", 
 
 @pytest.fixture(scope="module")
 def policy():
-    return T.load_policy()
+    return tally_policy.load_policy()
 
 
 def attempts(task: str, plan: list, start: int = 0, base: int = 0) -> list[TrialSpec]:
@@ -72,7 +75,7 @@ RETRY = {"e": [F, P], "j": ["infra"]}
 SLOTS = {"a": "✓✓✓✓✓", "b": "✓✗✗✓E", "c": "✗✗✗✗…", "d": "EEEEE", "e": "✓✗✓✗✓", "f": "✗✗✓✓✓",
          "g": "EEEEE", "h": "?✓✓✓✓", "j": "✓✗✗✗✗"}
 SLOTS_UNSCORED = dict(SLOTS, f="EE✓✓✓")
-VERDICTS = {"g": T.Verdict("errored", "SandboxError on every attempt; accepted as final")}
+VERDICTS = {"g": tally_policy.Verdict("errored", "SandboxError on every attempt; accepted as final")}
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +120,7 @@ def count(slots: dict[str, str], glyph: str) -> int:
 
 
 def test_k_is_read_from_the_job_config_and_slots_are_filled(k5, policy):
-    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS)
+    report = tally_core.tally(tally_jobs.run_job_dirs(k5, "fx5"), policy, VERDICTS)
     assert report["n_attempts"] == K and report["slots"] == 9 * K
     assert {e["task"]: e["slots_text"] for e in report["per_task"]} == SLOTS
     by_task = {e["task"]: e for e in report["per_task"]}
@@ -142,7 +145,7 @@ def test_k_is_read_from_the_job_config_and_slots_are_filled(k5, policy):
 
 
 def test_run_figures_against_independent_computation(k5, policy):
-    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS)
+    report = tally_core.tally(tally_jobs.run_job_dirs(k5, "fx5"), policy, VERDICTS)
     want = expected_figures(SLOTS)
     assert want["fractions"] == [1, 0.5, 0, 0.6, 0.6, 1, 0.2]  # a b c e f h j; d and g have no scored slot
     assert report["mean_task_pass_fraction"] == pytest.approx(3.9 / 7)
@@ -173,17 +176,17 @@ def test_final_error_at_k5_is_max_task_retries_attempts_per_open_slot(tmp_path, 
     plans = {"short": settled + ["infra"] * (limit * open_slots - 1), "final": settled + ["infra"] * (limit * open_slots)}
     write_job(tmp_path / "jobs", "fin", [s for t, plan in plans.items() for s in attempts(t, plan)], n_attempts=K,
               multiplier=1.0)
-    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "fin"), policy, max_task_retries=limit)
+    report = tally_core.tally(tally_jobs.run_job_dirs(tmp_path / "jobs", "fin"), policy, max_task_retries=limit)
     by_task = {e["task"]: e for e in report["per_task"]}
     assert {t: (e["infra_streak"], e["final_error"]) for t, e in by_task.items()} == {
         "short": (limit * open_slots - 1, False), "final": (limit * open_slots, True)}
     assert report["final_errors"] == ["final"]
     assert report["errored_breakdown"] == {"infra": open_slots, "final": open_slots, "timeout": 0, "verdict": 0}
-    assert [(t["task"], t["missing"]) for t in T.retry_targets(report)] == [("short", open_slots)]
+    assert [(t["task"], t["missing"]) for t in tally_core.retry_targets(report)] == [("short", open_slots)]
     # A final error's slots are not open: the headline is provisional for the other task's only.
     lb = report["leaderboard"]
     assert (lb["open_slots"], lb["provisional"]) == (open_slots, True)
-    text = T.render_text(report)
+    text = tally_cli.render_text(report)
     assert (f"FINAL ERRORS: {open_slots} of {2 * K} slots, of 1 task(s) whose infra error survived {limit} attempts "
             f"in a row per open slot (MAX_TASK_RETRIES={limit}): final: counted as not passed, not open") in text
 
@@ -191,7 +194,7 @@ def test_final_error_at_k5_is_max_task_retries_attempts_per_open_slot(tmp_path, 
 def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(k5, policy, tmp_path):
     """passed / (tasks × k), errored and open slots not passed; the interval from the k replicates
     (each a rate over every task), and a task-level bootstrap, all recomputed here."""
-    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS)
+    report = tally_core.tally(tally_jobs.run_job_dirs(k5, "fx5"), policy, VERDICTS)
     lb = report["leaderboard"]
     n = len(SLOTS)
     passed = count(SLOTS, "✓")
@@ -212,7 +215,7 @@ def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(
     assert (lb["bootstrap95"]["low"], lb["bootstrap95"]["high"]) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
     # Shown first, before the outcome table, in the text and the Markdown; provisional said.
     md = tmp_path / "t.md"
-    r = CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--run-name", "fx5",
+    r = CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--run-name", "fx5",
                                    "--markdown", str(md)])
     lines = r.stdout.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("Leaderboard resolution rate: "))
@@ -262,7 +265,7 @@ def test_one_headline_interval_named_once_and_every_other_interval_labelled_seco
     """The bundled k = 5 example: three 95% intervals, of two figures. The headline's (the board's
     rate, the replicates' t interval) comes first and is the only one called the headline's; the
     others follow it and each says it is not the headline's and of what it is. Values computed here."""
-    report = T.tally(T.run_job_dirs(REPO / "examples" / "jobs", "example-leaderboard-tb21"), policy,
+    report = tally_core.tally(tally_jobs.run_job_dirs(REPO / "examples" / "jobs", "example-leaderboard-tb21"), policy,
                      run="example-leaderboard")
     slots = [e["slots"] for e in report["per_task"]]
     n = len(slots)
@@ -277,7 +280,7 @@ def test_one_headline_interval_named_once_and_every_other_interval_labelled_seco
     rng = np.random.default_rng(0)
     mean_boot = np.quantile([fractions[rng.integers(0, len(fractions), size=len(fractions))].mean()
                              for _ in range(10_000)], [0.025, 0.975])
-    lines = T.render_text(report).splitlines()
+    lines = tally_cli.render_text(report).splitlines()
     with_interval = [line for line in lines if re.search(r"\d% to \d", line)]
     assert len(with_interval) == 3
     head, second, third = with_interval
@@ -304,7 +307,7 @@ def test_a_run_with_every_slot_filled_is_not_provisional(policy):
 
 
 def test_timeouts_unscored_fills_the_slots_the_same_trials(k5, policy):
-    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS, timeouts_unscored=True)
+    report = tally_core.tally(tally_jobs.run_job_dirs(k5, "fx5"), policy, VERDICTS, timeouts_unscored=True)
     assert {e["task"]: e["slots_text"] for e in report["per_task"]} == SLOTS_UNSCORED
     assert [report[o] for o in ("passed", "failed", "errored", "scored")] == [18, 12, 13, 30]
     assert report["errored_breakdown"] == {"infra": 6, "final": 0, "timeout": 2, "verdict": 5}
@@ -312,7 +315,7 @@ def test_timeouts_unscored_fills_the_slots_the_same_trials(k5, policy):
 
 
 def test_attempts_option_overrides_k_and_k1_is_the_single_attempt_rule(k5, policy):
-    report = T.tally(T.run_job_dirs(k5, "fx5"), policy, VERDICTS, attempts=1)
+    report = tally_core.tally(tally_jobs.run_job_dirs(k5, "fx5"), policy, VERDICTS, attempts=1)
     assert set(report) == TOP_FIELDS  # single-attempt output has no slot fields
     assert {e["task"]: e["outcome"] for e in report["per_task"]} == {
         "a": "passed", "b": "passed", "c": "failed", "d": "errored", "e": "passed", "f": "passed",
@@ -321,7 +324,7 @@ def test_attempts_option_overrides_k_and_k1_is_the_single_attempt_rule(k5, polic
     assert ("j: an infra error (SandboxError) finished after the settled attempt (failed); the settled attempt "
             "counts and the task is not retried (an infra error no longer hides a settled attempt: "
             "docs/design.md decision 13)") in report["warnings"]
-    three = T.tally(T.run_job_dirs(k5, "fx5"), policy, attempts=3)
+    three = tally_core.tally(tally_jobs.run_job_dirs(k5, "fx5"), policy, attempts=3)
     assert {e["task"]: e["slots_text"] for e in three["per_task"]}["e"] == "✓✗✓"  # the latest 3 of 7 settled
     # a b c e f h j keep 3 of their 5, 4, 4, 7, 5, 5, 5 settled trials; d and g have none
     assert three["rerolled_trials"] == 2 + 1 + 1 + 4 + 2 + 2 + 2
@@ -329,7 +332,7 @@ def test_attempts_option_overrides_k_and_k1_is_the_single_attempt_rule(k5, polic
 
 def test_cli_text_json_and_markdown(k5, tmp_path):
     md = tmp_path / "t.md"
-    r = CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--markdown", str(md)])
+    r = CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--markdown", str(md)])
     assert r.exit_code == 0, r.output
     want = expected_figures(dict(SLOTS, g="EEEEE"))
     out = r.stdout
@@ -345,13 +348,13 @@ def test_cli_text_json_and_markdown(k5, tmp_path):
     text = md.read_text()
     assert "| b | ✓✗✗✓E | 2/4 | passed | 5 | - |" in text
     assert f"| e | ✓✗✓✗✓ | 3/5 | passed | 7 | fx5/{trial_name('e', 'fx5', 0)}, fx5/{trial_name('e', 'fx5', 1)} |" in text
-    doc = json.loads(CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--json"]).stdout)
+    doc = json.loads(CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--json"]).stdout)
     assert set(doc) - TOP_FIELDS == {"n_attempts", "slots", "rerolled_trials", "mean_task_pass_fraction",
                                      "tasks_with_scored_attempts", "pass_at_k", "replicates", "replicate_mean",
                                      "replicate_stderr", "bootstrap95", "leaderboard"}
     assert {"slots", "slots_text", "slot_trials", "passed_attempts", "scored_attempts", "pass_fraction",
             "rerolled"} <= set(doc["per_task"][0])
-    r = CliRunner().invoke(T.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--attempts", "0"])
+    r = CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--attempts", "0"])
     assert r.exit_code == 2
 
 
@@ -381,7 +384,7 @@ def test_example_is_what_its_script_writes(tmp_path, monkeypatch):
 
 
 def test_example_tally(policy):
-    report = T.tally(T.run_job_dirs(JOBS, JOB), policy, run="example-leaderboard")
+    report = tally_core.tally(tally_jobs.run_job_dirs(JOBS, JOB), policy, run="example-leaderboard")
     assert report["n_attempts"] == 5
     assert {e["task"]: e["slots_text"] for e in report["per_task"]} == EXAMPLE_SLOTS
     assert [report[o] for o in ("passed", "failed", "errored", "unfinished", "scored")] == [13, 15, 2, 0, 28]
@@ -395,16 +398,16 @@ def test_example_tally(policy):
 
 def test_retry_targets_of_a_k_run_are_its_open_slots(policy):
     """retry-targets with k = 5: the tasks with open slots and how many (mop-up's own selection)."""
-    report = T.tally(T.run_job_dirs(JOBS, JOB), policy, run="example-leaderboard")
-    targets = T.retry_targets(report)
+    report = tally_core.tally(tally_jobs.run_job_dirs(JOBS, JOB), policy, run="example-leaderboard")
+    targets = tally_core.retry_targets(report)
     assert [(t["task"], t["missing"]) for t in targets] == [("cobol-modernization", 2)]
-    result = CliRunner().invoke(T.cli, ["retry-targets", "--jobs-dir", str(JOBS), "--job-name", JOB])
+    result = CliRunner().invoke(tally_cli.cli, ["retry-targets", "--jobs-dir", str(JOBS), "--job-name", JOB])
     assert result.exit_code == 0, result.output
     errored = sorted(str(JOBS / JOB / d.name) for d in (JOBS / JOB).glob("cobol-modernization__*")
                      if "ReadTimeout" in (d / "result.json").read_text())
     assert len(errored) == 2
     assert result.output == f"cobol-modernization\t✓✓✓EE\tReadTimeout\t{','.join(errored)}\t2\n"
-    as_json = CliRunner().invoke(T.cli, ["retry-targets", "--jobs-dir", str(JOBS), "--job-name", JOB, "--json"])
+    as_json = CliRunner().invoke(tally_cli.cli, ["retry-targets", "--jobs-dir", str(JOBS), "--job-name", JOB, "--json"])
     assert [(t["task"], t["missing"]) for t in json.loads(as_json.output)["tasks"]] == [("cobol-modernization", 2)]
 
 
@@ -417,13 +420,12 @@ def test_an_attempt_harbor_retried_in_the_run_is_a_trial_of_its_job_and_never_a_
     (nothing is cherry-picked); a copy whose id is a trial's of the job is that trial, read once."""
     import shutil
 
-    from tools import tally_core as TC
 
     job = write_job(tmp_path / "jobs", "r", attempts("t", [P, F]), n_attempts=2, multiplier=1.0)
     # Two earlier attempts of the run's trials, written as harbor would have (another job dir), copied
     # beside the job: a SandboxError, and one scored 1.0 (a policy changed since might call it settled).
     other = write_job(tmp_path / "other", "r", attempts("t", ["infra", P], start=5), n_attempts=2, multiplier=1.0)
-    kept = TC.retried_attempts_dir(job)
+    kept = tally_jobs.retried_attempts_dir(job)
     for d in sorted(other.iterdir()):
         if d.is_dir():
             rid = json.loads((d / "result.json").read_text())["id"]
@@ -431,7 +433,7 @@ def test_an_attempt_harbor_retried_in_the_run_is_a_trial_of_its_job_and_never_a_
     # A copy of a trial still in the job (the last attempt, kept by a harbor stopped before its end).
     live = next(d for d in sorted(job.iterdir()) if d.is_dir())
     shutil.copytree(live, kept / f"{live.name}.{json.loads((live / 'result.json').read_text())['id']}")
-    report = T.tally([job], T.load_policy())
+    report = tally_core.tally([job], tally_policy.load_policy())
     [entry] = report["per_task"]
     assert report["trial_dirs"] == 4 and report["retried_in_run"] == 2
     assert sorted(entry["slot_trials"]) == sorted(str(d) for d in job.iterdir() if d.is_dir())
@@ -441,7 +443,7 @@ def test_an_attempt_harbor_retried_in_the_run_is_a_trial_of_its_job_and_never_a_
     # A .retried/<job> that is a symlink is never followed: refused, named, nothing of it counted.
     shutil.rmtree(kept)
     kept.symlink_to(other)
-    report = T.tally([job], T.load_policy())
+    report = tally_core.tally([job], tally_policy.load_policy())
     assert report["retried_in_run"] == 0 and report["unreadable"][0]["path"] == str(kept)
 
 
@@ -451,21 +453,20 @@ def test_an_attempt_harbor_retried_in_the_run_counts_in_no_infra_streak(tmp_path
     every task it touched before any mop-up pass. Here: one trial, errored after two in-run retries."""
     import shutil
 
-    from tools import tally_core as TC
 
     job = write_job(tmp_path / "jobs", "r", attempts("t", ["infra"], start=2), multiplier=1.0)
     other = write_job(tmp_path / "other", "r", attempts("t", ["infra", "infra"]), multiplier=1.0)
     for d in sorted(p for p in other.iterdir() if p.is_dir()):
         rid = json.loads((d / "result.json").read_text())["id"]
-        shutil.copytree(d, TC.retried_attempts_dir(job) / f"{d.name}.{rid}")
-    report = T.tally([job], policy, max_task_retries=2)
+        shutil.copytree(d, tally_jobs.retried_attempts_dir(job) / f"{d.name}.{rid}")
+    report = tally_core.tally([job], policy, max_task_retries=2)
     [entry] = report["per_task"]
     assert report["retried_in_run"] == 2 and report["exceptions_all_trials"] == {"SandboxError": 3}
     assert (entry["infra_streak"], entry["final_error"]) == (1, False)
-    assert report["final_errors"] == [] and [t["task"] for t in T.retry_targets(report)] == ["t"]
+    assert report["final_errors"] == [] and [t["task"] for t in tally_core.retry_targets(report)] == ["t"]
     # A second trial of it (a mop-up pass) that errs too makes it one: two attempts in a row.
     write_job(tmp_path / "jobs", "r-retry-1", attempts("t", ["infra"], start=3), multiplier=1.0)
-    report = T.tally(T.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=2)
+    report = tally_core.tally(tally_jobs.run_job_dirs(tmp_path / "jobs", "r"), policy, max_task_retries=2)
     assert (report["per_task"][0]["infra_streak"], report["final_errors"]) == (2, ["t"])
 
 
@@ -480,7 +481,7 @@ def test_the_boards_other_figures_are_harbors_pass_at_j_the_mean_trial_duration_
     from tools import slots as SL
 
     job = "example-leaderboard-complete-tb21"
-    report = T.tally(T.run_job_dirs(JOBS, job), T.load_policy(), run="example-leaderboard-complete")
+    report = tally_core.tally(tally_jobs.run_job_dirs(JOBS, job), tally_policy.load_policy(), run="example-leaderboard-complete")
     board = report["leaderboard"]
     counted = [Path(d) for e in report["per_task"] for d in e["slot_trials"]]
     assert len(counted) == 30
@@ -503,3 +504,76 @@ def test_the_boards_other_figures_are_harbors_pass_at_j_the_mean_trial_duration_
         f"{board['mean_trial_secs'] / 60:.1f} min; tokens {board['tokens']['input']:,} in ({board['tokens']['cache']:,} "
         f"cached), {board['tokens']['output']:,} out")
     assert SL.other_figures_line(board) in SL.headline_lines(report)
+
+
+# --- one rule in one place: the tally decides what settles a slot, every other verb reads it
+
+
+def doctored(report: dict, fields: dict[str, tuple[int, list[tuple[bool, bool]]]]) -> dict:
+    """The report with each named task's `open_slots` and its trials' (`settled`, `infra`) replaced,
+    outcomes and rules left as they were: a consumer that re-derives the rule from those disagrees."""
+    out = json.loads(json.dumps(report))
+    for row in out["per_task"]:
+        if row["task"] in fields:
+            row["open_slots"], marks = fields[row["task"]]
+            for trial, (settled, infra) in zip(row["trials"], marks, strict=True):
+                trial.update(settled=settled, infra=infra)
+            if "slot_trials" in row:
+                row["slot_trials"] = [d for d in row["slot_trials"] if d][:len(row["slots"]) - row["open_slots"]] \
+                    + [None] * row["open_slots"]
+    return out
+
+
+def test_every_consumer_follows_the_tallys_settled_infra_and_open_slots_not_the_outcome(tmp_path, policy,
+                                                                                         monkeypatch):
+    """k = 1: "p" passed, "i" an infra error, "u" never finished; the doctored report says the
+    opposite (p's slot open, i's and u's closed). The retry targets, mop-up's plan, its text, the
+    shard guard's settled trials and the watch's settled count all follow the fields."""
+    from tools import mopup_plan, shards, tally_core, watch
+
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "w", [S("p", P, finished=10), S("i", None, "SandboxError", "Sandbox API error (503)", finished=20),
+                          S("u", finished=None)])
+    report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "w"), policy)
+    assert [t["task"] for t in tally_core.retry_targets(report)] == ["i", "u"]  # as the outcomes say
+    fake = doctored(report, {"p": (1, [(False, True)]), "i": (0, [(True, False)]), "u": (0, [(True, False)])})
+    monkeypatch.setattr(tally_core, "tally", lambda *a, **kw: fake)
+
+    assert [(t["task"], t["missing"]) for t in tally_core.retry_targets(fake)] == [("p", 1)]
+    assert list(mopup_plan.left_to_retry(fake, [])) == ["p"]
+    r = CliRunner().invoke(tally_cli.cli, ["retry-targets", "--jobs-dir", str(jobs), "--job-name", "w"])
+    assert r.exit_code == 0, r.output
+    assert [line.split("\t")[0] for line in r.stdout.splitlines()] == ["p"]
+    dirs = {e["task"]: e["trials"][0]["trial_dir"] for e in report["per_task"]}
+    assert shards.settled_of(fake) == {"i": [dirs["i"]], "u": [dirs["u"]]}
+    frame = watch.frame_of(watch_settings(jobs), now=None, tasks_hint=None, max_cost=None, max_infra_rate=1,
+                           with_cost=False)
+    assert (frame.total, frame.settled) == (3, 2)
+
+
+def test_mopup_takes_a_k_run_s_dirs_and_error_from_the_trials_fields(tmp_path, policy, monkeypatch):
+    """k = 2: "t" passed once, then an infra error. The doctored rows call the pass unsettled and the
+    infra error settled: mop-up's dirs to move and the error it names, and the tally's retry-targets
+    text, follow them."""
+    from tools import mopup_plan, tally_core
+
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "w", attempts("t", [P, "infra"]), n_attempts=2)
+    report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "w"), policy)
+    passed, infra = (t["trial_dir"] for t in report["per_task"][0]["trials"])
+    fake = doctored(report, {"t": (1, [(False, False), (True, False)])})
+    monkeypatch.setattr(tally_core, "tally", lambda *a, **kw: fake)
+
+    left = mopup_plan.left_to_retry(fake, [])["t"]
+    assert (left["trial_dirs"], left["exception_type"], left["missing"]) == ([passed], None, 1)
+    r = CliRunner().invoke(tally_cli.cli, ["retry-targets", "--jobs-dir", str(jobs), "--job-name", "w"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.split("\t")[2:4] == ["-", passed]
+
+
+def watch_settings(jobs: Path):
+    from tools import report_load
+
+    return report_load.RunSettings(run="w", jobs_dir=jobs, job_name="w", verdicts=None, state_dir=jobs.parent / "state",
+                                   namespace="", project_label="terminal-bench-harness", call_timeout=5.0,
+                                   prices_max_age=0.0, state_root=jobs.parent / "state")

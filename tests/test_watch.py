@@ -25,7 +25,9 @@ import pytest
 from tests.fixtures.harbor_jobs import T0, TrialSpec, make_dataset, write_job
 from tests.test_publish import FakeHub
 from tools import report_load as RL
-from tools import tally_core as T
+from tools import tally_jobs
+from tools import tally_policy
+from tools import tally_trials
 from tools import watch as W
 
 S = TrialSpec
@@ -244,7 +246,7 @@ def test_a_bundled_example_is_watched_at_its_own_last_moment(tmp_path):
             doc = json.loads(result.read_text())
             end = datetime.fromisoformat(doc["finished_at"].replace("Z", "+00:00"))
             ends.append(end)
-            if (doc.get("exception_info") or {}).get("exception_type") not in T.load_policy().infra_types:
+            if (doc.get("exception_info") or {}).get("exception_type") not in tally_policy.load_policy().infra_types:
                 settled_ends.append(end)
     last = max(ends)
     last_hour = sum(1 for e in settled_ends if e >= last - timedelta(hours=1))
@@ -566,7 +568,7 @@ def run_json_files(jobs: Path, job: str) -> set[str]:
     """What the watch needs of a run's job dirs: <job>/{config,result}.json and each trial's."""
     out = set()
     for d in jobs.iterdir():
-        if T.retry_number(job, d.name) is None:
+        if tally_jobs.retry_number(job, d.name) is None:
             continue
         out |= {f"{d.name}/{n}" for n in W.BUCKET_JSON if (d / n).is_file()}
         out |= {f"{d.name}/{t.name}/{n}" for t in d.iterdir() if t.is_dir() for n in W.BUCKET_JSON
@@ -577,9 +579,9 @@ def run_json_files(jobs: Path, job: str) -> set[str]:
 FRAMES_SCRIPT = """
 import dataclasses, json, sys, tempfile
 from pathlib import Path
-from tools import report_load as RL, watch as W, tally_core as T
+from tools import report_load as RL, watch as W, tally_trials
 settings = RL.run_settings("example-terminus2")
-kw = dict(now=T.parse_timestamp(sys.argv[1])[0], tasks_hint=None, max_cost=50.0, max_infra_rate=0.3)
+kw = dict(now=tally_trials.parse_timestamp(sys.argv[1])[0], tasks_hint=None, max_cost=50.0, max_infra_rate=0.3)
 with tempfile.TemporaryDirectory() as root:
     remote = W.Remote(bucket=sys.argv[2], job_name=settings.job_name, root=Path(root))
     frames = [W.frame_of(settings, **kw), W.remote_frame(remote, W.bucket_api(), settings, **kw)]

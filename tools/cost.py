@@ -58,7 +58,9 @@ import click
 
 from tools import cost_sandboxes as CS
 from tools import safe_read as SR
-from tools import tally_core as T
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -459,16 +461,16 @@ def trial_spans(report: dict) -> list[TrialSpan]:
 
 def run_tally(jobs_dir: str, job_name: str, run: str, verdicts: str | None, model: str | None = None) -> dict:
     """The run's tally, from its job dirs (none yet: an empty one). A job dir of the run's name that
-    is another run's (T.refuse_foreign_job_dirs) raises T.TallyError: its trials and sandboxes are
+    is another run's (tally_jobs.refuse_foreign_job_dirs) raises tally_jobs.TallyError: its trials and sandboxes are
     not this run's."""
-    policy = T.load_policy()
-    v = T.load_verdicts(verdicts) if verdicts else {}
+    policy = tally_policy.load_policy()
+    v = tally_policy.load_verdicts(verdicts) if verdicts else {}
     try:
-        dirs = T.run_job_dirs(jobs_dir, job_name)
-    except T.TallyError:
+        dirs = tally_jobs.run_job_dirs(jobs_dir, job_name)
+    except tally_jobs.TallyError:
         dirs = []
-    T.refuse_foreign_job_dirs(dirs, model)
-    return T.tally(dirs, policy, v, run=run, verdicts_path=verdicts)
+    tally_jobs.refuse_foreign_job_dirs(dirs, model)
+    return tally_core.tally(dirs, policy, v, run=run, verdicts_path=verdicts)
 
 
 # --------------------------------------------------------------------------- jobs and their cost
@@ -899,7 +901,7 @@ def cost(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job
     hf = make_hf(recorded, dry_run, call_timeout)
     try:
         report = run_tally(jobs_dir, job_name, run, verdicts, model or None)
-    except T.TallyError as e:
+    except tally_jobs.TallyError as e:
         raise CostError(str(e)) from None
     prices_ = _prices_for(hf, dry_run, cache, max_age)
     doc = cost_report(hf, prices_, run=run, project_label=project_label, namespace=namespace or None,
@@ -921,7 +923,7 @@ def sandboxes(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir
     hf = make_hf(recorded, dry_run, call_timeout)
     try:
         report = run_tally(jobs_dir, job_name, run, verdicts, model or None)
-    except T.TallyError as e:
+    except tally_jobs.TallyError as e:
         raise CostError(str(e)) from None
     doc = sandboxes_report(hf, run=run, namespace=namespace or None, manifest=Path(state_dir) / "manifest.jsonl",
                            report=report, task=task or None, tail=tail, idle_timeout=idle_timeout)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from tools import safe_read as SR
-from tools import tally_core as T
+from tools import tally_trials
 
 # A sandbox is created while its trial sets up its environment; the job's created_at and the
 # trial's clock (another machine's) may disagree by a little.
@@ -71,7 +71,7 @@ SANDBOXES_PER_TRIAL = 2
 
 def trial_time(value: Any) -> datetime | None:
     """A trial's time (harbor writes UTC ISO-8601), through the tally's own reading; else None."""
-    return T.parse_timestamp(value)[0] if isinstance(value, str) else None
+    return tally_trials.parse_timestamp(value)[0] if isinstance(value, str) else None
 
 
 @dataclass

@@ -28,10 +28,10 @@ over trials counted, counting the sandbox side only (below). The rules, in this 
          have passed since the last decision: the most recently stopped shard is started again.
   none   otherwise.
 
-What is an infra error is the tally's own reading (tools/tally_core.py classify under
+What is an infra error is the tally's own reading (tools/tally_policy.py classify under
 env/outcome-policy.yaml, tools/slots.py is_settled), the one make tally, make mopup and make
 watch use: a finished trial that does not settle its attempt slot. Only the sandbox side of them
-counts towards the rate (tools/tally_core.py infra_side: infra.server_types are the model
+counts towards the rate (tools/tally_policy.py infra_side: infra.server_types are the model
 server's): more trials at once strain the sandboxes, and stopping a shard eases that; a model
 server that fails (InternalServerError, its link timing out) fails as much at any load a shard
 could take off, so its errors are the server's problem, named in each decision and in make
@@ -47,7 +47,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tools import slots as SL
-from tools import tally_core as T
+from tools import tally_jobs
+from tools import tally_policy
+from tools import tally_trials
 
 # The exception harbor records for a trial it cancelled: type(e).__name__ of asyncio's.
 CANCELLED = "CancelledError"
@@ -112,25 +114,25 @@ def shard_of(job_dir: Path) -> int | None:
     """i for a job dir named `<anything>-shard-<i>` (i >= 1, ASCII digits), read as the tally
     reads a shard's name; None for anything else."""
     name = job_dir.name
-    job_name, infix, _ = name.rpartition(T.SHARD_INFIX)
-    return T.shard_number(job_name, name) if infix else None
+    job_name, infix, _ = name.rpartition(tally_jobs.SHARD_INFIX)
+    return tally_jobs.shard_number(job_name, name) if infix else None
 
 
 def finished_trials(job_dirs: list[Path]) -> list[Finished]:
     """Every finished trial of these job dirs but the cancelled ones, classified as the tally does.
 
-    Read with the tally's own code (tools/tally_core.py scan_job_dir): a missing or symlinked job
+    Read with the tally's own code (tools/tally_trials.py scan_job_dir): a missing or symlinked job
     dir, an unreadable dir or result.json is noted there and skipped, never raised. A trial with
     no result.json is running (not finished); an unreadable result.json (harbor may be writing it
     right now) has no time to count it at, and is read at the next poll; a finished_at outside the
     tally's years is no time either. Both are left out.
     """
-    policy = T.load_policy()
-    notes = T.ScanNotes()  # what the tally would warn about is make tally's to say, not the governor's
+    policy = tally_policy.load_policy()
+    notes = tally_trials.ScanNotes()  # what the tally would warn about is make tally's to say, not the governor's
     out: list[Finished] = []
     for job_dir in job_dirs:
         shard = shard_of(job_dir)
-        for trial in T.scan_job_dir(job_dir, notes):
+        for trial in tally_trials.scan_job_dir(job_dir, notes):
             # CancelledError is an infra type to the tally (mop-up retries it), but it is what an
             # interruption leaves: the governor's own stop, Ctrl-C, the spending ceiling. Counted,
             # every stop would raise the rate that made it, and stop the next shard, and the next.
@@ -139,8 +141,8 @@ def finished_trials(job_dirs: list[Path]) -> list[Finished]:
             at = trial.finished_at.timestamp()  # parse_timestamp's times are UTC, of the years 2000-2199
             if not math.isfinite(at):
                 continue
-            trial.outcome, trial.rule, trial.reason = T.classify(trial, policy)
-            side = None if SL.is_settled(trial) else T.infra_side(trial, policy)
+            trial.outcome, trial.rule, trial.reason = tally_policy.classify(trial, policy)
+            side = None if SL.is_settled(trial) else tally_policy.infra_side(trial, policy)
             if side == "interrupted":  # any of infra.interrupted_types: a stop's, like CancelledError
                 continue
             out.append(Finished(at=at, infra=side == "sandbox", shard=shard, trial=trial.trial_dir,

@@ -45,17 +45,12 @@ from pathlib import Path
 import click
 
 from tools import tally_core
-# read_manifest, patch_concurrency and the names from mopup_harbor / mopup_plan are here for
-# tests and tools/reproduce.py, which call them as mopup.*.
-from tools.mopup_archive import (  # noqa: F401
-    AGAIN, WriteFailed, append_manifest, archive_inventory, archive_trials, describe_archived,
-    manifest_path, move_dir, patch_concurrency, read_manifest, read_manifest_lines,
-    refuse_live_writers, remove_stale_temps, restore_one, shown, what_moved, write_atomically)
-from tools.mopup_harbor import (  # noqa: F401
-    config_differences, planned_trial_configs, read_job_config, redacted_secrets, trial_dirs_of, trial_task)
-from tools.mopup_plan import (  # noqa: F401
-    NO_MATCH_FILTER, build_plan, describe_plan, left_to_retry, main_job_dir, run_job_dirs, what_is_left)
-
+from tools.mopup_archive import (
+    AGAIN, WriteFailed, append_manifest, archive_inventory, archive_trials, describe_archived, manifest_path, move_dir,
+    patch_concurrency, read_manifest_lines, refuse_live_writers, remove_stale_temps, restore_one, shown, what_moved,
+    write_atomically)
+from tools.mopup_harbor import trial_dirs_of, trial_task
+from tools.mopup_plan import build_plan, describe_plan, job_dirs_or_fail
 
 # --- click commands ---------------------------------------------------------------------------
 
@@ -153,7 +148,7 @@ def report(plan_path):
     planned = Counter({t["task"]: t.get("missing", 1) for t in p["tasks"]})
     ran: Counter = Counter()
     unplanned = []
-    for jd in run_job_dirs(Path(p["jobs_dir"]), p["job_name"]):
+    for jd in job_dirs_or_fail(Path(p["jobs_dir"]), p["job_name"]):
         for d in trial_dirs_of(Path(jd)):
             if str(d) in before or not (d / "result.json").exists():
                 continue

@@ -1,15 +1,16 @@
 """mopup_plan: what mop-up retries (what is left of each task's attempts) and how (the plan).
 
 What is left, `left_to_retry` (make reproduce's supervisor asks the same through
-`what_is_left` before every pass): read from the tally library (tools/tally_core.py, the
-same report make tally prints), per task the number of attempts it lacks:
+`what_is_left` before every pass): read from the tally (tools/tally_core.py, the same report
+make tally prints), which decides it once: per task, `open_slots` is the number of attempts it
+lacks, and `settled` / `infra` on each of its trials say which dirs hold no slot:
   * k = 1 (harbor's default): 1 for a task whose latest attempt errored by an infra rule or
     never finished (the tally's retry targets);
   * k > 1 (N_ATTEMPTS, harbor's -k): a task has k slots filled by its settled trials
     (tools/slots.py); it lacks k - settled of them. Settled trials are never re-run;
   * a task harbor planned that no trial dir names (a bench killed before it started it)
     lacks all k.
-A task with a manual verdict lacks nothing.
+A task with a manual verdict, or a final error, lacks nothing.
 
 How, `build_plan`: resume the job in place when harbor's resume would run exactly the
 missing attempts (mopup_harbor.simulate_resume replays it: harbor runs, per task, k minus
@@ -21,33 +22,24 @@ group's --include-task-name's (with k = 1, one job of every task, without -k).
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
+from tools import fmt
 from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 from tools.mopup_harbor import (job_result_readable, lock_blockers, lock_mismatch, config_differences,
                                 planned_trial_configs, read_job_config, read_json_object, redacted_secrets,
                                 refuse_special_files, simulate_resume, task_of, trial_dirs_of, trial_task)
 from tools.retried import PLUGIN as KEEP_RETRIED_PLUGIN
-from tools.slots import INFRA_RULES
 
 # Passed to `harbor job resume -f`: exception types are Python class names, which cannot
 # contain '-', so this matches no trial. Without an explicit -f, harbor's default
 # `-f CancelledError` would rmtree those trials itself; mop-up archives them first instead.
 NO_MATCH_FILTER = "mopup-archived-first-matches-nothing"
-
-GLOB_CHARS = re.compile(r"[*?\[\]]")
-# Nor can it take a name holding a control character (a newline splits it in two in mop-up's own
-# lists: "t-sandbox\nt-pass" re-ran a passed task) or starting with '-' (read as an option).
-NOT_A_NAME = re.compile(r"[\x00-\x1f\x7f]|^-")
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 # --- what is left --------------------------------------------------------------------------------
@@ -59,19 +51,13 @@ def tally_run(jobs_dir: Path, job_name: str, verdicts: Path | None, model: str |
     `model` (the run's MODEL), a job dir of another run under the run's name is refused;
     `max_task_retries` (MAX_TASK_RETRIES) decides the final errors, which are not retried."""
     try:
-        policy = tally_core.load_policy()
-        loaded = tally_core.load_verdicts(verdicts)
-        dirs = tally_core.resolve_job_dirs((), str(jobs_dir), job_name, model)
-    except tally_core.TallyError as exc:
+        policy = tally_policy.load_policy()
+        loaded = tally_policy.load_verdicts(verdicts)
+        dirs = tally_jobs.resolve_job_dirs((), str(jobs_dir), job_name, model)
+    except tally_jobs.TallyError as exc:
         raise click.ClickException(f"tally failed: {exc}")
     return tally_core.tally(dirs, policy, loaded, False, run=job_name,
                             verdicts_path=str(verdicts) if verdicts else None, max_task_retries=max_task_retries)
-
-
-def unsettled(trial: dict) -> bool:
-    """A trial row of the tally that mop-up retries: infra-errored, unfinished or unreadable (slots.is_settled)."""
-    return trial["outcome"] in ("unfinished", "unreadable") or (
-        trial["outcome"] == "errored" and trial["rule"] in INFRA_RULES)
 
 
 def left_to_retry(report: dict, planned: list, unstarted: set[str] = frozenset()) -> dict[str, dict]:
@@ -88,12 +74,12 @@ def left_to_retry(report: dict, planned: list, unstarted: set[str] = frozenset()
         if k == 1:
             tasks[t["task"]] = {"task": t["task"], "outcome": t["outcome"], "exception_type": t.get("exception_type"),
                                 "trial_dirs": [x["trial_dir"] for x in t.get("trials", [])] or [t.get("trial_dir")],
-                                "missing": 1}
+                                "missing": t["missing"]}
         else:
-            infra = [x for x in t["trials"] if unsettled(x) and x["outcome"] == "errored"]
+            infra = [x for x in t["trials"] if x["infra"]]
             tasks[t["task"]] = {"task": t["task"], "outcome": t["slots"][-1],
                                 "exception_type": infra[-1]["exception_type"] if infra else None,
-                                "trial_dirs": [x["trial_dir"] for x in t["trials"] if unsettled(x)],
+                                "trial_dirs": [x["trial_dir"] for x in t["trials"] if not x["settled"]],
                                 "missing": t["missing"], "slots": t["slots_text"]}
     known = {e["task"] for e in report["per_task"]}
     for name in sorted(({task_of(c) for c in planned} | set(unstarted)) - known - set(tasks)):
@@ -101,9 +87,9 @@ def left_to_retry(report: dict, planned: list, unstarted: set[str] = frozenset()
                        "note": "never started", "missing": k}
     refused = []
     for name in sorted(tasks):
-        if NOT_A_NAME.search(name):
+        if tally_jobs.NOT_A_NAME.search(name):
             refused.append(f"{name!r} (a control character or a leading '-': not one task's name)")
-        elif GLOB_CHARS.search(name):
+        elif tally_jobs.GLOB_CHARS.search(name):
             refused.append(f"{name!r} (a glob character: it would match more than itself)")
     if refused:
         raise click.ClickException(
@@ -138,8 +124,8 @@ def shard_dirs(jobs_dir: Path, job_name: str) -> list[Path]:
     order; [] for a run that is not sharded."""
     if not Path(jobs_dir).is_dir():
         return []  # main_job_dir says what is missing, as for a run that is not sharded
-    first = [d for d in run_job_dirs(jobs_dir, job_name) if tally_core.retry_number(job_name, d.name) == 0]
-    return first if any(tally_core.shard_number(job_name, d.name) for d in first) else []
+    first = [d for d in job_dirs_or_fail(jobs_dir, job_name) if tally_jobs.retry_number(job_name, d.name) == 0]
+    return first if any(tally_jobs.shard_number(job_name, d.name) for d in first) else []
 
 
 def unstarted_shard_tasks(split: Path | None, shards: list[Path]) -> set[str]:
@@ -222,35 +208,14 @@ def resume_blockers(job_dir: Path, frozen_raw: dict, current: dict, config, task
 def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, current: dict, run: str,
                verdicts: Path | None = None, split: Path | None = None, model: str | None = None,
                max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES) -> dict:
+    """The plan (the JSON mop-up writes): what is left of each task, and how it is run (module doc)."""
     shards = shard_dirs(jobs_dir, job_name)
     job_dir = shards[0] if shards else main_job_dir(jobs_dir, job_name)
-    refuse_special_files(run_job_dirs(jobs_dir, job_name))
+    refuse_special_files(job_dirs_or_fail(jobs_dir, job_name))
     report = tally_run(jobs_dir, job_name, verdicts, model, max_task_retries)
     k = report.get("n_attempts", 1)
-
     config, frozen_raw, config_blocker = (None, None, None) if shards else read_job_config(job_dir)
-    warnings: list[str] = []
-    task_configs: list = []
-    planned: list = []
-    blockers: list[str] = []
-    if shards:
-        # One retry job fills what every shard left: resuming N jobs in place would run N harbors
-        # for one pass, and a shard's resume cannot see the others' slots.
-        planned, problems = planned_of_shards(shards)
-        blockers.append(f"the run is sharded ({len(shards)} first-pass job dirs): one retry job covers every shard")
-        blockers += problems
-        if problems:
-            warnings.append("tasks that never started in those shards cannot be listed; they are not in this plan")
-    elif config is None:
-        blockers.append(config_blocker)
-        warnings.append("tasks that never started cannot be listed without the job's config.json; "
-                        "they are not in this plan")
-    else:
-        try:
-            task_configs, planned = planned_trial_configs(config)
-        except Exception as exc:  # a --repo dataset needs the network; harbor's resume would fail the same way
-            blockers.append(f"harbor cannot resolve the job's dataset now ({type(exc).__name__}: {exc})")
-            warnings.append("tasks that never started cannot be listed without the dataset; they are not in this plan")
+    task_configs, planned, blockers, warnings = harbors_plan(shards, config, config_blocker)
     if k > 1 and current.get("n_attempts", 1) != k:
         warnings.append(f"N_ATTEMPTS is {current.get('n_attempts', 1)} now, but the run's job ran with -k {k}: "
                         f"mop-up fills the {k} slots per task that make tally counts")
@@ -258,36 +223,16 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
     tasks = left_to_retry(report, planned, unstarted_shard_tasks(split, shards) if shards else set())
     selected = sorted(tasks)
     missing = Counter({name: t["missing"] for name, t in tasks.items()})
-    # In place, a selected task's unsettled dirs leave the job (so harbor re-runs that many
-    # attempts), and so does every dir without result.json (harbor would rmtree it). With
-    # k = 1 that is every dir of the task. A dir's task is the tally's when the tally names
-    # the dir (it also reads a task from the dir's name), else its files'.
-    tally_task = {d: t["task"] for t in tasks.values() for d in t["trial_dirs"] if d}
-    task_of_dir = {d: tally_task.get(str(d)) or trial_task(d) for d in trial_dirs_of(job_dir)}
-    if k == 1:
-        leaving = [d for d, task in task_of_dir.items() if task in tasks or not (d / "result.json").exists()]
-    else:  # the settled trials stay: harbor counts them against the task's k planned attempts
-        leaving = [d for d in task_of_dir if str(d) in tally_task or not (d / "result.json").exists()]
+    leaving, task_of_dir = leaving_the_job(job_dir, tasks, k)
     if config is not None:
         blockers += resume_blockers(job_dir, frozen_raw, current, config, task_configs, planned,
                                     leaving, missing, n_concurrent)
-
-    if not selected:
-        chosen = "none"
-    elif mode == "auto":
-        chosen = "retry-job" if blockers else "resume"
-    elif mode == "resume" and blockers:
-        raise click.ClickException(
-            "MOPUP_MODE=resume, but resuming the job in place cannot work:\n  - " + "\n  - ".join(blockers)
-            + "\nRun with MOPUP_MODE=auto (or retry-job) for a standalone retry job instead.")
-    else:
-        chosen = mode
-
-    batch = now_utc().strftime("%Y%m%dT%H%M%S%fZ")
+    chosen = chosen_mode(mode, blockers) if selected else "none"
+    now = fmt.utc_now()
     plan = {
         "run": run,
-        "created_at": now_utc().isoformat(),
-        "batch": batch,
+        "created_at": now.isoformat(),
+        "batch": now.strftime("%Y%m%dT%H%M%S%fZ"),
         "jobs_dir": str(jobs_dir),
         "job_name": job_name,
         "job_dir": str(job_dir),
@@ -306,33 +251,91 @@ def build_plan(jobs_dir: Path, job_name: str, mode: str, n_concurrent: int, curr
         "retry_job_name": None,
         "retry_jobs": [],
         "resume_argv": None,
-        "trial_dirs_before": sorted(str(d) for jd in run_job_dirs(jobs_dir, job_name) for d in trial_dirs_of(Path(jd))),
+        "trial_dirs_before": sorted(str(d) for jd in job_dirs_or_fail(jobs_dir, job_name) for d in trial_dirs_of(Path(jd))),
     }
     if chosen == "resume":
-        plan["archive"] = [{"src": str(d), "job": job_dir.name, "task": task_of_dir[d],
-                            "finished": (d / "result.json").exists()} for d in leaving]
-        if not job_result_readable(job_dir):
-            plan["unreadable_job_result"] = str(job_dir / "result.json")
-        # Both files, each on its own: an interrupted patch may have left one behind.
-        frozen_n = config.n_concurrent_trials
-        locked_n = (read_json_object(job_dir / "lock.json")[0] or {}).get("n_concurrent_trials")
-        if frozen_n != n_concurrent or locked_n not in (None, n_concurrent):
-            plan["concurrency"] = {"from": frozen_n, "lock_from": locked_n, "to": n_concurrent}
-        plan["resume_argv"] = ["harbor", "job", "resume", "-p", str(job_dir), "--filter-error-type", NO_MATCH_FILTER]
-        if config.retry.max_retries > 0:
-            # The job retries in the run (its frozen retry config): its retried attempts are kept as
-            # make bench keeps them (docs/design.md decision 27). A plugin is no part of the config.
-            plan["resume_argv"] += ["--plugin", KEEP_RETRIED_PLUGIN]
+        plan.update(resume_in_place(job_dir, config, leaving, task_of_dir, n_concurrent))
     elif chosen == "retry-job":
         plan["retry_jobs"] = retry_jobs(jobs_dir, job_name, tasks)
         plan["retry_job_name"] = plan["retry_jobs"][0]["job_name"]
     return plan
 
 
-def run_job_dirs(jobs_dir: Path, job_name: str) -> list[Path]:
+def harbors_plan(shards: list[Path], config, config_blocker: str | None) -> tuple[list, list, list[str], list[str]]:
+    """(the job's task configs, the trial configs harbor planned, why a resume cannot work, warnings):
+    for the never-started tasks, and for simulating a resume."""
+    if shards:
+        # One retry job fills what every shard left: resuming N jobs in place would run N harbors
+        # for one pass, and a shard's resume cannot see the others' slots.
+        planned, problems = planned_of_shards(shards)
+        blockers = [f"the run is sharded ({len(shards)} first-pass job dirs): one retry job covers every shard",
+                    *problems]
+        warnings = ["tasks that never started in those shards cannot be listed; they are not in this plan"] \
+            if problems else []
+        return [], planned, blockers, warnings
+    if config is None:
+        return [], [], [config_blocker], ["tasks that never started cannot be listed without the job's config.json; "
+                                          "they are not in this plan"]
     try:
-        return tally_core.run_job_dirs(jobs_dir, job_name)
-    except tally_core.TallyError as exc:
+        task_configs, planned = planned_trial_configs(config)
+    except Exception as exc:  # a --repo dataset needs the network; harbor's resume would fail the same way
+        return [], [], [f"harbor cannot resolve the job's dataset now ({type(exc).__name__}: {exc})"], [
+            "tasks that never started cannot be listed without the dataset; they are not in this plan"]
+    return task_configs, planned, [], []
+
+
+def leaving_the_job(job_dir: Path, tasks: dict[str, dict], k: int) -> tuple[list[Path], dict[Path, str]]:
+    """(the dirs that leave the job for an in-place resume, each trial dir's task).
+
+    In place, a selected task's unsettled dirs leave the job (so harbor re-runs that many
+    attempts), and so does every dir without result.json (harbor would rmtree it). With
+    k = 1 that is every dir of the task. A dir's task is the tally's when the tally names
+    the dir (it also reads a task from the dir's name), else its files'."""
+    tally_task = {d: t["task"] for t in tasks.values() for d in t["trial_dirs"] if d}
+    task_of_dir = {d: tally_task.get(str(d)) or trial_task(d) for d in trial_dirs_of(job_dir)}
+    if k == 1:
+        leaving = [d for d, task in task_of_dir.items() if task in tasks or not (d / "result.json").exists()]
+    else:  # the settled trials stay: harbor counts them against the task's k planned attempts
+        leaving = [d for d in task_of_dir if str(d) in tally_task or not (d / "result.json").exists()]
+    return leaving, task_of_dir
+
+
+def chosen_mode(mode: str, blockers: list[str]) -> str:
+    """MOPUP_MODE as it applies: auto resumes unless something blocks it; resume refuses then."""
+    if mode == "auto":
+        return "retry-job" if blockers else "resume"
+    if mode == "resume" and blockers:
+        raise click.ClickException(
+            "MOPUP_MODE=resume, but resuming the job in place cannot work:\n  - " + "\n  - ".join(blockers)
+            + "\nRun with MOPUP_MODE=auto (or retry-job) for a standalone retry job instead.")
+    return mode
+
+
+def resume_in_place(job_dir: Path, config, leaving: list[Path], task_of_dir: dict[Path, str],
+                    n_concurrent: int) -> dict:
+    """The plan's fields for an in-place resume: what leaves the job, the concurrency patch, harbor's argv."""
+    out: dict = {"archive": [{"src": str(d), "job": job_dir.name, "task": task_of_dir[d],
+                              "finished": (d / "result.json").exists()} for d in leaving]}
+    if not job_result_readable(job_dir):
+        out["unreadable_job_result"] = str(job_dir / "result.json")
+    # Both files, each on its own: an interrupted patch may have left one behind.
+    frozen_n = config.n_concurrent_trials
+    locked_n = (read_json_object(job_dir / "lock.json")[0] or {}).get("n_concurrent_trials")
+    if frozen_n != n_concurrent or locked_n not in (None, n_concurrent):
+        out["concurrency"] = {"from": frozen_n, "lock_from": locked_n, "to": n_concurrent}
+    out["resume_argv"] = ["harbor", "job", "resume", "-p", str(job_dir), "--filter-error-type", NO_MATCH_FILTER]
+    if config.retry.max_retries > 0:
+        # The job retries in the run (its frozen retry config): its retried attempts are kept as
+        # make bench keeps them (docs/design.md decision 27). A plugin is no part of the config.
+        out["resume_argv"] += ["--plugin", KEEP_RETRIED_PLUGIN]
+    return out
+
+
+def job_dirs_or_fail(jobs_dir: Path, job_name: str) -> list[Path]:
+    """The run's job dirs (tally_jobs.run_job_dirs), a missing jobs dir a click error with the fix."""
+    try:
+        return tally_jobs.run_job_dirs(jobs_dir, job_name)
+    except tally_jobs.TallyError as exc:
         raise click.ClickException(str(exc))
 
 
@@ -342,11 +345,11 @@ def retry_jobs(jobs_dir: Path, job_name: str, tasks: dict[str, dict]) -> list[di
     Numbered from the run's first unused <job_name>-retry-<N> on; harbor runs `-k m` of each
     of the job's tasks, so every task gets exactly the attempts its slots lack.
     """
-    first = tally_core.retry_number(job_name, tally_core.next_retry_job_name(jobs_dir, job_name))
+    first = tally_jobs.retry_number(job_name, tally_jobs.next_retry_job_name(jobs_dir, job_name))
     groups: dict[int, list[str]] = {}
     for name in sorted(tasks):
         groups.setdefault(tasks[name]["missing"], []).append(name)
-    return [{"job_name": tally_core.retry_job_name(job_name, first + i), "attempts": m, "tasks": names}
+    return [{"job_name": tally_jobs.retry_job_name(job_name, first + i), "attempts": m, "tasks": names}
             for i, (m, names) in enumerate(sorted(groups.items()))]
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 import click
 
 from tools.safe_read import Unreadable, manifest_events, printable, read_json_object, write_atomic
-from tools.tally_core import TallyError, refuse_foreign_job_dirs, run_job_dirs
+from tools.tally_jobs import TallyError, refuse_foreign_job_dirs, run_job_dirs
 
 SHA = re.compile(r"[0-9a-f]{40}")  # fullmatch: "$" would let a trailing newline through
 LOCK_CAP = 64 << 20

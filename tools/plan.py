@@ -35,7 +35,8 @@ from tools import cost
 from tools import plan_evidence as PE
 from tools import plan_server as PS
 from tools import safe_read as SR
-from tools import tally_core as T
+from tools import tally_jobs
+from tools import tally_trials
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STATE_ROOT = REPO_ROOT / "state"
@@ -778,7 +779,7 @@ def own_line(doc: dict) -> str:
 @click.command()
 @click.option("--run", required=True, help="the run's name, for the title")
 @click.option("--tasks", type=click.IntRange(1, 100_000), help="tasks in the run (empty: the run's job's plan)")
-@click.option("--attempts", "k", type=click.IntRange(1, T.MAX_ATTEMPTS), default=1, show_default=True,
+@click.option("--attempts", "k", type=click.IntRange(1, tally_trials.MAX_ATTEMPTS), default=1, show_default=True,
               help="N_ATTEMPTS, harbor's -k")
 @click.option("--multiplier", type=click.FloatRange(*PE.MULTIPLIER_RANGE), default=1.0, show_default=True,
               help="AGENT_TIMEOUT_MULTIPLIER")
@@ -845,10 +846,10 @@ def planned_tasks(jobs_dir: str, job_name: str, k: int) -> int:
     """The tasks the run's first pass planned (its job's result.json's n_total_trials ÷ k, summed
     over its shards), when the settings name none."""
     try:
-        first = [d for d in T.run_job_dirs(jobs_dir, job_name) if T.retry_number(job_name, d.name) == 0]
-        counts = [T.count_of(SR.read_json_object(os.path.join(d, "result.json")).get("n_total_trials"),
-                             100_000 * T.MAX_ATTEMPTS) for d in first]
-    except (T.TallyError, OSError, SR.Unreadable):
+        first = [d for d in tally_jobs.run_job_dirs(jobs_dir, job_name) if tally_jobs.retry_number(job_name, d.name) == 0]
+        counts = [tally_trials.count_of(SR.read_json_object(os.path.join(d, "result.json")).get("n_total_trials"),
+                             100_000 * tally_trials.MAX_ATTEMPTS) for d in first]
+    except (tally_jobs.TallyError, OSError, SR.Unreadable):
         counts = []
     n = sum(counts) if counts and None not in counts else None
     if not n or n // k < 1:

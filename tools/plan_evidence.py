@@ -9,7 +9,7 @@ Two things are fitted (docs/plan.md §4):
   3600 / ln(89/16) = 2,098 s. From job dirs the mean is the censored maximum-likelihood one: every
   settled trial's agent time (a timed-out one at its timeout) over the trials that ended before
   their timeout.
-- Infra errors by side (tools/tally_core.py infra_side). The sandbox side is a function of the
+- Infra errors by side (tools/tally_policy.py infra_side). The sandbox side is a function of the
   trials running at once over every shard (what strains the sandboxes): piecewise-linear through
   the job dirs' rate at their own concurrency and the reference's ~70% at 8 (Run 1), flat outside;
   with no job dirs, through the reference's 12 of 178 at 3 (Runs 2 and 3: 4 of 89 and 8 of 89) and
@@ -32,7 +32,9 @@ import numpy as np
 from tools import cost
 from tools import safe_read as SR
 from tools import slots as SL
-from tools import tally_core as T
+from tools import tally_jobs
+from tools import tally_policy
+from tools import tally_trials
 
 # The reference's infra-error rates (docs/reference-runs.md §3 to §5): Runs 2 and 3 at -n 3, one
 # server, 4 of 89 and 8 of 89 first-pass trials; Run 1 at -n 8 about 70%, "sandbox strain".
@@ -116,7 +118,7 @@ def job_settings(job_dir: str, notes: list[str]) -> tuple[float | None, int | No
         notes.append(f"{SR.shown(job_dir)}/config.json: {SR.clip(str(e), 120)}; its trials are left out")
         return None, None
     mult = cost.finite_in(cfg.get("agent_timeout_multiplier", 1.0), *MULTIPLIER_RANGE)
-    conc = T.count_of(cfg.get("n_concurrent_trials"), CONCURRENCY_CAP)
+    conc = tally_trials.count_of(cfg.get("n_concurrent_trials"), CONCURRENCY_CAP)
     if mult is None:
         notes.append(f"{SR.shown(job_dir)}/config.json: agent_timeout_multiplier is not a number from "
                      f"{MULTIPLIER_RANGE[0]} to {MULTIPLIER_RANGE[1]:g}; its trials are left out")
@@ -127,19 +129,19 @@ def job_settings(job_dir: str, notes: list[str]) -> tuple[float | None, int | No
 
 def at_once_of(job_dir: Path, job_name: str, conc: int, shards: int) -> int:
     """Trials the job ran beside the others: a shard ran with every shard of the first pass."""
-    return conc * shards if T.shard_number(job_name, job_dir.name) is not None else conc
+    return conc * shards if tally_jobs.shard_number(job_name, job_dir.name) is not None else conc
 
 
 def read_own(job_dirs: list[Path], job_name: str, flavor: str, dp: int, tp: int,
              step_secs=None) -> Evidence:
-    """The run's own job dirs, every trial through tally_core's scan, classified by the policy.
+    """The run's own job dirs, every trial through tally_trials's scan, classified by the policy.
     `step_secs(sequences)` is the roofline's step on the run's own server (None: not modelled)."""
-    policy = T.load_policy()
-    notes, scan_notes = [], T.ScanNotes()
-    shards = sum(1 for d in job_dirs if T.shard_number(job_name, d.name) is not None)
+    policy = tally_policy.load_policy()
+    notes, scan_notes = [], tally_trials.ScanNotes()
+    shards = sum(1 for d in job_dirs if tally_jobs.shard_number(job_name, d.name) is not None)
     agent_sum, settled, timed_out, finished = 0.0, 0, 0, 0
     infra_secs, settled_secs = [], []
-    sides = dict.fromkeys(T.SIDES, 0)
+    sides = dict.fromkeys(tally_policy.SIDES, 0)
     at_once_sum, at_once_n = 0.0, 0
     tokens_out, tokens_secs = 0, 0.0
     for job_dir in job_dirs:
@@ -147,12 +149,12 @@ def read_own(job_dirs: list[Path], job_name: str, flavor: str, dp: int, tp: int,
         if mult is None:
             continue
         at_once = at_once_of(job_dir, job_name, conc, shards) if conc else None
-        for trial in T.scan_job_dir(job_dir, scan_notes):
+        for trial in tally_trials.scan_job_dir(job_dir, scan_notes):
             if trial.status != "finished":
                 continue
-            trial.outcome, trial.rule, _ = T.classify(trial, policy)
+            trial.outcome, trial.rule, _ = tally_policy.classify(trial, policy)
             if not SL.is_settled(trial):
-                side = T.infra_side(trial, policy)
+                side = tally_policy.infra_side(trial, policy)
                 if side == "interrupted":
                     continue  # a stop's: neither strain nor a duration
                 sides[side] += 1
@@ -204,12 +206,12 @@ def choose(jobs_dir: str, job_name: str, model: str, flavor: str, dp: int, tp: i
     """The run's own job dirs when they hold a settled trial with an agent time, else the reference.
     A job dir of the run's name that is another run's (another model's) is refused."""
     try:
-        own = T.run_job_dirs(jobs_dir, job_name)
-    except T.TallyError:
+        own = tally_jobs.run_job_dirs(jobs_dir, job_name)
+    except tally_jobs.TallyError:
         own = []
     try:
-        T.refuse_foreign_job_dirs(own, model)
-    except T.TallyError as e:
+        tally_jobs.refuse_foreign_job_dirs(own, model)
+    except tally_jobs.TallyError as e:
         raise EvidenceError(str(e)) from None
     if own:
         evidence = read_own(own, job_name, flavor, dp, tp, step_secs)

@@ -58,7 +58,7 @@ from tools import credentials as CR
 from tools import report as R
 from tools import report_stats as RS
 from tools import safe_read as SR
-from tools import tally_core as T
+from tools import tally_jobs
 
 EVAL_RESULTS_DOCS = "https://huggingface.co/docs/hub/eval-results"
 TASK_ID_PLACEHOLDER = "<EVAL_TASK_ID>"  # what a dry run shows when EVAL_TASK_ID is empty
@@ -364,7 +364,7 @@ def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset,
         if not dry_run:
             R.fail(message)
         R.echo(f"publish: note: {message}", err=True)
-    job_dirs = [Path(d) for d in tally.get("job_dirs") or []] or T.run_job_dirs(jobs_dir, job_name)
+    job_dirs = [Path(d) for d in tally.get("job_dirs") or []] or tally_jobs.run_job_dirs(jobs_dir, job_name)
     plan = plan_publish(tally, job_dirs, run=run, model_repo=model_repo, dataset_repo=dataset_repo,
                         eval_dataset=eval_dataset, task_id=task_id, agent=agent, k=k,
                         bucket=bucket or "<BUCKET>", submitter=submitter, endpoint=constants.ENDPOINT,

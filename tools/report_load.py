@@ -20,7 +20,9 @@ from typing import Any
 import click
 
 from tools import safe_read as SR
-from tools import tally_core as TC
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,7 +124,7 @@ class RunSettings:
     prices_max_age: float
     state_root: Path
     model: str = ""  # MODEL: a job dir of the run's name that records another model is another run's
-    max_task_retries: int = TC.DEFAULT_MAX_TASK_RETRIES  # MAX_TASK_RETRIES: the tally's final errors
+    max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES  # MAX_TASK_RETRIES: the tally's final errors
 
 
 def _absolute(p: str) -> Path:
@@ -156,8 +158,8 @@ def run_settings(name: str) -> RunSettings:
 def _max_task_retries(text: str) -> int:
     """MAX_TASK_RETRIES as the tally takes it (scripts/lib.sh validate_max_task_retries checks it for
     the verbs); a value that is not one is refused here too."""
-    if not (text.isascii() and text.isdigit() and int(text) <= TC.MAX_TASK_RETRIES_CAP):
-        fail(f"setting MAX_TASK_RETRIES must be a whole number from 0 to {TC.MAX_TASK_RETRIES_CAP} (0: no limit), "
+    if not (text.isascii() and text.isdigit() and int(text) <= tally_core.MAX_TASK_RETRIES_CAP):
+        fail(f"setting MAX_TASK_RETRIES must be a whole number from 0 to {tally_core.MAX_TASK_RETRIES_CAP} (0: no limit), "
              f"got {SR.clip(repr(text), 40)}")
     return int(text)
 
@@ -177,24 +179,24 @@ def resolve_run_settings(name: str) -> tuple[str, Path, str]:
 
 def run_tally(jobs_dir: Path, job_name: str, timeouts_unscored: bool, label: str,
               verdicts: Path | None = None, model: str | None = None,
-              max_task_retries: int = TC.DEFAULT_MAX_TASK_RETRIES) -> dict:
+              max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES) -> dict:
     """The run's tally, from the tally's library (what `python -m tools.tally tally --json` prints).
     With `model` (the run's MODEL), a job dir of another run under the run's name is refused."""
     try:
-        policy = TC.load_policy()
-        verdict_map = TC.load_verdicts(str(verdicts)) if verdicts else {}
-        dirs = TC.resolve_job_dirs((), str(jobs_dir), job_name, model)
-    except TC.TallyError as e:
+        policy = tally_policy.load_policy()
+        verdict_map = tally_policy.load_verdicts(str(verdicts)) if verdicts else {}
+        dirs = tally_jobs.resolve_job_dirs((), str(jobs_dir), job_name, model)
+    except tally_jobs.TallyError as e:
         try:
-            found = TC.run_job_dirs(jobs_dir, job_name)
-        except TC.TallyError:
+            found = tally_jobs.run_job_dirs(jobs_dir, job_name)
+        except tally_jobs.TallyError:
             found = []
         if not found:
             # The run is known, its job has not run yet: that, not a setting, is what to fix.
             fail(f"no tally for {label}: its job dir {display_path(str(jobs_dir / job_name))} does not exist yet "
                  f"(make bench runs it; RUN=<run> names another run)")
         fail(f"no tally for {label} ({jobs_dir / job_name}): {e}")
-    report = TC.tally(dirs, policy, verdict_map, timeouts_unscored, run=job_name,
+    report = tally_core.tally(dirs, policy, verdict_map, timeouts_unscored, run=job_name,
                       verdicts_path=str(verdicts) if verdicts else None, max_task_retries=max_task_retries)
     # Through JSON, as the command line gives it: the same types (lists, not tuples) and fields.
     return validate_tally(json.loads(json.dumps(report)), label)

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import click
 
-from tools import tally_core as T
+from tools import tally_core
+from tools import tally_jobs
 
 STEPS = ("serve", "probe", "smoke", "bench", "mopup", "tally", "stop", "summary")
 TERMINAL = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
@@ -82,7 +83,7 @@ class Config:
     health_poll: float
     skip_smoke: str = ""  # why the smoke step is not run (it would run the bench's very tasks); "": run it
     model: str = ""  # the run's MODEL: a job dir of its name that records another model is refused
-    max_task_retries: int = T.DEFAULT_MAX_TASK_RETRIES  # MAX_TASK_RETRIES: final errors are not retried
+    max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES  # MAX_TASK_RETRIES: final errors are not retried
 
     @property
     def state_file(self) -> Path:
@@ -209,8 +210,8 @@ def step_done(state: dict, name: str) -> bool:
 def job_dir_exists(jobs_dir: Path, job_name: str) -> bool:
     """bench has run when harbor made its job dir, or a shard's (config.json): its unfinished
     trials are mop-up's."""
-    return any((d / "config.json").is_file() for d in T.run_job_dirs(jobs_dir, job_name)
-               if T.retry_number(job_name, d.name) == 0) if jobs_dir.is_dir() else False
+    return any((d / "config.json").is_file() for d in tally_jobs.run_job_dirs(jobs_dir, job_name)
+               if tally_jobs.retry_number(job_name, d.name) == 0) if jobs_dir.is_dir() else False
 
 
 def trial_dirs(jobs_dir: Path, job_name: str) -> set[str]:
@@ -220,7 +221,7 @@ def trial_dirs(jobs_dir: Path, job_name: str) -> set[str]:
         if not root.is_dir():
             continue
         for job in root.iterdir():
-            if job.is_dir() and T.retry_number(job_name, job.name) is not None:
+            if job.is_dir() and tally_jobs.retry_number(job_name, job.name) is not None:
                 found.update(str(t) for t in job.iterdir() if t.is_dir())
     return found
 
@@ -789,8 +790,8 @@ def cli():
               help="a sharded run's kept split (state/<run>/shards.json): its shards that never started")
 @click.option("--model", default=None,
               help="the run's MODEL: a job dir of the run's name that records another model is refused")
-@click.option("--max-task-retries", type=click.IntRange(min=0, max=T.MAX_TASK_RETRIES_CAP),
-              default=T.DEFAULT_MAX_TASK_RETRIES, show_default=True,
+@click.option("--max-task-retries", type=click.IntRange(min=0, max=tally_core.MAX_TASK_RETRIES_CAP),
+              default=tally_core.DEFAULT_MAX_TASK_RETRIES, show_default=True,
               help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a row (per open slot) is a "
               "final error, never listed (0: no limit)")
 def targets_cmd(jobs_dir, job_name, verdicts, split, model, max_task_retries):
@@ -822,8 +823,8 @@ def targets_cmd(jobs_dir, job_name, verdicts, split, model, max_task_retries):
 @click.option("--health-poll", type=click.FloatRange(min=0.1), default=30.0)
 @click.option("--skip-smoke", default="", help="Why the smoke step is skipped (it would run the bench's very tasks).")
 @click.option("--model", default="", help="The run's MODEL: a job dir of the run's name that records another model is refused.")
-@click.option("--max-task-retries", type=click.IntRange(min=0, max=T.MAX_TASK_RETRIES_CAP),
-              default=T.DEFAULT_MAX_TASK_RETRIES, help="MAX_TASK_RETRIES: final errors are not retried.")
+@click.option("--max-task-retries", type=click.IntRange(min=0, max=tally_core.MAX_TASK_RETRIES_CAP),
+              default=tally_core.DEFAULT_MAX_TASK_RETRIES, help="MAX_TASK_RETRIES: final errors are not retried.")
 def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_passes, max_relaunches,
         idle_stop_after, health_poll, skip_smoke, model, max_task_retries):
     """Supervise RUN from nothing to its tally (scripts/reproduce.sh execs this under the run's lock)."""

@@ -14,7 +14,7 @@ job's trial END event. harbor fires END from Trial._finalize after the attempt's
 written and before the queue sees the result (harbor/trial/trial.py), and awaits every hook, so the
 attempt is copied whole before the queue can delete it:
 
-    <jobs-dir>/.retried/<job-name>/<trial-name>.<result id>/   (tools/tally_core.py retried_attempts_dir)
+    <jobs-dir>/.retried/<job-name>/<trial-name>.<result id>/   (tools/tally_jobs.py retried_attempts_dir)
 
 A copy is made of each attempt the queue may retry (the same test as the queue's, on harbor's own
 objects), written beside its final name and renamed into place, so a copy is whole or absent. If
@@ -41,7 +41,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from tools.tally_core import retried_attempts_dir
+from tools.tally_jobs import retried_attempts_dir
 
 
 # How harbor is told to load it (--plugin module:Class); scripts/argv.sh's KEEP_RETRIED_PLUGIN too.

@@ -36,7 +36,7 @@ refused when the run already has settled trials of one of its tasks (an unsharde
 job, another shard): make mopup continues such a run, running only what each task's slots lack.
 
 Whose dirs: a job dir of the run's name whose config.json names another job, or (--model, the
-run's MODEL) records another model, is another run's (tools/tally_core.py): refused.
+run's MODEL) records another model, is another run's (tools/tally_jobs.py): refused.
 
 Every refusal writes nothing: shards.json and the tasks.json listing are written only with a plan
 that is accepted.
@@ -50,14 +50,16 @@ import json
 import os
 import re
 import statistics
-from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
+from tools import fmt
 from tools import safe_read as SR
-from tools import tally_core as T
-from tools.mopup_plan import GLOB_CHARS, NOT_A_NAME, unsettled
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
+from tools import tally_trials
 
 MAX_TASKS = 100_000            # a dataset listing longer than this is not a task dataset
 MAX_NAME = 200                 # a task name longer than this is not harbor's
@@ -77,7 +79,8 @@ def checked_names(names: list[str], where: str) -> list[str]:
     """The names, each one harbor's --include-task-name can take as itself; else ShardError."""
     if len(names) > MAX_TASKS:
         raise ShardError(f"{where} lists {len(names)} tasks, more than {MAX_TASKS}: not a task dataset")
-    bad = [n for n in names if not n or len(n) > MAX_NAME or NOT_A_NAME.search(n) or GLOB_CHARS.search(n)]
+    bad = [n for n in names if not n or len(n) > MAX_NAME or tally_jobs.NOT_A_NAME.search(n)
+           or tally_jobs.GLOB_CHARS.search(n)]
     if bad:
         raise ShardError(f"{where} has task names a shard cannot pass to harbor's --include-task-name: "
                          f"{', '.join(repr(SR.clip(b)) for b in bad[:5])} (empty, too long, a control character, "
@@ -182,7 +185,7 @@ def task_list(opts: dict, state_dir: Path, offline: bool = False) -> tuple[list[
     if offline:
         return None, source, None
     tasks = lister()
-    return tasks, source, {"source": source, "listed_at": now_iso(), "tasks": tasks}
+    return tasks, source, {"source": source, "listed_at": fmt.stamp(), "tasks": tasks}
 
 
 # --- the split -----------------------------------------------------------------------------------
@@ -191,11 +194,11 @@ def task_list(opts: dict, state_dir: Path, offline: bool = False) -> tuple[list[
 def mean_agent_seconds(dirs: list[Path]) -> dict[str, float]:
     """Each task's mean agent time over the run's finished trials so far (the tally's reading)."""
     times: dict[str, list[float]] = {}
-    notes = T.ScanNotes()
+    notes = tally_trials.ScanNotes()
     for d in dirs:
         if d.is_symlink():
             continue
-        for trial in T.scan_job_dir(d, notes):
+        for trial in tally_trials.scan_job_dir(d, notes):
             s = trial.agent_seconds
             if trial.status == "finished" and s is not None and 0 < s < 1e7:
                 times.setdefault(trial.task, []).append(s)
@@ -207,9 +210,13 @@ def settled_trials(dirs: list[Path]) -> dict[str, list[str]]:
     (passed, failed, a genuine limit; tools/slots.py), classified as make tally classifies them."""
     if not dirs:
         return {}
-    report = T.tally([str(d) for d in dirs], T.load_policy())
+    return settled_of(tally_core.tally([str(d) for d in dirs], tally_policy.load_policy()))
+
+
+def settled_of(report: dict) -> dict[str, list[str]]:
+    """Each task's settled trial dirs, as the tally decided them (each trial row's `settled`)."""
     return {row["task"]: settled for row in report["per_task"]
-            if (settled := [t["trial_dir"] for t in row["trials"] if not unsettled(t)])}
+            if (settled := [t["trial_dir"] for t in row["trials"] if t["settled"]])}
 
 
 def split(tasks: list[str], n: int, k: int, seconds: dict[str, float]) -> tuple[list[list[str]], list[float], str]:
@@ -231,10 +238,6 @@ def split(tasks: list[str], n: int, k: int, seconds: dict[str, float]) -> tuple[
     if known:
         return [sorted(s) for s in shards], [round(x, 1) for x in loads], how
     return [sorted(s) for s in shards], [0.0] * n, how
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @click.group()
@@ -264,17 +267,17 @@ def plan_cmd(run: str, jobs_dir: Path, job_name: str, model: str | None, n: int,
     kept_path = state_dir / "shards.json"
     kept = read_state(kept_path)
     try:
-        run_dirs = T.run_job_dirs(jobs_dir, job_name) if jobs_dir.is_dir() else []
-        T.refuse_foreign_job_dirs(run_dirs, model)
-    except T.TallyError as exc:
+        run_dirs = tally_jobs.run_job_dirs(jobs_dir, job_name) if jobs_dir.is_dir() else []
+        tally_jobs.refuse_foreign_job_dirs(run_dirs, model)
+    except tally_jobs.TallyError as exc:
         raise ShardError(str(exc)) from exc
-    shard_dirs = [d for d in run_dirs if T.shard_number(job_name, d.name)]
+    shard_dirs = [d for d in run_dirs if tally_jobs.shard_number(job_name, d.name)]
     tasks, source, listing = task_list(opts, state_dir, offline)
     doc = kept_split(run, kept, kept_path, job_name, n, tasks, source, shard_dirs)
     if doc is None and tasks is None:  # offline, the list unknown: each shard's tasks are listed at launch
         doc = {"run": run, "job_name": job_name, "n_shards": n, "n_attempts": k, "task_source": source,
                "balanced_by": None, "shards": [
-                   {"index": i, "job_name": T.shard_job_name(job_name, i), "tasks": None, "weight_s": None}
+                   {"index": i, "job_name": tally_jobs.shard_job_name(job_name, i), "tasks": None, "weight_s": None}
                    for i in range(1, n + 1)]}
     elif doc is None:
         if n > len(tasks):
@@ -282,8 +285,8 @@ def plan_cmd(run: str, jobs_dir: Path, job_name: str, model: str | None, n: int,
                              f"Set N_SHARDS to at most {len(tasks)}")
         groups, loads, how = split(tasks, n, k, mean_agent_seconds(run_dirs))
         doc = {"run": run, "job_name": job_name, "n_shards": n, "n_attempts": k, "task_source": source,
-               "balanced_by": how, "created_at": now_iso(),
-               "shards": [{"index": i + 1, "job_name": T.shard_job_name(job_name, i + 1), "tasks": g, "weight_s": w}
+               "balanced_by": how, "created_at": fmt.stamp(),
+               "shards": [{"index": i + 1, "job_name": tally_jobs.shard_job_name(job_name, i + 1), "tasks": g, "weight_s": w}
                           for i, (g, w) in enumerate(zip(groups, loads))]}
     refuse_rerun(run, doc, run_dirs, shard_dirs)
     reused = doc is kept
@@ -365,7 +368,7 @@ def _names(tasks: list[str]) -> str:
 def _valid_kept(kept: dict, job_name: str, n: int) -> bool:
     shards = kept.get("shards")
     return (isinstance(shards, list) and len(shards) == n and all(
-        isinstance(s, dict) and s.get("job_name") == T.shard_job_name(job_name, i + 1)
+        isinstance(s, dict) and s.get("job_name") == tally_jobs.shard_job_name(job_name, i + 1)
         and isinstance(s.get("tasks"), list) and s["tasks"] and all(isinstance(t, str) for t in s["tasks"])
         for i, s in enumerate(shards)))
 

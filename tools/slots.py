@@ -1,11 +1,15 @@
 """slots: a task's k attempt slots and the statistics over them (docs/design.md decision 13).
 
-Imported by tools/tally_core.py, which reads and classifies the trials; this module decides which
-of a task's trials count and what the run's numbers are.
+Imported by the tally (tools/tally_core.py), over the trials tools/tally_trials.py reads and
+tools/tally_policy.py classifies; this module decides which of a task's trials count and what the
+run's numbers are. The tally writes its decisions into its report (`settled`, `infra` on every trial
+row, `open_slots` on every task row), and every other verb reads them there: `is_settled` and
+`is_infra` are the rule's one definition, applied by the tally alone.
 
 A trial is *settled* when mop-up would not retry it: it finished and its outcome is not an
 infra error (passed, failed, unclassified, a genuine limit such as AgentTimeoutError, a
-timeout counted unscored). Infra-errored, unfinished and unreadable trials are *unsettled*.
+timeout counted unscored). Infra-errored, unfinished and unreadable trials are *unsettled*;
+of them, the finished ones are *infra* (an infra error, or an attempt harbor retried in the run).
 Per task, its latest k settled trials fill its k slots (oldest first); older settled trials
 are re-rolls, listed and not counted; the slots left are errored when the task has an infra
 trial, else unfinished. A manual verdict decides every slot of its task.
@@ -47,6 +51,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from tools import fmt
+
 INFRA_RULES = ("infra-type", "infra-message", "nonzero-exit-infra")
 GLYPHS = {"passed": "✓", "failed": "✗", "errored": "E", "unclassified": "?", "unfinished": "…"}
 BOOTSTRAP_RESAMPLES = 10_000
@@ -59,6 +65,12 @@ def is_settled(trial: Any) -> bool:
     whatever a policy changed since would call it; docs/design.md decision 27)"""
     return (trial.status == "finished" and not (trial.outcome == "errored" and trial.rule in INFRA_RULES)
             and not getattr(trial, "retried", False))
+
+
+def is_infra(trial: Any) -> bool:
+    """A finished trial that settles nothing: an infra error, or an attempt harbor retried in its job
+    (unfinished and unreadable trials are neither settled nor infra)."""
+    return trial.status == "finished" and not is_settled(trial)
 
 
 @dataclass
@@ -84,12 +96,12 @@ class Slots:
 
 def fill(group: list, k: int) -> Slots:
     settled = [t for t in group if is_settled(t)]
-    infra = [t for t in group if t.status == "finished" and not is_settled(t)]
+    infra = [t for t in group if is_infra(t)]
     counted = settled[-k:]
     shadowed = []
     if counted and len(counted) == k:
         last = next(i for i, t in enumerate(group) if t is counted[-1])
-        shadowed = [t for t in group[last + 1:] if t.status == "finished" and not is_settled(t)]
+        shadowed = [t for t in group[last + 1:] if is_infra(t)]
     return Slots(k, counted, settled[:-k] if len(settled) > k else [],
                  "errored" if infra else "unfinished", shadowed)
 
@@ -246,7 +258,7 @@ def other_figures_line(lb: dict) -> str | None:
     """The board's other figures, one line: pass@j, the mean trial duration, the token totals."""
     parts = []
     if lb.get("pass_at"):
-        parts.append(", ".join(f"pass@{j} {_pct(v)}" for j, v in lb["pass_at"].items())
+        parts.append(", ".join(f"pass@{j} {fmt.percent(v, 2)}" for j, v in lb["pass_at"].items())
                      + " (harbor's estimator over the slots)")
     if lb.get("mean_trial_secs") is not None:
         untimed = lb["slot_trials"] - lb["trials_timed"]
@@ -265,11 +277,11 @@ def headline_lines(report: dict) -> list[str]:
     the same figure's task-level bootstrap."""
     lb = report["leaderboard"]
     if lb["value"] is None:
-        return ["Leaderboard resolution rate: n/a (no task yet)"]
+        return [f"Leaderboard resolution rate: {fmt.UNKNOWN} (no task yet)"]
     iv = lb["interval95"]
-    ci = ("" if iv is None else f", 95% interval {_pct(iv['low'])} to {_pct(iv['high'])}: the headline and its "
+    ci = ("" if iv is None else f", 95% interval {fmt.percent(iv['low'], 2)} to {fmt.percent(iv['high'], 2)}: the headline and its "
           f"interval ({iv['method']}; the board's ± appears to be this replicate spread)")
-    out = [f"Leaderboard resolution rate: {_pct(lb['value'])} ({lb['passed']} passed of {lb['trials']} trials = "
+    out = [f"Leaderboard resolution rate: {fmt.percent(lb['value'], 2)} ({lb['passed']} passed of {lb['trials']} trials = "
            f"{lb['tasks']} tasks × {lb['k']}; errored and open slots count as not passed){ci}"]
     if lb["provisional"]:
         run = report["run"] or "<run>"
@@ -284,8 +296,8 @@ def headline_lines(report: dict) -> list[str]:
     b = lb["bootstrap95"]
     if b is not None:
         out.append(f"  not the headline's interval: the same rate by a task-level bootstrap of each task's passed / "
-                   f"{lb['k']} ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}), {_pct(b['low'])} to "
-                   f"{_pct(b['high'])}")
+                   f"{lb['k']} ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}), {fmt.percent(b['low'], 2)} to "
+                   f"{fmt.percent(b['high'], 2)}")
     other = other_figures_line(lb)
     if other:
         out.append(other)
@@ -314,32 +326,28 @@ def final_errors_lines(report: dict) -> list[str]:
 # --------------------------------------------------------------------------- rendering (k > 1)
 
 
-def _pct(x: float | None, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{100 * x:.{digits}f}%"
-
-
 def stats_lines(report: dict) -> list[str]:
     """The k > 1 figures, one per line, for the text table and the Markdown breakdown."""
     k = report["n_attempts"]
     pk = report["pass_at_k"]
     rep = report["replicates"]
     with_scored = [r for r in rep if r["pass_rate"] is not None]
-    spread = ("n/a" if report["replicate_mean"] is None else
-              _pct(report["replicate_mean"]) + (" ± " + _pct(report["replicate_stderr"])
+    spread = (fmt.UNKNOWN if report["replicate_mean"] is None else
+              fmt.percent(report["replicate_mean"], 2) + (" ± " + fmt.percent(report["replicate_stderr"], 2)
                                                 if report["replicate_stderr"] is not None else " (one replicate)"))
     b = report["bootstrap95"]
-    boot = "n/a" if b is None else f"{_pct(b['low'])} to {_pct(b['high'])}"
+    boot = fmt.UNKNOWN if b is None else f"{fmt.percent(b['low'], 2)} to {fmt.percent(b['high'], 2)}"
     return [
         "Other figures, not the headline (each interval is its own figure's):",
-        f"pass@1, mean over tasks of each task's pass fraction: {_pct(report['mean_task_pass_fraction'])} "
+        f"pass@1, mean over tasks of each task's pass fraction: {fmt.percent(report['mean_task_pass_fraction'], 2)} "
         f"({report['tasks_with_scored_attempts']} of {report['tasks']} tasks have a scored attempt; errored slots left "
         f"out); its 95% interval by a task-level bootstrap ({BOOTSTRAP_RESAMPLES:,} resamples, seed "
         f"{BOOTSTRAP_SEED}): {boot}",
         f"pass@1 over the {k} replicates (replicate j = the j-th settled attempt of every task), mean ± standard "
         f"error: {spread}; replicates: " + ", ".join(
-            f"{_pct(r['pass_rate'], 1)} ({r['passed']}/{r['scored']})" for r in rep) + (
+            f"{fmt.percent(r['pass_rate'], 1)} ({r['passed']}/{r['scored']})" for r in rep) + (
             "" if len(with_scored) == len(rep) else f" ({len(rep) - len(with_scored)} with no scored attempt)"),
-        f"pass@{k} (harbor's estimator, over the {pk['tasks']} tasks with {k} scored attempts): {_pct(pk['value'])}",
+        f"pass@{k} (harbor's estimator, over the {pk['tasks']} tasks with {k} scored attempts): {fmt.percent(pk['value'], 2)}",
     ]
 
 

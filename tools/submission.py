@@ -17,7 +17,7 @@ Structure" and "Required: metadata.yaml"):
                                         model_org_display_name}]
         <job-folder>/         every job dir of the run: its own files and its counted trial dirs
 
-The job dirs are the run's, found as the tally finds them (tools/tally_core.py run_job_dirs:
+The job dirs are the run's, found as the tally finds them (tools/tally_jobs.py run_job_dirs:
 the job, its retry jobs, both layouts). The leaderboard's resolution rate is passed over every
 trial submitted (an errored one counts as not passed), so each job dir is copied with only the
 trial dirs the tally counts: per task its k slot-filling trials, the latest k settled ones
@@ -64,7 +64,9 @@ from tools import report as R
 from tools import report_submission as RS
 from tools import safe_read as SR
 from tools import slots as SL
-from tools import tally_core as T
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 LEADERBOARD_README = "https://huggingface.co/datasets/harborframework/terminal-bench-2-leaderboard"
 TRAJECTORY = "trajectory.json"          # agent/trajectory.json: harbor's ATIF trajectory of a trial
@@ -205,7 +207,7 @@ def _seen(t: dict) -> _Seen:
 def select_trials(job_dirs: list[Path]) -> Selection:
     """The tally's own grouping and slot rule (tools/tally_core.py tally, tools/slots.py fill),
     with the default outcome policy: k is the first job's n_attempts, as for make tally."""
-    report = T.tally(job_dirs, T.load_policy())
+    report = tally_core.tally(job_dirs, tally_policy.load_policy())
     k = report.get("n_attempts", 1)
     unreadable = {u["path"]: u["error"] for u in report["unreadable"]}
     kept, passed, left_out, open_slots = set(), [], {}, {}
@@ -238,7 +240,7 @@ def _why_left_out(t: _Seen, k: int, rerolled: set, shadowed: set, unreadable: di
 
 
 def _tally_name(path: str | os.PathLike) -> str:
-    """A trial dir as the tally's report names it (tally_core.scan_job_dir: absolute, shown)."""
+    """A trial dir as the tally's report names it (tally_trials.scan_job_dir: absolute, shown)."""
     return SR.shown(os.path.abspath(path))
 
 
@@ -475,9 +477,9 @@ def run_dirs(jobs_dir: Path, job_name: str, out: Path, dest: Path,
     dir of the run's name that is another run's (its config.json names another job, or records
     another model than `model`, the run's MODEL) is refused: its trials are not the run's."""
     try:
-        job_dirs = T.run_job_dirs(jobs_dir, job_name)
-        T.refuse_foreign_job_dirs(job_dirs, model)
-    except T.TallyError as e:
+        job_dirs = tally_jobs.run_job_dirs(jobs_dir, job_name)
+        tally_jobs.refuse_foreign_job_dirs(job_dirs, model)
+    except tally_jobs.TallyError as e:
         R.fail(str(e))
     # A job dir name that is a symlink could lead anywhere (~/.cache/huggingface, another run):
     # never followed, never copied, listed.
@@ -517,7 +519,7 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
     run = run or "<run>"
     try:
         sel = select_trials(job_dirs)
-    except T.TallyError as e:
+    except tally_jobs.TallyError as e:
         R.fail(str(e))
     trials, left_out = [], []
     for d in job_dirs:
@@ -699,7 +701,7 @@ def build_cmd(jobs_dir, job_name, out, run, where, shard_plan, dry_run, refusal_
     R.echo(f"submission: built {plan.dest}/ (metadata.yaml, {len(plan.copies)} job dirs, {trial_count(plan)})",
            err=True)
     # The board's own figure over what the tree holds (tools/slots.py leaderboard_figure): first.
-    held = T.tally([str(dst) for _, dst in plan.copies], T.load_policy(), run=run)
+    held = tally_core.tally([str(dst) for _, dst in plan.copies], tally_policy.load_policy(), run=run)
     if held.get("n_attempts", 1) > 1:
         for line in SL.headline_lines(held):
             R.echo(f"submission: {line.strip()}", err=True)

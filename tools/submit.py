@@ -60,7 +60,7 @@ import click
 
 from tools import safe_read as SR
 from tools import submission as S
-from tools import tally_core as T
+from tools import tally_jobs
 from tools.report_load import fail
 
 VIEW_LINE = re.compile(r"^View at (?P<url>\S+/(?P<id>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
@@ -130,8 +130,8 @@ def plan_cmd(out, jobs_dir, job_name, built, **settings):
     """The submission dir, then its job dirs: NUL-separated."""
     dest = submission_dest(out, settings)
     try:
-        run_jobs = [d for d in T.run_job_dirs(jobs_dir, job_name) if not d.is_symlink()]
-    except T.TallyError as e:
+        run_jobs = [d for d in tally_jobs.run_job_dirs(jobs_dir, job_name) if not d.is_symlink()]
+    except tally_jobs.TallyError as e:
         fail(str(e))
     jobs = built_job_dirs(dest, [d.name for d in run_jobs]) if built else [dest / d.name for d in run_jobs]
     if not jobs:

@@ -2,13 +2,16 @@
 """tally: the real per-task outcome of a harbor benchmark run, across every job dir and attempt.
 
 Harbor's end-of-run table is not the answer (docs/reference-runs.md §3, §7): a run spans
-the first job, its resume passes, standalone retry jobs after a server relaunch, and jobs
-that landed under an unexpected `jobs/<job-name>/`. env/outcome-policy.yaml (the file
+the first job (or its shards), its resume passes, standalone retry jobs after a server relaunch,
+and jobs that landed under an unexpected `jobs/<job-name>/`. env/outcome-policy.yaml (the file
 mop-up reads too) decides what each trial means: passed, failed, errored (infra),
 unclassified, or unfinished. A task has k attempt slots (k: the first job's n_attempts, or
 --attempts), filled by its latest k *settled* trials (tools/slots.py: every trial but an
-infra error, an unfinished or an unreadable one); with k = 1 the latest settled trial
-counts, else the latest infra error, else the task is unfinished.
+infra error, an attempt harbor retried in the run, an unfinished or an unreadable one); with
+k = 1 the latest settled trial counts, else the latest infra error, else the task is unfinished.
+The library is tools/tally_core.py (the report), over tools/tally_jobs.py (the job dirs),
+tools/tally_trials.py (reading result.json) and tools/tally_policy.py (the outcome policy); this
+file is its command line and renders the tables.
 
 Usage:
     tally.py tally [JOB_DIR...] [--jobs-dir D --job-name N] [--model M] [--policy FILE] [--verdicts FILE]
@@ -19,7 +22,7 @@ Usage:
     tally.py policy retry-include [--policy FILE]
     tally.py policy check [--policy FILE]
 
-Job dirs of a run (shared with mop-up: `run_job_dirs`, `retry_job_name`):
+Job dirs of a run (tools/tally_jobs.py, shared with mop-up):
     <jobs-dir>/<job-name>, a sharded run's <jobs-dir>/<job-name>-shard-<i>,
     <jobs-dir>/<job-name>-retry-<N>, and the same under <jobs-dir>/jobs/ (harbor's default
     --jobs-dir nests), plus every JOB_DIR given.
@@ -51,9 +54,16 @@ trials_without_tokens, agent_seconds and agent_seconds_all_trials, trial_dirs,
 retried_in_run (the attempts harbor retried inside a job, kept under <jobs-dir>/.retried/<job>/:
 each is one of the trials, an infra error that never fills a slot), warnings [str],
 unreadable [{path, error}], per_task [{task, outcome, rule, reason, reward,
-exception_type, exception_message, finished_at, trial_dir, job_dir, attempts,
-computed_outcome, verdict, infra_streak, final_error, trials: [{trial_dir, job_dir, finished_at, reward,
-exception_type, outcome, rule, retried}]}] sorted by task. A trial's outcome may also be
+exception_type, exception_message, finished_at, trial_dir, job_dir, settled, infra, attempts,
+computed_outcome, verdict, infra_streak, final_error, open_slots, trials: [{trial_dir, job_dir,
+finished_at, reward, exception_type, outcome, rule, retried, settled, infra}]}] sorted by task.
+The slot rule is decided here once, and every other verb reads it from these fields: `settled`
+(bool): the trial fills a slot (finished, not an infra error, not an attempt harbor retried in
+the run); `infra` (bool): a finished trial that is not settled (an infra error, or a retried
+attempt); an unfinished or unreadable trial is neither. On the task row they are those of the
+trial the row shows (its latest settled, else its latest finished; none: both false).
+`open_slots` (int): the slots mop-up would still fill, k minus the settled trials in them, 0 for
+a task with a verdict or a final error (with k = 1: 1 for an infra error or an unfinished task). A trial's outcome may also be
 "unreadable" (result.json empty, truncated, not a TrialResult, not a regular file, over
 the 64 MiB cap). exception_message is capped at 500 characters (classification reads the
 whole message first); undecodable bytes of a file name are shown as \\xNN. A symlinked
@@ -71,9 +81,9 @@ A task whose infra error survived --max-task-retries attempts in a row per open 
 (infra_streak: its finished trials since its latest settled one that ended in an infra error) is
 a final error (final_error): errored, not an open slot of the headline, and no retry target.
 `retry-targets --json`: {run, policy, infra_types, tasks: [per_task entries plus
-`missing`, the attempts mop-up runs: with k = 1 the tasks whose outcome is errored (infra) or
-unfinished (missing 1), with k > 1 the tasks with open slots (missing: how many); manual
-verdicts and final errors excluded]}.
+`missing`, the attempts mop-up runs: the tasks with open_slots, missing = open_slots (with k = 1
+the tasks whose outcome is errored (infra) or unfinished); manual verdicts and final errors
+excluded]}.
 """
 
 from __future__ import annotations
@@ -85,27 +95,19 @@ from typing import Any
 
 import click
 
-# The library (tools/tally_core.py); its public names are re-exported, so `tally.X` keeps
-# working for every caller and test that knew them here.
+from tools import fmt
 from tools import safe_read as SR
 from tools import slots as SL
-from tools.tally_core import (ACCOUNTING_SCORED, ACCOUNTING_UNSCORED, DEFAULT_MAX_TASK_RETRIES,  # noqa: F401
-                               DEFAULT_POLICY, EXIT_EMPTY, MAX_TASK_RETRIES_CAP, OUTCOMES,
-                               REPO_ROOT, RESULT_FIELDS, Policy, TallyError, Trial, Verdict, classify, infra_side,
-                               load_policy, load_verdicts, next_retry_job_name, refuse_foreign_job_dirs,
-                               resolve_job_dirs, retry_include, retry_job_name, retry_number, retry_targets, run_job_dirs,
-                               tally)
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
 
 
 # --------------------------------------------------------------------------- rendering
 
 
-def _pct(n: int, d: int) -> str:
-    return f"{100 * n / d:.1f}%" if d else "-"
-
-
 def _accounting_line(report: dict) -> str:
-    if report["accounting"] == ACCOUNTING_UNSCORED:
+    if report["accounting"] == tally_core.ACCOUNTING_UNSCORED:
         return ("Accounting: timeouts-unscored (--timeouts-unscored): every AgentTimeoutError trial is an "
                 "unscored error, as in the reference's Run 1 table.")
     return ("Accounting: timeouts-scored (default): AgentTimeoutError trials are scored, "
@@ -113,11 +115,11 @@ def _accounting_line(report: dict) -> str:
 
 
 def _rate_line(report: dict) -> str:
-    what = "infra errors and timeouts" if report["accounting"] == ACCOUNTING_UNSCORED else "infra errors"
+    what = "infra errors and timeouts" if report["accounting"] == tally_core.ACCOUNTING_UNSCORED else "infra errors"
     unit = " scored attempts; not the headline" if report.get("n_attempts", 1) > 1 else ""
     if report["pass_rate"] is None:
-        return f"Pass rate excluding {what}: n/a (0 scored {'attempts' if unit else 'tasks'})"
-    return (f"Pass rate excluding {what}: {100 * report['pass_rate']:.2f}% "
+        return f"Pass rate excluding {what}: {fmt.UNKNOWN} (0 scored {'attempts' if unit else 'tasks'})"
+    return (f"Pass rate excluding {what}: {fmt.percent(report['pass_rate'], 2)} "
             f"({report['passed']}/{report['scored']}{unit})")
 
 
@@ -127,12 +129,12 @@ def summary_table(report: dict) -> list[str]:
     err_parts = [f"{b['infra']} infra"]
     if b.get("final"):
         err_parts.append(f"{b['final']} final: MAX_TASK_RETRIES={report['max_task_retries']} attempts in a row were infra")
-    if report["accounting"] == ACCOUNTING_UNSCORED:
+    if report["accounting"] == tally_core.ACCOUNTING_UNSCORED:
         err_parts.append(f"{b['timeout']} AgentTimeoutError")
     if b["verdict"]:
         err_parts.append(f"{b['verdict']} by verdict")
     failed = "Failed (scored, reward < {:g}{})".format(
-        report["pass_threshold"], ", incl. AgentTimeoutError" if report["accounting"] == ACCOUNTING_SCORED else "")
+        report["pass_threshold"], ", incl. AgentTimeoutError" if report["accounting"] == tally_core.ACCOUNTING_SCORED else "")
     rows = [
         ("Passed", report["passed"]),
         (failed, report["failed"]),
@@ -145,13 +147,8 @@ def summary_table(report: dict) -> list[str]:
         header, n = SL.summary_header(report), report["slots"]
         rows[-1] = ("Unfinished (no finished trial for the slot)", report["unfinished"])
     lines = [header, "|---|---|---|"]
-    lines += [f"| {label} | {count} | {_pct(count, n)} |" for label, count in rows]
+    lines += [f"| {label} | {count} | {fmt.share(count, n)} |" for label, count in rows]
     return lines
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
 
 
 def render_text(report: dict) -> str:
@@ -234,7 +231,7 @@ def _tokens_block(report: dict) -> list[str]:
         f"| Input tokens (incl. cache) | {t['input']:,} | {a['input']:,} |",
         f"| Cache tokens | {t['cache']:,} | {a['cache']:,} |",
         f"| Output tokens | {t['output']:,} | {a['output']:,} |",
-        f"| Agent time | {_duration(report['agent_seconds'])} | {_duration(report['agent_seconds_all_trials'])} |",
+        f"| Agent time | {fmt.elapsed(report['agent_seconds'])} | {fmt.elapsed(report['agent_seconds_all_trials'])} |",
     ]
     if report["trials_without_tokens"]:
         lines.append(f"\n{report['trials_without_tokens']} finished trial(s) recorded no (or partial) token counts.")
@@ -256,7 +253,7 @@ def render_markdown(report: dict) -> str:
     """The per-task breakdown file, like the reference's `<job>/README.md`."""
     out = [f"# {report['run']}: per-task outcomes", ""]
     out += [_accounting_line(report), ""]
-    out.append(f"Policy: `{os.path.relpath(report['policy'], REPO_ROOT) if report['policy'].startswith(str(REPO_ROOT)) else report['policy']}`"
+    out.append(f"Policy: `{os.path.relpath(report['policy'], tally_policy.REPO_ROOT) if report['policy'].startswith(str(tally_policy.REPO_ROOT)) else report['policy']}`"
                + (f"; verdicts: `{report['verdicts']}`" if report["verdicts"] else ""))
     out.append("")
     out.append("Job dirs: " + ", ".join(f"`{os.path.basename(d)}`" for d in report["job_dirs"]))
@@ -303,18 +300,18 @@ def render_markdown(report: dict) -> str:
 
 
 def _policy_option(f):
-    return click.option("--policy", "policy_path", default=str(DEFAULT_POLICY), show_default=True,
+    return click.option("--policy", "policy_path", default=str(tally_policy.DEFAULT_POLICY), show_default=True,
                         type=click.Path(dir_okay=False), help="The outcome policy (shared with mop-up).")(f)
 
 
 def _max_task_retries_option(f):
-    return click.option("--max-task-retries", type=click.IntRange(min=0, max=MAX_TASK_RETRIES_CAP),
-                        default=DEFAULT_MAX_TASK_RETRIES, show_default=True,
+    return click.option("--max-task-retries", type=click.IntRange(min=0, max=tally_core.MAX_TASK_RETRIES_CAP),
+                        default=tally_core.DEFAULT_MAX_TASK_RETRIES, show_default=True,
                         help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a "
                         "row (per open slot) is a final error, no longer retried; 0: no limit.")(f)
 
 
-def _fail(e: TallyError):
+def _fail(e: tally_jobs.TallyError):
     raise click.ClickException(str(e))
 
 
@@ -349,12 +346,12 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
     Exit codes: 0 tallied, 1 bad input (missing dir, invalid policy/verdicts), 2 usage, 3 empty run.
     """
     try:
-        policy = load_policy(policy_path)
-        verdicts = load_verdicts(verdicts_path)
-        dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name, model)
-    except TallyError as e:
+        policy = tally_policy.load_policy(policy_path)
+        verdicts = tally_policy.load_verdicts(verdicts_path)
+        dirs = tally_jobs.resolve_job_dirs(job_dirs, jobs_dir, job_name, model)
+    except tally_jobs.TallyError as e:
         _fail(e)
-    report = tally(dirs, policy, verdicts, timeouts_unscored, run=run_name or job_name, verdicts_path=verdicts_path,
+    report = tally_core.tally(dirs, policy, verdicts, timeouts_unscored, run=run_name or job_name, verdicts_path=verdicts_path,
                    attempts=attempts, max_task_retries=max_task_retries)
     if markdown_path:
         try:
@@ -365,7 +362,7 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
     _echo(json.dumps(report, indent=2) if as_json else render_text(report), nl=as_json)
     if report["tasks"] == 0:
         _echo(f"tally: empty run: no trial dirs in {', '.join(report['job_dirs'])}", err=True)
-        sys.exit(EXIT_EMPTY)
+        sys.exit(tally_core.EXIT_EMPTY)
 
 
 def _echo(text: str, nl: bool = True, err: bool = False) -> None:
@@ -376,7 +373,8 @@ def _echo(text: str, nl: bool = True, err: bool = False) -> None:
 @cli.command("retry-targets")
 @click.argument("job_dirs", nargs=-1, type=click.Path(file_okay=False))
 @click.option("--jobs-dir", help="Where harbor wrote the run's job dirs.")
-@click.option("--job-name", help="The run's job name.")
+@click.option("--job-name", help="The run's job name (its shard jobs <job-name>-shard-<i> and retry jobs "
+                                 "<job-name>-retry-<N> are the run's too).")
 @_policy_option
 @click.option("--verdicts", "verdicts_path", type=click.Path(dir_okay=False),
               help="Manual verdicts; a task with a verdict is never retried.")
@@ -392,22 +390,21 @@ def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, 
     Always computed with the default accounting: a timeout is the model's result, never retried.
     """
     try:
-        policy = load_policy(policy_path)
-        verdicts = load_verdicts(verdicts_path)
-        dirs = resolve_job_dirs(job_dirs, jobs_dir, job_name, model)
-    except TallyError as e:
+        policy = tally_policy.load_policy(policy_path)
+        verdicts = tally_policy.load_verdicts(verdicts_path)
+        dirs = tally_jobs.resolve_job_dirs(job_dirs, jobs_dir, job_name, model)
+    except tally_jobs.TallyError as e:
         _fail(e)
-    report = tally(dirs, policy, verdicts, False, run=job_name, verdicts_path=verdicts_path,
+    report = tally_core.tally(dirs, policy, verdicts, False, run=job_name, verdicts_path=verdicts_path,
                    max_task_retries=max_task_retries)
-    targets = retry_targets(report)
+    targets = tally_core.retry_targets(report)
     if as_json:
         _echo(json.dumps({"run": report["run"], "policy": policy.path, "infra_types": list(policy.infra_types),
                           "job_dirs": report["job_dirs"], "tasks": targets}, indent=2))
         return
     if report.get("n_attempts", 1) > 1:  # the slots, the latest infra error, its unsettled dirs, the count
         for e in targets:
-            open_trials = [t for t in e["trials"] if t["trial_dir"] not in e["slot_trials"]
-                           and t["outcome"] in ("errored", "unfinished", "unreadable")]
+            open_trials = [t for t in e["trials"] if not t["settled"]]
             errors = [t["exception_type"] for t in open_trials if t["exception_type"]]
             _echo("\t".join([e["task"], e["slots_text"], errors[-1] if errors else "-",
                              ",".join(t["trial_dir"] for t in open_trials) or "-", str(e["missing"])]))
@@ -419,21 +416,23 @@ def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, 
 
 @cli.command("job-dirs")
 @click.option("--jobs-dir", required=True, help="Where harbor wrote the run's job dirs.")
-@click.option("--job-name", required=True, help="The run's job name.")
+@click.option("--job-name", required=True, help="The run's job name (its shard jobs <job-name>-shard-<i> and "
+              "retry jobs <job-name>-retry-<N> are the run's too).")
 @click.option("--next-retry", is_flag=True, help="Print the next unused retry job name instead.")
 @click.option("--model", help="The run's MODEL: refuse (exit 1) when a job dir of the run's name is another run's "
               "(its config.json records another model or names another job).")
 def job_dirs_cmd(jobs_dir, job_name, next_retry, model):
-    """The run's job dirs, one per line (flat layout first, then jobs/), in retry order."""
+    """The run's job dirs, one per line (flat layout first, then jobs/); in each, the run's job or its
+    shards <job-name>-shard-<i> in shard order, then its retry jobs <job-name>-retry-<N>."""
     try:
         if next_retry:
-            _echo(next_retry_job_name(jobs_dir, job_name))
+            _echo(tally_jobs.next_retry_job_name(jobs_dir, job_name))
             return
-        dirs = run_job_dirs(jobs_dir, job_name)
-        refuse_foreign_job_dirs(dirs, model)
+        dirs = tally_jobs.run_job_dirs(jobs_dir, job_name)
+        tally_jobs.refuse_foreign_job_dirs(dirs, model)
         for d in dirs:
             click.echo(os.fsencode(d))  # the exact bytes: scripts use these paths as they are
-    except TallyError as e:
+    except tally_jobs.TallyError as e:
         _fail(e)
 
 
@@ -453,14 +452,14 @@ def infra_types_cmd(policy_path):
 @_policy_option
 def retry_include_cmd(policy_path):
     """The types harbor may retry inside a run, one per line (make bench's --retry-include, MAX_RETRIES)."""
-    _echo_policy_names(policy_path, retry_include)
+    _echo_policy_names(policy_path, tally_policy.retry_include)
 
 
 def _echo_policy_names(policy_path, names_of) -> None:
     """Print names_of(the policy), one per line; an unreadable policy is one line and exit 1."""
     try:
-        policy = load_policy(policy_path)
-    except TallyError as e:
+        policy = tally_policy.load_policy(policy_path)
+    except tally_jobs.TallyError as e:
         _fail(e)
     for name in names_of(policy):
         click.echo(name)
@@ -471,8 +470,8 @@ def _echo_policy_names(policy_path, names_of) -> None:
 def check_cmd(policy_path):
     """Validate the policy file; exit 1 with the problem if it is invalid."""
     try:
-        policy = load_policy(policy_path)
-    except TallyError as e:
+        policy = tally_policy.load_policy(policy_path)
+    except tally_jobs.TallyError as e:
         _fail(e)
     click.echo(f"{policy.path}: OK ({len(policy.infra_types)} infra types, {len(policy.infra_patterns)} infra patterns, "
                f"{len(policy.limit_types)} limit types, pass threshold {policy.pass_threshold:g})")

@@ -20,14 +20,14 @@ its retry jobs, both layouts), its manifest and cost (tools/report_cost.py, make
   started); the infra-error rate (infra-errored / finished trials) over the same two windows.
 - ETA: the slots left over the recent pace (the whole run's when nothing settled in the last
   hour), with the range the two paces give. Mop-up's work is in it: open slots are slots left.
-- Times are data: a trial whose finished_at is no time (tally_core's years) or later than now
+- Times are data: a trial whose finished_at is no time (tally_trials's years) or later than now
   fills its slot but is left out of the paces, the rates, the ETA and the plot, with a note
   (timed_trials says why not clamped). A bundled example (example-*) is frozen: its "now" is its
   own last moment (its latest trial's end), said in a note, so its pace and ETA are what they were
   then, not what months of silence since make of them.
 - Spend: make cost's total so far, and projected to the end at the run's average rate; with
   MAX_COST, the ceiling.
-- Infra errors by side (env/outcome-policy.yaml, tools/tally_core.py infra_side): the sandboxes'
+- Infra errors by side (env/outcome-policy.yaml, tools/tally_policy.py infra_side): the sandboxes'
   (what more trials at once strain, and what the governor acts on), the model server's (its
   problem: make status, make logs; no shard stopped eases it), and interruptions.
 - Alarms, in plain words: nothing settled for longer than the slowest recent trial took; trial
@@ -74,7 +74,10 @@ import click
 from tools import report_load as RL
 from tools import safe_read as SR
 from tools import slots as SL
-from tools import tally_core as T
+from tools import tally_core
+from tools import tally_jobs
+from tools import tally_policy
+from tools import tally_trials
 
 HOUR = 3600.0
 
@@ -90,7 +93,7 @@ class Frame:
     passed: int                # slots, as the tally counts them
     failed: int
     infra: int                 # infra-errored trials so far (every attempt): trials, not slots
-    sides: dict                # those by side: sandbox, server, interrupted (tally_core.count_sides)
+    sides: dict                # those by side: sandbox, server, interrupted (tally_policy.count_sides)
     running: int               # trial dirs with no result.json yet: trials, not slots
     per_job: list[tuple[str, int, int]]  # (job dir name, settled trials, trial dirs)
     pace_hour: float           # settled trials in the last hour
@@ -110,7 +113,7 @@ class Frame:
     unfinished: int = 0        # slots of tasks seen with no finished trial
     trial_dirs: int = 0        # every trial dir of the run
     final_errors: list[str] = field(default_factory=list)
-    max_task_retries: int = T.DEFAULT_MAX_TASK_RETRIES
+    max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES
     settled_at: list[datetime] = field(default_factory=list)  # each settled trial's end, for the page's plot
     infra_at: list[datetime] = field(default_factory=list)    # each infra error's end
     server_hour: int = 0       # model-server infra errors that finished in the last hour
@@ -136,7 +139,7 @@ def job_started(job_dir: str) -> datetime | None:
         value = SR.read_json_object(os.path.join(job_dir, "result.json")).get("started_at")
     except (OSError, SR.Unreadable):
         return None
-    return _aware(T.parse_timestamp(value)[0])
+    return _aware(tally_trials.parse_timestamp(value)[0])
 
 
 def planned_tasks(job_dir: str, k: int) -> int | None:
@@ -145,24 +148,24 @@ def planned_tasks(job_dir: str, k: int) -> int | None:
         n = SR.read_json_object(os.path.join(job_dir, "result.json")).get("n_total_trials")
     except (OSError, SR.Unreadable):
         return None
-    count = T.count_of(n, T.MAX_ATTEMPTS * 100_000)
+    count = tally_trials.count_of(n, tally_trials.MAX_ATTEMPTS * 100_000)
     return count // k if count else None
 
 
 def first_pass_tasks(dirs: list[str], job_name: str, k: int) -> int | None:
     """The tasks the run's first pass planned: its job's, or the sum of its shards'."""
-    counts = [planned_tasks(d, k) for d in dirs if T.retry_number(job_name, os.path.basename(d)) == 0]
+    counts = [planned_tasks(d, k) for d in dirs if tally_jobs.retry_number(job_name, os.path.basename(d)) == 0]
     return sum(counts) if counts and None not in counts else None
 
 
-def scan(dirs: list[str], policy: T.Policy) -> list[T.Trial]:
+def scan(dirs: list[str], policy: tally_policy.Policy) -> list[tally_trials.Trial]:
     """Every trial of the run's job dirs, classified as the tally classifies them."""
-    notes = T.ScanNotes()
-    trials: list[T.Trial] = []
+    notes = tally_trials.ScanNotes()
+    trials: list[tally_trials.Trial] = []
     for d in dirs:
-        for t in T.scan_job_dir(d, notes):
+        for t in tally_trials.scan_job_dir(d, notes):
             if t.status == "finished":
-                t.outcome, t.rule, t.reason = T.classify(t, policy)
+                t.outcome, t.rule, t.reason = tally_policy.classify(t, policy)
             trials.append(t)
     return trials
 
@@ -189,7 +192,7 @@ def foreign_job_dirs(jobs_dir: Path, run_dirs: list[str], job_name: str, depth: 
                     named = SR.read_json_object(config, what="a config.json").get("job_name")
                 except (OSError, SR.Unreadable):
                     named = None
-            if isinstance(named, str) and T.retry_number(job_name, named) is not None:
+            if isinstance(named, str) and tally_jobs.retry_number(job_name, named) is not None:
                 try:
                     trial_dirs, _, _ = SR.trial_dir_entries(entry.path)
                 except SR.Unreadable:
@@ -202,7 +205,7 @@ def foreign_job_dirs(jobs_dir: Path, run_dirs: list[str], job_name: str, depth: 
     return out
 
 
-def last_moment(trials: list[T.Trial]) -> datetime | None:
+def last_moment(trials: list[tally_trials.Trial]) -> datetime | None:
     """A frozen run's own "now": its latest trial's end (None: no trial has a time)."""
     ends = [_aware(t.finished_at) for t in trials if t.status == "finished" and t.finished_at]
     return max(ends, default=None)
@@ -211,23 +214,22 @@ def last_moment(trials: list[T.Trial]) -> datetime | None:
 def frame_of(settings: RL.RunSettings, *, now: datetime | None, tasks_hint: int | None, max_cost: float | None,
              max_infra_rate: float, with_cost: bool = True) -> Frame:
     """The frame at `now`; None: the run's own last moment (a bundled example, frozen)."""
-    dirs = [str(d) for d in T.run_job_dirs(settings.jobs_dir, settings.job_name)]
+    dirs = [str(d) for d in tally_jobs.run_job_dirs(settings.jobs_dir, settings.job_name)]
     try:
-        T.refuse_foreign_job_dirs(dirs, settings.model or None)  # another run's trials are not this run's
-    except T.TallyError as e:
+        tally_jobs.refuse_foreign_job_dirs(dirs, settings.model or None)  # another run's trials are not this run's
+    except tally_jobs.TallyError as e:
         RL.fail(f"run {settings.run}: {e}")
     if not dirs:
         RL.fail(f"run {settings.run} has no job dir yet under {RL.display_path(str(settings.jobs_dir))} "
                 f"({settings.job_name}): nothing to watch until make bench (or make reproduce) starts it")
-    policy = T.load_policy()
-    verdicts = T.load_verdicts(str(settings.verdicts)) if settings.verdicts else {}
-    report = T.tally(dirs, policy, verdicts, run=settings.run, max_task_retries=settings.max_task_retries)
+    policy = tally_policy.load_policy()
+    verdicts = tally_policy.load_verdicts(str(settings.verdicts)) if settings.verdicts else {}
+    report = tally_core.tally(dirs, policy, verdicts, run=settings.run, max_task_retries=settings.max_task_retries)
     k = report.get("n_attempts", 1)
     trials = scan(dirs, policy)
     # The slots as the tally counts them (tasks × k; k = 1: tasks): mop-up leaves the settled alone.
     errored = report["errored_breakdown"]
-    settled = (report["passed"] + report["failed"] + report["unclassified"] + errored["final"] + errored["verdict"]
-               + errored["timeout"])
+    settled = report["tasks"] * k - sum(e["open_slots"] for e in report["per_task"])
     tasks = max(tasks_hint or first_pass_tasks(dirs, settings.job_name, k) or 0, report["tasks"])
     frozen = now is None
     if frozen:
@@ -250,7 +252,7 @@ def frame_of(settings: RL.RunSettings, *, now: datetime | None, tasks_hint: int 
 
     recent = [t for t in finished if _aware(t.finished_at) >= hour_ago]
     recent_done = len(recent)
-    recent_sides = T.count_sides(recent, policy)
+    recent_sides = tally_policy.count_sides(recent, policy)
     total = tasks * k
     left = max(0, total - settled)
     paces = [p for p in (pace_hour, pace_all) if p]
@@ -266,7 +268,7 @@ def frame_of(settings: RL.RunSettings, *, now: datetime | None, tasks_hint: int 
         projected = spend["total_usd"] * (elapsed + eta) / elapsed
     f = Frame(run=settings.run, k=k, total=total, settled=settled, passed=report["passed"], failed=report["failed"],
               infra=sum(1 for t in trials if t.status == "finished" and not SL.is_settled(t)),
-              sides=T.count_sides(trials, policy), running=sum(1 for t in trials if t.status == "unfinished"),
+              sides=tally_policy.count_sides(trials, policy), running=sum(1 for t in trials if t.status == "unfinished"),
               unclassified=report["unclassified"], final=errored["final"], verdict_errored=errored["verdict"],
               open_infra=errored["infra"], unfinished=report["unfinished"], trial_dirs=len(trials),
               final_errors=report["final_errors"], max_task_retries=report["max_task_retries"],
@@ -296,7 +298,7 @@ def live_server(events: list[dict]) -> dict | None:
     for e in events:
         if e.get("event") == "serve" and isinstance(e.get("job_id"), str):
             recorded = e.get("settings") if isinstance(e.get("settings"), dict) else {}
-            dp = T.count_of(_int_or_none(recorded.get("SERVER_DP", "1")), MAX_REPLICAS)
+            dp = tally_trials.count_of(_int_or_none(recorded.get("SERVER_DP", "1")), MAX_REPLICAS)
             server = {"job_id": e["job_id"], "replicas": dp or 1, "flavor": SR.printable(str(recorded.get("SERVER_FLAVOR", "?")))[:40]}
         elif e.get("event") == "server-stop" and server and e.get("job_id") == server["job_id"]:
             server = None
@@ -340,7 +342,7 @@ def idle_gpus(f: Frame, events: list[dict]) -> list[str]:
             f"trial{why}"]
 
 
-def timed_trials(trials: list[T.Trial], now: datetime) -> tuple[list[T.Trial], list[str]]:
+def timed_trials(trials: list[tally_trials.Trial], now: datetime) -> tuple[list[tally_trials.Trial], list[str]]:
     """(the finished trials whose end the pace, the infra-error rates, the stall alarm, the ETA and
     the plot are computed from; a note for each kind left out of them). Every finished trial still
     fills its slots and counts as passed, failed or an infra error: only its time is not used.
@@ -358,7 +360,7 @@ def timed_trials(trials: list[T.Trial], now: datetime) -> tuple[list[T.Trial], l
     notes = []
     if untimed:
         notes.append(f"{len(untimed)} finished trial(s) have no finished_at that is an ISO 8601 time of the years "
-                     f"{T.YEARS[0]}-{T.YEARS[1]} (e.g. {SR.printable(os.path.join(os.path.basename(untimed[0].job_dir), os.path.basename(untimed[0].trial_dir)))}): {left_out}")
+                     f"{tally_trials.YEARS[0]}-{tally_trials.YEARS[1]} (e.g. {SR.printable(os.path.join(os.path.basename(untimed[0].job_dir), os.path.basename(untimed[0].trial_dir)))}): {left_out}")
     if future:
         latest = max(_aware(t.finished_at) for t in future)
         notes.append(f"{len(future)} finished trial(s) end after now ({now:%Y-%m-%d %H:%M:%S} UTC), the latest at "
@@ -366,7 +368,7 @@ def timed_trials(trials: list[T.Trial], now: datetime) -> tuple[list[T.Trial], l
     return timed, notes
 
 
-def alarms(f: Frame, finished: list[T.Trial], settled_at: list[datetime], now: datetime, max_cost: float | None,
+def alarms(f: Frame, finished: list[tally_trials.Trial], settled_at: list[datetime], now: datetime, max_cost: float | None,
            max_infra_rate: float, foreign: list[str]) -> list[str]:
     """The alarms of a frame; `finished` are the trials with a usable end (timed_trials)."""
     out = []
@@ -569,7 +571,7 @@ def bucket_wanted(job_name: str, path: str) -> bool:
     or its -shard-N, and its -retry-N): nothing deeper, so never agent/ and its trajectories."""
     parts = path.split("/")
     return 2 <= len(parts) <= 3 and all(_safe_part(p) for p in parts) and parts[-1] in BUCKET_JSON and \
-        T.retry_number(job_name, parts[0]) is not None
+        tally_jobs.retry_number(job_name, parts[0]) is not None
 
 
 def bucket_listing(api, remote: Remote) -> tuple[dict[str, object], set[str]]:
@@ -577,7 +579,7 @@ def bucket_listing(api, remote: Remote) -> tuple[dict[str, object], set[str]]:
     from huggingface_hub import BucketFolder
 
     jobs = [e.path for e in api.list_bucket_tree(remote.bucket, recursive=False)
-            if isinstance(e, BucketFolder) and T.retry_number(remote.job_name, e.path) is not None]
+            if isinstance(e, BucketFolder) and tally_jobs.retry_number(remote.job_name, e.path) is not None]
     files: dict[str, object] = {}
     dirs: set[str] = set(jobs)
     listed = 0
@@ -673,7 +675,7 @@ def remote_frame(remote: Remote, api, settings: RL.RunSettings, **kw) -> Frame:
             raise BucketError(f"cannot read the bucket {remote.bucket}: {why}") from None
         stale = (f"bucket: could not refresh ({why}); the figures are as of "
                  f"{remote.refreshed.strftime('%H:%M:%S')} UTC")
-    if not T.run_job_dirs(remote.root, remote.job_name):
+    if not tally_jobs.run_job_dirs(remote.root, remote.job_name):
         raise BucketError(f"run {settings.run} has no job dir yet in the bucket {remote.bucket} "
                           f"({remote.job_name}): nothing to watch until make bench WHERE=hf starts it")
     f = frame_of(dataclasses.replace(settings, jobs_dir=remote.root), **kw)
@@ -725,7 +727,7 @@ def watch_run(settings, once, every, now_text, max_cost, max_infra_rate, tasks_h
     def now() -> datetime | None:
         if not now_text:  # a bundled example is frozen: its own last moment (frame_of)
             return None if settings.run.startswith("example-") else datetime.now(timezone.utc)
-        parsed, _ = T.parse_timestamp(now_text)
+        parsed, _ = tally_trials.parse_timestamp(now_text)
         if parsed is None:
             RL.fail(f"--now {SR.printable(now_text)[:40]!r} is not an ISO 8601 time")
         return _aware(parsed)
@@ -742,7 +744,7 @@ def watch_run(settings, once, every, now_text, max_cost, max_infra_rate, tasks_h
         kw = dict(now=now(), tasks_hint=tasks_hint, max_cost=max_cost, max_infra_rate=max_infra_rate)
         try:
             f = remote_frame(remote, api, settings, **kw) if remote else frame_of(settings, **kw)
-        except T.TallyError as e:
+        except tally_jobs.TallyError as e:
             RL.fail(f"run {settings.run}: {e}")
         except BucketError as e:
             RL.fail(str(e))
