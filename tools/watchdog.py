@@ -498,7 +498,7 @@ def job_answer(api: HfApi, namespace: str, job_id: str) -> dict:
 
 def duration_seconds(text: str) -> float:
     """An hf jobs duration, <number>[s|m|h|d], in seconds."""
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([smhd]?)", text.strip())
+    m = re.fullmatch(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)([smhd]?)", text.strip())  # tools/fmt.py parse_duration's syntax
     if not m or float(m.group(1)) <= 0:
         raise click.BadParameter(f"{text!r} is not a duration such as 90s, 15m, 1h")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
