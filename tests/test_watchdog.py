@@ -496,7 +496,7 @@ def test_the_watchdog_imports_nothing_the_bundle_lacks():
         tree = ast.parse((REPO / name).read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert imported - allowed - {"contextlib", "errno", "json", "os", "stat", "tempfile", "typing"} == set(), name
+        assert imported - allowed - {"contextlib", "errno", "json", "os", "shutil", "stat", "tempfile", "typing"} == set(), name
 
 
 def test_a_lock_without_an_entry_the_closure_needs_is_refused():
