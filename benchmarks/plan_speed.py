@@ -35,6 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tools import cost_prices
 from tools import plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,7 +74,7 @@ def erring_job_dir(root: Path) -> Path:
 def cases(root: Path) -> dict[str, dict]:
     most_reps = plan.WORK_CAP // (89 * 5)
     erring = str(erring_job_dir(root))
-    base = {"tasks": 89, "k": 5, "reps": 200, "jobs_dir": str(root / "no-jobs"), "prices": str(plan.cost.TSV_PRICES)}
+    base = {"tasks": 89, "k": 5, "reps": 200, "jobs_dir": str(root / "no-jobs"), "prices": str(cost_prices.TSV_PRICES)}
     return {
         "baseline": base,
         "most reps": {**base, "reps": most_reps},

@@ -6,7 +6,7 @@ replayed through the simulator with its own settings.
 
 For every job dir under --jobs-dir: its finished trials' recorded lengths (result.json
 started_at to finished_at, errored ones included at their recorded length, read through
-tally_trials' scan and tools/cost.py's trial_spans), queued in the order they started and run
+tally_trials' scan and tools/cost_jobs.py's trial_spans), queued in the order they started and run
 --n-concurrent (its config.json's n_concurrent_trials) at a time by tools/plan.py's
 pass_makespan, with no infra draw (the record holds its infra errors already), no server
 loading and no mop-up pass (a retry job is a job of its own here). The prediction is compared
@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import cost
-from tools import plan
+from tools import cost_hf
+from tools import cost_jobs
+from tools import plan_sim
 from tools import plan_evidence as PE
 from tools import safe_read as SR
 from tools import tally_core
@@ -55,16 +56,16 @@ def replay(job_dir: Path) -> dict | None:
     if not conc:
         return None
     report = tally_core.tally([job_dir], tally_policy.load_policy(), run=job_dir.name)
-    spans = [s for s in cost.trial_spans(report) if s.finished and s.finished >= s.started]
+    spans = [s for s in cost_jobs.trial_spans(report) if s.finished and s.finished >= s.started]
     if not spans:
         return None
     lengths = np.array([(s.finished - s.started).total_seconds() for s in spans])  # in start order
-    predicted = float(plan.pass_makespan(lengths[None, None, :], conc)[0])
+    predicted = float(plan_sim.pass_makespan(lengths[None, None, :], conc)[0])
     recorded_job = job_span(job_dir)
     recorded_trials = (max(s.finished for s in spans) - min(s.started for s in spans)).total_seconds()
     overlap = max_overlap(spans)
     return {
-        "job": cost.rel(job_dir), "n_concurrent": conc, "trials": len(spans),
+        "job": cost_hf.rel(job_dir), "n_concurrent": conc, "trials": len(spans),
         "max_overlap": overlap, "predicted_secs": predicted, "job_secs": recorded_job,
         "trials_secs": recorded_trials,
         "error_vs_job": (predicted - recorded_job) / recorded_job if recorded_job else None,

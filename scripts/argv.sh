@@ -496,7 +496,7 @@ validate_remote_settings() {
   require BUCKET BENCH_FLAVOR BENCH_IMAGE BENCH_TIMEOUT
   [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
     die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
-  [[ "$BENCH_TIMEOUT" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
+  duration_seconds "$BENCH_TIMEOUT" >/dev/null ||
     die "setting BENCH_TIMEOUT must be a number with an optional unit s, m, h or d, got '$BENCH_TIMEOUT'"
 }
 

@@ -247,7 +247,7 @@ watch_harbor() {
 
 # --- the spending ceiling (MAX_COST) ---------------------------------------------------------
 #
-# What the run has spent is make cost's figure (tools/cost_ceiling.py, with tools/cost.py's
+# What the run has spent is make cost's figure (tools/cost_ceiling.py, with tools/cost_jobs.py's
 # code): every job of the manifest and of the run's label, and its sandboxes, priced from hf
 # jobs hardware. bench, mop-up and make reproduce check it before they launch anything paid,
 # and harbor's watch every COST_POLL seconds while it runs.
@@ -283,7 +283,7 @@ refuse_over_ceiling() {
     return 0
   fi
   local rc=0
-  tool cost_ceiling check --max-cost "$MAX_COST" --poll "$COST_POLL" \
+  tool cost ceiling --max-cost "$MAX_COST" --poll "$COST_POLL" \
     --scope "$(cost_scope_json)" || rc=$?
   ((rc == 0)) || exit "$rc"
 }

@@ -246,7 +246,7 @@ require_flag() {
 require_duration() {
   local name
   for name in "$@"; do
-    [[ "${!name}" =~ ^[0-9]+([.][0-9]+)?[smhd]?$ ]] ||
+    duration_seconds "${!name}" >/dev/null ||
       die "setting $name must be a number with an optional unit s, m, h or d (e.g. 4h), got '${!name}' (run '$RUN')"
     [[ ! "${!name}" =~ ^0+([.]0+)?[smhd]?$ ]] ||
       die "setting $name must be more than zero (e.g. 4h), got '${!name}' (run '$RUN')"
@@ -285,11 +285,15 @@ validate_watchdog() {
     die "setting WATCHDOG_IMAGE must be an image name such as python:3.12-slim, got '$WATCHDOG_IMAGE' (run '$RUN')"
 }
 
-# duration_seconds VALUE: an hf jobs duration (<number>[s|m|h|d], as require_duration checks it)
-# in whole seconds.
+# duration_seconds VALUE: an hf jobs duration, <number>[s|m|h|d] (90, 90s, 10m, 2h, 1d), in whole
+# seconds: the shell's one parser of the syntax tools/fmt.py's parse_duration reads (at most nine
+# digits before and after the point). A value that is not one prints nothing and returns 1: the
+# caller says which setting, and the fix (require_duration).
+readonly DURATION_SYNTAX='^([0-9]{1,9}([.][0-9]{1,9})?)([smhd]?)$'
 duration_seconds() {
-  awk -v v="$1" 'BEGIN { u = substr(v, length(v)); m = u == "d" ? 86400 : u == "h" ? 3600 : u == "m" ? 60 : 1
-    printf "%.0f", (v + 0) * m }'
+  [[ "$1" =~ $DURATION_SYNTAX ]] || return 1
+  awk -v n="${BASH_REMATCH[1]}" -v u="${BASH_REMATCH[3]}" \
+    'BEGIN { m = u == "d" ? 86400 : u == "h" ? 3600 : u == "m" ? 60 : 1; printf "%.0f", n * m }'
 }
 
 # validate_api_base: API_BASE, when set, is a server's base URL as harbor and the probe use

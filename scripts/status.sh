@@ -23,14 +23,6 @@ source "$(dirname "$0")/lib-watchdog.sh"
 
 row() { printf '%-9s %s\n' "$1" "$2"; }
 
-# seconds_of 4h: an hf jobs --timeout value in seconds (<number>[s|m|h|d]); nothing if unparsable.
-seconds_of() {
-  [[ "$1" =~ ^([0-9]+([.][0-9]+)?)([smhd]?)$ ]] || return 0
-  local unit=${BASH_REMATCH[3]:-s}
-  awk -v n="${BASH_REMATCH[1]}" -v u="$unit" \
-    'BEGIN { m = (u == "s") ? 1 : (u == "m") ? 60 : (u == "h") ? 3600 : 86400; printf "%d", n * m }'
-}
-
 # bench_activity: prints what shows a bench is using the server, if anything does.
 bench_activity() {
   local jobs_dir=$JOBS_DIR minutes=$((IDLE_WARN_AFTER / 60)) others
@@ -140,8 +132,7 @@ watchdog_rows() {
 # jobs inspect shows none), when it is less than the one asked for (state/<run>/server.json).
 timeout_warning() {
   local asked recorded
-  asked=$(seconds_of "$(jq -r '.timeout // empty' "$SERVER_JSON")")
-  [[ -n "$asked" ]] || return 0
+  asked=$(duration_seconds "$(jq -r '.timeout // empty' "$SERVER_JSON")") || return 0
   recorded=$(tool watchdog timeout "$JOB" 2>/dev/null) || return 0
   [[ "$recorded" =~ ^[0-9]+$ ]] && ((recorded < asked)) || return 0
   warn "HF recorded a --timeout of $(duration "$recorded") for job $JOB, less than the $(jq -r .timeout "$SERVER_JSON") (SERVER_TIMEOUT) asked for: HF stops it sooner, and what still runs then fails. make doctor CHECK_TIMEOUT=1 RUN=$RUN checks what HF keeps"
@@ -155,6 +146,68 @@ progress_row() {
   [[ "$WHERE" != hf || -z "$BUCKET" ]] || args+=(--bucket "$BUCKET")
   line=$(tool watch watch --run "$RUN" --summary "${args[@]}" 2>/dev/null) || return 0
   row progress "$line"
+}
+
+# time_up: UP, the seconds the server has run, and UP_SOURCE, where that figure comes from: HF's
+# own count (durations.running_secs, recomputed on every request while the job runs); the local
+# clock against created_at only when HF reports none. Both empty when neither is known.
+time_up() {
+  local created
+  UP=$(jq -r '.durations.running_secs // empty | floor' <<<"$JOB_INFO")
+  UP_SOURCE=""
+  if [[ -n "$UP" ]]; then
+    UP_SOURCE="HF's durations.running_secs"
+  else
+    created=$(epoch_of "$(jq -r '.created_at // empty' <<<"$JOB_INFO")")
+    [[ -z "$created" ]] || UP=$(($(date +%s) - created)) UP_SOURCE="the local clock since created_at"
+  fi
+}
+
+# endpoint_rows: the server's endpoint, and while it runs its /health and, behind a gateway, its
+# replicas. The endpoint HF reports (status.expose_urls) wins over the one serve built by hand.
+endpoint_rows() {
+  local exposed guessed health ready=""
+  exposed=$(jq -r '.status.expose_urls[0] // empty' <<<"$JOB_INFO")
+  guessed="https://$JOB_ID--$(jq -r '.port // empty' "$SERVER_JSON").hf.jobs/v1"
+  if [[ "$exposed" =~ ^https?://[^[:space:]\"]+$ && "$ENDPOINT" == "$guessed" && "${exposed%/}/v1" != "$ENDPOINT" ]]; then
+    ENDPOINT="${exposed%/}/v1"
+  fi
+  if [[ "$STAGE" != RUNNING ]]; then
+    row endpoint "$ENDPOINT"
+    return 0
+  fi
+  health=$(http_status "${ENDPOINT%/v1}/health")
+  [[ "$health" != 200 ]] || ready=", ready"
+  # A gateway's /health answers 200 while its replicas load: it is ready when they all are.
+  if has_router; then
+    replicas_text || ready=""
+  fi
+  row endpoint "$ENDPOINT  (/health $health$ready)"
+  [[ -z "$REPLICAS_ROW" ]] || row replicas "$REPLICAS_ROW"
+}
+
+# billing_rows PRICE: a running server's time up and what it cost so far (PRICE per hour, empty
+# when unknown), and the warnings of one that outlived its timeout or looks idle.
+billing_rows() {
+  local price=$1 timeout timeout_s cost="" activity
+  timeout=$(jq -r '.timeout // empty' "$SERVER_JSON")
+  timeout_s=$(duration_seconds "$timeout") || timeout_s="" # none recorded, or not a duration
+  if [[ -n "$UP" ]]; then
+    [[ -n "$price" ]] && cost=$(awk -v s="$UP" -v p="$price" -v e="$(price_per_hour exposed-ports)" 'BEGIN { printf ", about $%.2f so far", s / 3600 * (p + e) }')
+    row up "$(duration "$UP") running ($UP_SOURCE), created $(jq -r '.created_at' <<<"$JOB_INFO")$cost${timeout:+ (timeout $timeout)}"
+  fi
+  timeout_warning
+  if [[ -n "$timeout_s" && -n "$UP" ]] && ((UP > timeout_s)); then
+    warn "job $JOB has outlived its timeout ($timeout): HF enforces job timeouts late, so it keeps billing. make stop RUN=$RUN"
+  fi
+  if [[ "$STAGE" == RUNNING && -n "$UP" ]] && ((UP > IDLE_WARN_AFTER)); then
+    activity=$(bench_activity)
+    if [[ -n "$activity" ]]; then
+      row bench "$activity"
+    else
+      warn "the server has been up $(duration "$UP") and looks idle: nothing under $JOBS_DIR/$JOB_NAME* changed in $(duration "$IDLE_WARN_AFTER") and no other job labelled run=$RUN is running. It bills${price:+ \$$price/h} until stopped: make stop RUN=$RUN"
+    fi
+  fi
 }
 
 main() {
@@ -178,46 +231,17 @@ main() {
   load_token
   inspect_or_die
 
-  local flavor created now up="" up_source="" price health="" ready timeout timeout_s exposed guessed
+  local flavor price
   flavor=$(jq -r '.flavor // empty' <<<"$JOB_INFO")
   flavor=${flavor:-$(jq -r '.flavor // "?"' "$SERVER_JSON")}
-  # Time up: HF's own count (durations.running_secs, recomputed on every request while the job
-  # runs); the local clock against created_at only when HF reports none.
-  up=$(jq -r '.durations.running_secs // empty | floor' <<<"$JOB_INFO")
-  if [[ -n "$up" ]]; then
-    up_source="HF's durations.running_secs"
-  else
-    created=$(epoch_of "$(jq -r '.created_at // empty' <<<"$JOB_INFO")")
-    now=$(date +%s)
-    [[ -n "$created" ]] && up=$((now - created)) up_source="the local clock since created_at"
-  fi
-  # The endpoint HF reports (status.expose_urls) wins over the one serve built by hand.
-  exposed=$(jq -r '.status.expose_urls[0] // empty' <<<"$JOB_INFO")
-  guessed="https://$JOB_ID--$(jq -r '.port // empty' "$SERVER_JSON").hf.jobs/v1"
-  if [[ "$exposed" =~ ^https?://[^[:space:]\"]+$ && "$ENDPOINT" == "$guessed" && "${exposed%/}/v1" != "$ENDPOINT" ]]; then
-    ENDPOINT="${exposed%/}/v1"
-  fi
+  time_up
   load_prices
   price=$(price_per_hour "$flavor")
-  timeout=$(jq -r '.timeout // empty' "$SERVER_JSON")
-  timeout_s=$(seconds_of "$timeout")
 
   row run "$RUN"
   row job "$JOB  $(jq -r '.url // empty' <<<"$JOB_INFO")"
   row stage "$STAGE${STAGE_MESSAGE:+ ($STAGE_MESSAGE)}"
-  if [[ "$STAGE" == RUNNING ]]; then
-    health=$(http_status "${ENDPOINT%/v1}/health")
-    ready=""
-    [[ "$health" != 200 ]] || ready=", ready"
-    # A gateway's /health answers 200 while its replicas load: it is ready when they all are.
-    if has_router; then
-      replicas_text || ready=""
-    fi
-    row endpoint "$ENDPOINT  (/health $health$ready)"
-    [[ -z "$REPLICAS_ROW" ]] || row replicas "$REPLICAS_ROW"
-  else
-    row endpoint "$ENDPOINT"
-  fi
+  endpoint_rows
   if [[ -n "$price" ]]; then
     row flavor "$flavor  \$$price/h + \$$(price_per_hour exposed-ports)/h exposed port (prices: $PRICES_LABEL)"
   else
@@ -229,24 +253,7 @@ main() {
     row billing "stopped"
     return 0
   fi
-  if [[ -n "$up" ]]; then
-    local cost=""
-    [[ -n "$price" ]] && cost=$(awk -v s="$up" -v p="$price" -v e="$(price_per_hour exposed-ports)" 'BEGIN { printf ", about $%.2f so far", s / 3600 * (p + e) }')
-    row up "$(duration "$up") running ($up_source), created $(jq -r '.created_at' <<<"$JOB_INFO")$cost${timeout:+ (timeout $timeout)}"
-  fi
-  timeout_warning
-  if [[ -n "$timeout_s" && -n "$up" ]] && ((up > timeout_s)); then
-    warn "job $JOB has outlived its timeout ($timeout): HF enforces job timeouts late, so it keeps billing. make stop RUN=$RUN"
-  fi
-  if [[ "$STAGE" == RUNNING && -n "$up" ]] && ((up > IDLE_WARN_AFTER)); then
-    local activity
-    activity=$(bench_activity)
-    if [[ -n "$activity" ]]; then
-      row bench "$activity"
-    else
-      warn "the server has been up $(duration "$up") and looks idle: nothing under $JOBS_DIR/$JOB_NAME* changed in $(duration "$IDLE_WARN_AFTER") and no other job labelled run=$RUN is running. It bills${price:+ \$$price/h} until stopped: make stop RUN=$RUN"
-    fi
-  fi
+  billing_rows "$price"
 }
 
 main "$@"

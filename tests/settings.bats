@@ -150,6 +150,26 @@ in_lib() {
   done
 }
 
+@test "duration_seconds is the shell's one duration parser: whole seconds, or nothing and status 1" {
+  run in_lib 'for v in 90 90s 10m 2h 1d 1.5h 2.5m 0 999999999d; do duration_seconds "$v"; echo " $v"; done'
+  assert_success
+  assert_output $'90 90\n90 90s\n600 10m\n7200 2h\n86400 1d\n5400 1.5h\n150 2.5m\n0 0\n86399999913600 999999999d'
+  # Not a duration: nothing printed, status 1 (an awk fallback once read '90min' as 90 and 'abc' as 0).
+  run in_lib 'for v in "" h 1w -1h 1e3 "1 h" 1,5h 1111111111 1.5.5 1. 90min " 1h"; do
+    out=$(duration_seconds "$v") && echo "accepted '\''$v'\''"; [[ -z "$out" ]] || echo "printed $out for '\''$v'\''"; done; echo checked'
+  assert_success
+  assert_output checked
+}
+
+@test "the shell and the Python tools read a duration alike (scripts/lib.sh, tools/fmt.py)" {
+  local v shell python
+  for v in 90 90s 10m 2h 1d 1.5h 0 0.25m "" h 1w -1h 1e3 1,5h 1111111111 1. 90min 5M; do
+    shell=$(in_lib "duration_seconds '$v'") || shell=none
+    python=$(cd "$REPO" && .venv/bin/python -c 'import sys; from tools import fmt; s = fmt.parse_duration(sys.argv[1]); print("none" if s is None else round(s))' "$v")
+    [[ "$shell" == "$python" ]] || fail "'$v': the shell reads $shell, tools/fmt.py $python"
+  done
+}
+
 @test "MAX_INFRA_RATE is a fraction from 0 to 1, both ends included" {
   # require_fraction (scripts/lib.sh), as watch, plan and a sharded bench check it.
   local value

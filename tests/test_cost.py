@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 
 from tools import cost
+from tools import cost_hf
+from tools import cost_jobs
+from tools import cost_prices
+from tools import cost_sandbox_logs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -23,7 +27,7 @@ def test_sandboxes_are_found_by_the_label_huggingface_hub_sets():
     from harbor.environments import hf_sandbox
 
     assert (_sandbox.SANDBOX_LABEL, _sandbox.MODE_LABEL, _sandbox.MODE_DEDICATED) == ("hf-sandbox", "hf-sandbox-mode", "dedicated")
-    assert cost.SANDBOX_LABEL == f"{_sandbox.SANDBOX_LABEL}=1"
+    assert cost_hf.SANDBOX_LABEL == f"{_sandbox.SANDBOX_LABEL}=1"
     create = inspect.getsource(_sandbox.Sandbox.create)
     assert 'SANDBOX_LABEL: "1"' in create
     start = inspect.getsource(hf_sandbox.HFSandboxEnvironment.start)
@@ -41,21 +45,21 @@ def test_job_durations_field_names():
 
 
 def test_parse_hardware_reads_the_cli_rows():
-    per_hour, gpu = cost.parse_hardware([
+    per_hour, gpu = cost_prices.parse_hardware([
         {"name": "h200", "accelerator": "1x H200 (141 GB)", "cost/hour": "$5.00"},
         {"name": "cpu-basic", "accelerator": "", "cost/hour": "free"},
         {"name": "odd", "cost/hour": "n/a"},
     ])
     assert per_hour == {"h200": 5.0, "cpu-basic": 0.0} and gpu == {"h200": True, "cpu-basic": False}
-    with pytest.raises(cost.HfFailed):
-        cost.parse_hardware({"not": "a list"})
+    with pytest.raises(cost_hf.HfFailed):
+        cost_prices.parse_hardware({"not": "a list"})
 
 
 def test_idle_time_is_the_server_interval_minus_the_trials():
     t = lambda h, m: datetime(2026, 1, 1, h, m, tzinfo=timezone.utc)  # noqa: E731
     busy = [(t(0, 10), t(0, 40)), (t(0, 30), t(1, 0)), (t(1, 30), t(1, 45)), (t(3, 0), t(4, 0))]
-    assert cost.subtract((t(0, 5), t(2, 5)), busy) == 55 * 60
-    assert cost.subtract((t(0, 5), t(0, 6)), []) == 60
+    assert cost_jobs.subtract((t(0, 5), t(2, 5)), busy) == 55 * 60
+    assert cost_jobs.subtract((t(0, 5), t(0, 6)), []) == 60
 
 
 def test_manifest_jobs_every_role_once_and_a_torn_line_skipped(tmp_path):
@@ -70,16 +74,16 @@ def test_manifest_jobs_every_role_once_and_a_torn_line_skipped(tmp_path):
         {"event": "server-stop", "role": "server", "job_id": "s1", "namespace": "alice"},
     ]
     m.write_text("\n".join(json.dumps(x) for x in lines) + '\n{"event": "serve", "job_id": "to')
-    got = [(j.job_id, j.namespace, j.role, j.found) for j in cost.manifest_jobs(m)]
+    got = [(j.job_id, j.namespace, j.role, j.found) for j in cost_jobs.manifest_jobs(m)]
     assert got == [("s1", "alice", "server", "manifest (serve)"), ("b1", None, "remote-bench", "manifest (bench)"),
                    ("p1", "alice", "supervisor", "manifest (reproduce)"), ("s2", "alice", "server", "manifest (reproduce-relaunch)"),
                    ("m1", None, "remote-mopup", "manifest (launch-cancelled)")]
 
 
 def test_idle_advice_names_the_fix():
-    assert "Fix: SANDBOX_IDLE_TIMEOUT (unset: harbor's default, 10 minutes;" in "\n".join(cost.idle_advice(601917, "", "r"))
-    assert cost.idle_shutdown(["x", "sbx-server: idle for 601917ms, shutting down"]) == 601917
-    assert cost.idle_shutdown(["sbx-server: exec pid=1 exited 0"]) is None
+    assert "Fix: SANDBOX_IDLE_TIMEOUT (unset: harbor's default, 10 minutes;" in "\n".join(cost_sandbox_logs.idle_advice(601917, "", "r"))
+    assert cost_sandbox_logs.idle_shutdown(["x", "sbx-server: idle for 601917ms, shutting down"]) == 601917
+    assert cost_sandbox_logs.idle_shutdown(["sbx-server: exec pid=1 exited 0"]) is None
 
 
 # --- prices, durations and times from a cache or an hf answer are data with limits ----------------
@@ -100,7 +104,7 @@ class Hub:
     def __call__(self, *args: str) -> str:
         self.calls += 1
         if not self.up:
-            raise cost.HfFailed("hf jobs hardware --json: no answer within 60s")
+            raise cost_hf.HfFailed("hf jobs hardware --json: no answer within 60s")
         return json.dumps(HARDWARE)
 
 
@@ -124,10 +128,10 @@ def test_a_hostile_price_cache_is_discarded_and_never_prices_a_run(tmp_path, pri
     # far future never goes stale), or ended the ceiling's check in a traceback.
     cache = cache_file(tmp_path, prices, read_epoch)
     hub = Hub()
-    got = cost.load_prices(hub, cache, max_age=86400, now=2000.0)
+    got = cost_prices.load_prices(hub, cache, max_age=86400, now=2000.0)
     assert (got.source, got.per_hour["h200"], hub.calls) == ("hub", 5.0, 1)  # the Hub is asked instead
     cache = cache_file(tmp_path, prices, read_epoch)
-    offline = cost.load_prices(Hub(up=False), cache, max_age=86400, now=2000.0)
+    offline = cost_prices.load_prices(Hub(up=False), cache, max_age=86400, now=2000.0)
     assert offline.source == "tsv" and offline.per_hour["h200"] > 0
     assert f"the price cache {cache} was discarded ({why})" in offline.label
 
@@ -135,9 +139,9 @@ def test_a_hostile_price_cache_is_discarded_and_never_prices_a_run(tmp_path, pri
 def test_a_valid_cache_is_used_and_only_a_cpu_flavor_may_be_free(tmp_path):
     cache = cache_file(tmp_path, {"h200": 5.0, "cpu-basic": 0})
     hub = Hub()
-    got = cost.load_prices(hub, cache, max_age=86400, now=2000.0)
+    got = cost_prices.load_prices(hub, cache, max_age=86400, now=2000.0)
     assert (got.source, got.per_hour, hub.calls) == ("cache", {"h200": 5.0, "cpu-basic": 0.0}, 0)
-    assert cost.parse_hardware(HARDWARE + [{"name": "a100", "accelerator": "A100", "cost/hour": "free"},
+    assert cost_prices.parse_hardware(HARDWARE + [{"name": "a100", "accelerator": "A100", "cost/hour": "free"},
                                            {"name": "b", "accelerator": "B", "cost/hour": "$-3"}])[0] == \
         {"h200": 5.0, "cpu-basic": 0.0}
 
@@ -158,15 +162,15 @@ def test_hostile_hf_answers_are_unpriced_with_a_reason_and_never_total_less_than
     spend = CC.measure(hf, scope)
     assert spend.spent_usd == pytest.approx(5.0)  # "ok" alone: an hour of h200
     assert sorted(spend.unknown) == sorted([
-        "alice/dict (server, flavor ?): no price for its flavor",
+        "alice/dict (server, flavor n/a): no price for its flavor",
         "alice/huge (server, flavor h200): no running time from HF",
         "alice/nan (server, flavor h200): no running time from HF",
         "alice/neg (server, flavor h200): no running time from HF",
         "alice/old (server, flavor h200): no running time from HF",
         "hf could not be asked: alice/null (server, manifest (serve)): a job is None, not an object",
     ])
-    assert cost.idle_shutdown(["sbx-server: idle for 1" + "0" * 400 + "ms, shutting down"]) is None
-    assert cost.idle_shutdown(["sbx-server: idle for 900000ms, shutting down"]) == 900000
+    assert cost_sandbox_logs.idle_shutdown(["sbx-server: idle for 1" + "0" * 400 + "ms, shutting down"]) is None
+    assert cost_sandbox_logs.idle_shutdown(["sbx-server: idle for 900000ms, shutting down"]) == 900000
 
 
 def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monkeypatch):
@@ -174,7 +178,7 @@ def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monk
 
     from tools import cost_ceiling as CC
 
-    monkeypatch.setattr(cost, "TSV_PRICES", tmp_path / "prices.tsv")
+    monkeypatch.setattr(cost_prices, "TSV_PRICES", tmp_path / "prices.tsv")
     (tmp_path / "prices.tsv").write_text("h200\t-5\ncpu-upgrade\tnan\n")
     cache_file(tmp_path, {"h200": -1.0})
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the Hub does not answer
@@ -182,7 +186,7 @@ def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monk
     state.mkdir()
     scope = json.dumps({"run": "r", "state_dir": str(state), "jobs_dir": str(tmp_path / "jobs"), "job_name": "r",
                         "namespace": "alice", "prices_cache": str(tmp_path / "prices.json"), "call_timeout": 5})
-    result = CliRunner().invoke(CC.cli, ["check", "--max-cost", "10", "--scope", scope])
+    result = CliRunner().invoke(cost.cli, ["ceiling", "--max-cost", "10", "--scope", scope])
     assert result.exit_code == 1, result.output
     assert "MAX_COST=10 cannot be enforced: no valid price is known (env/flavor-prices.tsv, an offline copy" in \
         result.output
@@ -263,9 +267,9 @@ def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creat
 
 
 def test_job_ids_are_one_type_a_plain_name():
-    assert [cost.job_id_of(v) for v in (123, "123", "68b7f1a0c0ffee0000000001", "sb-1_x")] == \
+    assert [cost_hf.job_id_of(v) for v in (123, "123", "68b7f1a0c0ffee0000000001", "sb-1_x")] == \
         ["123", "123", "68b7f1a0c0ffee0000000001", "sb-1_x"]
-    assert [cost.job_id_of(v) for v in (True, 1.5, -3, "", "../x", "a/b", "x\x1b[2J", "a" * 101, None, ["1"])] == \
+    assert [cost_hf.job_id_of(v) for v in (True, 1.5, -3, "", "../x", "a/b", "x\x1b[2J", "a" * 101, None, ["1"])] == \
         [None] * 10
 
 
@@ -296,7 +300,7 @@ def run_with(tmp_path, specs, boxes: list[dict], *, manifest: str = ""):
                                       {"name": "h200", "accelerator": "H200", "cost/hour": "$5.00"}],
              "jobs ps -a --json --limit 0 -l project=terminal-bench-harness -l run=r --namespace alice": [],
              "jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice": boxes}
-    return job_dir, state, cost.RecordedHf(tmp_path / "rec.json", calls, "2026-09-03")
+    return job_dir, state, cost_hf.RecordedHf(tmp_path / "rec.json", calls, "2026-09-03")
 
 
 def trial_dir(job_dir: Path, task: str) -> Path:
@@ -324,8 +328,8 @@ def test_a_sandbox_counts_only_when_a_trial_of_the_run_proves_it_its_own(tmp_pat
     job_dir, state, hf = run_with(tmp_path, specs, boxes)
     with (trial_dir(job_dir, "t0") / "trial.log").open("a") as log:  # what harbor's hf_sandbox logs
         log.write(f"Creating HF Sandbox: image={IMAGE}, flavor={SANDBOX_FLAVOR}, idle_timeout=7200s\n")
-    report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
-    doc = cost.cost_report(hf, cost.load_prices(hf, None, 0), run="r", project_label="terminal-bench-harness",
+    report = cost_jobs.run_tally(str(tmp_path / "jobs"), "r", "r", None)
+    doc = cost_jobs.cost_report(hf, cost_prices.load_prices(hf, None, 0), run="r", project_label="terminal-bench-harness",
                            namespace="alice", manifest=state / "manifest.jsonl", report=report)
     name = {s.task: f"r/{trial_dir(job_dir, s.task).name}" for s in specs}
     assert [(r["job"], r["found_by"]) for r in doc["jobs"]] == [
@@ -333,11 +337,11 @@ def test_a_sandbox_counts_only_when_a_trial_of_the_run_proves_it_its_own(tmp_pat
                           f"flavor {SANDBOX_FLAVOR} (its trial.log)"),
         ("alice/sbx-named", f"trial {name['t1']}: its result.json names this sandbox job (SandboxError)"),
         ("alice/mine-t2", f"trial {name['t2']}: created while it set up its environment")]
-    assert doc["total_usd"] == pytest.approx(3 * 0.5 * (0.03 + cost.tsv_prices()["exposed-ports"]))
+    assert doc["total_usd"] == pytest.approx(3 * 0.5 * (0.03 + cost_prices.tsv_prices()["exposed-ports"]))
     assert doc["unattributed_sandboxes"] == 10  # long-before: not created while the run ran, not said
     assert doc["unattributed_sandbox_jobs"] == ["alice/other-image", *[f"alice/other{i}" for i in range(1, 9)],
                                                 "alice/second-t2"]
-    text = cost.render_cost(doc)
+    text = cost_jobs.render_cost(doc)
     assert ("note: 10 sandbox(es) created while the run ran could not be attributed to it: not counted "
             "(alice/other-image") in text
 
@@ -351,8 +355,8 @@ def test_a_namespace_the_trial_names_makes_a_sandbox_of_another_namespace_not_it
     at = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
     slot = lambda ns: CS.Slot("r/t0__x", at, at + timedelta(minutes=1), at, "while it set up", IMAGE,  # noqa: E731
                               SANDBOX_FLAVOR, ns)
-    theirs = {**cost.normalise_job(sandbox("theirs", at + timedelta(seconds=2))), "namespace": "bob"}
-    mine = cost.normalise_job(sandbox("mine", at + timedelta(seconds=5)))  # alice's
+    theirs = {**cost_hf.normalise_job(sandbox("theirs", at + timedelta(seconds=2))), "namespace": "bob"}
+    mine = cost_hf.normalise_job(sandbox("mine", at + timedelta(seconds=5)))  # alice's
     assert not CS.fits(slot("alice"), theirs) and CS.fits(slot("alice"), mine)
     assert CS.fits(slot(None), theirs)  # no namespace named: only image, flavor and time decide
     claim = CS.Claim("r/t0__x", "t0", (at, None), [slot("alice")], [])
@@ -383,9 +387,9 @@ def test_an_attempt_harbor_retried_in_the_run_claims_its_sandbox_once(tmp_path):
     attempt_id = json.loads((attempt / "result.json").read_text())["id"]
     kept = tally_jobs.retried_attempts_dir(job_dir) / f"{trial_dir(job_dir, 't0').name}.{attempt_id}"
     shutil.copytree(attempt, kept)
-    report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
+    report = cost_jobs.run_tally(str(tmp_path / "jobs"), "r", "r", None)
     assert report["retried_in_run"] == 1 and report["trial_dirs"] == 2
-    doc = cost.cost_report(hf, cost.load_prices(hf, None, 0), run="r", project_label="terminal-bench-harness",
+    doc = cost_jobs.cost_report(hf, cost_prices.load_prices(hf, None, 0), run="r", project_label="terminal-bench-harness",
                            namespace="alice", manifest=state / "manifest.jsonl", report=report)
     assert sorted(r["job"] for r in doc["jobs"]) == ["alice/mine-t0", "alice/sbx-retried"]
     assert doc["unattributed_sandboxes"] == 0
@@ -406,8 +410,8 @@ def test_make_sandboxes_shows_each_trial_the_sandbox_it_proves_its_own(tmp_path)
     (trial_dir(job_dir, "t0") / "trial.log").write_text(
         f"Creating HF Sandbox: image={IMAGE}, flavor={SANDBOX_FLAVOR}, idle_timeout=600s\n")
     hf.calls["jobs logs alice/mine"] = "sbx-server: idle for 601917ms, shutting down\n"
-    report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
-    doc = cost.sandboxes_report(hf, run="r", namespace="alice", manifest=state / "manifest.jsonl", report=report,
+    report = cost_jobs.run_tally(str(tmp_path / "jobs"), "r", "r", None)
+    doc = cost_sandbox_logs.sandboxes_report(hf, run="r", namespace="alice", manifest=state / "manifest.jsonl", report=report,
                                 task=None, tail=5, idle_timeout="")
     [trial] = doc["tasks"][0]["trials"]
     assert [b["job"] for b in trial["sandboxes"]] == ["alice/mine"] and not trial["ambiguous"]
@@ -434,8 +438,8 @@ def test_a_trial_without_result_claims_from_when_its_dir_was_written(tmp_path):
     archived = state / "archive" / "b1" / "r" / trial_dir(job_dir, "t1").name
     archived.parent.mkdir(parents=True)
     trial_dir(job_dir, "t1").rename(archived)
-    report = cost.run_tally(str(tmp_path / "jobs"), "r", "r", None)
-    jobs = [cost.normalise_job(sandbox(j, at(s))) for j, s in
+    report = cost_jobs.run_tally(str(tmp_path / "jobs"), "r", "r", None)
+    jobs = [cost_hf.normalise_job(sandbox(j, at(s))) for j, s in
             (("t0-own", 5), ("t1-own", -597), ("later", 600), ("much-later", 3000))]
     running = CS.attribute(jobs, CS.run_claims(report, state, running_since=at(-1)), since=at(-1))
     assert sorted((j["id"], c.trial.split("/")[1][:2]) for j, c, _ in running.mine) == [("t0-own", "t0"), ("t1-own", "t1")]
@@ -473,7 +477,7 @@ def test_an_hf_answer_with_an_id_that_is_not_a_plain_name_is_left_out_and_said(t
         {**job("x", "h200", "RUNNING", 3600), "id": "../../etc"}, {**job("x", "h200", "RUNNING", 3600), "id": True}]
     hf.calls["jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice"] = [{**job("x", "h200", "RUNNING", 3600),
                                                                                  "id": 1.5}]
-    jobs, problems, others = cost.collect(hf, run="r", project_label="terminal-bench-harness", namespace="alice",
+    jobs, problems, others = cost_jobs.collect(hf, run="r", project_label="terminal-bench-harness", namespace="alice",
                                           manifest=scope.state_dir / "manifest.jsonl", claims=[])
     assert [j["id"] for j, _, _ in jobs] == ["srv"] and others == []
     assert problems == [
@@ -530,7 +534,7 @@ def test_a_real_harbor_trial_on_hf_sandbox_leaves_the_proof_the_attribution_read
             ("1", "dedicated", 32)
         assert list(labels) == ["name"] and labels["name"].startswith("python-3-12-slim-")  # the image's, not the run's
         assert len(api.cancels("sbx0mine")) == 1  # Sandbox.create cancelled it: billed a moment, still the run's
-        jobs, problems = cost.list_sandboxes(cost.LiveHf(timeout=60), "alice")
+        jobs, problems = cost_hf.list_sandboxes(cost_hf.LiveHf(timeout=60), "alice")
         assert problems == [] and [j["id"] for j in jobs] == ["sbx0mine"]
         assert CS.fits(claim.slots[0], jobs[0])  # created while the trial set up its environment, its image
         split = CS.attribute(jobs, [claim])
@@ -614,7 +618,7 @@ def test_every_bundled_example_works_with_cost_sandboxes_watch_tally_and_report(
 
 
 def test_an_example_with_no_recording_is_one_line_not_an_errno(tmp_path):
-    with pytest.raises(cost.CostError) as e:
-        cost.RecordedHf.load(tmp_path / "hf-recorded.json")
+    with pytest.raises(cost_hf.CostError) as e:
+        cost_hf.RecordedHf.load(tmp_path / "hf-recorded.json")
     assert e.value.args[0] == (f"no recording: {tmp_path / 'hf-recorded.json'} does not exist (a bundled example never "
                                f"calls HF; examples/make_example_cost.py records one)")

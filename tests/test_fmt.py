@@ -56,6 +56,27 @@ def test_parse_duration_refuses_what_is_not_one(text):
     assert fmt.parse_duration(text) is None
 
 
+# tools/watchdog.py runs on HF alone, so it keeps its own copy of the parser: the two must read
+# every input alike (the watchdog refuses a zero, as a setting of no length; fmt leaves that to
+# its callers).
+AGREEMENT = ["90", "90s", "10m", "2h", "1d", "1.5h", " 24h ", "0.5s", "999999999d", "0", "0s", "0.0h", "", "h",
+             "1w", "-1h", "1e3", "1 h", "1,5h", "1" * 10, "1." + "5" * 10, "1.5.5", "1.", "+5m", "5M", "\u0661h"]
+
+
+@pytest.mark.parametrize("text", AGREEMENT)
+def test_the_watchdog_reads_a_duration_as_fmt_does(text):
+    import click
+
+    from tools import watchdog
+
+    expected = fmt.parse_duration(text)
+    if expected:
+        assert watchdog.duration_seconds(text) == expected
+    else:
+        with pytest.raises(click.BadParameter):
+            watchdog.duration_seconds(text)
+
+
 def test_stamp_is_the_manifest_format_in_utc():
     plus_two = datetime(2026, 12, 4, 23, 17, 23, tzinfo=timezone(timedelta(hours=2)))
     assert fmt.stamp(plus_two) == "2026-12-04T21:17:23Z"

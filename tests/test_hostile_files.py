@@ -278,6 +278,46 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tally.md"]
 
 
+def test_write_atomic_backs_up_with_a_named_temp_and_fsyncs_the_dir(tmp_path, monkeypatch):
+    """mop-up's writes: a temp of a name a later run finds after a kill, the source's mode and
+    times on a backup, a hook between the two steps, and the directory fsync'd after the rename."""
+    source, backup = tmp_path / "config.json", tmp_path / "backup.json"
+    source.write_text("{}\n")
+    os.chmod(source, 0o604)
+    os.utime(source, (1_000_000_000, 1_000_000_000))
+    synced = []
+    monkeypatch.setattr(SR, "_fsync_dir", synced.append)
+    seen = []
+
+    def between():  # the temp is whole, the target not yet replaced
+        seen.append(((tmp_path / "backup.json.mopup-tmp").read_text(), backup.exists()))
+
+    SR.write_atomic(backup, source.read_bytes(), copy_stat_from=source, temp_suffix=".mopup-tmp",
+                    before_replace=between)
+    assert seen == [("{}\n", False)]
+    assert (backup.read_text(), stat.S_IMODE(backup.stat().st_mode), backup.stat().st_mtime) == \
+        ("{}\n", 0o604, 1_000_000_000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.json", "config.json"]
+    assert synced == [str(tmp_path)]
+
+
+def test_a_planted_link_at_the_temp_name_is_not_written_through(tmp_path):
+    outside = tmp_path / "outside"
+    outside.write_text("theirs\n")
+    (tmp_path / "config.json.mopup-tmp").symlink_to(outside)
+    with pytest.raises(OSError):
+        SR.write_atomic(tmp_path / "config.json", "ours\n", temp_suffix=".mopup-tmp")
+    assert outside.read_text() == "theirs\n" and not (tmp_path / "config.json").exists()
+
+
+def test_safe_read_holds_the_one_atomic_writer():
+    """Every tool that replaces a file does it through safe_read.write_atomic (with its directory
+    fsync), never with an os.replace of its own."""
+    tools = REPO / "tools"
+    own = sorted(p.name for p in tools.glob("*.py") if p.name != "safe_read.py" and "os.replace(" in p.read_text())
+    assert own == []
+
+
 def test_tally_markdown_write_failure_is_one_line_and_keeps_the_old_file(tmp_path, dataset, monkeypatch):
     job = write_job(tmp_path / "jobs", "w", [S("a", 1.0)], dataset=dataset)
     md = tmp_path / "tally.md"

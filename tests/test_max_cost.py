@@ -27,7 +27,10 @@ from test_mopup import ALL_TASKS, DEFAULT_PLAN as PLAN
 from test_reproduce import JOB, RUN, TOKEN, JobsAPI, ModelServer, Tree, wait_for
 
 from tests.fakes.fake_hf_jobs import DEFAULT_HARDWARE
+
 from tools import cost
+from tools import cost_hf
+from tools import cost_prices
 from tools import cost_ceiling as CC
 
 REPO = Path(__file__).resolve().parents[1]
@@ -238,7 +241,7 @@ def job(job_id: str, flavor: str, stage: str, running_secs: float | None, expose
     return row
 
 
-def recorded(tmp_path: Path, jobs: list[dict]) -> tuple[cost.RecordedHf, CC.Scope]:
+def recorded(tmp_path: Path, jobs: list[dict]) -> tuple[cost_hf.RecordedHf, CC.Scope]:
     """The hf answers for a run whose manifest launched `jobs`, and its Scope."""
     state = tmp_path / "state" / "r"
     state.mkdir(parents=True)
@@ -251,7 +254,7 @@ def recorded(tmp_path: Path, jobs: list[dict]) -> tuple[cost.RecordedHf, CC.Scop
              "jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice": []}
     for j in jobs:
         calls[f"jobs inspect --json alice/{j['id']}"] = [j]
-    hf = cost.RecordedHf(tmp_path / "rec.json", calls, "2026-12-01")
+    hf = cost_hf.RecordedHf(tmp_path / "rec.json", calls, "2026-12-01")
     return hf, CC.Scope("r", state, str(tmp_path / "jobs"), "r", "alice")
 
 
@@ -259,7 +262,7 @@ def test_spend_is_each_jobs_billed_time_times_its_price(tmp_path):
     hf, scope = recorded(tmp_path, [job("srv", "h200", "RUNNING", 5400, exposed=True),
                                     job("rb", "cpu-upgrade", "COMPLETED", 3600)])
     spend = CC.measure(hf, scope)
-    port = cost.tsv_prices()["exposed-ports"]
+    port = cost_prices.tsv_prices()["exposed-ports"]
     assert spend.spent_usd == pytest.approx(round(1.5 * (5.00 + port) + 1 * 0.03, 6))
     assert spend.burn_usd_per_hour == pytest.approx(5.00 + port)  # the finished job burns nothing
     assert (spend.unknown, spend.billing, spend.source) == ([], ["alice/srv"], "recorded")
@@ -292,7 +295,7 @@ def test_hf_unreachable_is_said_and_the_run_goes_on(tmp_path, capsys):
 # --- another run's sandboxes never move the ceiling (docs/cost.md §5) ----------------------------
 
 
-def running_run(tmp_path: Path, foreign: int) -> tuple[cost.RecordedHf, CC.Scope, datetime]:
+def running_run(tmp_path: Path, foreign: int) -> tuple[cost_hf.RecordedHf, CC.Scope, datetime]:
     """The run "r" mid-bench: its server has billed an hour of h200 ($5); harbor started ten minutes
     ago and is running t0 (no result.json yet, begun five minutes ago), whose sandbox was created
     5 s later; since then another run made `foreign` h200 sandboxes in the namespace, an hour each."""
@@ -317,7 +320,7 @@ def test_eight_sandboxes_of_another_run_never_stop_a_run_far_below_its_ceiling(t
     """The reported case: a run that had spent $5 of MAX_COST=20 was stopped, its server cancelled,
     because eight sandboxes another run created meanwhile were counted as its own."""
     hf, scope, since = running_run(tmp_path, foreign=8)
-    port = cost.tsv_prices()["exposed-ports"]
+    port = cost_prices.tsv_prices()["exposed-ports"]
     spend = CC.measure(hf, scope, running_since=since)
     own = 60 / 3600 * (0.03 + port)  # its own sandbox: a minute of cpu-upgrade and its exposed port
     assert spend.spent_usd == pytest.approx(round(5.0 + own, 6))
@@ -340,14 +343,14 @@ def test_eight_sandboxes_of_another_run_never_stop_a_run_far_below_its_ceiling(t
 
 
 def test_the_check_before_launch_says_what_it_left_out(tmp_path, monkeypatch):
-    """cost_ceiling check (bench, mop-up and reproduce run it before launching): the run goes on."""
+    """cost ceiling (bench, mop-up and reproduce run it before launching): the run goes on."""
     from click.testing import CliRunner
 
     hf, scope, _ = running_run(tmp_path, foreign=8)
-    monkeypatch.setattr(CC.C, "LiveHf", lambda timeout: hf)
+    monkeypatch.setattr(cost_hf, "LiveHf", lambda timeout: hf)
     scope_json = json.dumps({"run": "r", "state_dir": str(scope.state_dir), "jobs_dir": scope.jobs_dir,
                              "job_name": "r", "namespace": "alice"})
-    result = CliRunner().invoke(CC.cli, ["check", "--max-cost", "20", "--scope", scope_json])
+    result = CliRunner().invoke(cost.cli, ["ceiling", "--max-cost", "20", "--scope", scope_json])
     assert result.exit_code == 0, result.output
     assert "note: 8 sandbox(es) created while the run ran could not be attributed to it: not counted in MAX_COST" \
         in result.output

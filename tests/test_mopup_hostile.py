@@ -28,7 +28,7 @@ from click.testing import CliRunner
 
 from tests.test_mopup import (DEFAULT_PLAN, INFRA, JOB, MODEL, SCORED, FakeServer, Tree,
                               assert_mopup_kept_everything, report_line, sha256, wasted_work)
-from tools import mopup, mopup_archive
+from tools import mopup, mopup_archive, safe_read
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLS = REPO / "tools"
@@ -579,15 +579,15 @@ def test_a_full_disk_mid_archive_says_what_was_moved_and_where_it_is_recorded(tr
 def test_a_full_disk_while_patching_the_concurrency_leaves_the_files_as_they_were(tree, monkeypatch):
     p = planned(tree, n_concurrent=1)
     original = {n: (tree.job_dir / n).read_bytes() for n in ("config.json", "lock.json")}
-    real_write = mopup_archive._write_file
+    real_write = safe_read._write_temp
 
-    def fill_up_on_the_job_files(path, data):
-        if path.parent == tree.job_dir:
-            real_write(path, data[:10])  # half written, then the disk is full
+    def fill_up_on_the_job_files(fd, tmp, data):
+        if Path(tmp).parent == tree.job_dir:
+            real_write(fd, tmp, data[:10])  # half written, then the disk is full
             no_space()
-        real_write(path, data)
+        real_write(fd, tmp, data)
 
-    monkeypatch.setattr(mopup_archive, "_write_file", fill_up_on_the_job_files)
+    monkeypatch.setattr(safe_read, "_write_temp", fill_up_on_the_job_files)
     result = invoke(*prepare_args())
     assert result.exit_code == 1
     assert result.output == (
@@ -600,7 +600,7 @@ def test_a_full_disk_while_patching_the_concurrency_leaves_the_files_as_they_wer
 
 @pytest.mark.e2e
 def test_a_full_disk_while_writing_the_plan(tree, monkeypatch):
-    monkeypatch.setattr(mopup_archive, "_write_file", no_space)
+    monkeypatch.setattr(safe_read, "_write_temp", no_space)
     result = invoke("plan", "--jobs-dir", "jobs", "--job-name", JOB, "--run", RUN, "--state-dir", f"state/{RUN}",
                     "--n-concurrent", "3", "--current-config", "current-config.json", "--out", "mopup-plan.json")
     assert result.exit_code == 1

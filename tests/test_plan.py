@@ -20,6 +20,8 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, write_job
 from tools import plan
+from tools import plan_render
+from tools import plan_sim
 from tools import plan_evidence as PE
 from tools import plan_server as PS
 
@@ -34,7 +36,7 @@ def never(_pass, at_once):
 
 
 def run(pool, tasks, k=1, shards=1, slots=1, infra=never, reps=3, seed=0, **kw):
-    return plan.simulate(np.array(pool, dtype=float), tasks, k, shards, slots, infra, reps,
+    return plan_sim.simulate(np.array(pool, dtype=float), tasks, k, shards, slots, infra, reps,
                          np.random.default_rng(seed), **kw)
 
 
@@ -112,7 +114,7 @@ def test_the_infra_rate_is_asked_at_the_trials_running_at_once_over_every_shard(
 
 
 def test_an_attempt_is_its_natural_time_on_this_server_cut_at_the_timeout_plus_the_overhead():
-    d = plan.Durations(mean=1000.0, factor=0.5, cap=900.0, overhead=120.0)
+    d = plan_sim.Durations(mean=1000.0, factor=0.5, cap=900.0, overhead=120.0)
     draws = d.draw(np.random.default_rng(0), 200_000)
     assert draws.min() >= 120.0 and draws.max() == 900.0 + 120.0
     # E[min(X, c)] for X exponential with mean m = 500: m (1 - e^(-c/m)).
@@ -260,9 +262,9 @@ def plan_doc(**over) -> dict:
 
 
 def test_the_same_seed_gives_the_same_table_and_another_seed_another():
-    a, b = plan.render(plan_doc()), plan.render(plan_doc())
+    a, b = plan_render.render(plan_doc()), plan_render.render(plan_doc())
     assert a == b
-    assert a != plan.render(plan_doc(seed=1))
+    assert a != plan_render.render(plan_doc(seed=1))
     runner = CliRunner()
     argv = ["--run", "r", "--tasks", "20", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
             "--server-flavor", "h200", "--job-name", "nothing", "--jobs-dir", NO_JOBS, "--reps", "20",
@@ -287,7 +289,7 @@ def test_dollars_come_from_the_price_list_of_env_flavor_prices_tsv(tmp_path):
     srv = plan.server_model(e, own, None, [own])
     row = plan.evaluate(plan.Config(own, 1, 3), evidence=e, server=srv, curve=curve, cap=900.0, tasks=10, k=1,
                         reps=20, seed=0, loading_secs=1200.0, costs=costs)
-    out = plan.simulate(plan.Durations(e.mean_agent_secs, 1.0, 900.0), 10, 1, 1, 3, lambda _p, c: curve(c), 20,
+    out = plan_sim.simulate(plan_sim.Durations(e.mean_agent_secs, 1.0, 900.0), 10, 1, 1, 3, lambda _p, c: curve(c), 20,
                         np.random.default_rng(0))
     wall = 1200.0 + out.makespan
     usd = wall / 3600 * (7.0 + 0.01) + out.sandbox_secs / 3600 * 0.03
@@ -337,7 +339,7 @@ def test_the_command_names_the_run_file_made_for_its_server_with_max_cost_and_mo
 def test_no_runnable_line_when_nothing_meets_the_deadline():
     doc = plan_doc(tasks=89, k=5, deadline=2 * 3600.0, reps=10)
     assert doc["recommendation"]["meets"] is False and "run_with" not in doc["recommendation"]
-    text = plan.render(doc)
+    text = plan_render.render(doc)
     assert "run it with:" not in text and "make reproduce" not in text
     assert re.search(r"^recommendation: none: no configuration at most 30% infra errors meets the deadline of 2\.0 h"
                      r".*No command: give a later DEADLINE", text, re.M)
@@ -350,7 +352,7 @@ def test_the_sandboxes_bind_and_the_plan_says_why():
     assert (b["resource"], b["at_once_limit"]) == ("sandboxes", 4)
     assert doc["recommendation"]["row"]["at_once"] == 4
     assert b["fastest_profile"] == "qwen3.8-27b-fp8-sglang-h200x4-tp4"
-    line = next(x for x in plan.render(doc).splitlines() if x.startswith("what binds: "))
+    line = next(x for x in plan_render.render(doc).splitlines() if x.startswith("what binds: "))
     assert line.startswith("what binds: the sandboxes: at most 4 trials at once keep the infra rate at or below 30% ")
     assert f"the attempts that hit their timeout {b['baseline_timeout_share']:.0%} → {b['fastest_timeout_share']:.0%}" in line
 
@@ -376,7 +378,7 @@ def test_make_plan_prints_one_table_of_dp_and_tp_and_writes_nothing(tmp_path, cl
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "# plan: qwen-t2-leaderboard: 89 tasks × 5 attempts = 445 attempts"
-    header = lines.index("| " + " | ".join(plan.COLUMNS) + " |")
+    header = lines.index("| " + " | ".join(plan_render.COLUMNS) + " |")
     rows = [line for line in lines[header + 2:] if line.startswith("| ")]
     assert len(rows) == 8 * 14
     assert rows[2].startswith("| qwen3.8-27b-fp8-sglang-h200 | 1 | 1 × 1 | 1 × 3 | 3 | 3 | ")

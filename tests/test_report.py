@@ -265,7 +265,7 @@ def test_compare_rejects_tally_without_fields(in_golden, tmp_path):
 
 def test_human_numbers():
     assert [report.human(x) for x in (None, 0, 950, 681_000, 5_680_000, 1_234_567_890)] == \
-        ["—", "0", "950", "681K", "5.68M", "1.23G"]
+        ["n/a", "0", "950", "681K", "5.68M", "1.23G"]
 
 
 # --- pictures ---------------------------------------------------------------------------------------

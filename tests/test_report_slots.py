@@ -79,7 +79,7 @@ def test_k5_vs_k5_matrix_shows_each_tasks_pass_fraction(tallies):
         "t2": ["2/5 ✓✗✓✗✗", "4/5 ✓✓✓✓✗"],
         "t3": ["0/5 ✗✗✗✗✗", "1/5 ✗✗✓✗✗"],
         "t4": ["3/4 ✓✓✗✓E", "5/5 ✓✓✓✓✓"],  # the infra attempt leaves an errored slot
-        "t5": ["— EEEEE", "1/5 ✓✗✗✗✗"],
+        "t5": ["n/a EEEEE", "1/5 ✓✗✗✗✗"],
     }
     assert cmp["disagreements"] == 5
     runs = {r["run"]: r for r in cmp["runs"]}
@@ -109,7 +109,7 @@ def test_k5_vs_k1_the_k1_run_reads_as_one_slot_per_task(tallies):
     cmp = compare(tallies, "A", "C")
     assert cells(cmp) == {
         "t1": ["5/5 ✓✓✓✓✓", "1/1 ✓"], "t2": ["2/5 ✓✗✓✗✗", "0/1 ✗"], "t3": ["0/5 ✗✗✗✗✗", "0/1 ✗"],
-        "t4": ["3/4 ✓✓✗✓E", "— E"], "t5": ["— EEEEE", "1/1 ✓"]}
+        "t4": ["3/4 ✓✓✗✓E", "n/a E"], "t5": ["n/a EEEEE", "1/1 ✓"]}
     assert [r["task"] for r in cmp["matrix"]] == ["t2", "t4", "t5", "t1", "t3"]  # differing first
     (p,) = cmp["paired"]
     diffs = [1 - 1, 0.4 - 0, 0 - 0]  # t1, t2, t3: scored in both
@@ -142,9 +142,9 @@ def test_captions_state_each_runs_k_and_accounting(tallies):
     assert a_row.startswith(f"| A | terminus-2 | 5 | 40.0% (10/25) (provisional: 6 open) | "
                             f"{100 * (0.4 - half):.1f}–{100 * (0.4 + half):.1f}% | {100 * sum(fr) / len(fr):.1f}% | "
                             f"{100 * low:.1f}–{100 * high:.1f}% (bootstrap) | 10/19 | ")
-    assert "| C | terminus-2 | 1 | — | — | 50.0% | 15.0–85.0% (Wilson) | 2/4 | — | 1 |" in md
+    assert "| C | terminus-2 | 1 | n/a | n/a | 50.0% | 15.0–85.0% (Wilson) | 2/4 | n/a | 1 |" in md
     assert "### Per-task pass fractions (3 of 5 tasks differ, listed first, marked ≠)" in md  # t2, t4, t5
-    assert "| ≠ t4 | 3/4 ✓✓✗✓E | — E |" in lines
+    assert "| ≠ t4 | 3/4 ✓✓✗✓E | n/a E |" in lines
     section = report.results_markdown(compare(tallies, "A", "C"))
     assert "| Outcome | Attempts | % of 25 (5 tasks × 5) |" in section
     assert ("k = 5 attempts per task. Leaderboard resolution rate (passed / tasks × k, as the board counts): "
@@ -225,7 +225,7 @@ def test_compare_shows_the_bundled_examples_dollars(monkeypatch, tmp_path):
     from tools import report_cost
     monkeypatch.setattr(report_cost, "EXAMPLES_STATE", tmp_path)
     md = CliRunner().invoke(report.cli, ["compare", "example-terminus2", "example-mswea"]).output
-    assert "| 1.00 | unknown | — |" in md
+    assert "| 1.00 | n/a | n/a |" in md
     assert (f"- example-mswea-tb21: cost unknown: a bundled example with no recorded jobs "
             f"({tmp_path / 'example-mswea' / 'manifest.jsonl'} does not exist)") in md
 

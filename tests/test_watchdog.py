@@ -500,7 +500,7 @@ def test_the_watchdog_imports_nothing_the_bundle_lacks():
         imported |= {f"tools.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "tools"
                      for a in n.names}
         bundled = {f"tools.{Path(f).stem}" for f in W.BUNDLE_FILES}
-        stdlib = {"contextlib", "errno", "json", "os", "stat", "tempfile", "typing"}
+        stdlib = {"contextlib", "errno", "json", "os", "shutil", "stat", "tempfile", "typing"}
         assert imported - bundled - allowed - stdlib == set(), name
 
 

@@ -90,13 +90,6 @@ def levels_of(results: dict) -> list[dict]:
     return sorted(out, key=lambda x: x["concurrency"] or 0)
 
 
-def write_atomically(path: Path, doc: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option("--out", "out_path", type=click.Path(path_type=Path), required=True, help="state/<run>/calibration.json")
 @click.option("--run", required=True)
@@ -136,7 +129,8 @@ def cli(out_path, run, profile, flavor, dp, tp, prompt_tokens, shared_prefix_tok
         "levels": levels,
         "raw": str(args.outputs_dir),
     }
-    write_atomically(out_path, doc)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    SR.write_atomic(out_path, json.dumps(doc, indent=1) + "\n")
     for level in levels:
         click.echo(f"calibrate: {level['concurrency']:g} at once: {level['succeeded']:g} of {level['requests']:g} "
                    f"requests, TTFT {level['ttft_ms']} ms, {level['tpot_ms']} ms per output token, "

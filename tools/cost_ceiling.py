@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
-"""cost_ceiling: MAX_COST, a spending ceiling per run, measured with tools/cost.py's own figures.
+"""cost_ceiling: MAX_COST, a spending ceiling per run, measured with make cost's own figures.
 
 What a run has spent is what `make cost` says it cost: every job of its manifest and every job
 labelled run=<run> (`hf jobs inspect`/`ps`, durations.running_secs, what HF bills, running jobs
 up to now), and the sandboxes its trials prove their own (cost_sandboxes.attribute, docs/cost.md §5),
-priced from `hf jobs hardware` (cost.load_prices: the cache, the Hub, the offline TSV). While
+priced from `hf jobs hardware` (cost_prices.load_prices: the cache, the Hub, the offline TSV). While
 harbor runs, a trial it started that has no result.json yet claims the sandbox created since its
 dir was written. A sandbox of another run in the namespace never moves the ceiling: the ones
 created while the run ran that no trial of it proves its own are counted nowhere, and said.
@@ -18,26 +17,30 @@ that fails, leave part of the spend unknown. The ceiling is then enforced on the
 known (a lower bound), and the watch says once which part is missing and why: refusing to run
 because the Hub blinked would stop a run that is nowhere near its ceiling.
 
-    cost_ceiling.py check --max-cost USD --poll S --run R --state-dir D --jobs-dir J --job-name N ...
+    python -m tools.cost ceiling --max-cost USD --poll S --scope JSON
 
-exits 0 when the run may go on (or the ceiling cannot be measured: a note says why), and 75
-(CEILING_EXIT) when the run is already at its ceiling, with the message saying what was spent
-and how to continue. tools/harbor_watch.py runs the same measure every --poll seconds.
+(its command line, in tools/cost.py) exits 0 when the run may go on (or the ceiling cannot be
+measured: a note says why), and 75 (CEILING_EXIT) when the run is already at its ceiling, with
+the message saying what was spent and how to continue. tools/harbor_watch.py runs the same
+measure every --poll seconds.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import click
 
-from tools import cost as C
-from tools import cost_sandboxes as CS
+from tools import cost_hf
+from tools import cost_jobs
+from tools import cost_prices
+from tools import cost_sandboxes
+from tools import fmt
+from tools import tally_jobs
 
 # The exit code of a stop at the ceiling, for bench, mop-up and make reproduce alike (EX_TEMPFAIL:
 # nothing is wrong, the run continues once the ceiling is raised). harbor itself exits 0, 1 or 128+N.
@@ -94,45 +97,41 @@ class Scope:
 
 def measure(hf, scope: Scope, *, running_since: datetime | None = None, now: datetime | None = None) -> Spend:
     """The run's spend now, and what it burns per hour; cost.py's figures, job by job."""
-    now = now or datetime.now(timezone.utc)
-    prices = C.load_prices(hf, scope.prices_cache, scope.prices_max_age)
+    now = now or fmt.utc_now()
+    prices = cost_prices.load_prices(hf, scope.prices_cache, scope.prices_max_age)
     try:
-        report = C.run_tally(scope.jobs_dir, scope.job_name, scope.run, scope.verdicts)
-    except C.T.TallyError:
+        report = cost_jobs.run_tally(scope.jobs_dir, scope.job_name, scope.run, scope.verdicts)
+    except tally_jobs.TallyError:
         report = {}
-    claims = CS.run_claims(report, scope.state_dir, running_since)
+    claims = cost_sandboxes.run_claims(report, scope.state_dir, running_since)
     # `now` was taken before the trial dirs were read: a sandbox created since may be of a trial
     # they did not hold yet, so it is not said to be another's (it is counted, or said, next time).
-    jobs, problems, others = C.collect(hf, run=scope.run, project_label=scope.project_label,
-                                       namespace=scope.namespace, manifest=scope.state_dir / "manifest.jsonl",
-                                       claims=claims, since=running_since, until=now)
+    jobs, problems, others = cost_jobs.collect(hf, run=scope.run, project_label=scope.project_label,
+                                               namespace=scope.namespace, manifest=scope.state_dir / "manifest.jsonl",
+                                               claims=claims, since=running_since, until=now)
     spent = burn = 0.0
     unknown = [f"hf could not be asked: {p}" for p in problems]
     billing = []
     for job, role, found in jobs:
-        row = C.job_row(job, role, found, prices, now)
+        row = cost_jobs.job_row(job, role, found, prices, now)
         if row["cost_usd"] is None:
             why = "no price for its flavor" if row["usd_per_hour"] is None else "no running time from HF"
-            unknown.append(f"{row['job']} ({role}, flavor {row['flavor'] or '?'}): {why}")
+            unknown.append(f"{row['job']} ({role}, flavor {row['flavor'] or fmt.UNKNOWN}): {why}")
         else:
             spent += row["cost_usd"]
         if job["stage"] not in TERMINAL and row["usd_per_hour"] is not None:
             burn += row["usd_per_hour"] + (row["exposed_port_usd_per_hour"] or 0)
             billing.append(row["job"])
     return Spend(round(spent, 6), round(burn, 6), prices.source, prices.label, unknown, billing,
-                 len(prices.per_hour), [C.sandbox_name(j) for j in others])
-
-
-def usd(x: float) -> str:
-    return f"${x:,.2f}"
+                 len(prices.per_hour), [cost_hf.sandbox_name(j) for j in others])
 
 
 def reached_message(run: str, spend: Spend, ceiling: float, poll_s: float, what: str) -> str:
     """The one plain message of a stop at the ceiling (what stopped: 'harbor was stopped', …)."""
     where = "already past it" if spend.spent_usd > ceiling else \
-        f"spending {usd(spend.burn_usd_per_hour)}/h, it would pass it before the next check in {poll_s:g} s"
-    others = f" ({CS.unattributed_note(spend.unattributed)})" if spend.unattributed else ""
-    return (f"MAX_COST reached: run '{run}' has spent {usd(spend.spent_usd)} of its {usd(ceiling)} ceiling ({where}; "
+        f"spending {fmt.dollars(spend.burn_usd_per_hour)}/h, it would pass it before the next check in {poll_s:g} s"
+    others = f" ({cost_sandboxes.unattributed_note(spend.unattributed)})" if spend.unattributed else ""
+    return (f"MAX_COST reached: run '{run}' has spent {fmt.dollars(spend.spent_usd)} of its {fmt.dollars(ceiling)} ceiling ({where}; "
             f"prices: {spend.prices_label}){others}. {what} To continue, raise MAX_COST (in runs/{run}.env, or "
             f"MAX_COST=<usd> on the command line), then make mopup RUN={run}, or make reproduce RUN={run}: "
             f"the unfinished trials are retried, nothing finished is re-run.")
@@ -140,7 +139,7 @@ def reached_message(run: str, spend: Spend, ceiling: float, poll_s: float, what:
 
 def unknown_note(spend: Spend) -> str:
     shown = "; ".join(spend.unknown[:3]) + (f"; and {len(spend.unknown) - 3} more" if len(spend.unknown) > 3 else "")
-    return (f"note: MAX_COST can only be enforced on the spend that is known ({usd(spend.spent_usd)}): {shown}. "
+    return (f"note: MAX_COST can only be enforced on the spend that is known ({fmt.dollars(spend.spent_usd)}): {shown}. "
             f"make cost RUN=<run> shows every job.")
 
 
@@ -166,7 +165,7 @@ class Watch:
         """The spend when it would pass the ceiling, else None."""
         try:
             spend = measure(self.hf, self.scope, running_since=self.running_since)
-        except (C.HfFailed, click.ClickException, OSError) as e:
+        except (cost_hf.HfFailed, click.ClickException, OSError) as e:
             spend = None
             why = str(e.message if isinstance(e, click.ClickException) else e)
             if not self.noted:
@@ -179,11 +178,11 @@ class Watch:
             click.echo(f"harbor_watch: {unknown_note(spend)}", err=True)
         if len(spend.unattributed) > self.said_unattributed:  # said when more appear, not every poll
             self.said_unattributed = len(spend.unattributed)
-            click.echo(f"harbor_watch: note: {CS.unattributed_note(spend.unattributed, ' in MAX_COST')}", err=True)
+            click.echo(f"harbor_watch: note: {cost_sandboxes.unattributed_note(spend.unattributed, ' in MAX_COST')}", err=True)
         return spend if would_pass(spend, self.ceiling, self.poll_s) else None
 
 
-# --------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------- the scope, as the scripts send it
 
 
 def scope_of(text: str) -> Scope:
@@ -191,59 +190,3 @@ def scope_of(text: str) -> Scope:
     fields = json.loads(text)
     return Scope(**{**fields, "state_dir": Path(fields["state_dir"]),
                     "prices_cache": Path(fields["prices_cache"]) if fields.get("prices_cache") else None})
-
-
-def ceiling_option(value: str) -> float:
-    try:
-        return parse_ceiling(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-
-
-@click.group()
-def cli() -> None:
-    """MAX_COST: a run's spend against its ceiling."""
-
-
-@cli.command()
-@click.option("--max-cost", required=True, help="The ceiling, in US dollars.")
-@click.option("--poll", type=click.FloatRange(min=0.05), default=60.0, show_default=True,
-              help="Seconds between checks while harbor runs (the projection's horizon).")
-@click.option("--scope", "scope_json", required=True, help="JSON: the run to measure (Scope's fields).")
-@click.option("--json", "as_json", is_flag=True)
-def check(max_cost, poll, scope_json, as_json):
-    """Exit 75 with the message when the run is at its ceiling; 0 otherwise."""
-    ceiling = ceiling_option(max_cost)
-    try:
-        s = scope_of(scope_json)
-    except (ValueError, TypeError, KeyError) as e:
-        raise click.BadParameter(f"not a run's scope: {e}", param_hint="--scope") from None
-    try:
-        spend = measure(C.LiveHf(timeout=s.call_timeout), s)
-    except (C.HfFailed, OSError) as e:
-        click.echo(f"note: MAX_COST={max_cost} cannot be checked now ({e}); harbor's watch checks it again "
-                   f"every {poll:g} s.", err=True)
-        return
-    if not spend.priced_flavors:
-        # Every price failed its check (the cache, the Hub's answer, env/flavor-prices.tsv): a
-        # ceiling measured with none would read $0 for ever. Refused, rather than pretending.
-        raise click.ClickException(f"MAX_COST={max_cost} cannot be enforced: no valid price is known "
-                                   f"({spend.prices_label}). Nothing was launched. Fix env/flavor-prices.tsv or "
-                                   f"let hf jobs hardware answer, or unset MAX_COST.")
-    if as_json:
-        click.echo(json.dumps({**spend.__dict__, "ceiling_usd": ceiling, "projected_usd": spend.projected(poll),
-                               "would_pass": would_pass(spend, ceiling, poll)}))
-    if spend.unknown:
-        click.echo(unknown_note(spend), err=True)
-    if spend.unattributed:
-        click.echo(f"note: {CS.unattributed_note(spend.unattributed, ' in MAX_COST')}", err=True)
-    if would_pass(spend, ceiling, poll):
-        click.echo(reached_message(s.run, spend, ceiling, poll, "Nothing was launched."), err=True)
-        sys.exit(CEILING_EXIT)
-    click.echo(f"MAX_COST: run '{s.run}' has spent {usd(spend.spent_usd)} of its {usd(ceiling)} ceiling "
-               f"(spending {usd(spend.burn_usd_per_hour)}/h now; checked every {poll:g} s while harbor runs).",
-               err=True)
-
-
-if __name__ == "__main__":
-    cli()

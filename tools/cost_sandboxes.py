@@ -25,7 +25,7 @@ stop a run far below its MAX_COST. So a run counts a sandbox only when one of it
 Every other sandbox created while the run ran (while one of its trials ran, or since the harbor
 running now started) is another's: counted nowhere, and how many is said.
 
-Jobs are cost.normalise_job's dicts (id, created_at, image, space, flavor, namespace).
+Jobs are cost_hf.normalise_job's dicts (id, created_at, image, space, flavor, namespace).
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tools import fmt
 from tools import slots as SL
 from tools import tally_jobs
 from tools import tally_policy
@@ -169,7 +170,7 @@ def decide(now: float, finished: list[Finished], running: list[int], stopped: li
     def decision(action: str, shard: int, reason: str) -> Decision:
         return Decision(action, shard, rate, infra, len(counted), since, reason, server)
 
-    figures = f"sandbox infra errors {infra} of {len(counted)} trials ({_pct(rate)}) finished since {_clock(since)}"
+    figures = f"sandbox infra errors {infra} of {len(counted)} trials ({fmt.percent(rate, 0)}) finished since {_clock(since)}"
     if server:
         figures += (f" (and {server} model-server error{'s' * (server > 1)}, not counted: the server's problem, "
                     f"which a stopped shard does not ease)")
@@ -190,7 +191,7 @@ def decide(now: float, finished: list[Finished], running: list[int], stopped: li
     quiet = last_decision_at is None or now - last_decision_at >= settings.quiet_s
     if stopped and quiet:
         return decision("start", stopped[-1], f"{figures}, at or below {limit}, and "
-                                              f"{_duration(settings.quiet_s)} since the last decision: starting "
+                                              f"{fmt.span(settings.quiet_s)} since the last decision: starting "
                                               f"shard {stopped[-1]} again, the most recently stopped")
     return None
 
@@ -198,9 +199,9 @@ def decide(now: float, finished: list[Finished], running: list[int], stopped: li
 def describe(settings: Settings) -> str:
     """One line: what the governor will do with these settings."""
     return (f"governor: interrupts the newest shard while more than {_setting_pct(settings.max_rate)} of the trials "
-            f"finished in the last {_duration(settings.window_s)} are sandbox infra errors (at least "
+            f"finished in the last {fmt.span(settings.window_s)} are sandbox infra errors (at least "
             f"{settings.min_trials} trials; model-server errors are named, not acted on); starts one again after "
-            f"{_duration(settings.quiet_s)} at or below")
+            f"{fmt.span(settings.quiet_s)} at or below")
 
 
 # --------------------------------------------------------------------------- wording
@@ -225,17 +226,6 @@ def _clock(epoch: float) -> str:
     return _utc(epoch).strftime("%H:%M:%S UTC")
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
 def _setting_pct(x: float) -> str:
     # The setting as it was written (0.005 is "0.5%", not "0%"), without float noise (0.3 is "30%").
     return f"{round(100 * x, 4):g}%"
-
-
-def _duration(seconds: float) -> str:
-    """Whole minutes as minutes (GOVERNOR_WINDOW=1800 is "30 min"), anything else as seconds."""
-    if seconds >= 120 and seconds % 60 == 0:
-        return f"{seconds / 60:g} min"
-    return f"{seconds:g} s"

@@ -710,13 +710,14 @@ def make_ceiling(max_cost: str, poll: float, scope_json: str, term_wait: float) 
     if not max_cost:
         return None
     from tools import cost_ceiling as CC  # noqa: PLC0415  (loads tools/cost.py and the tally: only when asked)
+    from tools import cost_hf  # noqa: PLC0415
 
     try:
         ceiling = CC.parse_ceiling(max_cost)
         scope = CC.scope_of(scope_json)
     except (ValueError, TypeError, KeyError) as err:
         raise click.UsageError(f"--max-cost {max_cost!r} --cost-scope: {err}") from None
-    return CeilingCheck(CC.Watch(CC.C.LiveHf(timeout=scope.call_timeout), scope, ceiling, poll,
+    return CeilingCheck(CC.Watch(cost_hf.LiveHf(timeout=scope.call_timeout), scope, ceiling, poll,
                                  datetime.now(timezone.utc)), poll, term_wait)
 
 

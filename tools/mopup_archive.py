@@ -8,8 +8,9 @@ tools/mopup.py decides what to do; this module does it and keeps the books:
             leaves a dir the manifest does not call moved, so the archive listing and restore
             read the disk as well as the manifest: such a dir is listed and restorable.
   writes    Every file mop-up rewrites (a job's config.json and lock.json, their backups) is
-            written to <file>.mopup-tmp beside it, fsync'd and os.replace'd. A kill leaves at
-            most that temp file; the next prepare removes temp files of exactly those names.
+            written to <file>.mopup-tmp beside it, fsync'd and os.replace'd, then the directory
+            fsync'd (safe_read.write_atomic). A kill leaves at most that temp file; the next
+            prepare removes temp files of exactly those names.
   manifest  state/<run>/manifest.jsonl is append-only. A line cut short by a kill is skipped
             when read, and the next record starts on a line of its own.
   writers   Before anything moves, no other process may hold a file (or its cwd) inside a
@@ -29,7 +30,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import signal
 import stat
 from contextlib import contextmanager
@@ -38,6 +38,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import click
+
+from tools import safe_read
 
 TEMP_SUFFIX = ".mopup-tmp"
 # The only files mop-up rewrites, in a job dir and as backups: the only temp names it cleans.
@@ -137,10 +139,6 @@ def regular_or_absent(path: Path, role: str) -> bool:
     return True
 
 
-def temp_of(path: Path) -> Path:
-    return path.with_name(path.name + TEMP_SUFFIX)
-
-
 def _write_all(fd: int, data: bytes) -> None:
     """Write all of data to fd (os.write may write less), then fsync."""
     view = memoryview(data)
@@ -149,38 +147,13 @@ def _write_all(fd: int, data: bytes) -> None:
     os.fsync(fd)
 
 
-def _write_file(path: Path, data: bytes) -> None:
-    """Create or truncate path, write data, fsync. The one place mop-up writes file contents."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_atomically(path: Path, data: str | bytes, copy_stat_from: Path | None = None) -> None:
-    """path gets data or keeps its old content, never half of it; only path's temp file is left on a kill."""
-    raw = data.encode() if isinstance(data, str) else data
-    tmp = temp_of(path)
+    """path gets data or keeps its old content, never half of it; only path's temp file
+    (<path>.mopup-tmp) is left on a kill. safe_read.write_atomic writes it; an OSError becomes
+    WriteFailed."""
     with writing("writing", path):
-        try:
-            _write_file(tmp, raw)
-            if copy_stat_from is not None:
-                shutil.copystat(copy_stat_from, tmp)
-            kill_point("after-temp-write")
-            os.replace(tmp, path)
-        except OSError:
-            tmp.unlink(missing_ok=True)  # ours, half written: it holds nothing anyone needs
-            raise
-        _fsync_dir(path.parent)
+        safe_read.write_atomic(path, data, copy_stat_from=copy_stat_from, temp_suffix=TEMP_SUFFIX,
+                               before_replace=lambda: kill_point("after-temp-write"))
 
 
 def copy_atomically(src: Path, dest: Path) -> None:

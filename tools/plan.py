@@ -10,8 +10,8 @@ tools/plan_server.py): the sandboxes, whose infra-error rate grows with the tria
 once over every shard, and the server, whose decode step sets how long a trial's model calls
 take. Nothing is launched, read from the Hub or written: the numbers come from the run's own job
 dirs, else the reference, a calibration (make calibrate) when there is one, and the prices from
-env/flavor-prices.tsv through tools/cost.py. The model, its constants and the validation:
-docs/plan.md.
+env/flavor-prices.tsv through tools/cost_prices.py. The model, its constants and the validation:
+docs/plan.md. The simulation is tools/plan_sim.py, the page tools/plan_render.py.
 
 Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix), 2 usage.
 """
@@ -21,25 +21,24 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import click
 import numpy as np
 
-from tools import cost
+from tools import cost_hf
+from tools import cost_prices
+from tools import fmt
 from tools import plan_evidence as PE
+from tools import plan_render
 from tools import plan_server as PS
+from tools import plan_sim
 from tools import safe_read as SR
 from tools import tally_jobs
 from tools import tally_trials
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-STATE_ROOT = REPO_ROOT / "state"
 
 # The reference's configuration, every plan's baseline row: one GPU, one job, -n 3
 # (docs/reference-runs.md §1, "concurrency 3").
@@ -50,10 +49,6 @@ CONCURRENCIES = tuple(range(1, 9))
 # than replicas only adds orchestrators).
 SHARD_COUNTS = (1, 2, 4, 8)
 MAX_REPS = 10_000
-# Mop-up passes are simulated until every attempt has settled, as a run is only done then; this
-# bounds a curve that never lets one settle (p = 1). MOPUP_PASSES (make reproduce's limit) is
-# compared with the passes needed, not used to cut the run short.
-MAX_MOPUP_PASSES = 30
 # The work a plan may do, so that any input it accepts ends within about two minutes of CPU and
 # 70 MiB (measured by benchmarks/plan_speed.py, docs/plan.md §7). Memory grows with one
 # configuration's tasks × k × repetitions (its arrays), time with that times the configurations
@@ -64,12 +59,6 @@ WORK_CAP = 500_000           # tasks × k × repetitions
 # A price list is a table of a few dozen flavors (env/flavor-prices.tsv: 1.3 KB); it is read as a
 # regular file of at most this size, never a FIFO or a device.
 PRICES_CAP = 64 * 1024
-# Scale-out's aim (issue 21): a k = 5 run in about a day at the single-GPU run's cost, give or take 10%.
-COST_TARGET = 1.1
-# The MAX_COST a recommendation carries: its p90 spend and this much more, for what the plan does
-# not price (docs/plan.md §6): the smoke test, the server's time after the last pass until
-# AUTO_STOP stops it, a relaunched server's loading.
-COST_MARGIN = 0.20
 # The identity of a run: a run file is "the run made for" a server when these settings are the
 # planned run's (its SERVER and JOB_NAME may differ). scripts/plan.sh sends them for every run file.
 IDENTITY = ("MODEL", "AGENT", "DATASET", "DATASET_REPO", "DATASET_PATH", "DATASET_REF", "TASKS", "N_TASKS",
@@ -85,15 +74,16 @@ class PlanError(click.ClickException):
         click.echo(f"plan: {self.message}", file=file, err=True)
 
 
-# --------------------------------------------------------------------------- small parsers
+# --------------------------------------------------------------------------- small checks
 
 
-def parse_duration(text: str) -> float:
-    """An hf-style duration (<number>[s|m|h|d], e.g. 24h, 90m, 3600) in seconds."""
-    m = re.fullmatch(r"([0-9]{1,9}(?:\.[0-9]+)?)([smhd]?)", text.strip())
-    if not m or float(m.group(1)) <= 0:
-        raise PlanError(f"DEADLINE must be a number with an optional unit s, m, h or d (e.g. 24h), got '{SR.clip(text, 40)}'")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+def deadline_seconds(text: str) -> float:
+    """DEADLINE in seconds: a positive hf-style duration (fmt.parse_duration), else one line naming the fix."""
+    secs = fmt.parse_duration(text)
+    if not secs:
+        raise PlanError(f"DEADLINE must be a number with an optional unit s, m, h or d (e.g. 24h), "
+                        f"got '{SR.clip(text, 40)}'")
+    return secs
 
 
 def require_gpus(flavor: str) -> None:
@@ -106,124 +96,6 @@ def require_gpus(flavor: str) -> None:
 def shard_counts(replicas: int) -> list[int]:
     """Shards tried on `replicas` replicas: powers of two up to the replicas."""
     return [s for s in SHARD_COUNTS if s <= replicas]
-
-
-# --------------------------------------------------------------------------- durations
-
-
-@dataclass(frozen=True)
-class Durations:
-    """One attempt's duration on a server: its natural agent time (exponential with `mean` seconds
-    at the evidence's server and load, `factor` times as long on this one), cut at the timeout,
-    plus the sandbox's and verifier's overhead."""
-
-    mean: float
-    factor: float
-    cap: float
-    overhead: float = PE.TRIAL_OVERHEAD_SECS
-
-    def draw(self, rng: np.random.Generator, size) -> np.ndarray:
-        return np.minimum(rng.exponential(self.mean * self.factor, size), self.cap) + self.overhead
-
-    @property
-    def timeout_share(self) -> float:
-        return PS.timeout_share(self.mean, self.factor, self.cap)
-
-
-# --------------------------------------------------------------------------- the simulation
-
-
-def pass_makespan(durations: np.ndarray, slots: int) -> np.ndarray:
-    """Each shard's queue run by `slots` trials at a time, first come first served, as harbor's
-    -n runs its trials: the time the last shard's last attempt ends, per repetition.
-
-    durations: (reps, shards, m) seconds in queue order; 0 is no attempt (it takes no slot time).
-    """
-    reps, shards, m = durations.shape
-    queues = durations.reshape(reps * shards, m)  # one row per (repetition, shard)
-    free = np.zeros((reps * shards, slots))
-    rows = np.arange(reps * shards)
-    for j in range(m):  # two numpy calls per attempt: this loop is most of a plan's time
-        free[rows, free.argmin(axis=1)] += queues[:, j]
-    return free.reshape(reps, shards, slots).max(axis=(1, 2))
-
-
-def compact(durations: np.ndarray) -> np.ndarray:
-    """The attempts left (non-zero) moved to the front of each shard's queue, in order, and the
-    queue cut to the longest: a mop-up pass's queue."""
-    left = durations > 0
-    order = np.argsort(~left, axis=2, kind="stable")
-    width = int(left.sum(axis=2).max(initial=0))
-    return np.take_along_axis(durations, order, 2)[:, :, :width]
-
-
-def queues(pool, tasks: int, k: int, shards: int, reps: int, rng: np.random.Generator) -> np.ndarray:
-    """(reps, shards, m) full durations: task i's k attempts in shard i mod shards (a harbor job
-    per shard, its tasks given by name), each drawn from `pool`: a Durations, or an array of
-    durations drawn with replacement (what the simulation's own tests give it)."""
-    per_shard = [k * len(range(s, tasks, shards)) for s in range(shards)]
-    m = max(per_shard)
-    size = (reps, shards, m)
-    draws = pool.draw(rng, size) if isinstance(pool, Durations) else rng.choice(np.asarray(pool, dtype=float), size)
-    real = np.arange(m)[None, :] < np.array(per_shard)[:, None]
-    return np.where(real[None, :, :], draws, 0.0)
-
-
-@dataclass
-class Outcome:
-    makespan: np.ndarray  # seconds per repetition, every pass
-    sandbox_secs: np.ndarray  # sandbox time per repetition: every attempt, errored ones included
-    mopups: np.ndarray  # mop-up passes per repetition
-    left: np.ndarray  # attempts still errored after the last pass simulated
-
-
-def simulate(pool, tasks: int, k: int, shards: int, slots: int,
-             infra_p: Callable[[int, np.ndarray], np.ndarray], reps: int, rng: np.random.Generator,
-             max_mopups: int = MAX_MOPUP_PASSES, infra_fraction: float = PE.INFRA_DURATION_FRACTION,
-             in_run_retries: int = 0) -> Outcome:
-    """A run: a first pass of every attempt, then mop-up passes of the infra-errored ones, each
-    starting when the previous one has ended in every shard, until none is left or max_mopups
-    have run.
-
-    An attempt errs with p = infra_p(pass_no, at_once), at_once the trials the pass runs at once
-    over every shard (a pass with fewer attempts than slots runs fewer); an errored one takes
-    infra_fraction of its duration, and its retry the whole of it (the same task). With
-    in_run_retries R (MAX_RETRIES, harbor's --max-retries), harbor tries an errored attempt again at
-    once, in the same slot (its queue holds the slot across retries: harbor/trial/queue.py), up to R
-    times, each try erring with the same p: only an attempt that errs R + 1 times waits for mop-up.
-    """
-    if not isinstance(pool, Durations):
-        pool = np.maximum(np.asarray(pool, dtype=float), 1.0)
-    todo = queues(pool, tasks, k, shards, reps, rng)
-    makespan, sandbox = np.zeros(reps), np.zeros(reps)
-    mopups, left = np.zeros(reps, dtype=int), np.zeros(reps, dtype=int)
-    for pass_no in range(max_mopups + 1):
-        waiting = (todo > 0).sum(axis=(1, 2))
-        if pass_no and not waiting.any():
-            break
-        at_once = np.minimum(waiting, shards * slots).astype(float)
-        p = np.asarray(infra_p(pass_no, at_once), dtype=float)
-        errs, took = tries(todo, p, rng, in_run_retries, infra_fraction)
-        makespan += pass_makespan(took, slots)
-        sandbox += took.sum(axis=(1, 2))
-        mopups += (waiting > 0) & (pass_no > 0)
-        todo = compact(np.where(errs, todo, 0.0))
-        left = (todo > 0).sum(axis=(1, 2))
-    return Outcome(makespan, sandbox, mopups, left)
-
-
-def tries(todo: np.ndarray, p: np.ndarray, rng: np.random.Generator, retries: int,
-          infra_fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """(the attempts still errored after their in-run retries, the slot time each took): every try
-    errs with p; an errored try takes infra_fraction of the attempt's duration, the one that
-    settles it the whole. With no retries, one draw per attempt, as before in-run retries."""
-    pending = todo > 0
-    took = np.zeros_like(todo)
-    for _ in range(retries + 1):
-        errs = (rng.random(todo.shape) < p[:, None, None]) & pending
-        took += np.where(errs, todo * infra_fraction, np.where(pending, todo, 0.0))
-        pending = errs
-    return pending, took
 
 
 # --------------------------------------------------------------------------- configurations
@@ -257,7 +129,7 @@ class Costs:
 
 class _ReadPrices:
     """A price list already read here (a regular file under PRICES_CAP), in the one form
-    tools/cost.py's tsv_prices reads a path: read_text. So the bytes checked are the bytes
+    tools/cost_prices.py's tsv_prices reads a path: read_text. So the bytes checked are the bytes
     parsed, by the same parser as make cost's offline prices."""
 
     def __init__(self, data: bytes):
@@ -281,12 +153,12 @@ def read_price_list(path: Path) -> _ReadPrices:
 
 
 def load_costs(path: Path, sandbox_flavor: str) -> Costs:
-    prices = cost.tsv_prices(read_price_list(path))
+    prices = cost_prices.tsv_prices(read_price_list(path))
     port = prices.pop("exposed-ports", 0.0)
     if sandbox_flavor not in prices:
         raise PlanError(f"the sandbox flavor '{sandbox_flavor}' has no price in {SR.shown(str(path))}: add it there")
     return Costs(prices, port, prices[sandbox_flavor], sandbox_flavor,
-                 f"{cost.rel(path)} (tools/cost.py's offline price list)")
+                 f"{cost_hf.rel(path)} (tools/cost.py's offline price list)")
 
 
 def candidate_profiles(own: PS.Profile, profiles: list[PS.Profile], costs: Costs,
@@ -362,14 +234,14 @@ def evaluate(config: Config, *, evidence: PE.Evidence, server: ServerModel, curv
     (every row sees the same draws where its shapes allow: a fair comparison)."""
     rng = np.random.default_rng(seed)
     factor = server.factor(config)
-    durations = Durations(evidence.mean_agent_secs, factor, cap)
+    durations = plan_sim.Durations(evidence.mean_agent_secs, factor, cap)
     server_rate = evidence.server_rate
 
     def infra_p(_pass, at_once):
         return np.minimum(1.0, curve(at_once) + server_rate)
 
-    out = simulate(durations, tasks, k, config.shards, config.n_concurrent, infra_p, reps, rng,
-                   infra_fraction=evidence.infra_fraction, in_run_retries=max_retries)
+    out = plan_sim.simulate(durations, tasks, k, config.shards, config.n_concurrent, infra_p, reps, rng,
+                            infra_fraction=evidence.infra_fraction, in_run_retries=max_retries)
     wall = loading_secs + out.makespan
     p = config.profile
     usd = wall / 3600 * (costs.gpu_usd[p.flavor] + costs.port_usd) + out.sandbox_secs / 3600 * costs.sandbox_usd
@@ -473,9 +345,9 @@ def run_file_for(profile: str, identity: dict, run_files: list[dict]) -> dict | 
 def run_with(run: str, row: dict, profile: PS.Profile, identity: dict, run_files: list[dict],
              mopup_passes: int) -> dict:
     """The command that runs row `row`: make reproduce of the run file made for its server, with
-    its shards, N_CONCURRENT, MAX_COST (p90 spend + COST_MARGIN) and the MOPUP_PASSES it needs;
+    its shards, N_CONCURRENT, MAX_COST (p90 spend + plan_render.COST_MARGIN) and the MOPUP_PASSES it needs;
     or, when no run file is made for that server, the one to write first (a named new run)."""
-    max_cost = math.ceil(row["usd_p90"] * (1 + COST_MARGIN))
+    max_cost = math.ceil(row["usd_p90"] * (1 + plan_render.COST_MARGIN))
     passes = max(mopup_passes, row["mopup_passes_p90"])
     found = run_file_for(profile.name, identity, run_files)
     name = found["run"] if found else f"{run}-{profile.suffix}"
@@ -576,7 +448,7 @@ def describe_inputs(inp: Inputs) -> dict:
 def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, model: str, server: str,
          server_flavor: str, server_dp: int = 1, server_tp: int = 1, sandbox_flavor: str, jobs_dir: str,
          job_name: str, deadline: float | None, reps: int, seed: int, mopup_passes: int, max_infra_rate: float,
-         ready_timeout: float, prices_path: Path = cost.TSV_PRICES, servers_dir: Path = PS.SERVERS_DIR,
+         ready_timeout: float, prices_path: Path = cost_prices.TSV_PRICES, servers_dir: Path = PS.SERVERS_DIR,
          calibration_path: Path | None = None, run_files: list[dict] | None = None,
          identity: dict | None = None, own: tuple[int, int] | None = None, max_retries: int = 0) -> dict:
     """The plan of every candidate configuration, or, with own=(shards, N_CONCURRENT), of the run's
@@ -615,164 +487,6 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
     return doc
 
 
-# --------------------------------------------------------------------------- rendering
-
-
-def hours(secs: float) -> str:
-    return f"{secs / 3600:.1f} h"
-
-
-def pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-COLUMNS = ("server", "GPUs", "replicas × TP", "shards × -n", "at once", "per replica", "step", "trial ×",
-           "timeouts", "infra (sandbox + server)", "median wall-clock", "p90 wall-clock", "dollars", "p90 dollars",
-           "mop-up passes (p90)")
-
-
-def past_reference(at_once: float) -> bool:
-    """More trials at once than the reference saw work (-n 3 on one server)."""
-    return at_once > PE.REFERENCE_LOW_AT_ONCE
-
-
-def row_cells(r: dict) -> list[str]:
-    star = "*" if past_reference(r["at_once"]) else ""
-    step = "-" if r["step_ms"] is None else f"{r['step_ms']:.1f} ms"
-    return [r["profile"], str(r["gpus"]), f"{r['replicas']} × {r['tp']}", f"{r['shards']} × {r['n_concurrent']}",
-            str(r["at_once"]), f"{r['per_replica']:g}", step, f"{r['trial_factor']:.2f}", pct(r["timeout_share"]),
-            f"{pct(r['infra_rate'])}{star} ({pct(r['infra_sandbox'])} + {pct(r['infra_server'])})",
-            hours(r["wall_clock_median_secs"]), hours(r["wall_clock_p90_secs"]), f"${r['usd_median']:,.0f}",
-            f"${r['usd_p90']:,.0f}", f"{r['mopup_passes_mean']:.1f} ({r['mopup_passes_p90']})"]
-
-
-def describe(r: dict) -> str:
-    return (f"{r['profile']} ({r['replicas']} replica{'s' * (r['replicas'] > 1)} × TP {r['tp']} on {r['flavor']}), "
-            f"{r['shards']} shard{'s' * (r['shards'] > 1)} × -n {r['n_concurrent']} ({r['at_once']} at once)")
-
-
-REFERENCE_FIGURES = ("the reference's infra errors: 4.5% and 9.0% at -n 3 (Runs 2 and 3), about 70% at -n 8 "
-                     "(Run 1; docs/reference-runs.md)")
-
-
-def evidence_lines(doc: dict) -> list[str]:
-    e, c, srv = doc["evidence"], doc["infra_curve"], doc["server_model"]
-    where = f"{e['server_flavor']} at {e['at_once']:g} trials at once" if e["at_once"] else e["server_flavor"]
-    fitted = (f"{e['settled_trials']} settled trials, {e['timed_out']} of them timed out ({', '.join(e['job_dirs'])})"
-              if e["settled_trials"] else f"{e['reference_run']}: {e['timed_out']} of 89 trials hit ×4's 3,600 s")
-    pts = " and ".join(f"{rate:.0%} at {n:g}" for n, rate in zip(c["at_once"], c["rates"]))
-    lines = [
-        f"- agent times: exponential, mean {e['mean_agent_secs'] / 60:.1f} min on {where} (fitted to {e['source']}: "
-        f"{fitted}); cut at the timeout, {doc['agent_timeout_secs']:g} s (×{doc['agent_timeout_multiplier']:g}); "
-        f"+{PE.TRIAL_OVERHEAD_SECS:g} s each (the sandbox's start, at most 120 s; the verifier is not timed here)",
-        f"- infra errors: sandbox side through {pts} trials at once over every shard, flat outside; model-server "
-        f"side {c['server_rate']:.1%} at any load; interruptions left out. An errored attempt takes "
-        f"{e['infra_fraction']:.2f} of its duration and "
-        + (f"is tried again in the run up to MAX_RETRIES={doc['max_retries']} times in its slot; one still errored "
-           f"waits for the next mop-up pass" if doc["max_retries"] else "waits for the next mop-up pass")
-        + ", run until every attempt has settled",
-    ]
-    if srv["decode_share"] is None:
-        lines.append(f"- server: {srv['note']}")
-    else:
-        lines.append(f"- server: a decode step streams each GPU's share of the weights and the sequences' KV and state "
-                     f"(tools/plan_server.py, H200 at 3.86 TB/s measured; context {srv['context_tokens']:,} tokens, "
-                     f"an assumption); {srv['note']}. A trial's decode share is {srv['decode_share']:.0%} on the "
-                     f"evidence's server ({srv['source_step_ms']:.2f} ms a step), so a server whose step is r times that "
-                     f"makes a trial 1 - f + f r times as long (trial ×); TP steps leave out their all-reduces")
-        lines.append(f"- timeouts: the share of attempts that reach the {doc['agent_timeout_secs']:g} s timeout, "
-                     f"exp(-timeout / (mean × trial ×)): a faster server finishes more of them before it")
-    lines.append(f"- server loading {doc['loading_secs'] / 60:g} min (READY_TIMEOUT: an upper bound, no loading time "
-                 f"is recorded); {doc['reps']} repetitions, seed {doc['seed']}; dollars are medians and 90th percentiles")
-    prices = doc["prices"]
-    lines.append(f"- prices: {prices['source']}: " + ", ".join(f"{f} ${p:g}/h" for f, p in prices["usd_per_hour"].items())
-                 + f", exposed port ${prices['exposed_port_usd_per_hour']:g}/h, sandbox {prices['sandbox_flavor']} "
-                   f"${prices['sandbox_usd_per_hour']:g}/h")
-    return lines
-
-
-def binding_line(doc: dict) -> str:
-    b, ceiling = doc["binding"], doc["infra_ceiling"]
-    speed = ""
-    if b["decode_share"] is not None:
-        speed = (f" A faster server shortens a trial by its decode share only ({b['decode_share']:.0%}): the fastest "
-                 f"here, {b['fastest_profile']}, makes a trial {1 - b['fastest_factor']:.0%} shorter and the attempts "
-                 f"that hit their timeout {pct(b['baseline_timeout_share'])} → {pct(b['fastest_timeout_share'])}.")
-    allows = (f"at most {b['at_once_limit']} trials at once keep the infra rate at or below {ceiling:.0%} (the "
-              f"governor's MAX_INFRA_RATE, or the baseline's own rate)")
-    if b["resource"] == "sandboxes":
-        return (f"what binds: the sandboxes: {allows}, whatever the GPUs; more replicas add no trial at once.{speed}")
-    if b["resource"] == "server":
-        return f"what binds: the server and the deadline, not the sandboxes ({allows}).{speed}"
-    return f"what binds: the sandboxes allow {allows[9:]}.{speed}"
-
-
-def render(doc: dict) -> str:
-    lines = [f"# plan: {doc['run']}: {doc['tasks']} task{'s' * (doc['tasks'] > 1)} × {doc['n_attempts']} "
-             f"attempt{'s' * (doc['n_attempts'] > 1)} = {doc['attempts']} attempts", ""]
-    lines += evidence_lines(doc)
-    lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
-    lines += ["| " + " | ".join(row_cells(r)) + " |" for r in doc["configurations"]]
-    if any(past_reference(r["at_once"]) for r in doc["configurations"]):
-        lines += ["", f"* past the {PE.REFERENCE_LOW_AT_ONCE} trials at once the reference saw work: {REFERENCE_FIGURES}"]
-    b = doc["baseline"]
-    lines += ["", f"baseline: {describe(b)}: median {hours(b['wall_clock_median_secs'])}, "
-                  f"p90 {hours(b['wall_clock_p90_secs'])}, ${b['usd_median']:,.0f} (p90 ${b['usd_p90']:,.0f})"]
-    lines.append(binding_line(doc))
-    rec = doc["recommendation"]
-    if rec is None:
-        lines.append("recommendation: none (no DEADLINE given: DEADLINE=24h picks the cheapest configuration "
-                     "that meets it)")
-    else:
-        r = rec["row"]
-        ratio = f"${r['usd_median']:,.0f}, {rec['usd_ratio_to_baseline']:.2f}× the baseline's ${b['usd_median']:,.0f}"
-        if rec["meets"]:
-            w = rec["run_with"]
-            lines.append(f"recommendation: {describe(r)}: the cheapest whose p90 wall-clock "
-                         f"({hours(r['wall_clock_p90_secs'])}) meets the deadline of {hours(doc['deadline_secs'])}, "
-                         f"among those at most {rec['infra_ceiling']:.0%} infra errors; {ratio}")
-            if not w["exists"]:
-                lines.append(f"write first: {w['write_first']}")
-            lines.append(f"run it with: {w['command']}")
-            lines.append(f"  (MAX_COST={w['max_cost']}: the p90 spend ${r['usd_p90']:,.0f} + {COST_MARGIN:.0%} for what "
-                         f"the plan does not price; MOPUP_PASSES={w['mopup_passes']}: the passes it needs at p90, "
-                         f"{r['mopup_passes_p90']}, or the setting's {doc['mopup_passes_setting']})")
-            target = COST_TARGET * b["usd_median"]
-            if r["usd_median"] > target:
-                lines.append(f"note: no configuration meets the deadline within {COST_TARGET:g}× the baseline's "
-                             f"dollars (${target:,.0f}): the cheapest that does costs "
-                             f"{rec['usd_ratio_to_baseline']:.2f}× it")
-        else:
-            lines.append(f"recommendation: none: no configuration at most {rec['infra_ceiling']:.0%} infra errors "
-                         f"meets the deadline of {hours(doc['deadline_secs'])}; the fastest, {describe(r)}, misses it "
-                         f"by {hours(rec['miss_secs'])} at p90 ({hours(r['wall_clock_p90_secs'])}); {ratio}. No "
-                         f"command: give a later DEADLINE, or accept a higher infra rate (MAX_INFRA_RATE)")
-    for name in doc.get("options", []):
-        lines.append(f"option: {name} (speculative decoding; not ranked: its speed-up is what make calibrate "
-                     f"measures on it, not a roofline's)")
-    root = str(REPO_ROOT) + os.sep
-    for note in doc["evidence"]["notes"][:5]:  # the rest: --json
-        lines.append(f"note: {note.replace(root, '')}")
-    return "\n".join(lines) + "\n"
-
-
-def own_line(doc: dict) -> str:
-    """The run's own configuration in one line: what make print and make reproduce say."""
-    r, e = doc["own"], doc["evidence"]
-    max_cost = math.ceil(r["usd_p90"] * (1 + COST_MARGIN))
-    line = (f"make plan's model for this configuration ({r['profile']}, {r['shards']} shard(s) × -n "
-            f"{r['n_concurrent']}, {r['at_once']} trial(s) at once): median {hours(r['wall_clock_median_secs'])}, p90 "
-            f"{hours(r['wall_clock_p90_secs'])} from launch to the last mop-up pass (server loading at READY_TIMEOUT "
-            f"included); ${r['usd_median']:,.0f} median, ${r['usd_p90']:,.0f} p90 (MAX_COST={max_cost} covers it with "
-            f"{COST_MARGIN:.0%} to spare); {r['mopup_passes_mean']:.1f} mop-up passes (p90 {r['mopup_passes_p90']}; "
-            f"MOPUP_PASSES={doc['mopup_passes_setting']}); {pct(r['timeout_share'])} of attempts reach their "
-            f"{doc['agent_timeout_secs']:g} s timeout; fitted to {e['source']} (docs/plan.md)")
-    if past_reference(r["at_once"]):
-        line += (f". {r['at_once']} trials at once is past the {PE.REFERENCE_LOW_AT_ONCE} the reference saw work: "
-                 f"{REFERENCE_FIGURES}; this plan reads {pct(r['infra_rate'])} infra errors at {r['at_once']}")
-    return line
-
-
 # --------------------------------------------------------------------------- command line
 
 
@@ -802,7 +516,7 @@ def own_line(doc: dict) -> str:
               help="MAX_INFRA_RATE: the highest infra rate a recommendation may run at (or the baseline's)")
 @click.option("--ready-timeout", type=click.FloatRange(1, 10**9), default=2700.0, show_default=True,
               help="READY_TIMEOUT: bounds the server's loading time")
-@click.option("--prices", "prices_path", type=click.Path(path_type=Path), default=cost.TSV_PRICES,
+@click.option("--prices", "prices_path", type=click.Path(path_type=Path), default=cost_prices.TSV_PRICES,
               help="the price list (default: env/flavor-prices.tsv)")
 @click.option("--calibration", "calibration_path", type=click.Path(path_type=Path), default=None,
               help="state/<run>/calibration.json (make calibrate); used when it exists")
@@ -827,19 +541,19 @@ def cli(run, tasks, k, multiplier, timeout_estimate, model, server, server_flavo
     doc = plan(run=run, tasks=tasks, k=k, mult=multiplier, timeout_estimate=timeout_estimate, model=model,
                server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,
                sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name,
-               deadline=parse_duration(deadline) if deadline else None, reps=reps, seed=seed,
+               deadline=deadline_seconds(deadline) if deadline else None, reps=reps, seed=seed,
                mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout,
                prices_path=prices_path, calibration_path=calibration_path, run_files=read_run_files(run_files),
                identity=ident if isinstance(ident, dict) else {}, own=tuple(own) if own else None,
                max_retries=max_retries)
     if own:
-        doc["own_line"] = own_line(doc)
+        doc["own_line"] = plan_render.own_line(doc)
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     elif own:
-        click.echo(own_line(doc))
+        click.echo(plan_render.own_line(doc))
     else:
-        click.echo(render(doc), nl=False)
+        click.echo(plan_render.render(doc), nl=False)
 
 
 def planned_tasks(jobs_dir: str, job_name: str, k: int) -> int:

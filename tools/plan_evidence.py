@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import cost
+from tools import cost_hf
 from tools import safe_read as SR
 from tools import slots as SL
 from tools import tally_jobs
@@ -117,7 +117,7 @@ def job_settings(job_dir: str, notes: list[str]) -> tuple[float | None, int | No
     except (OSError, SR.Unreadable) as e:
         notes.append(f"{SR.shown(job_dir)}/config.json: {SR.clip(str(e), 120)}; its trials are left out")
         return None, None
-    mult = cost.finite_in(cfg.get("agent_timeout_multiplier", 1.0), *MULTIPLIER_RANGE)
+    mult = cost_hf.finite_in(cfg.get("agent_timeout_multiplier", 1.0), *MULTIPLIER_RANGE)
     conc = tally_trials.count_of(cfg.get("n_concurrent_trials"), CONCURRENCY_CAP)
     if mult is None:
         notes.append(f"{SR.shown(job_dir)}/config.json: agent_timeout_multiplier is not a number from "
@@ -184,7 +184,7 @@ def read_own(job_dirs: list[Path], job_name: str, flavor: str, dp: int, tp: int,
     fraction = INFRA_DURATION_FRACTION
     if infra_secs and settled_secs:
         fraction = min(1.0, float(np.mean(infra_secs)) / float(np.mean(settled_secs)))
-    return Evidence("the run's own job dirs", [cost.rel(d) for d in job_dirs], mean, settled, timed_out, finished,
+    return Evidence("the run's own job dirs", [cost_hf.rel(d) for d in job_dirs], mean, settled, timed_out, finished,
                     sides, at_once, at_once / dp if at_once else None, flavor, tp, share, fraction, notes=notes)
 
 

@@ -60,7 +60,7 @@ from tools.report_submission import (MIN_TRIALS, check_submission, config_proble
                                      display_path_in, read_trial_result, submission_markdown, task_of_dir)
 from tools.report_text import (RESULTS_END, RESULTS_START, caption, cell_text, compare_markdown,  # noqa: F401
                                flips_table, human, interval_text, matrix_table, num, outcome_table,
-                               p_text, paired_table, pct, replace_results_section, results_markdown,
+                               p_text, paired_table, replace_results_section, results_markdown,
                                summary_table)
 
 

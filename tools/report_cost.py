@@ -1,6 +1,6 @@
-"""report_cost: a run's dollars for compare, report and results, through tools/cost.py's library.
+"""report_cost: a run's dollars for compare, report and results, through the cost library (tools/cost_jobs.py).
 
-The figures are make cost's own (cost.cost_report: every job the run's manifest launched and
+The figures are make cost's own (cost_jobs.cost_report: every job the run's manifest launched and
 every sandbox its trials used, priced from hf jobs hardware), computed here over the tally the
 comparison already holds. A bundled example (example-*) answers from its recording
 (examples/state/<run>/hf-recorded.json), so it works offline; another run asks the real `hf` CLI,
@@ -34,7 +34,7 @@ def unknown(why: str) -> dict:
 
 
 def fresh_cache(settings: RunSettings, now: float | None = None) -> Path | None:
-    """state/prices.json when it is fresh enough to be read as it is (so cost.py never rewrites it)."""
+    """state/prices.json when it is fresh enough to be read as it is (so cost_prices never rewrites it)."""
     cache = settings.state_root / "prices.json"
     try:
         doc = json.loads(SR.read_regular(cache, SR.TALLY_CAP, "a price cache"))
@@ -50,8 +50,8 @@ def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
     when sandboxes created while the run ran are not counted (another's, docs/cost.md §5), also
     {unattributed_sandboxes, unattributed_note}; or {known: false, why}. state_dir/recorded default
     as make cost's (scripts/cost.sh)."""
-    from tools import cost as C  # noqa: PLC0415  (heavy: the hf calls' code, only when a cost is asked for)
-    from tools import cost_sandboxes as CS  # noqa: PLC0415
+    # heavy (the hf calls' code): loaded only when a cost is asked for
+    from tools import cost_hf, cost_jobs, cost_prices, cost_sandboxes  # noqa: PLC0415
     example = settings.run.startswith("example-")
     if state_dir is None:
         state_dir = EXAMPLES_STATE / settings.run if example else settings.state_dir
@@ -65,11 +65,11 @@ def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
     if recorded is not None and not recorded.is_file():
         return unknown(f"no recorded hf answers at {_rel(recorded)} (a bundled example never calls HF)")
     try:
-        hf = C.RecordedHf.load(recorded) if recorded else C.LiveHf(timeout=settings.call_timeout)
-        prices = C.load_prices(hf, None if recorded else fresh_cache(settings), settings.prices_max_age)
-        doc = C.cost_report(hf, prices, run=settings.run, project_label=settings.project_label,
-                            namespace=settings.namespace or None, manifest=manifest, report=tally)
-    except (C.HfFailed, C.CostError, OSError, ValueError, KeyError, TypeError) as e:
+        hf = cost_hf.RecordedHf.load(recorded) if recorded else cost_hf.LiveHf(timeout=settings.call_timeout)
+        prices = cost_prices.load_prices(hf, None if recorded else fresh_cache(settings), settings.prices_max_age)
+        doc = cost_jobs.cost_report(hf, prices, run=settings.run, project_label=settings.project_label,
+                                    namespace=settings.namespace or None, manifest=manifest, report=tally)
+    except (cost_hf.HfFailed, cost_hf.CostError, OSError, ValueError, KeyError, TypeError) as e:
         return unknown(f"{getattr(e, 'message', None) or e}")
     if doc["problems"]:
         more = f" (and {len(doc['problems']) - 1} more)" if len(doc["problems"]) > 1 else ""
@@ -84,7 +84,7 @@ def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
              "gpu_hours": doc["gpu_hours"], "prices": doc["prices"]["label"], "price_source": doc["prices"]["source"]}
     if doc["unattributed_sandboxes"]:
         known.update(unattributed_sandboxes=doc["unattributed_sandboxes"],
-                     unattributed_note=CS.unattributed_note(doc["unattributed_sandbox_jobs"]))
+                     unattributed_note=cost_sandboxes.unattributed_note(doc["unattributed_sandbox_jobs"]))
     return known
 
 

@@ -16,10 +16,11 @@ import html
 import io
 import re
 
+from tools import fmt
 from tools.report_load import OUTCOMES
 from tools.report_text import (caption, cell_text, cost_notes, flips_table,
-                               interval_text, paired_caption, paired_table, pct,
-                               headline, summary_table, usd, PAIRED_TITLE)
+                               interval_text, paired_caption, paired_table,
+                               headline, summary_table, PAIRED_TITLE)
 
 
 # --- pictures --------------------------------------------------------------------------------
@@ -117,10 +118,10 @@ def heatmap_figure(cmp: dict):
 def run_rate_text(run: dict, cmp: dict) -> str:
     lb = run.get("leaderboard")
     if cmp.get("attempts_mode") and lb and lb["value"] is not None:
-        return f"k = {run['n_attempts']}: {pct(lb['value'])} (board){' *' if lb['provisional'] else ''}"
+        return f"k = {run['n_attempts']}: {fmt.percent(lb['value'])} (board){' *' if lb['provisional'] else ''}"
     if cmp.get("attempts_mode"):
-        return f"k = {run['n_attempts']}: {pct(run['mean_task_pass_fraction'])}"
-    return f"{pct(run['pass_rate'])} ({run['passed']}/{run['scored']})"
+        return f"k = {run['n_attempts']}: {fmt.percent(run['mean_task_pass_fraction'])}"
+    return f"{fmt.percent(run['pass_rate'])} ({run['passed']}/{run['scored']})"
 
 
 def fraction_face(fraction: float) -> str:
@@ -138,7 +139,7 @@ def cell_style(cell: dict) -> tuple[Style, str]:
         return style, style.glyph + (f" {exc}" if exc else "")
     if not cell["scored_attempts"]:  # no scored attempt: the outcome of its slots, hatched as an error
         style = STYLES[cell["outcome"] if cell["outcome"] not in ("passed", "failed") else "errored"]
-        return style, f"— {''.join(STYLES[o].glyph for o in cell['slots'])}"
+        return style, f"{fmt.UNKNOWN} {''.join(STYLES[o].glyph for o in cell['slots'])}"
     f = cell["pass_fraction"]
     return Style(fraction_face(f), None, "", "white" if f >= 0.5 else "black"), cell_text(cell)
 
@@ -147,7 +148,8 @@ def fraction_legend_handles(Patch) -> list:
     shades = [Patch(facecolor=fraction_face(f), edgecolor="#444444", label=label)
               for f, label in ((0.0, "none passed"), (0.5, "half passed"), (1.0, "all passed"))]
     s = STYLES["errored"]
-    return shades + [Patch(facecolor=s.face, hatch=s.hatch, edgecolor="#444444", label="— no scored attempt")]
+    return shades + [Patch(facecolor=s.face, hatch=s.hatch, edgecolor="#444444",
+                           label=f"{fmt.UNKNOWN}: no scored attempt")]
 
 
 def caption_room(cmp: dict, text: str) -> float:
@@ -260,7 +262,7 @@ def cost_figure(cmp: dict):
         points = ax.errorbar([x], [100 * y], yerr=err, fmt="o", color="#1b5e20", ecolor="#444444",
                              capsize=3, markersize=6)
         points.lines[0].set_gid(f"point-{i}")
-        ax.annotate(f"{r['run']} (k = {r['n_attempts']})\n{usd(x)}, {pct(y)}", (x, 100 * y),
+        ax.annotate(f"{r['run']} (k = {r['n_attempts']})\n{fmt.dollars(x)}, {fmt.percent(y)}", (x, 100 * y),
                     textcoords="offset points", xytext=(6, 6), fontsize=7)
     ax.set_xlim(0, max(r["cost"]["total_usd"] for r in runs) * 1.35 or 1)
     ax.set_ylim(0, 100)

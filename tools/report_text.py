@@ -10,6 +10,7 @@ source; a run whose cost cannot be known says why, in one line.
 
 from __future__ import annotations
 
+from tools import fmt
 from tools import slots as SL
 from tools.report_load import OUTCOMES, SCORED, fail
 
@@ -17,18 +18,14 @@ RESULTS_START = "<!-- results:start -->"
 RESULTS_END = "<!-- results:end -->"
 
 
-def pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
 def interval_text(iv: list[float] | None) -> str:
-    return "—" if not iv else f"{100 * iv[0]:.1f}–{100 * iv[1]:.1f}%"
+    return fmt.UNKNOWN if not iv else f"{100 * iv[0]:.1f}–{100 * iv[1]:.1f}%"
 
 
 def human(n: int | float | None) -> str:
-    """5_680_000 → 5.68M; 681_000 → 681K; None → —."""
+    """5_680_000 → 5.68M; 681_000 → 681K; None → fmt.UNKNOWN."""
     if n is None:
-        return "—"
+        return fmt.UNKNOWN
     for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
         if abs(n) >= div:
             v = n / div
@@ -37,26 +34,22 @@ def human(n: int | float | None) -> str:
 
 
 def num(x: float | None, digits: int) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
+    return fmt.UNKNOWN if x is None else f"{x:.{digits}f}"
 
 
 def p_text(p: float | None) -> str:
     if p is None:
-        return "—"
+        return fmt.UNKNOWN
     return f"{p:.3g}" if p >= 0.001 else "<0.001"
 
 
-def usd(x: float | None) -> str:
-    return "—" if x is None else f"${x:,.2f}"
-
-
 def signed_pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:+.1f} pp"
+    return fmt.UNKNOWN if x is None else f"{100 * x:+.1f} pp"
 
 
 def fraction_text(cell: dict) -> str:
-    """A task's pass fraction, `3/5`; `—` when no attempt was scored."""
-    return f"{cell['passed_attempts']}/{cell['scored_attempts']}" if cell["scored_attempts"] else "—"
+    """A task's pass fraction, `3/5`; fmt.UNKNOWN when no attempt was scored."""
+    return f"{cell['passed_attempts']}/{cell['scored_attempts']}" if cell["scored_attempts"] else fmt.UNKNOWN
 
 
 def cell_text(cell: dict) -> str:
@@ -77,8 +70,8 @@ def shows_cost(cmp: dict) -> bool:
 def cost_cells(run: dict) -> list[str]:
     cost = run.get("cost")
     if not cost or not cost["known"]:
-        return ["unknown", "—"]
-    return [usd(cost["total_usd"]), usd(cost["usd_per_pass"])]
+        return [fmt.UNKNOWN, fmt.UNKNOWN]
+    return [fmt.dollars(cost["total_usd"]), fmt.dollars(cost["usd_per_pass"])]
 
 
 def run_interval(run: dict) -> list[float] | None:
@@ -102,11 +95,11 @@ def board_cells(run: dict) -> list[str]:
     """The board's figure and its replicate interval (a k = 1 run has none); provisional marked."""
     lb = run.get("leaderboard")
     if not lb or lb["value"] is None:
-        return ["—", "—"]
+        return [fmt.UNKNOWN, fmt.UNKNOWN]
     iv = lb["interval95"]
     mark = f" (provisional: {lb['open_slots']} open)" if lb["provisional"] else ""
-    return [f"{pct(lb['value'])} ({lb['passed']}/{lb['trials']}){mark}",
-            interval_text([iv["low"], iv["high"]]) if iv else "—"]
+    return [f"{fmt.percent(lb['value'])} ({lb['passed']}/{lb['trials']}){mark}",
+            interval_text([iv["low"], iv["high"]]) if iv else fmt.UNKNOWN]
 
 
 def summary_table(cmp: dict) -> list[str]:
@@ -127,12 +120,12 @@ def summary_table(cmp: dict) -> list[str]:
         if cmp.get("attempts_mode"):
             pk = r["pass_at_k"]
             method = "bootstrap" if r["bootstrap95"] else "Wilson"
-            rate = [str(r["n_attempts"]), *board_cells(r), pct(r["mean_task_pass_fraction"]),
+            rate = [str(r["n_attempts"]), *board_cells(r), fmt.percent(r["mean_task_pass_fraction"]),
                     f"{interval_text(run_interval(r))} ({method})", f"{r['passed']}/{r['scored']}",
-                    f"{pct(pk['value'])} (k = {pk['k']})" if pk else "—"]
+                    f"{fmt.percent(pk['value'])} (k = {pk['k']})" if pk else fmt.UNKNOWN]
         else:
-            rate = [pct(r["pass_rate"]), interval_text(r["wilson95"]), f"{r['passed']}/{r['scored']}"]
-        cells = ([r["run"], r["agent"] or "—"] + rate + [str(r["errored"])]
+            rate = [fmt.percent(r["pass_rate"]), interval_text(r["wilson95"]), f"{r['passed']}/{r['scored']}"]
+        cells = ([r["run"], r["agent"] or fmt.UNKNOWN] + rate + [str(r["errored"])]
                  + [str(r[e]) for e in extra]
                  + [f"{human(r['tokens_in'])} / {human(r['tokens_out'])}",
                     num(r["agent_hours"], 1), num(r["attempts_per_task"], 2)]
@@ -153,7 +146,7 @@ def cost_notes(cmp: dict) -> list[str]:
             out.append(f"- {r['run']}: cost unknown: a tally file or job dir names no run, so there is no "
                        f"manifest to price; name the run instead.")
         elif cost["known"]:
-            out.append(f"- {r['run']}: {usd(cost['total_usd'])}; prices: {cost['prices']}.")
+            out.append(f"- {r['run']}: {fmt.dollars(cost['total_usd'])}; prices: {cost['prices']}.")
         else:
             out.append(f"- {r['run']}: cost unknown: {cost['why']}")
     return out
@@ -177,7 +170,7 @@ def paired_table(cmp: dict) -> list[str]:
              "| Mean difference (A − B) | 95% CI (paired bootstrap) |", "|" + "---|" * 9]
     for p in cmp["paired"]:
         b = p["bootstrap95"]
-        ci = "—" if b is None else f"{signed_pct(b['low'])} to {signed_pct(b['high'])}"
+        ci = fmt.UNKNOWN if b is None else f"{signed_pct(b['low'])} to {signed_pct(b['high'])}"
         lines.append(f"| {p['a']} | {p['b']} | {p['tasks_compared']} | {p['a_higher']} | {p['b_higher']} "
                      f"| {p['equal']} | {p['not_comparable']} | {signed_pct(p['mean_difference'])} | {ci} |")
     return lines
@@ -260,13 +253,13 @@ def outcome_table(run: dict) -> list[str]:
     lines = [head, "|---|---|---|"]
     for key in OUTCOMES:
         if key in SCORED or key == "errored" or run[key]:
-            lines.append(f"| {labels[key]} | {run[key]} | {pct(run[key] / n if n else None)} |")
+            lines.append(f"| {labels[key]} | {run[key]} | {fmt.percent(run[key] / n if n else None)} |")
     return lines
 
 
 def rate_line(run: dict) -> str:
     if run.get("n_attempts", 1) == 1:
-        return (f"Pass rate excluding infra errors: **{pct(run['pass_rate'])}** "
+        return (f"Pass rate excluding infra errors: **{fmt.percent(run['pass_rate'])}** "
                 f"({run['passed']}/{run['scored']}), 95% CI {interval_text(run['wilson95'])}.")
     pk = run["pass_at_k"]
     lb = run["leaderboard"]
@@ -275,12 +268,12 @@ def rate_line(run: dict) -> str:
     provisional = (f" PROVISIONAL: {lb['open_slots']} of {lb['trials']} slots are open (not passed until mop-up "
                    f"fills them)." if lb["provisional"] else "")
     return (f"k = {run['n_attempts']} attempts per task. Leaderboard resolution rate (passed / tasks × k, as the "
-            f"board counts): **{pct(lb['value'])}** ({lb['passed']}/{lb['trials']}), 95% CI "
+            f"board counts): **{fmt.percent(lb['value'])}** ({lb['passed']}/{lb['trials']}), 95% CI "
             f"{interval_text([iv['low'], iv['high']] if iv else None)}: the headline and its interval (the "
             f"{lb['k']} replicates, t interval; the board's ± appears to be this spread).{provisional} Not the "
-            f"headline: the mean over tasks of each task's pass fraction, {pct(run['mean_task_pass_fraction'])}, "
+            f"headline: the mean over tasks of each task's pass fraction, {fmt.percent(run['mean_task_pass_fraction'])}, "
             f"its own 95% CI {interval_text(run_interval(run))} (task-level bootstrap); attempts passed / scored "
-            f"{run['passed']}/{run['scored']}; pass@{pk['k']} {pct(pk['value'])}." + (f" {other}." if other else ""))
+            f"{run['passed']}/{run['scored']}; pass@{pk['k']} {fmt.percent(pk['value'])}." + (f" {other}." if other else ""))
 
 
 def cost_line(run: dict) -> str:
@@ -290,7 +283,7 @@ def cost_line(run: dict) -> str:
     if not cost["known"]:
         return f" Cost unknown: {cost['why'].rstrip('.')}."
     per = "passed task" if run.get("n_attempts", 1) == 1 else "passed attempt"
-    return (f" Cost: **{usd(cost['total_usd'])}** ({usd(cost['usd_per_pass'])} per {per}; "
+    return (f" Cost: **{fmt.dollars(cost['total_usd'])}** ({fmt.dollars(cost['usd_per_pass'])} per {per}; "
             f"prices: {cost['prices']}).")
 
 

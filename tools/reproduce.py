@@ -33,6 +33,7 @@ from pathlib import Path
 
 import click
 
+from tools import safe_read
 from tools import tally_core
 from tools import tally_jobs
 
@@ -198,9 +199,7 @@ def save_state(path: Path, state: dict) -> None:
     """Write atomically: a kill at any instant leaves the old file or the new one, never half."""
     state["updated_at"] = now_iso()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    os.replace(tmp, path)
+    safe_read.write_atomic(path, json.dumps(state, indent=2) + "\n")
 
 
 def step_done(state: dict, name: str) -> bool:

@@ -32,9 +32,10 @@ import errno
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 MiB = 1 << 20
 RESULT_CAP = 64 * MiB
@@ -305,10 +306,17 @@ def write_target(path: str | os.PathLike) -> str:
     return target
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
-    """Replace `path` with `data` in one step: a temp file created exclusively in the same dir
-    (mkstemp: O_CREAT|O_EXCL, an unpredictable name, so no file or link already there is
-    written through), fsync, os.replace, then an fsync of the dir so the rename survives a crash.
+def write_atomic(path: str | os.PathLike, data: bytes | str, *, copy_stat_from: str | os.PathLike | None = None,
+                 temp_suffix: str | None = None, before_replace: Callable[[], None] | None = None) -> None:
+    """Replace `path` with `data` in one step: a temp file in the same dir, written whole and
+    fsync'd, os.replace'd over the target, then an fsync of the dir so the rename survives a crash.
+
+    The temp file is created exclusively (mkstemp: O_CREAT|O_EXCL, an unpredictable name, so no
+    file or link already there is written through); with `temp_suffix` it is `<target><suffix>`
+    instead, a name a later run can find and remove after a kill (mop-up's .mopup-tmp), opened
+    without following a link. `copy_stat_from`: the temp file takes that file's mode and times
+    (a backup), else the target's mode. `before_replace` runs between the two steps (a test's
+    kill point).
 
     Only a regular file or a new name is written (write_target); anything else raises
     Unwritable. On any failure (a full disk among them) the temp file is removed and the old
@@ -319,24 +327,39 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
         data = data.encode("utf-8", "backslashreplace")
     target = write_target(path)
     directory, name = os.path.split(target)
-    # The target's first 40 characters name the temp file: a target name near the 255-byte limit
-    # still leaves room for the dot, the random part and the suffix.
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name[:40]}.", suffix=".tmp")
+    if temp_suffix:
+        tmp = os.path.join(directory, name + temp_suffix)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    else:
+        # The target's first 40 characters name the temp file: a target name near the 255-byte
+        # limit still leaves room for the dot, the random part and the suffix.
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name[:40]}.", suffix=".tmp")
     try:
-        try:
-            view = memoryview(data)
-            while view:  # os.write may write less than asked
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, _mode_for(target))
+        _write_temp(fd, tmp, data)
+        if copy_stat_from is not None:
+            shutil.copystat(copy_stat_from, tmp)
+        else:
+            os.chmod(tmp, _mode_for(target))
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     _fsync_dir(directory)
+
+
+def _write_temp(fd: int, tmp: str, data: bytes) -> None:
+    """All of `data` into the temp file `tmp` (open as fd), fsync'd, fd closed. A seam: the
+    full-disk tests replace it (tmp says which file is being written)."""
+    try:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(directory: str) -> None:

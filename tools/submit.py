@@ -311,13 +311,10 @@ def metadata_check_cmd(leaderboard: str, metadata_path: Path) -> None:
 
 
 def write_json_atomically(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        SR.write_atomic(path, json.dumps(data, indent=2) + "\n")
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         fail(SR.write_error(path, e))
 
 
