@@ -45,6 +45,7 @@ from pathlib import Path
 import click
 
 from tools import tally_core
+from tools.tally_options import max_task_retries_option
 # read_manifest, patch_concurrency and the names from mopup_harbor / mopup_plan are here for
 # tests and tools/reproduce.py, which call them as mopup.*.
 from tools.mopup_archive import (  # noqa: F401
@@ -78,10 +79,7 @@ def cli() -> None:
               help="The run's manual verdicts (as make tally reads them): such tasks are never retried.")
 @click.option("--model", default=None,
               help="The run's MODEL: a job dir of the run's name that records another model is refused.")
-@click.option("--max-task-retries", type=click.IntRange(min=0, max=tally_core.MAX_TASK_RETRIES_CAP),
-              default=tally_core.DEFAULT_MAX_TASK_RETRIES, show_default=True,
-              help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a row (per open slot) is a "
-              "final error, not retried (a higher value gives such a task one more try; 0: no limit).")
+@max_task_retries_option
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config, verdicts, model, max_task_retries,
          out):

@@ -789,10 +789,7 @@ def cli():
               help="a sharded run's kept split (state/<run>/shards.json): its shards that never started")
 @click.option("--model", default=None,
               help="the run's MODEL: a job dir of the run's name that records another model is refused")
-@click.option("--max-task-retries", type=click.IntRange(min=0, max=T.MAX_TASK_RETRIES_CAP),
-              default=T.DEFAULT_MAX_TASK_RETRIES, show_default=True,
-              help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a row (per open slot) is a "
-              "final error, never listed (0: no limit)")
+@max_task_retries_option
 def targets_cmd(jobs_dir, job_name, verdicts, split, model, max_task_retries):
     """Print, as a JSON list, the tasks a mop-up pass would retry now.
 
@@ -822,8 +819,7 @@ def targets_cmd(jobs_dir, job_name, verdicts, split, model, max_task_retries):
 @click.option("--health-poll", type=click.FloatRange(min=0.1), default=30.0)
 @click.option("--skip-smoke", default="", help="Why the smoke step is skipped (it would run the bench's very tasks).")
 @click.option("--model", default="", help="The run's MODEL: a job dir of the run's name that records another model is refused.")
-@click.option("--max-task-retries", type=click.IntRange(min=0, max=T.MAX_TASK_RETRIES_CAP),
-              default=T.DEFAULT_MAX_TASK_RETRIES, help="MAX_TASK_RETRIES: final errors are not retried.")
+@max_task_retries_option
 def run_cmd(run, repo, state_dir, jobs_dir, job_name, api_base, verdicts, mopup_passes, max_relaunches,
         idle_stop_after, health_poll, skip_smoke, model, max_task_retries):
     """Supervise RUN from nothing to its tally (scripts/reproduce.sh execs this under the run's lock)."""
