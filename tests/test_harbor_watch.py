@@ -720,8 +720,8 @@ def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_ter
 def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):
     lib = (REPO / "scripts" / "lib-run.sh").read_text()
     assert "readonly CEILING_EXIT=75" in lib
-    from tools import cost_ceiling, reproduce
-    assert hw.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce.CEILING_EXIT == 75
+    from tools import cost_ceiling, reproduce_state
+    assert hw.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce_state.CEILING_EXIT == 75
     assert "readonly WATCH_FAILED_EXIT=70" in lib and hw.WATCH_FAILED_EXIT == 70
 
 
