@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_watchdog import play_the_scheduler
-from tools import reproduce_passes, reproduce_server, reproduce_state
+from tools import reproduce, reproduce_passes, reproduce_server, reproduce_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -802,12 +802,12 @@ def test_health_url():
 def test_state_is_replaced_atomically_and_checked(tmp_path):
     path = tmp_path / "reproduce.json"
     state = reproduce_state.new_state("r")
-    reproduce_state.save_state(path, state)
+    reproduce.save_state(path, state)
     assert reproduce_state.load_state(path, "r")["run"] == "r" and list(tmp_path.iterdir()) == [path]
     path.write_text("{")
     with pytest.raises(reproduce_state.Failure, match="is not readable JSON"):
         reproduce_state.load_state(path, "r")
-    reproduce_state.save_state(path, reproduce_state.new_state("other"))
+    reproduce.save_state(path, reproduce_state.new_state("other"))
     with pytest.raises(reproduce_state.Failure, match="not this run's supervisor state"):
         reproduce_state.load_state(path, "r")
 

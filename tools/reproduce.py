@@ -38,8 +38,17 @@ from tools.reproduce_children import LOCK_FD, Children, fd_open
 from tools.reproduce_passes import MopupPasses, job_dir_exists
 from tools.reproduce_server import Server
 from tools.reproduce_state import (STEPS, BadState, CEILING_EXIT, CeilingReached, Config, Failure, Interrupted,
-                                   load_state, new_state, save_state, step_done, summary_lines)
+                                   load_state, new_state, step_done, summary_lines)
 from tools.tally_options import max_task_retries_option
+
+
+def save_state(path: Path, state: dict) -> None:
+    """Write atomically: a kill at any instant leaves the old file or the new one, never half."""
+    state["updated_at"] = fmt.stamp()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 class Supervisor:

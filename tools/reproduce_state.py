@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import signal
 from pathlib import Path
 
@@ -132,15 +131,6 @@ def load_state(path: Path, run: str) -> dict:
                        f"aside and run make reproduce RUN={run} again (finished steps are found again from the "
                        f"job dirs)")
     return state
-
-
-def save_state(path: Path, state: dict) -> None:
-    """Write atomically: a kill at any instant leaves the old file or the new one, never half."""
-    state["updated_at"] = fmt.stamp()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def step_done(state: dict, name: str) -> bool:
