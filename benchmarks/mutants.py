@@ -113,8 +113,8 @@ MUTANTS = [
     Mutant("cred-cap-off-by-one", "tools/credentials.py", "if st.st_size > SCAN_CAP:", "if st.st_size > SCAN_CAP + 1:",
            "check", ("tests/test_credentials.py",)),
     # --- boundaries
-    Mutant("watch-alarm-at-the-rate", "tools/watch.py", "f.infra_rate_hour > max_infra_rate",
-           "f.infra_rate_hour >= max_infra_rate", "check", (pytest("tests/test_watch.py", "infra_alarm"),)),
+    Mutant("watch-alarm-at-the-rate", "tools/watch_alarms.py", "f.sandbox_rate_hour > max_infra_rate",
+           "f.sandbox_rate_hour >= max_infra_rate", "check", (pytest("tests/test_watch.py", "infra_alarm"),)),
     Mutant("shell-fraction-above-1", "scripts/lib.sh", "^(0([.][0-9]+)?|1([.]0+)?|[.][0-9]+)$",
            "^(0([.][0-9]+)?|1([.][0-9]+)?|[.][0-9]+)$", "check",
            ("bats tests/settings.bats -f 'MAX_INFRA_RATE is a fraction'",)),
