@@ -70,7 +70,7 @@ class DeathWatch:
         # Not interrupted: a harbor stopped by SIGINT writes its running trials with neither
         # reward nor exception (unclassified, never retried), while trials against a dead server
         # fail fast as infra errors, which mop-up retries.
-        self.server.say(f"the server died under {step} (job {h.job or '-'} stage {h.stage or '?'}, /health "
+        self.server.say(f"the server died under {step} (job {h.job or fmt.UNKNOWN} stage {h.stage or fmt.UNKNOWN}, /health "
                         f"{h.http}): letting it finish (its trials fail as infra errors, which mop-up "
                         "retries); the server is relaunched after it")
         self.server.mark_server("died")

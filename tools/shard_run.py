@@ -55,7 +55,6 @@ trials are mop-up's); 75 a shard stopped at the spending ceiling (the others are
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import subprocess

@@ -50,11 +50,11 @@ import json
 import os
 import re
 import statistics
-from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
+from tools import fmt
 from tools import safe_read as SR
 from tools import tally_core as T
 from tools.mopup_plan import GLOB_CHARS, NOT_A_NAME, unsettled
@@ -182,7 +182,7 @@ def task_list(opts: dict, state_dir: Path, offline: bool = False) -> tuple[list[
     if offline:
         return None, source, None
     tasks = lister()
-    return tasks, source, {"source": source, "listed_at": now_iso(), "tasks": tasks}
+    return tasks, source, {"source": source, "listed_at": fmt.stamp(), "tasks": tasks}
 
 
 # --- the split -----------------------------------------------------------------------------------
@@ -233,10 +233,6 @@ def split(tasks: list[str], n: int, k: int, seconds: dict[str, float]) -> tuple[
     return [sorted(s) for s in shards], [0.0] * n, how
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 @click.group()
 def cli() -> None:
     """Split a run into shard jobs."""
@@ -282,7 +278,7 @@ def plan_cmd(run: str, jobs_dir: Path, job_name: str, model: str | None, n: int,
                              f"Set N_SHARDS to at most {len(tasks)}")
         groups, loads, how = split(tasks, n, k, mean_agent_seconds(run_dirs))
         doc = {"run": run, "job_name": job_name, "n_shards": n, "n_attempts": k, "task_source": source,
-               "balanced_by": how, "created_at": now_iso(),
+               "balanced_by": how, "created_at": fmt.stamp(),
                "shards": [{"index": i + 1, "job_name": T.shard_job_name(job_name, i + 1), "tasks": g, "weight_s": w}
                           for i, (g, w) in enumerate(zip(groups, loads))]}
     refuse_rerun(run, doc, run_dirs, shard_dirs)
