@@ -78,7 +78,7 @@ MUTANTS = [
     Mutant("linger-earlier-cancellation-counts", "tools/harbor_watch_job.py",
            "new = [name for name in trials if name not in self.before]", "new = list(trials)", "check",
            (pytest("tests/test_harbor_watch.py", "earlier_cancellation"),)),
-    Mutant("signal-passed-on-twice", "tools/harbor_watch.py",
+    Mutant("signal-passed-on-twice", "tools/harbor_watch_signals.py",
            "            return  # once: a second Ctrl-C", "            pass  # once: a second Ctrl-C", "check",
            (pytest("tests/test_harbor_watch.py", "passed_on_once"),)),
     # --- credential shapes and scans (tools/credentials.py)

@@ -34,7 +34,7 @@ from harbor.trial.trial import Trial
 
 from tests.fixtures.harbor_jobs import TrialSpec, rewrite_result, trial_name, write_job
 from tools import harbor_watch as hw
-from tools import harbor_watch_job
+from tools import harbor_watch_job, harbor_watch_signals
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python")
@@ -682,7 +682,7 @@ def stop_stubborn_at_ceiling(tmp_path: Path, spend, term_wait: float, first: str
     marks.mkdir()
     (tmp_path / "stubborn.py").write_text(STUBBORN)
     proc = subprocess.Popen([PYTHON, str(tmp_path / "stubborn.py"), str(marks)], start_new_session=True)
-    waker = hw.Waker()
+    waker = harbor_watch_signals.Waker()
     try:
         deadline = time.monotonic() + BOUND_S
         while not (marks / "ready").exists():
@@ -700,7 +700,7 @@ def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
     outcome, signals = stop_stubborn_at_ceiling(tmp_path, spend, 1)
     assert (outcome.spend, outcome.ceiling_signal, outcome.returncode, outcome.survived) == (spend, "TERM", 7, False)
     assert signals == ["SIGINT", "SIGTERM"]
-    assert hw.exit_code(outcome, None) == hw.CEILING_EXIT == 75
+    assert hw.exit_code(outcome, None) == harbor_watch_signals.CEILING_EXIT == 75
     assert hw.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
 
 
@@ -722,8 +722,8 @@ def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):
     lib = (REPO / "scripts" / "lib-run.sh").read_text()
     assert "readonly CEILING_EXIT=75" in lib
     from tools import cost_ceiling, reproduce_state
-    assert hw.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce_state.CEILING_EXIT == 75
-    assert "readonly WATCH_FAILED_EXIT=70" in lib and hw.WATCH_FAILED_EXIT == 70
+    assert harbor_watch_signals.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce_state.CEILING_EXIT == 75
+    assert "readonly WATCH_FAILED_EXIT=70" in lib and harbor_watch_signals.WATCH_FAILED_EXIT == 70
 
 
 # --- the watch never dies quietly --------------------------------------------------------------------
@@ -769,7 +769,7 @@ def test_a_watch_that_fails_stops_harbor_with_sigint_records_it_and_says_so(scen
         _, err = proc.communicate(timeout=BOUND_S)
     finally:
         stop_session(proc)
-    assert proc.returncode == hw.WATCH_FAILED_EXIT == 70
+    assert proc.returncode == harbor_watch_signals.WATCH_FAILED_EXIT == 70
     assert scene.signals() == ["SIGINT"]  # harbor was stopped as Ctrl-C stops it, and exited
     assert ("harbor_watch: the watch failed (RuntimeError: injected fault); harbor was stopped (INT) so that it "
             "does not run on unwatched.") in err
