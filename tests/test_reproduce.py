@@ -843,3 +843,19 @@ def test_trial_dirs_cover_the_job_or_its_shards_and_its_retry_jobs_only(tmp_path
     (tmp_path / "j-shard-2" / "config.json").write_text("{}")
     assert reproduce_passes.job_dir_exists(tmp_path, "j")
     assert not reproduce_passes.job_dir_exists(tmp_path / "nothing", "j")
+
+
+def test_max_task_retries_is_one_option_in_every_verb_that_selects_retries():
+    """mop-up's plan and the supervisor's targets and run read MAX_TASK_RETRIES through
+    tools/tally_options.py's one option: the same name, range, default and help in each."""
+    from tools import mopup, tally_options
+
+    @tally_options.max_task_retries_option
+    def shared(max_task_retries):
+        pass
+
+    want = shared.__click_params__[0]
+    for command in (mopup.plan, reproduce.targets_cmd, reproduce.run_cmd):
+        got = next(p for p in command.params if p.name == "max_task_retries")
+        assert (got.opts, got.type.min, got.type.max, got.default, got.show_default, got.help) == \
+            (["--max-task-retries"], 0, 999, 3, True, want.help), command.name
