@@ -73,6 +73,10 @@ Events (--event-file, one JSON line appended when harbor lingered, was interrupt
    "TERM" | "KILL" (the last one sent), "at"}
   {"event": "watch-failed", "job_dir", "error" (its type and message), "signal": "INT" | "TERM" |
    "KILL" | null (harbor had exited), "at"}
+
+The code: tools/harbor_watch_job.py reads the job (result.json, the trial dirs),
+harbor_watch_signals.py passes the interrupt on and waits (tools/shard_run.py shares it),
+harbor_watch_words.py says and records what happened; this module supervises and is the CLI.
 """
 
 from __future__ import annotations

@@ -53,6 +53,10 @@ enough.
 On a terminal it draws with rich and redraws every --every seconds until Ctrl-C, with an
 "updated HH:MM:SS" line; otherwise (a pipe, a log, --once) it prints plain lines. Exit codes: 0,
 or 1 with a message for a user error.
+
+The code: frame_of (here) puts a frame together from tools/watch_frame.py (the Frame, the scans,
+the trials' times) and watch_alarms.py; watch_text.py writes it as lines and draws it live,
+watch_page.py as the HTML page; watch_bucket.py mirrors a remote run's job dirs.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ from tools import slots as SL
 from tools import tally_core as T
 from tools import watch_bucket
 from tools.watch_alarms import alarms, idle_gpus
+# _aware: frame_of's name for watch_frame.aware
 from tools.watch_frame import (HOUR, Frame, aware as _aware, cost_of, first_pass_tasks, foreign_job_dirs, job_started,
                                last_moment, scan, timed_trials)
 from tools.watch_page import page_of, write_page
