@@ -176,8 +176,6 @@ def test_hostile_hf_answers_are_unpriced_with_a_reason_and_never_total_less_than
 def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from tools import cost_ceiling as CC
-
     monkeypatch.setattr(cost_prices, "TSV_PRICES", tmp_path / "prices.tsv")
     (tmp_path / "prices.tsv").write_text("h200\t-5\ncpu-upgrade\tnan\n")
     cache_file(tmp_path, {"h200": -1.0})

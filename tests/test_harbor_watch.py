@@ -34,6 +34,7 @@ from harbor.trial.trial import Trial
 
 from tests.fixtures.harbor_jobs import TrialSpec, rewrite_result, trial_name, write_job
 from tools import harbor_watch as hw
+from tools import harbor_watch_job, harbor_watch_signals
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python")
@@ -302,46 +303,46 @@ def test_what_an_interrupted_harbor_does_and_writes_is_as_relied_on():
     assert '"result.json"' in inspect.getsource(TrialPaths.result_path.fget)
     assert {"exception_info", "finished_at"} <= set(TrialResult.model_fields)
     assert "exception_type" in ExceptionInfo.model_fields
-    assert harbor_job.CANCELLED_ERROR_TYPE == hw.CANCELLED == "CancelledError"
+    assert harbor_job.CANCELLED_ERROR_TYPE == harbor_watch_job.CANCELLED == "CancelledError"
     # ...while the job's finished_at is never written (test_the_fields_relied_on_exist_on_harbors_own_model).
 
 
 def test_a_finish_is_read_from_harbors_own_json(tmp_path):
     path = tmp_path / "result.json"
     path.write_text(harbor_job_result(finished=False))
-    assert hw.finished_at(hw.read_job_result(str(path))) is None
+    assert harbor_watch_job.finished_at(harbor_watch_job.read_job_result(str(path))) is None
     path.write_text(harbor_job_result(finished=True))
     done = json.loads(path.read_text())["finished_at"]
-    assert hw.finished_at(hw.read_job_result(str(path))) == done
-    assert hw.new_finish(hw.read_job_result(str(path)), baseline=None) == done
-    assert hw.new_finish(hw.read_job_result(str(path)), baseline=done) is None  # the stale one of a resume
-    assert hw.new_finish(hw.read_job_result(str(path)), baseline="2020-01-01T00:00:00") == done
+    assert harbor_watch_job.finished_at(harbor_watch_job.read_job_result(str(path))) == done
+    assert harbor_watch_job.new_finish(harbor_watch_job.read_job_result(str(path)), baseline=None) == done
+    assert harbor_watch_job.new_finish(harbor_watch_job.read_job_result(str(path)), baseline=done) is None  # the stale one of a resume
+    assert harbor_watch_job.new_finish(harbor_watch_job.read_job_result(str(path)), baseline="2020-01-01T00:00:00") == done
 
 
 def test_bad_reads_are_no_answer_and_never_block(tmp_path, monkeypatch):
     path = tmp_path / "result.json"
-    assert hw.read_job_result(str(path)) is None                      # not written yet
+    assert harbor_watch_job.read_job_result(str(path)) is None                      # not written yet
     full = harbor_job_result(finished=True)
     path.write_text(full[: len(full) // 2])                           # caught mid-rewrite
-    assert hw.read_job_result(str(path)) is None
+    assert harbor_watch_job.read_job_result(str(path)) is None
     path.write_text("[1, 2]")                                         # JSON, but not a job result
-    assert hw.read_job_result(str(path)) is None
+    assert harbor_watch_job.read_job_result(str(path)) is None
     path.write_bytes(b'{"finished_at": "\xff"}')                      # not UTF-8
-    assert hw.read_job_result(str(path)) is None
+    assert harbor_watch_job.read_job_result(str(path)) is None
     path.write_text(full)
-    monkeypatch.setattr(hw, "RESULT_CAP", len(full) - 1)              # over the size cap
-    assert hw.read_job_result(str(path)) is None
+    monkeypatch.setattr(harbor_watch_job, "RESULT_CAP", len(full) - 1)              # over the size cap
+    assert harbor_watch_job.read_job_result(str(path)) is None
     monkeypatch.undo()
     link = tmp_path / "link" / "result.json"
     link.parent.mkdir()
     link.symlink_to(path)                                             # only regular files
-    assert hw.read_job_result(str(link)) is None
+    assert harbor_watch_job.read_job_result(str(link)) is None
     fifo = tmp_path / "fifo" / "result.json"
     fifo.parent.mkdir()
     os.mkfifo(fifo)                                                   # no writer: a plain open would block
-    assert hw.read_job_result(str(fifo)) is None
+    assert harbor_watch_job.read_job_result(str(fifo)) is None
     (tmp_path / "dir" / "result.json").mkdir(parents=True)
-    assert hw.read_job_result(str(tmp_path / "dir" / "result.json")) is None
+    assert harbor_watch_job.read_job_result(str(tmp_path / "dir" / "result.json")) is None
 
 
 def test_exit_codes():
@@ -604,10 +605,10 @@ def test_real_harbor_that_exits_by_itself_is_left_alone(tmp_path):
     assert not events.exists()
     assert "harbor_watch:" not in proc.stderr
     # The watchdog would have acted on this file: harbor's real finish, with both trials done.
-    result = hw.read_job_result(str(jobs / "watched" / "result.json"))
-    assert hw.new_finish(result, baseline=None) == result["finished_at"]
+    result = harbor_watch_job.read_job_result(str(jobs / "watched" / "result.json"))
+    assert harbor_watch_job.new_finish(result, baseline=None) == result["finished_at"]
     assert result["n_total_trials"] == 2 and result["stats"]["n_completed_trials"] == 2
-    assert hw.trials_without_result(str(jobs / "watched")) == []
+    assert harbor_watch_job.trials_without_result(str(jobs / "watched")) == []
     assert len([p for p in (jobs / "watched").iterdir() if (p / "result.json").is_file()]) == 2
 
 
@@ -681,7 +682,7 @@ def stop_stubborn_at_ceiling(tmp_path: Path, spend, term_wait: float, first: str
     marks.mkdir()
     (tmp_path / "stubborn.py").write_text(STUBBORN)
     proc = subprocess.Popen([PYTHON, str(tmp_path / "stubborn.py"), str(marks)], start_new_session=True)
-    waker = hw.Waker()
+    waker = harbor_watch_signals.Waker()
     try:
         deadline = time.monotonic() + BOUND_S
         while not (marks / "ready").exists():
@@ -699,7 +700,7 @@ def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
     outcome, signals = stop_stubborn_at_ceiling(tmp_path, spend, 1)
     assert (outcome.spend, outcome.ceiling_signal, outcome.returncode, outcome.survived) == (spend, "TERM", 7, False)
     assert signals == ["SIGINT", "SIGTERM"]
-    assert hw.exit_code(outcome, None) == hw.CEILING_EXIT == 75
+    assert hw.exit_code(outcome, None) == harbor_watch_signals.CEILING_EXIT == 75
     assert hw.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
 
 
@@ -720,9 +721,9 @@ def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_ter
 def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):
     lib = (REPO / "scripts" / "lib-run.sh").read_text()
     assert "readonly CEILING_EXIT=75" in lib
-    from tools import cost_ceiling, reproduce
-    assert hw.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce.CEILING_EXIT == 75
-    assert "readonly WATCH_FAILED_EXIT=70" in lib and hw.WATCH_FAILED_EXIT == 70
+    from tools import cost_ceiling, reproduce_state
+    assert harbor_watch_signals.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce_state.CEILING_EXIT == 75
+    assert "readonly WATCH_FAILED_EXIT=70" in lib and harbor_watch_signals.WATCH_FAILED_EXIT == 70
 
 
 # --- the watch never dies quietly --------------------------------------------------------------------
@@ -749,6 +750,7 @@ import os, sys, time
 from pathlib import Path
 from tests.fixtures.harbor_jobs import TrialSpec, rewrite_result, trial_name, write_job
 from tools import harbor_watch as hw
+from tools import harbor_watch_job
 def broken(*_args, **_kwargs):
     ready = Path(os.environ["MARKS"]) / "ready"
     while not ready.exists():
@@ -767,7 +769,7 @@ def test_a_watch_that_fails_stops_harbor_with_sigint_records_it_and_says_so(scen
         _, err = proc.communicate(timeout=BOUND_S)
     finally:
         stop_session(proc)
-    assert proc.returncode == hw.WATCH_FAILED_EXIT == 70
+    assert proc.returncode == harbor_watch_signals.WATCH_FAILED_EXIT == 70
     assert scene.signals() == ["SIGINT"]  # harbor was stopped as Ctrl-C stops it, and exited
     assert ("harbor_watch: the watch failed (RuntimeError: injected fault); harbor was stopped (INT) so that it "
             "does not run on unwatched.") in err

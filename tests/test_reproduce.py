@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_watchdog import play_the_scheduler
-from tools import reproduce
+from tools import reproduce, reproduce_passes, reproduce_server, reproduce_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -266,7 +266,7 @@ def scored_rerun(tree: Tree) -> int:
 
 def idle_seconds(tree: Tree, job: str) -> float:
     """GPU time billed after the last step that needed the server: its end to the job's cancel."""
-    last_need = reproduce.epoch_of(tree.progress()["last_server_step_ended_at"])
+    last_need = reproduce_state.epoch_of(tree.progress()["last_server_step_ended_at"])
     cancels = tree.api.cancels(job)
     assert cancels, f"job {job} was never cancelled"
     return cancels[0]["at"] - last_need
@@ -327,7 +327,7 @@ def test_happy_path_serve_to_stop(world, report_line):
         "bench started", "bench done", "mopup started", "mopup done", "tally started", "tally done",
         "stop started", "stop done", "summary started", "summary done"]
     progress = tree.progress()
-    assert [progress["steps"][s]["status"] for s in reproduce.STEPS] == ["done"] * 8
+    assert [progress["steps"][s]["status"] for s in reproduce_state.STEPS] == ["done"] * 8
     assert [s["job"] for s in progress["servers"]] == ["alice/srv1"]
     assert progress["servers"][0]["status"] == "stopped" and progress["relaunches"] == 0
     # One mop-up pass, exactly the infra-errored tasks; then nothing was left.
@@ -431,7 +431,7 @@ exit $rc
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     progress = tree.progress()
-    assert [progress["steps"][s]["status"] for s in reproduce.STEPS] == ["done"] * 8
+    assert [progress["steps"][s]["status"] for s in reproduce_state.STEPS] == ["done"] * 8
     # The hang happened, and the watchdog ended it: one event while bench ran, for its job dir, after
     # the grace. (On a loaded machine the smoke's or the mop-up's own harbor may also take longer
     # than 5 s to exit once done: the watchdog ends it too, and that is its work, not bench's; every
@@ -633,7 +633,7 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     lines = proc.stdout.splitlines()
     # Each step, and after serve the run's watchdog it installs (docs/watchdog.md); then make plan's
     # estimate of the whole run (docs/plan.md §1; its figures: tests/test_plan.py).
-    assert [line.split()[0] for line in lines] == ["serve", "watchdog", *reproduce.STEPS[1:], "estimate"]
+    assert [line.split()[0] for line in lines] == ["serve", "watchdog", *reproduce_state.STEPS[1:], "estimate"]
     serve, watchdog, probe, smoke, bench, mopup, tally, stop, _, estimate = lines
     assert estimate.startswith("estimate make plan's model for this configuration (qwen3.8-27b-fp8-sglang-h200, "
                                "1 shard(s) × -n 3, 3 trial(s) at once): median ")
@@ -788,29 +788,28 @@ def test_the_supervisor_refuses_to_run_without_the_lock(tmp_path):
 
 
 def test_relaunch_is_due_only_after_a_death_or_failure():
-    assert reproduce.relaunch_is_due({"servers": []}) is False
-    assert reproduce.relaunch_is_due({"servers": [{"status": "died"}]}) is True
-    assert reproduce.relaunch_is_due({"servers": [{"status": "failed"}]}) is True
-    assert reproduce.relaunch_is_due({"servers": [{"status": "stopped"}]}) is False
+    assert reproduce_state.relaunch_is_due({"servers": []}) is False
+    assert reproduce_state.relaunch_is_due({"servers": [{"status": "died"}]}) is True
+    assert reproduce_state.relaunch_is_due({"servers": [{"status": "failed"}]}) is True
+    assert reproduce_state.relaunch_is_due({"servers": [{"status": "stopped"}]}) is False
 
 
-def test_health_url_and_duration():
-    assert reproduce.health_url("https://abc--30000.hf.jobs/v1") == "https://abc--30000.hf.jobs/health"
-    assert reproduce.health_url("http://127.0.0.1:9/v1/") == "http://127.0.0.1:9/health"
-    assert [reproduce.duration(s) for s in (5, 125, 7322)] == ["5s", "2m05s", "2h02m"]
+def test_health_url():
+    assert reproduce_server.health_url("https://abc--30000.hf.jobs/v1") == "https://abc--30000.hf.jobs/health"
+    assert reproduce_server.health_url("http://127.0.0.1:9/v1/") == "http://127.0.0.1:9/health"
 
 
 def test_state_is_replaced_atomically_and_checked(tmp_path):
     path = tmp_path / "reproduce.json"
-    state = reproduce.new_state("r")
+    state = reproduce_state.new_state("r")
     reproduce.save_state(path, state)
-    assert reproduce.load_state(path, "r")["run"] == "r" and list(tmp_path.iterdir()) == [path]
+    assert reproduce_state.load_state(path, "r")["run"] == "r" and list(tmp_path.iterdir()) == [path]
     path.write_text("{")
-    with pytest.raises(reproduce.Failure, match="is not readable JSON"):
-        reproduce.load_state(path, "r")
-    reproduce.save_state(path, reproduce.new_state("other"))
-    with pytest.raises(reproduce.Failure, match="not this run's supervisor state"):
-        reproduce.load_state(path, "r")
+    with pytest.raises(reproduce_state.Failure, match="is not readable JSON"):
+        reproduce_state.load_state(path, "r")
+    reproduce.save_state(path, reproduce_state.new_state("other"))
+    with pytest.raises(reproduce_state.Failure, match="not this run's supervisor state"):
+        reproduce_state.load_state(path, "r")
 
 
 @pytest.mark.e2e
@@ -824,7 +823,7 @@ def test_a_state_file_of_the_wrong_shape_is_refused_and_the_server_is_stopped_fi
                      ({"steps": {"serve": "done"}}, "steps holds something other than objects"),
                      ({"invocations": {}}, "invocations is {}, not a list"),
                      ({"server": 1}, "server is 1, not an object or null")):
-        written = json.dumps({**reproduce.new_state(RUN), **bad})
+        written = json.dumps({**reproduce_state.new_state(RUN), **bad})
         (tree.state / "reproduce.json").write_text(written)
         proc = tree.reproduce()
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -838,9 +837,25 @@ def test_trial_dirs_cover_the_job_or_its_shards_and_its_retry_jobs_only(tmp_path
     for d in ("j/t-a__1", "j-retry-1/t-b__2", "jobs/j/t-c__3", "j-smoke/t-d__4", "jx/t-e__5", "j-shard-2/t-f__6",
               "j-shard-x/t-g__7"):
         (tmp_path / d).mkdir(parents=True)
-    assert {Path(p).name for p in reproduce.trial_dirs(tmp_path, "j")} == {"t-a__1", "t-b__2", "t-c__3", "t-f__6"}
+    assert {Path(p).name for p in reproduce_passes.trial_dirs(tmp_path, "j")} == {"t-a__1", "t-b__2", "t-c__3", "t-f__6"}
     # bench has run once the job, or any shard, has its config.json.
-    assert not reproduce.job_dir_exists(tmp_path, "j")
+    assert not reproduce_passes.job_dir_exists(tmp_path, "j")
     (tmp_path / "j-shard-2" / "config.json").write_text("{}")
-    assert reproduce.job_dir_exists(tmp_path, "j")
-    assert not reproduce.job_dir_exists(tmp_path / "nothing", "j")
+    assert reproduce_passes.job_dir_exists(tmp_path, "j")
+    assert not reproduce_passes.job_dir_exists(tmp_path / "nothing", "j")
+
+
+def test_max_task_retries_is_one_option_in_every_verb_that_selects_retries():
+    """mop-up's plan and the supervisor's targets and run read MAX_TASK_RETRIES through
+    tools/tally_options.py's one option: the same name, range, default and help in each."""
+    from tools import mopup, tally_options
+
+    @tally_options.max_task_retries_option
+    def shared(max_task_retries):
+        pass
+
+    want = shared.__click_params__[0]
+    for command in (mopup.plan, reproduce.targets_cmd, reproduce.run_cmd):
+        got = next(p for p in command.params if p.name == "max_task_retries")
+        assert (got.opts, got.type.min, got.type.max, got.default, got.show_default, got.help) == \
+            (["--max-task-retries"], 0, 999, 3, True, want.help), command.name

@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import pytest
 from tests.fixtures.harbor_jobs import MODEL as MODEL_FIXTURE
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
 from tests.test_tally_slots import attempts
-from tools import harbor_watch as HW
+from tools import harbor_watch_job
 from tools import mopup_plan as MP
 from tools import shards as SH
 from tools import tally_core
@@ -969,7 +968,7 @@ def test_a_background_bench_is_governed_and_stopped_though_sigint_is_ignored(tmp
         ("interrupted", [("INT", "watch")], True)
     # Nothing lost: every trial dir of both shards has its result; shard 2's two are its cancellations.
     for i in (1, 2):
-        assert HW.trials_without_result(str(tree.root / "jobs" / f"{JOB}-shard-{i}")) == []
+        assert harbor_watch_job.trials_without_result(str(tree.root / "jobs" / f"{JOB}-shard-{i}")) == []
     cancelled = [r for r in trial_results(tree.root / "jobs" / f"{JOB}-shard-2").values()
                  if exception_type(r) == "CancelledError"]
     assert len(cancelled) == 2

@@ -27,8 +27,8 @@ from tests.test_publish import FakeHub
 from tools import report_load as RL
 from tools import tally_jobs
 from tools import tally_policy
-from tools import tally_trials
 from tools import watch as W
+from tools import watch_bucket, watch_frame, watch_text
 
 S = TrialSpec
 REPO = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def run_of(tmp: Path, specs: list[TrialSpec], k: int = 1, tasks: list[str] = TAS
     return jobs
 
 
-def frame(jobs: Path, minutes: float, **kw) -> W.Frame:
+def frame(jobs: Path, minutes: float, **kw) -> watch_frame.Frame:
     return W.frame_of(settings(jobs), now=T0 + timedelta(minutes=minutes), tasks_hint=None,
                       max_cost=kw.get("max_cost"), max_infra_rate=kw.get("max_infra_rate", 0.3), with_cost=False)
 
@@ -65,7 +65,7 @@ def test_just_started_nothing_settled_no_eta_no_alarm(tmp_path):
     f = frame(jobs, 10)
     assert (f.total, f.settled, f.passed, f.failed, f.infra, f.running) == (10, 0, 0, 0, 0, 2)
     assert (f.pace_hour, f.pace_all, f.eta_hours, f.alarms) == (0.0, 0.0, None, [])
-    lines = W.lines_of(f)
+    lines = watch_text.lines_of(f)
     assert lines[0] == "run w: [..............................] 0/10 attempt slots settled (0.0%; 10 tasks × 1)"
     assert "  ETA: unknown (nothing has settled yet)" in lines
     assert lines[-1] == "  alarms: none"
@@ -84,7 +84,7 @@ def test_mid_run_with_errors_pace_eta_and_the_infra_alarm(tmp_path):
     assert f.alarms == ["sandbox infra errors: 50.0% of the trials that finished in the last hour, above 30.0% "
                         "(MAX_INFRA_RATE): the sandboxes are strained by the trials at once; lower N_CONCURRENT (a "
                         "sharded bench's governor interrupts a shard)"]
-    lines = W.lines_of(f)
+    lines = watch_text.lines_of(f)
     assert "  ETA: 3h30m at the last hour's pace (range 3h30m to 4h40m by the two paces), 7 slot(s) left, " \
            "mop-up's included" in lines
     assert "  pace: 2 trial(s) settled in the last hour, 1.5 per hour over the whole run; infra-error rate 50.0% " \
@@ -121,8 +121,8 @@ def test_model_server_errors_are_told_apart_and_said_to_be_the_server_s_problem(
                         "(env/outcome-policy.yaml infra.server_types): the server's problem, not load on the "
                         "sandboxes; the governor does not act on them. Check it: make status RUN=w, make logs RUN=w"]
     assert "  trials: 6 trial dir(s); 4 ended in an infra error (every attempt so far: sandbox 1, model server 2, " \
-           "interrupted 1), 0 with no result yet (running, or stopped mid-trial)" in W.lines_of(f)
-    assert W.summary_line(f) == ("progress: 2/10 attempt slots settled, ETA 8h00m, spend unknown; 2 model-server "
+           "interrupted 1), 0 with no result yet (running, or stopped mid-trial)" in watch_text.lines_of(f)
+    assert watch_text.summary_line(f) == ("progress: 2/10 attempt slots settled, ETA 8h00m, spend unknown; 2 model-server "
                                  "error(s) in the last hour: the server's problem (make logs RUN=w), not the "
                                  "sandboxes' (the governor leaves them alone); 1 alarm(s): make watch RUN=w")
 
@@ -164,7 +164,7 @@ def test_a_stalled_run_raises_the_stall_alarm(tmp_path):
     f = frame(run_of(tmp_path, MID), 200)  # the last trial settled at 100: 1 h 40 m of quiet
     assert f.pace_hour == 0 and f.pace_all == pytest.approx(3 / (200 / 60))
     assert f.eta_hours == pytest.approx(7 / (3 / (200 / 60))) and f.eta_range is None
-    assert f.alarms == ["stalled: no trial has settled for 1h40m, longer than the slowest of the last 3 took (0h30m): "
+    assert f.alarms == ["stalled: no trial has settled for 1h40m, longer than the slowest of the last 3 took (30m00s): "
                         "is harbor running, is the server up? (make status RUN=w)"]
     # 20 minutes after the last settled trial is within the slowest one's 30: quiet, not stalled.
     assert not [a for a in frame(run_of(tmp_path / "b", MID), 120, max_infra_rate=1).alarms if "stalled" in a]
@@ -188,10 +188,10 @@ def test_a_finished_run_says_finished_and_never_stalls(tmp_path):
     f = frame(run_of(tmp_path, specs, k=2, tasks=["t0", "t1"]), 60 * 24 * 30)  # a month later
     assert (f.total, f.settled, f.passed, f.failed, f.finished) == (4, 4, 3, 1, True)
     assert f.eta_hours == 0 and f.alarms == []
-    lines = W.lines_of(f)
+    lines = watch_text.lines_of(f)
     assert lines[0] == "run w: [##############################] 4/4 attempt slots settled (100.0%; 2 tasks × 2)"
     assert "  ETA: finished" in lines
-    assert W.summary_line(f) == "progress: 4/4 attempt slots settled, finished, spend unknown"
+    assert watch_text.summary_line(f) == "progress: 4/4 attempt slots settled, finished, spend unknown"
 
 
 def test_the_slot_counts_sum_to_the_bar_and_a_final_error_is_named_and_settled(tmp_path):
@@ -221,7 +221,7 @@ def test_the_slot_counts_sum_to_the_bar_and_a_final_error_is_named_and_settled(t
     assert (f.settled, f.passed, f.failed, f.unclassified, f.final, f.verdict_errored) == (
         settled, kinds["passed"], kinds["failed"], kinds["unclassified"], kinds["final"], kinds["verdict"])
     assert (f.open_infra, f.unfinished, f.not_started) == (open_infra, unfinished, not_started)
-    lines = W.lines_of(f)
+    lines = watch_text.lines_of(f)
     assert lines[1] == (f"  slots: settled {settled} = passed 1 + failed 1 + unclassified 1 + final errors 1 + errored "
                         f"by verdict 1; open {f.total - settled} = infra-errored {open_infra} + no finished trial "
                         f"{unfinished} + not started {not_started} (mop-up fills the open ones)")
@@ -294,7 +294,7 @@ def test_a_settled_trial_whose_end_is_unusable_or_in_the_future_keeps_its_slot_a
     assert f.pace_hour == 2 and f.pace_all == pytest.approx(2 / 2)
     assert f.infra_rate_hour == pytest.approx(2 / 4) and f.infra_rate_all == pytest.approx(2 / 4)
     assert f.notes == [note.format(trial=trial)]
-    assert f"  note: {note.format(trial=trial)}" in W.lines_of(f)
+    assert f"  note: {note.format(trial=trial)}" in watch_text.lines_of(f)
     assert not [a for a in f.alarms if "stalled" in a]
 
 
@@ -570,8 +570,8 @@ def run_json_files(jobs: Path, job: str) -> set[str]:
     for d in jobs.iterdir():
         if tally_jobs.retry_number(job, d.name) is None:
             continue
-        out |= {f"{d.name}/{n}" for n in W.BUCKET_JSON if (d / n).is_file()}
-        out |= {f"{d.name}/{t.name}/{n}" for t in d.iterdir() if t.is_dir() for n in W.BUCKET_JSON
+        out |= {f"{d.name}/{n}" for n in watch_bucket.BUCKET_JSON if (d / n).is_file()}
+        out |= {f"{d.name}/{t.name}/{n}" for t in d.iterdir() if t.is_dir() for n in watch_bucket.BUCKET_JSON
                 if (t / n).is_file()}
     return out
 
@@ -579,12 +579,12 @@ def run_json_files(jobs: Path, job: str) -> set[str]:
 FRAMES_SCRIPT = """
 import dataclasses, json, sys, tempfile
 from pathlib import Path
-from tools import report_load as RL, watch as W, tally_trials
+from tools import report_load as RL, watch as W, watch_bucket, tally_trials
 settings = RL.run_settings("example-terminus2")
 kw = dict(now=tally_trials.parse_timestamp(sys.argv[1])[0], tasks_hint=None, max_cost=50.0, max_infra_rate=0.3)
 with tempfile.TemporaryDirectory() as root:
-    remote = W.Remote(bucket=sys.argv[2], job_name=settings.job_name, root=Path(root))
-    frames = [W.frame_of(settings, **kw), W.remote_frame(remote, W.bucket_api(), settings, **kw)]
+    remote = watch_bucket.Remote(bucket=sys.argv[2], job_name=settings.job_name, root=Path(root))
+    frames = [W.frame_of(settings, **kw), W.remote_frame(remote, watch_bucket.bucket_api(), settings, **kw)]
 print(json.dumps([dataclasses.asdict(f) for f in frames], default=str))
 """
 
@@ -657,8 +657,8 @@ def test_bucket_paths_the_watch_reads_are_the_runs_json_and_nothing_deeper():
     no = ["w/lock.json", "w/t0__ab/agent/trajectory.json", "w/t0__ab/agent/result.json", "w/t0__ab/trial.log",
           "w-smoke/config.json", "w-retry-x/config.json", "other/config.json", "w/../config.json", "w/./result.json",
           "w/t0\x1b[2J/result.json", "w//result.json", "w/a/b/result.json", "result.json"]
-    assert [p for p in yes if W.bucket_wanted("w", p)] == yes
-    assert [p for p in no if W.bucket_wanted("w", p)] == []
+    assert [p for p in yes if watch_bucket.bucket_wanted("w", p)] == yes
+    assert [p for p in no if watch_bucket.bucket_wanted("w", p)] == []
 
 
 class StubBucketApi:
@@ -695,8 +695,8 @@ def test_a_refresh_fetches_what_changed_drops_what_is_gone_and_keeps_to_its_caps
                          "w/t0__a/result.json": b'{"a": 1}', "w/t0__a/agent/trajectory.json": b"[]",
                          "w/t1__b/config.json": b"{}", "w-retry-1/config.json": b"{}",
                          "other/config.json": b"{}"}, dirs=("w/t2__c", "w/t2__c/agent"))
-    remote = W.Remote(bucket=BUCKET, job_name="w", root=root)
-    W.bucket_refresh(api, remote)
+    remote = watch_bucket.Remote(bucket=BUCKET, job_name="w", root=root)
+    watch_bucket.bucket_refresh(api, remote)
     assert sorted(api.fetched) == ["w-retry-1/config.json", "w/config.json", "w/result.json", "w/t0__a/config.json",
                                    "w/t0__a/result.json", "w/t1__b/config.json"]
     assert (root / "w" / "t2__c").is_dir() and not (root / "w" / "t2__c" / "agent").exists()  # running: no json yet
@@ -705,19 +705,19 @@ def test_a_refresh_fetches_what_changed_drops_what_is_gone_and_keeps_to_its_caps
     api.files["w/t0__a/result.json"] = b'{"a": 2}'
     del api.files["w/t1__b/config.json"], api.files["w-retry-1/config.json"]
     api.fetched = []
-    W.bucket_refresh(api, remote)
+    watch_bucket.bucket_refresh(api, remote)
     assert api.fetched == ["w/t0__a/result.json"]
     assert (root / "w" / "t0__a" / "result.json").read_bytes() == b'{"a": 2}'
     assert not (root / "w" / "t1__b").exists() and not (root / "w-retry-1").exists()
     # Caps: a json file too big is left out and said; too many files is an error.
-    monkeypatch.setattr(W, "BUCKET_FILE_CAP", 7)
+    monkeypatch.setattr(watch_bucket, "BUCKET_FILE_CAP", 7)
     api.files["w/t0__a/result.json"] = b'{"a": 22}'
-    W.bucket_refresh(api, remote)
+    watch_bucket.bucket_refresh(api, remote)
     assert remote.notes == ["bucket: w/t0__a/result.json not read: 9 bytes, above the cap of 7 (its trial shows as "
                             "having no result)"]
-    monkeypatch.setattr(W, "BUCKET_FILES_CAP", 2)
-    with pytest.raises(W.BucketError, match="above the cap of 2"):
-        W.bucket_refresh(api, remote)
+    monkeypatch.setattr(watch_bucket, "BUCKET_FILES_CAP", 2)
+    with pytest.raises(watch_bucket.BucketError, match="above the cap of 2"):
+        watch_bucket.bucket_refresh(api, remote)
 
 
 def test_a_bucket_that_stops_answering_keeps_the_last_frame_and_says_so(tmp_path):
@@ -725,11 +725,11 @@ def test_a_bucket_that_stops_answering_keeps_the_last_frame_and_says_so(tmp_path
     fails keeps the copy already here, with an alarm saying since when, so a blip ends no watch."""
     jobs = run_of(tmp_path / "src", MID)
     files = {str(p.relative_to(jobs)): p.read_bytes() for p in jobs.rglob("*.json")
-             if W.bucket_wanted("w", str(p.relative_to(jobs)))}
+             if watch_bucket.bucket_wanted("w", str(p.relative_to(jobs)))}
     api = StubBucketApi(files)
     root = tmp_path / "mirror"
     root.mkdir()
-    remote = W.Remote(bucket=BUCKET, job_name="w", root=root)
+    remote = watch_bucket.Remote(bucket=BUCKET, job_name="w", root=root)
     kw = dict(now=T0 + timedelta(minutes=120), tasks_hint=None, max_cost=None, max_infra_rate=1.0, with_cost=False)
     first = W.remote_frame(remote, api, settings(jobs), **kw)
     local = W.frame_of(settings(jobs), **kw)
@@ -745,8 +745,8 @@ def test_a_bucket_that_stops_answering_keeps_the_last_frame_and_says_so(tmp_path
     assert second.alarms == [f"bucket: could not refresh ([Errno 111] Connection refused); the figures are as of "
                              f"{remote.refreshed.strftime('%H:%M:%S')} UTC"]
     refused = r"^cannot read the bucket alice/tb-runs: \[Errno 111\] Connection refused$"
-    with pytest.raises(W.BucketError, match=refused):
-        W.remote_frame(W.Remote(bucket=BUCKET, job_name="w", root=tmp_path), api, settings(jobs), **kw)
+    with pytest.raises(watch_bucket.BucketError, match=refused):
+        W.remote_frame(watch_bucket.Remote(bucket=BUCKET, job_name="w", root=tmp_path), api, settings(jobs), **kw)
 
 
 # --------------------------------------------------------------------------- the live view, in a terminal

@@ -73,388 +73,30 @@ Events (--event-file, one JSON line appended when harbor lingered, was interrupt
    "TERM" | "KILL" (the last one sent), "at"}
   {"event": "watch-failed", "job_dir", "error" (its type and message), "signal": "INT" | "TERM" |
    "KILL" | null (harbor had exited), "at"}
+
+The code: tools/harbor_watch_job.py reads the job (result.json, the trial dirs),
+harbor_watch_signals.py passes the interrupt on and waits (tools/shard_run.py shares it),
+harbor_watch_words.py says and records what happened; this module supervises and is the CLI.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
 import signal
-import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import click
 
-# Harbor writes its job result without trial_results: a few KB. The same cap as
-# tools/safe_read.py's RESULT_CAP; anything bigger is not harbor's and is ignored.
-RESULT_CAP = 64 << 20
-# After KILL the kernel ends a process at once, unless it is stuck in the kernel (D state).
-KILL_WAIT_S = 10.0
-EVENT = "harbor-lingered"
-FAILED_EVENT = "watch-failed"
-INTERRUPTED_EVENT = "harbor-interrupted"
-# The exception type harbor 0.25.0 records for a trial it cancelled (harbor/job.py CANCELLED_ERROR_TYPE).
-CANCELLED = "CancelledError"
-WATCH_FAILED_EXIT = 70  # EX_SOFTWARE: the watch itself failed; harbor was stopped first
-CEILING_EXIT = 75  # tools/cost_ceiling.py CEILING_EXIT: stopped at MAX_COST
-FORWARDED = (signal.SIGINT, signal.SIGTERM)
-PREFIX = "harbor_watch:"
-
-
-# --------------------------------------------------------------------------- harbor's job result
-
-
-def read_job_result(path: str) -> dict | None:
-    """The job's result.json as a dict; None when it is absent, partial, oversized or not a plain file.
-
-    Harbor rewrites the file in place (truncate, then write) while it runs, so a read can
-    catch it half-written: that is simply "no answer this time".
-    """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)  # O_NONBLOCK: a FIFO in its place never blocks the open
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > RESULT_CAP:
-            return None
-        data = _read_capped(fd, RESULT_CAP)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if data is None:
-        return None
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):  # partial JSON, bad UTF-8, absurd nesting
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _read_capped(fd: int, cap: int) -> bytes | None:
-    """At most `cap` bytes of fd; None when the file grew past the cap while being read."""
-    chunks, total = [], 0
-    while chunk := os.read(fd, 1 << 20):
-        total += len(chunk)
-        if total > cap:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def finished_at(result: dict | None) -> str | None:
-    """The job's finished_at as harbor wrote it, or None while the job is not finished."""
-    value = (result or {}).get("finished_at")
-    return value if isinstance(value, str) and value else None
-
-
-def new_finish(result: dict | None, baseline: str | None) -> str | None:
-    """finished_at of a finish written since harbor started (not the stale one of an earlier run)."""
-    done = finished_at(result)
-    return done if done is not None and done != baseline else None
-
-
-def trial_dirs(job_dir: str) -> dict[str, bool] | None:
-    """The job's trial dirs (they hold a config.json), each with whether it has its result.json;
-    None when the job dir cannot be listed."""
-    trials = {}
-    try:
-        with os.scandir(job_dir) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False) and _exists(entry.path, "config.json"):
-                    trials[entry.name] = _is_file(entry.path, "result.json")
-    except OSError:
-        return None
-    return trials
-
-
-def trials_without_result(job_dir: str) -> list[str] | None:
-    """Trial dirs of the job (they hold a config.json) with no result.json; None when unlistable."""
-    trials = trial_dirs(job_dir)
-    return None if trials is None else sorted(name for name, done in trials.items() if not done)
-
-
-@dataclass(frozen=True)
-class Cancelled:
-    """harbor was interrupted and every trial has ended: what the linger watch fires on when the
-    job's finished_at is null (an interrupted harbor never writes it)."""
-    trial: str          # the trial dir that ended last
-    finished_at: str    # its own finished_at, as harbor wrote it (UTC)
-
-
-class Trials:
-    """The linger watch's view of the job's trials: was harbor interrupted, with every trial ended?
-
-    Yes when every trial dir has its result.json and the one that finished last, of those written
-    since harbor started, ended in CancelledError: harbor 0.25.0 records a cancelled trial so
-    (harbor/trial/trial.py Trial.run: `except asyncio.CancelledError` → `_record_exception`, whose
-    ExceptionInfo.from_exception keeps `type(e).__name__`; `_finalize` then writes
-    `paths.result_path`, the trial's result.json). A trial dir that had its result.json before
-    harbor started (a resumed job's earlier cancellations) does not count. A result.json is read
-    once, when it has its finished_at (harbor writes it whole, once, at the trial's end).
-    """
-
-    def __init__(self, job_dir: str):
-        self.job_dir = job_dir
-        self.before = {name for name, done in (trial_dirs(job_dir) or {}).items() if done}
-        self._ended: dict[str, tuple[datetime, str, str | None]] = {}
-
-    def cancelled(self) -> Cancelled | None:
-        trials = trial_dirs(self.job_dir)
-        if not trials or not all(trials.values()):
-            return None  # nothing ran yet, or a trial is still running
-        new = [name for name in trials if name not in self.before]
-        if not new:
-            return None
-        for name in new:
-            if name not in self._ended:
-                ended = trial_end(read_job_result(os.path.join(self.job_dir, name, "result.json")))
-                if ended is None:
-                    return None  # being written, or not harbor's: no answer this time
-                self._ended[name] = ended
-        last = max(new, key=lambda name: self._ended[name][0])
-        _, written, exception = self._ended[last]
-        return Cancelled(last, written) if exception == CANCELLED else None
-
-
-def trial_end(result: dict | None) -> tuple[datetime, str, str | None] | None:
-    """A trial result's finished_at (parsed, and as written) and its exception type; None when it
-    has no finished_at that parses."""
-    written = (result or {}).get("finished_at")
-    if not isinstance(written, str) or not 0 < len(written) <= 64 or not written.isprintable():
-        return None
-    try:
-        at = datetime.fromisoformat(written)
-    except ValueError:
-        return None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=timezone.utc)
-    info = result.get("exception_info")
-    exception = info.get("exception_type") if isinstance(info, dict) else None
-    return at, written, exception if isinstance(exception, str) else None
-
-
-def _exists(folder: str, name: str) -> bool:
-    return os.path.lexists(os.path.join(folder, name))
-
-
-def _is_file(folder: str, name: str) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(os.path.join(folder, name)).st_mode)
-    except OSError:
-        return False
-
-
-# --------------------------------------------------------------------------- what is said and recorded
-
-
-def seconds(value: float) -> str:
-    return f"{value:g} s"
-
-
-def trials_note(missing: list[str] | None, job_dir: str) -> str:
-    if missing is None:
-        return f"{job_dir} could not be listed to check the trials; run make tally to see them."
-    if not missing:
-        return "Every trial had its result.json; nothing was lost."
-    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    return (f"{len(missing)} trial dir(s) had no result.json ({shown}): make tally lists them as unfinished "
-            f"and make mopup re-runs them.")
-
-
-def linger_message(finish: str | Cancelled, grace: float, last_signal: str, term_wait: float, survived: bool,
-                   note: str) -> str:
-    how = "terminated it (TERM)" if last_signal == "TERM" else \
-        f"terminated it (KILL: it was still running {seconds(term_wait)} after TERM)"
-    if survived:
-        how = (f"sent TERM, then KILL, and it was still there {seconds(KILL_WAIT_S)} later "
-               f"(stuck in the kernel?): check it with ps and stop it by hand")
-    if isinstance(finish, Cancelled):
-        done = (f"harbor was interrupted and every trial had ended (the last, {finish.trial}, in CancelledError at "
-                f"{finish.finished_at}; the job's finished_at stays null)")
-    else:
-        done = f"harbor's job finished at {finish}"
-    return f"{PREFIX} {done} but harbor was still running {seconds(grace)} later; {how}. {note}"
-
-
-def interrupt_message(signum: int, forwarded: bool, returncode: int | None,
-                      escalated: tuple[str, ...] = (), term_wait: float = 0.0) -> str:
-    name = signal.Signals(signum).name
-    how = "passed it on to harbor once" if forwarded else "Ctrl-C at the terminal reached harbor directly"
-    ended = f"harbor exited with {returncode}" if returncode is not None else \
-        f"harbor is still running (stuck in the kernel?): check it with ps and stop it by hand"
-    if escalated:
-        ended = (f"harbor was still running {seconds(term_wait)} later, so it was sent {', then '.join(escalated)}; "
-                 f"{ended}")
-    return f"{PREFIX} interrupted by {name}; {how}; {ended}."
-
-
-def _grace_s(grace: float) -> float | int:
-    return int(grace) if float(grace).is_integer() else grace
-
-
-def linger_event(job_dir: str, finish: str | Cancelled, grace: float, last_signal: str, at: str) -> dict:
-    event = {"event": EVENT, "job_dir": os.path.abspath(job_dir),
-             "finished_at": None if isinstance(finish, Cancelled) else finish,
-             "grace_s": _grace_s(grace), "signal": last_signal, "at": at}
-    if isinstance(finish, Cancelled):
-        event.update(cancelled_trial=finish.trial, cancelled_at=finish.finished_at)
-    return event
-
-
-def interrupt_event(job_dir: str, signum: int, sent: list[tuple[str, str]], term_wait: float,
-                    outcome: "Outcome") -> dict:
-    """What the watch did after an interrupt: every signal it sent harbor (the one passed on first),
-    and whether harbor exited."""
-    return {"event": INTERRUPTED_EVENT, "job_dir": os.path.abspath(job_dir),
-            "received": signal.Signals(signum).name.removeprefix("SIG"),
-            "signals": [{"signal": name, "at": at} for name, at in sent], "grace_s": _grace_s(term_wait),
-            "exited": not outcome.survived, "returncode": outcome.returncode, "at": utc_now()}
-
-
-def append_event(path: str, event: dict) -> str | None:
-    """Append one JSON line; the error as a sentence when that fails (the stderr line says it all anyway)."""
-    try:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps(event) + "\n")
-    except OSError as err:
-        return f"{PREFIX} could not append the event to {path}: {err.strerror or err}"
-    return None
-
-
-def utc_now() -> str:
-    # The format of the events scripts/lib.sh appends to state/<run>/manifest.jsonl.
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# --------------------------------------------------------------------------- signals and waiting
-
-
-def in_terminal_foreground() -> bool:
-    """Is this process in its controlling terminal's foreground process group?
-
-    Then a SIGINT it gets is Ctrl-C, which the terminal sent to the whole group, harbor
-    included: passing it on would hand harbor a second Ctrl-C in the middle of its cleanup.
-    """
-    try:
-        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-    except OSError:
-        return False  # no controlling terminal: the signal came from kill, a script, a timeout
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-class Interrupts:
-    """The first SIGINT or SIGTERM this process gets, passed on to harbor once."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.forwarded = False
-        self.sent: list[tuple[str, str]] = []  # the signal passed on to harbor, with its time
-        self._from_terminal = False
-        self._proc: subprocess.Popen | None = None
-
-    def install(self) -> None:
-        for sig in FORWARDED:
-            # A signal ignored by whoever started us (a background job) stays ignored, for harbor too.
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, self._on_signal)
-
-    def attach(self, proc: subprocess.Popen) -> None:
-        self._proc = proc
-        if self.signum is not None:  # arrived while harbor was being started: it may have missed it
-            self._from_terminal = False
-            self._forward()
-
-    def _on_signal(self, signum: int, _frame) -> None:
-        if self.signum is not None:
-            return  # once: a second Ctrl-C reaches harbor from the terminal by itself
-        self.signum = signum
-        self._from_terminal = signum == signal.SIGINT and in_terminal_foreground()
-        self._forward()
-
-    def _forward(self) -> None:
-        proc = self._proc
-        if proc is None or self._from_terminal or proc.poll() is not None:
-            return
-        proc.send_signal(self.signum)
-        self.forwarded = True
-        self.sent.append((signal.Signals(self.signum).name.removeprefix("SIG"), utc_now()))
-
-    @property
-    def harbor_got(self) -> str:
-        """The stop signal harbor has from this interrupt: "INT" (passed on, or Ctrl-C from the
-        terminal) or "TERM"."""
-        return "INT" if self.signum == signal.SIGINT else "TERM"
-
-
-class Waker:
-    """Sleeps that end early when harbor exits or a signal arrives: no busy loop, no /proc.
-
-    Every handled signal (SIGCHLD included) writes a byte to a pipe (signal.set_wakeup_fd),
-    even when the kernel delivers it to a thread other than the main one; select() on that
-    pipe is the sleep.
-    """
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe()
-        for fd in (self._read, self._write):
-            os.set_blocking(fd, False)
-        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
-        signal.signal(signal.SIGCHLD, lambda *_: None)  # handled, so harbor's exit wakes us
-
-    def sleep(self, timeout: float) -> None:
-        readable, _, _ = select.select([self._read], [], [], max(timeout, 0.0))
-        if readable:
-            try:
-                while os.read(self._read, 4096):
-                    pass
-            except BlockingIOError:
-                pass
-
-    def close(self) -> None:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.set_wakeup_fd(self._previous)
-        os.close(self._read)
-        os.close(self._write)
-
-
-def wait_for_exit(proc: subprocess.Popen, timeout: float, waker: Waker) -> bool:
-    """True when harbor exited within `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        waker.sleep(left)
-    return True
-
-
-def send(proc: subprocess.Popen, sig: int) -> None:
-    """Signal harbor's own process group when it made one, else harbor alone."""
-    if proc.poll() is not None:
-        return
-    try:
-        group = os.getpgid(proc.pid)
-        if group == proc.pid and group != os.getpgrp():
-            os.killpg(group, sig)
-        else:
-            os.kill(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-
+from tools import fmt
+from tools.harbor_watch_signals import (CEILING_EXIT, WATCH_FAILED_EXIT, Interrupts, Waker, send,
+                                        wait_for_exit)
+from tools.harbor_watch_job import Cancelled, Trials, finished_at, new_finish, read_job_result, trials_without_result
+from tools.harbor_watch_words import (FAILED_EVENT, KILL_WAIT_S, PREFIX, append_event, interrupt_event,
+                                      interrupt_message, linger_event, linger_message, trials_note)
 
 # --------------------------------------------------------------------------- supervising
 
@@ -488,7 +130,7 @@ class CeilingCheck:
             return self.watch.check()
         except Exception as err:  # noqa: BLE001  (whatever a file or an hf answer holds: the watch goes on)
             click.echo(f"{PREFIX} note: the spend could not be measured ({type(err).__name__}: "
-                       f"{str(err)[:200]}); harbor goes on, the next check is in {seconds(self.poll)}.", err=True)
+                       f"{str(err)[:200]}); harbor goes on, the next check is in {fmt.span(self.poll)}.", err=True)
             return None
 
     def until_due(self) -> float:
@@ -558,7 +200,7 @@ def stop_harbor(proc: subprocess.Popen, first: str, term_wait: float, waker: Wak
             # harbor alone, not our process group: the verb that started us must not see a Ctrl-C.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, sig)
-            sent.append((name, utc_now()))
+            sent.append((name, fmt.stamp()))
         if wait_for_exit(proc, KILL_WAIT_S if name == "KILL" else term_wait, waker):
             break
     return sent, proc.poll() is None
@@ -589,10 +231,10 @@ def end_lingering(proc: subprocess.Popen, finish: str | Cancelled, grace: float,
     if wait_for_exit(proc, grace, waker):
         return Outcome(proc.returncode)
     send(proc, signal.SIGTERM)
-    outcome = Outcome(None, finish, "TERM", utc_now())
+    outcome = Outcome(None, finish, "TERM", fmt.stamp())
     if not wait_for_exit(proc, term_wait, waker):
         send(proc, signal.SIGKILL)
-        outcome.last_signal, outcome.signalled_at = "KILL", utc_now()
+        outcome.last_signal, outcome.signalled_at = "KILL", fmt.stamp()
         outcome.survived = not wait_for_exit(proc, KILL_WAIT_S, waker)
     outcome.returncode = proc.returncode
     return outcome
@@ -641,7 +283,7 @@ def report_ceiling(outcome: Outcome, job_dir: str, ceiling, event_file: str | No
     watch = ceiling.watch
     sent = "SIGINT, then TERM" if ceiling.first_signal == "INT" else "TERM (harbor ignores SIGINT, as a background job does)"
     how = {"INT": "harbor was stopped as Ctrl-C stops it (SIGINT)",
-           "TERM": (f"harbor was stopped (SIGINT, then TERM {seconds(ceiling.term_wait)} later)"
+           "TERM": (f"harbor was stopped (SIGINT, then TERM {fmt.span(ceiling.term_wait)} later)"
                     if ceiling.first_signal == "INT" else f"harbor was stopped with {sent}"),
            "KILL": f"harbor was killed ({sent}, then KILL)",
            None: f"harbor had exited by itself (exit {outcome.returncode})"}[outcome.ceiling_signal]
@@ -674,7 +316,7 @@ def stop_after_failure(proc: subprocess.Popen, err: BaseException, job_dir: str,
                f"please report it with the line above.", err=True)
     if event_file:
         record(event_file, {"event": FAILED_EVENT, "job_dir": os.path.abspath(job_dir), "error": what,
-                            "signal": outcome.ceiling_signal, "at": utc_now()})
+                            "signal": outcome.ceiling_signal, "at": fmt.stamp()})
     return WATCH_FAILED_EXIT
 
 
@@ -718,7 +360,7 @@ def make_ceiling(max_cost: str, poll: float, scope_json: str, term_wait: float) 
     except (ValueError, TypeError, KeyError) as err:
         raise click.UsageError(f"--max-cost {max_cost!r} --cost-scope: {err}") from None
     return CeilingCheck(CC.Watch(cost_hf.LiveHf(timeout=scope.call_timeout), scope, ceiling, poll,
-                                 datetime.now(timezone.utc)), poll, term_wait)
+                                 fmt.utc_now()), poll, term_wait)
 
 
 # --------------------------------------------------------------------------- command line
@@ -761,7 +403,7 @@ def run_cmd(job_dir, grace, term_wait, poll, event_file, max_cost, cost_poll, co
     proc = start_harbor(harbor_argv)
     interrupts.attach(proc)
     if ceiling is not None:
-        ceiling.watch.running_since = datetime.now(timezone.utc)
+        ceiling.watch.running_since = fmt.utc_now()
     try:
         outcome = supervise(proc, result_path, baseline, grace, term_wait, poll, waker, ceiling, interrupts, trials)
     except Exception as err:  # noqa: BLE001  (never leave harbor running alone)

@@ -44,13 +44,13 @@ from pathlib import Path
 
 import click
 
-from tools import tally_core
 from tools.mopup_archive import (
     AGAIN, WriteFailed, append_manifest, archive_inventory, archive_trials, describe_archived, manifest_path, move_dir,
     patch_concurrency, read_manifest_lines, refuse_live_writers, remove_stale_temps, restore_one, shown, what_moved,
     write_atomically)
 from tools.mopup_harbor import trial_dirs_of, trial_task
 from tools.mopup_plan import build_plan, describe_plan, job_dirs_or_fail
+from tools.tally_options import max_task_retries_option
 
 # --- click commands ---------------------------------------------------------------------------
 
@@ -73,10 +73,7 @@ def cli() -> None:
               help="The run's manual verdicts (as make tally reads them): such tasks are never retried.")
 @click.option("--model", default=None,
               help="The run's MODEL: a job dir of the run's name that records another model is refused.")
-@click.option("--max-task-retries", type=click.IntRange(min=0, max=tally_core.MAX_TASK_RETRIES_CAP),
-              default=tally_core.DEFAULT_MAX_TASK_RETRIES, show_default=True,
-              help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a row (per open slot) is a "
-              "final error, not retried (a higher value gives such a task one more try; 0: no limit).")
+@max_task_retries_option
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config, verdicts, model, max_task_retries,
          out):

@@ -55,7 +55,6 @@ trials are mop-up's); 75 a shard stopped at the spending ceiling (the others are
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -66,8 +65,9 @@ from pathlib import Path
 
 import click
 
+from tools import fmt
 from tools import governor as G
-from tools import harbor_watch as HW
+from tools import harbor_watch_job, harbor_watch_signals, harbor_watch_words
 from tools import safe_read as SR
 
 SPEC_CAP = 16 << 20
@@ -171,7 +171,7 @@ def signal_shard(shard: Shard, name: str, to: str) -> None:
             shard.proc.send_signal(SIGNALS[name])
     except ProcessLookupError:
         return
-    shard.ending.signals.append({"signal": name, "to": to, "at": HW.utc_now()})
+    shard.ending.signals.append({"signal": name, "to": to, "at": fmt.stamp()})
 
 
 def stop_shard(shard: Shard, why: str, grace: float) -> None:
@@ -186,16 +186,16 @@ def stop_shard(shard: Shard, why: str, grace: float) -> None:
 
 def overdue(shard: Shard, spec: dict) -> None:
     """A stop past its due time: a watch that outlived its own escalation is stuck, and its whole
-    group gets KILL; a group that outlives KILL by HW.KILL_WAIT_S is given up on (said, recorded)."""
+    group gets KILL; a group that outlives KILL by harbor_watch_words.KILL_WAIT_S is given up on (said, recorded)."""
     ending = shard.ending
     if ending is None or shard.state not in ("running", "stopping") or not alive(shard) \
             or time.monotonic() < ending.due:
         return
     if not any(s["to"] == "group" for s in ending.signals):
         say(f"shard {shard.index}'s watch (pid {shard.proc.pid}) is still running "
-            f"{HW.seconds(time.monotonic() - ending.began)} after it was stopped: killing its process group")
+            f"{fmt.span(time.monotonic() - ending.began)} after it was stopped: killing its process group")
         signal_shard(shard, "KILL", "group")
-        ending.due = time.monotonic() + HW.KILL_WAIT_S
+        ending.due = time.monotonic() + harbor_watch_words.KILL_WAIT_S
         return
     shard.state = "lost"
     say(f"shard {shard.index}'s watch (pid {shard.proc.pid}) survived KILL (stuck in the kernel?): check it with ps "
@@ -265,7 +265,7 @@ def reap(shard: Shard, spec: dict) -> bool:
     else:
         shard.state = "done"
         say(f"shard {shard.index} ended: harbor's watch exited {rc}")
-        if rc not in (0, HW.CEILING_EXIT):
+        if rc not in (0, harbor_watch_signals.CEILING_EXIT):
             for line in tail(shard.log):
                 say(f"  | {line}")
     return True
@@ -274,14 +274,14 @@ def reap(shard: Shard, spec: dict) -> bool:
 def exit_code(shards: list[Shard]) -> int:
     # A watch ended by a signal N (a kill from outside) exits as a shell says it: 128 + N.
     codes = [s.rc if s.rc > 0 else 128 - s.rc for s in shards if s.state == "done" and s.rc]
-    for special in (HW.CEILING_EXIT, HW.WATCH_FAILED_EXIT):
+    for special in (harbor_watch_signals.CEILING_EXIT, harbor_watch_signals.WATCH_FAILED_EXIT):
         if special in codes:
             return special
     return codes[0] if codes else 0
 
 
 def event(spec: dict, doc: dict) -> None:
-    error = HW.append_event(spec["event_file"], dict(doc, at=HW.utc_now(), run=spec["run"]))
+    error = harbor_watch_words.append_event(spec["event_file"], dict(doc, at=fmt.stamp(), run=spec["run"]))
     if error:
         say(error)
 
@@ -308,7 +308,7 @@ def govern(spec: dict, shards: list[Shard], settings: G.Settings, last: list[flo
         say(f"governor: {decision.reason}")
         event(spec, decision.as_event(settings))
         return
-    missing = HW.trials_without_result(shard.job_dir)
+    missing = harbor_watch_job.trials_without_result(shard.job_dir)
     if missing:
         shard.state = "parked"
         say(f"governor: shard {shard.index} is not started again: {len(missing)} trial dir(s) have no result.json, "
@@ -352,16 +352,16 @@ def run(spec: dict) -> int:
             stop_shard(s, stop.why, grace)
 
     def on_signal(signum: int, _frame) -> None:
-        # Noted here; the loop, woken by the signal (HW.Waker), stops the shards.
+        # Noted here; the loop, woken by the signal (harbor_watch_signals.Waker), stops the shards.
         if stop.signum is None:
             stop.signum = signum
             say(f"interrupted ({signal.Signals(signum).name}): stopping every shard (SIGINT, as Ctrl-C; TERM, "
-                f"then KILL, each {HW.seconds(grace)} later, to a harbor still running)")
+                f"then KILL, each {fmt.span(grace)} later, to a harbor still running)")
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, on_signal)
-    waker = HW.Waker()
+    waker = harbor_watch_signals.Waker()
     last: list[float | None] = [None]
 
     def active() -> bool:
@@ -379,7 +379,7 @@ def run(spec: dict) -> int:
                 start(s, spec["watch"], Path(spec["log_dir"]))
         while active():
             for s in shards:
-                if reap(s, spec) and s.rc == HW.CEILING_EXIT and not stop.any:
+                if reap(s, spec) and s.rc == harbor_watch_signals.CEILING_EXIT and not stop.any:
                     # The ceiling is the run's: every other shard's watch would stop it too, later.
                     stop.ceiling = True
                     say("a shard stopped at the spending ceiling: stopping the others")
@@ -394,7 +394,7 @@ def run(spec: dict) -> int:
         waker.close()
     if stop.signum is not None:
         return 128 + stop.signum
-    return HW.CEILING_EXIT if stop.ceiling else exit_code(shards)
+    return harbor_watch_signals.CEILING_EXIT if stop.ceiling else exit_code(shards)
 
 
 @click.group()

@@ -66,7 +66,7 @@ def what_is(name: str, dir_fd: int) -> str:
     st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if stat.S_ISLNK(st.st_mode):
         return f"a symbolic link (to {SR.printable(os.readlink(name, dir_fd=dir_fd))})"
-    return SR._kind(st.st_mode)  # noqa: SLF001  (safe_read's own words for a kind of file)
+    return SR.kind_of_file(st.st_mode)  # safe_read's own words for a kind of file
 
 
 def read_file(root_fd: int, path: str) -> tuple[bytes, int]:
@@ -93,7 +93,7 @@ def read_file(root_fd: int, path: str) -> tuple[bytes, int]:
         try:
             st = os.fstat(file_fd)
             if not stat.S_ISREG(st.st_mode):  # checked on what was opened: nothing swapped in between
-                raise NotAFile(SR._kind(st.st_mode))  # noqa: SLF001
+                raise NotAFile(SR.kind_of_file(st.st_mode))
             if st.st_size > CR.SCAN_CAP:
                 raise NotAFile(f"larger than {CR.SCAN_CAP >> 20} MiB, which cannot be scanned for credentials")
             data = SR._read_fd(file_fd, st.st_size, CR.SCAN_CAP)  # noqa: SLF001  (never allocates the cap)
