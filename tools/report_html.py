@@ -291,8 +291,8 @@ def render_figures(cmp: dict) -> dict[str, bytes]:
     out = {}
     for stem, make in (("outcomes", outcome_bar_figure), ("heatmap", heatmap_figure)):
         fig = make(cmp)
-        for fmt in ("png", "svg"):
-            out[f"{stem}.{fmt}"] = figure_bytes(fig, fmt)
+        for kind in ("png", "svg"):
+            out[f"{stem}.{kind}"] = figure_bytes(fig, kind)
         plt.close(fig)
     return out
 
