@@ -138,11 +138,13 @@ keep_plan() {
   tool mopup prepare --plan "$work/plan.json" --state-dir "$state"
 }
 
-# run_steps PLAN MODE STEPS BASE TOKEN: one harbor run per step (the resume, or each retry job), each
-# recorded in the manifest first; the first that fails ends the loop (a failed step may mean a dead
-# server: the steps after it wait for the next mop-up). Returns that step's exit status.
+# run_steps RC_VAR PLAN MODE STEPS BASE TOKEN: one harbor run per step (the resume, or each retry
+# job), each recorded in the manifest first; the first that fails ends the loop (a failed step may
+# mean a dead server: the steps after it wait for the next mop-up). That step's exit status goes to
+# RC_VAR; called as a plain command, so a failure of its own steps still stops mop-up (set -e).
 run_steps() {
-  local plan=$1 mode=$2 steps=$3 base=$4 token=$5 rc=0 step argv harbor_job_dir
+  local -n _rc=$1
+  local plan=$2 mode=$3 steps=$4 base=$5 token=$6 step argv harbor_job_dir
   for ((step = 0; step < steps; step++)); do
     step_argv argv "$plan" "$mode" "$step"
     # The job harbor writes: the resumed one, or this retry job (see bench.sh: the watchdog).
@@ -157,10 +159,9 @@ run_steps() {
       retry_job_name: (.retry_jobs[$i].job_name // null), attempts: (.retry_jobs[$i].attempts // null),
       tasks: (.retry_jobs[$i].tasks // [.tasks[].task]), endpoint: $endpoint, argv: $ARGS.positional}' \
       "$plan" --args -- "${argv[@]}" </dev/null)"
-    HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$harbor_job_dir" "${argv[@]}" || rc=$?
-    ((rc == 0)) || break
+    HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$harbor_job_dir" "${argv[@]}" || _rc=$?
+    ((_rc == 0)) || break
   done
-  return "$rc"
 }
 
 # finish PLAN RC: the tally and mop-up's report of what it re-ran, the server stopped when nothing
@@ -231,7 +232,7 @@ main() {
   remember_run
   keep_plan "$state" "$work" "$batch"
   local rc=0
-  run_steps "$work/plan.json" "$mode" "$steps" "$base" "$token" || rc=$?
+  run_steps rc "$work/plan.json" "$mode" "$steps" "$base" "$token"
   finish "$work/plan.json" "$rc"
 }
 
