@@ -172,7 +172,7 @@ def build_cmd(jobs_dir, job_name, out, run, where, shard_plan, dry_run, refusal_
         sys.exit(1)
     build(plan)
     report_output.echo(f"submission: built {plan.dest}/ (metadata.yaml, {len(plan.copies)} job dirs, {trial_count(plan)})",
-           err=True)
+                       err=True)
     # The board's own figure over what the tree holds (tools/slots.py leaderboard_figure): first.
     held = tally_core.tally([str(dst) for _, dst in plan.copies], tally_core.load_policy(), run=run)
     if held.get("n_attempts", 1) > 1:
@@ -184,7 +184,7 @@ def build_cmd(jobs_dir, job_name, out, run, where, shard_plan, dry_run, refusal_
     report_output.echo(report_submission.submission_markdown(f"submission {plan.dest}", verdict), nl=False)
     if not verdict["ok"]:
         report_output.echo("submission: the tree is built, so you can look at it; fix the problems above "
-               "and build it again before you open a pull request", err=True)
+                           "and build it again before you open a pull request", err=True)
         sys.exit(1)
 
 

@@ -92,7 +92,7 @@ def version_of(dataset_repo: str) -> str:
     m = re.search(r"terminal-bench-([0-9]+(?:\.[0-9]+)*)(?:\.git)?/*$", dataset_repo or "")
     if not m:
         report_load.fail(f"cannot tell the Terminal-Bench version from DATASET_REPO {dataset_repo!r}: "
-               f"set LEADERBOARD_VERSION (e.g. 2.0)")
+                         f"set LEADERBOARD_VERSION (e.g. 2.0)")
     return m[1]
 
 
@@ -106,7 +106,7 @@ def submission_dir(out: Path, version: str, meta: Metadata) -> Path:
     """OUT/submissions/terminal-bench/<version>/<agent>__<model>/."""
     if not re.fullmatch(r"[0-9]+(\.[0-9]+)*", version):
         report_load.fail(f"leaderboard version must look like 2.0 or 2.1, got {version!r} "
-               f"(set LEADERBOARD_VERSION)")
+                         f"(set LEADERBOARD_VERSION)")
     name = f"{name_part(meta.agent_display_name)}__{name_part(meta.model_display_name)}"
     return out / "submissions" / "terminal-bench" / version / name
 

@@ -85,7 +85,7 @@ def check_out(out: Path) -> None:
     real = Path(os.path.realpath(out))
     if real == Path("/") or any(real == Path(p) or Path(p) in real.parents for p in ("/proc", "/sys", "/dev")):
         report_load.fail(f"OUT={out} is {'the filesystem root' if real == Path('/') else 'a system directory'}: give a "
-               f"directory of your own (OUT=. builds ./submissions/...)")
+                         f"directory of your own (OUT=. builds ./submissions/...)")
     if os.path.lexists(out) and not out.is_dir():
         report_load.fail(f"OUT={out} exists and is not a directory: give a directory (OUT=. builds ./submissions/...)")
 
@@ -110,7 +110,7 @@ def run_dirs(jobs_dir: Path, job_name: str, out: Path, dest: Path,
     for d in job_dirs:
         if d.name in seen:
             report_load.fail(f"two job dirs named {d.name}: {seen[d.name]} and {d}; a submission holds each "
-                   f"job folder once. Move one aside, then run make submission again")
+                             f"job folder once. Move one aside, then run make submission again")
         seen[d.name] = d
     resolved_dest = dest.resolve()
     for d in job_dirs:
@@ -134,7 +134,7 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
     job_dirs, linked = run_dirs(jobs_dir, job_name, out, dest, model)
     if os.path.lexists(dest) and not rebuild:
         report_load.fail(f"{dest} already exists; nothing was changed. Remove it (rm -r -- {shlex.quote(str(dest))}) "
-               f"or give another OUT=dir")
+                         f"or give another OUT=dir")
     run = run or "<run>"
     try:
         sel = select_trials(job_dirs)
