@@ -8,14 +8,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tools import pin
+from tools import pin_lock
 from tools import report_submission
 from tools import safe_read
 from tools.submission_select import Selection
 
 TRAJECTORY = "trajectory.json"          # agent/trajectory.json: harbor's ATIF trajectory of a trial
 TRAJECTORY_CAP = 256 << 20              # real ones are megabytes; a bigger one is not read
-LOCK_CAP = 64 << 20                     # as tools/pin.py reads a lock.json
+LOCK_CAP = 64 << 20                     # as tools/pin_lock.py reads a lock.json
 # DatasetConfig fields that run only part of a dataset: such a job's lock.json lists only that part.
 DATASET_FILTERS = ("task_names", "exclude_task_names", "n_tasks")
 
@@ -147,25 +147,25 @@ def registry_problems(dataset: str, job_dirs: list[Path], run: str) -> list[str]
     digest it pins. Each with the pin line to write. Nothing for a git or local dataset."""
     if not dataset:
         return []
-    name, ref = pin.split_registry(dataset)
+    name, ref = pin_lock.split_registry(dataset)
     recorded = set()
     for d in job_dirs:
         try:
-            lock = pin.read_lock(d)
-        except pin.PinError:
+            lock = pin_lock.read_lock(d)
+        except pin_lock.PinError:
             continue  # an unreadable lock.json: check-submission and the tally say so
-        recorded |= {r for r in (lock or {}).get("registry", []) if r[0] == name and pin.DIGEST.fullmatch(r[1])}
+        recorded |= {r for r in (lock or {}).get("registry", []) if r[0] == name and pin_lock.DIGEST.fullmatch(r[1])}
     ran = sorted(v for _, v in recorded)
     if len(ran) > 1:
         return [f"the run's jobs ran {len(ran)} versions of {name} ({', '.join(ran)}): a resume resolved an unpinned "
                 f"dataset again, and the leaderboard is bound to one version; no one version reproduces this run"]
     line = f"DATASET={name}@{ran[0]}" if ran else f"DATASET={name}@<version>"
-    if not pin.registry_pinned(ref):
+    if not pin_lock.registry_pinned(ref):
         why = f"@{ref} is a tag, which can move" if ref else "it names no version, so every resume resolved the latest"
         return [f"the registry dataset {dataset} is not pinned ({why}), and the leaderboard is bound to one dataset "
                 f"version: pin it in runs/{run}.env with {line} ({'the version its jobs ran; ' if ran else ''}make "
                 f"pin RUN={run} writes it; terminal-bench 2.1's leaderboard version is revision 6: @6)"]
-    if pin.DIGEST.fullmatch(ref) and ran and ran[0] != ref:
+    if pin_lock.DIGEST.fullmatch(ref) and ran and ran[0] != ref:
         return [f"runs/{run}.env pins {dataset}, but the run's jobs ran {name}@{ran[0]}: submit the run of the version "
                 f"you pin, or pin the one that ran: {line}"]
     return []
