@@ -111,11 +111,11 @@ mopup: ## retry RUN's infra-errored and unfinished tasks, nothing else; moves, n
 
 .PHONY: mopup-archive
 mopup-archive: ## list the trial dirs mop-up moved out of RUN's jobs into state/RUN/archive/
-	@scripts/mopup.sh archive
+	@scripts/mopup-archive.sh
 
 .PHONY: mopup-restore
 mopup-restore: ## move archived trial dirs back into their job: TRIALS='<trial-dir> ...' or TRIALS=all
-	@scripts/mopup.sh restore
+	@scripts/mopup-restore.sh
 
 .PHONY: tally
 tally: ## the real per-task outcome of RUN (default: the bundled example)

@@ -64,12 +64,84 @@ record_resolved() {
     harbor_versions: .harbor_versions}' <<<"$resolved")"
 }
 
+# bench_endpoint VAR: the run's endpoint (API_BASE or state/<run>/server.json), an http(s) URL; a dry
+# run without a server shows a placeholder.
+bench_endpoint() {
+  local -n _base=$1
+  if ! _base=$(endpoint); then
+    is_dry_run ||
+      die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1> for a server started elsewhere"
+    _base=$(display_endpoint)
+    say "note: no server yet (make serve RUN=$RUN starts one); the commands below show its endpoint as a placeholder"
+  else
+    [[ "$_base" =~ ^https?://[^[:space:]]+$ ]] || die "endpoint '$_base' is not an http(s) URL (API_BASE or state/$RUN/server.json)"
+  fi
+}
+
+# warn_unpinned_dataset: a dataset every resume resolves again, said with the pin line to write.
+warn_unpinned_dataset() {
+  if [[ -n "$DATASET" ]] && ! registry_pinned; then
+    warn "registry dataset $DATASET is not pinned to a revision or digest: every resume resolves it again, and a new version breaks the resume. Pin it with DATASET=${DATASET%@*}@<version> in runs/$RUN.env (make submission refuses an unpinned one)"
+  elif [[ -z "$DATASET" && -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
+    warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
+  fi
+}
+
+# run_harbor RC_VAR VERB BASE TOKEN ENV_DISPLAY_VAR ARGV...: the bench itself, recorded in the
+# manifest first: the shards side by side, or the run's one harbor job. Harbor's (or the watch's)
+# exit status goes to RC_VAR; called as a plain command, so a failure of its own steps (the
+# manifest) still stops the bench (set -e).
+run_harbor() {
+  local -n _rc=$1 _env_display=$5
+  local verb=$2 base=$3 token=$4
+  shift 5
+  if is_sharded; then
+    # The shards side by side, each under its own watch, with the governor (lib-shards.sh).
+    bench_shards "$base" "$token" || _rc=$?
+    return 0
+  fi
+  append_manifest "$verb" "$(jq -cn --arg job_name "$JOB_NAME" \
+    --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,
+    jobs_dir: $jobs_dir, endpoint: $endpoint, argv: $ARGS.positional}' -- "$@")"
+  cd "$REPO_ROOT"
+  say "running: $(show_cmd "${_env_display[@]}" -- "$@")"
+  # Harbor under the linger watchdog: once its job result says every trial finished, harbor
+  # gets LINGER_GRACE seconds to exit, then TERM, then KILL (Run 2's orchestrator billed for
+  # hours after its summary). The manifest records it when that happens. With MAX_COST it also
+  # stops harbor (SIGINT, as Ctrl-C) before the run's spend would pass the ceiling: exit CEILING_EXIT.
+  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$JOBS_DIR/$JOB_NAME" "$@" || _rc=$?
+}
+
+# after_harbor RC SMOKE: what harbor's exit status means, then the tally (the answer), the server
+# stopped when nothing needs it, and the exit.
+after_harbor() {
+  local rc=$1 smoke=$2
+  # Only a bench that ran becomes the remembered run: a failed one must not point a bare
+  # make tally at a run with nothing to tally.
+  ((rc != 0)) || remember_run
+  record_resolved
+  if ((rc == CEILING_EXIT)); then # the watch's code, not harbor's: it stopped harbor at MAX_COST
+    say "harbor was stopped at the spending ceiling (MAX_COST=$MAX_COST); its summary is not the answer. The tally (make tally RUN=$RUN):"
+  elif ((rc == WATCH_FAILED_EXIT)); then # the watch's code: it failed, and stopped harbor first
+    say "harbor's watch failed and stopped harbor (its message is above). The tally (make tally RUN=$RUN):"
+  else
+    say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
+  fi
+  RUN=$RUN "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
+  ((rc != CEILING_EXIT)) || stop_at_ceiling
+  ((smoke)) || stop_server_if_done
+  # Harbor exits 0 when every trial failed, and 1 on a config, lock or preflight failure, or
+  # when a trial was cancelled after every result was written.
+  ((rc != WATCH_FAILED_EXIT)) || die "harbor's watch failed and stopped harbor: its unfinished trials are retried by make mopup RUN=$RUN"
+  ((rc == 0)) || die "harbor exited $rc: a config, lock or preflight failure, or a cancelled trial (CancelledError); the tally above shows what finished"
+}
+
 main() {
   is_dry_run || needs_setup python hf harbor
-  local smoke=0
-  [[ "${1:-}" != --smoke ]] || smoke=1
+  local smoke=0 verb=bench
+  [[ "${1:-}" != --smoke ]] || smoke=1 verb=smoke
   resolve_run
-  refuse_bundled_example "$( ((smoke)) && echo smoke || echo bench)"
+  refuse_bundled_example "$verb"
   load_settings
   ((smoke == 0)) || apply_smoke_settings
   validate_settings
@@ -77,20 +149,8 @@ main() {
   ((smoke == 0)) || say "one task: $(smoke_task_text)"
 
   local base
-  if ! base=$(endpoint); then
-    is_dry_run ||
-      die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1> for a server started elsewhere"
-    base=$(display_endpoint)
-    say "note: no server yet (make serve RUN=$RUN starts one); the commands below show its endpoint as a placeholder"
-  else
-    [[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "endpoint '$base' is not an http(s) URL (API_BASE or state/$RUN/server.json)"
-  fi
-  if [[ -n "$DATASET" ]] && ! registry_pinned; then
-    warn "registry dataset $DATASET is not pinned to a revision or digest: every resume resolves it again, and a new version breaks the resume. Pin it with DATASET=${DATASET%@*}@<version> in runs/$RUN.env (make submission refuses an unpinned one)"
-  elif [[ -z "$DATASET" && -z "$DATASET_PATH" && -z "$DATASET_REF" ]]; then
-    warn "dataset $DATASET_REPO is not pinned: every resume re-resolves its HEAD, and a moved HEAD breaks the resume. Pin it with DATASET_REF=<40-hex sha> in runs/$RUN.env"
-  fi
-
+  bench_endpoint base
+  warn_unpinned_dataset
   case "$WHERE" in
     local) ;;
     hf) bench_remotely "$base" "$smoke"; return ;;
@@ -112,46 +172,14 @@ main() {
 
   # Preflight first: a check that fails changes nothing, not even the run's state dir.
   RUN=$RUN ENV_TYPE=$ENV_TYPE "$REPO_ROOT/scripts/doctor.sh" bench
-  local token
+  local token rc=0
   token=$(hf_token "the endpoint and the sandboxes need it")
-  hold_run_lock "make $( ((smoke)) && echo smoke || echo bench)"
+  hold_run_lock "make $verb"
   start_heartbeat # the run's watchdog sees it held while harbor runs (docs/watchdog.md)
   refuse_over_ceiling
   probe_first "$base"
-  local rc=0
-  if is_sharded; then
-    # The shards side by side, each under its own watch, with the governor (lib-shards.sh).
-    bench_shards "$base" "$token" || rc=$?
-  else
-    append_manifest "$( ((smoke)) && echo smoke || echo bench)" "$(jq -cn --arg job_name "$JOB_NAME" \
-      --arg jobs_dir "$JOBS_DIR" --arg endpoint "$base" --args '{role: "bench", job_name: $job_name,
-      jobs_dir: $jobs_dir, endpoint: $endpoint, argv: $ARGS.positional}' -- "${argv[@]}")"
-    cd "$REPO_ROOT"
-    say "running: $(show_cmd "${env_display[@]}" -- "${argv[@]}")"
-    # Harbor under the linger watchdog: once its job result says every trial finished, harbor
-    # gets LINGER_GRACE seconds to exit, then TERM, then KILL (Run 2's orchestrator billed for
-    # hours after its summary). The manifest records it when that happens. With MAX_COST it also
-    # stops harbor (SIGINT, as Ctrl-C) before the run's spend would pass the ceiling: exit CEILING_EXIT.
-    HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$JOBS_DIR/$JOB_NAME" "${argv[@]}" || rc=$?
-  fi
-  # Only a bench that ran becomes the remembered run: a failed one must not point a bare
-  # make tally at a run with nothing to tally.
-  ((rc != 0)) || remember_run
-  record_resolved
-  if ((rc == CEILING_EXIT)); then # the watch's code, not harbor's: it stopped harbor at MAX_COST
-    say "harbor was stopped at the spending ceiling (MAX_COST=$MAX_COST); its summary is not the answer. The tally (make tally RUN=$RUN):"
-  elif ((rc == WATCH_FAILED_EXIT)); then # the watch's code: it failed, and stopped harbor first
-    say "harbor's watch failed and stopped harbor (its message is above). The tally (make tally RUN=$RUN):"
-  else
-    say "harbor exited $rc; its summary is not the answer. The tally (make tally RUN=$RUN):"
-  fi
-  RUN=$RUN "$REPO_ROOT/scripts/tally.sh" || warn "the tally failed (above); the job dirs are untouched: make tally RUN=$RUN"
-  ((rc != CEILING_EXIT)) || stop_at_ceiling
-  ((smoke)) || stop_server_if_done
-  # Harbor exits 0 when every trial failed, and 1 on a config, lock or preflight failure, or
-  # when a trial was cancelled after every result was written.
-  ((rc != WATCH_FAILED_EXIT)) || die "harbor's watch failed and stopped harbor: its unfinished trials are retried by make mopup RUN=$RUN"
-  ((rc == 0)) || die "harbor exited $rc: a config, lock or preflight failure, or a cancelled trial (CancelledError); the tally above shows what finished"
+  run_harbor rc "$verb" "$base" "$token" env_display "${argv[@]}"
+  after_harbor "$rc" "$smoke"
 }
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: make mopup RUN=<run> [DRY_RUN=1] [MOPUP_MODE=auto|resume|retry-job] [API_BASE=<url>] [N_CONCURRENT=<n>]
-#        make mopup-archive RUN=<run>                      list what mop-up moved out of jobs
-#        make mopup-restore RUN=<run> TRIALS='<trial-dir> ...|all'   move it back
+# (make mopup-archive lists what mop-up moved out of jobs, make mopup-restore moves it back:
+# scripts/mopup-archive.sh, scripts/mopup-restore.sh.)
 # Run exactly the run's missing attempts, as the tally and env/outcome-policy.yaml decide: per
 # task, k minus its settled trials (k = N_ATTEMPTS, harbor's -k; with k = 1, the tasks whose
 # outcome is errored (infra) or unfinished); never a passed or failed one again, nor a final
@@ -72,34 +72,118 @@ step_argv() {
   )
 }
 
+# mopup_work_dir VAR STATE: the scratch dir (the current config, the plan). It lives in the run's
+# state, emptied at the start under the run's lock, so a killed mop-up leaves nothing behind in
+# /tmp. A dry run writes nothing there: it uses a temp dir removed when it exits.
+mopup_work_dir() {
+  local -n _work=$1
+  local state=$2
+  if is_dry_run; then
+    _work=$(mktemp -d)
+    # shellcheck disable=SC2064  # expand now: the path is this run's
+    trap "rm -rf -- '$_work'" EXIT
+  else
+    _work="$state/.mopup-work"
+    rm -rf -- "$_work"
+    mkdir -p "$_work"
+  fi
+}
+
+# plan_mopup STATE WORK: what `harbor run` would resolve now for the run's job (the yardstick for
+# resuming), then mop-up's plan of it, in WORK/plan.json.
+plan_mopup() {
+  local state=$1 work=$2 argv
+  bench_argv argv
+  "${argv[@]}" --print-config >"$work/current-config.json" 2>"$work/print-config.err" ||
+    die "harbor run --print-config rejected the run's settings: $(<"$work/print-config.err")"
+  # The same manual verdicts as make tally: a task with a verdict is never retried.
+  local verdicts=()
+  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
+  # MAX_TASK_RETRIES: the tally's final errors are not retried; a higher value on this command line
+  # tries them again (make mopup RUN=r MAX_TASK_RETRIES=4).
+  tool mopup plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" --state-dir "$state" \
+    --mode "$MOPUP_MODE" --n-concurrent "$N_CONCURRENT" --current-config "$work/current-config.json" \
+    --max-task-retries "$MAX_TASK_RETRIES" "${verdicts[@]}" --out "$work/plan.json"
+}
+
+# mopup_endpoint VAR: the run's endpoint, checked as make bench checks it. Asked only once there is
+# something to retry: saying "nothing to retry" must not need a server. After a relaunch,
+# API_BASE or state/ may point at a server of another model: every retried trial would then be
+# scored against it. The probe (as make bench runs it) checks /v1/models serves the run's model
+# and that one completion works.
+mopup_endpoint() {
+  local -n _base=$1
+  if ! _base=$(endpoint); then
+    is_dry_run || die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
+    _base=$(display_endpoint)
+    say "note: no server yet (make serve RUN=$RUN starts one); its endpoint is shown as a placeholder"
+  fi
+  if is_dry_run; then
+    [[ "$PROBE" == 0 ]] || say "would probe $_base first (make probe RUN=$RUN)"
+  elif [[ "$PROBE" == 1 ]]; then
+    RUN=$RUN API_BASE=$_base DRY_RUN=${DRY_RUN:-0} "$REPO_ROOT/scripts/probe.sh" ||
+      die "refusing to mop up: the endpoint failed the probe above, and retried trials would be scored against it"
+  else
+    warn "PROBE=0: not checking that $_base serves $MODEL"
+  fi
+}
+
+# keep_plan STATE WORK BATCH: the batch's plan saved under state/<run>/mopup-plans/, then what it
+# retries moved out of the jobs into the archive (tools/mopup.py prepare).
+keep_plan() {
+  local state=$1 work=$2 batch=$3
+  mkdir -p "$state/mopup-plans"
+  cp "$work/plan.json" "$state/mopup-plans/$batch.json.tmp"
+  mv -f "$state/mopup-plans/$batch.json.tmp" "$state/mopup-plans/$batch.json"
+  tool mopup prepare --plan "$work/plan.json" --state-dir "$state"
+}
+
+# run_steps RC_VAR PLAN MODE STEPS BASE TOKEN: one harbor run per step (the resume, or each retry
+# job), each recorded in the manifest first; the first that fails ends the loop (a failed step may
+# mean a dead server: the steps after it wait for the next mop-up). That step's exit status goes to
+# RC_VAR; called as a plain command, so a failure of its own steps still stops mop-up (set -e).
+run_steps() {
+  local -n _rc=$1
+  local plan=$2 mode=$3 steps=$4 base=$5 token=$6 step argv harbor_job_dir
+  for ((step = 0; step < steps; step++)); do
+    step_argv argv "$plan" "$mode" "$step"
+    # The job harbor writes: the resumed one, or this retry job (see bench.sh: the watchdog).
+    if [[ "$mode" == resume ]]; then
+      harbor_job_dir=$(jq -r .job_dir "$plan")
+    else
+      harbor_job_dir="$(jq -r .jobs_dir "$plan")/$(jq -r --argjson i "$step" '.retry_jobs[$i].job_name' "$plan")"
+    fi
+    # The file before --args (jq 1.6 takes every argument after it as positional), then -- (so
+    # harbor's -k and --options are not read as jq's).
+    append_manifest mopup "$(jq -c --arg endpoint "$base" --argjson i "$step" '{role: "mopup", mode, batch, job_name,
+      retry_job_name: (.retry_jobs[$i].job_name // null), attempts: (.retry_jobs[$i].attempts // null),
+      tasks: (.retry_jobs[$i].tasks // [.tasks[].task]), endpoint: $endpoint, argv: $ARGS.positional}' \
+      "$plan" --args -- "${argv[@]}" </dev/null)"
+    HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$harbor_job_dir" "${argv[@]}" || _rc=$?
+    ((_rc == 0)) || break
+  done
+}
+
+# finish PLAN RC: the tally and mop-up's report of what it re-ran, the server stopped when nothing
+# needs it, and harbor's exit status said.
+finish() {
+  local plan=$1 rc=$2
+  RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
+  tool mopup report --plan "$plan"
+  ((rc != CEILING_EXIT)) || stop_at_ceiling # MAX_COST stopped harbor: stop the server, exit CEILING_EXIT
+  stop_server_if_done
+  # Harbor also exits non-zero when a trial ended in CancelledError, after writing every
+  # result: the report above is the truth; a rerun of mop-up picks up what is left.
+  ((rc != WATCH_FAILED_EXIT)) || die "harbor's watch failed and stopped harbor (its message is above); the tally above is what is on disk. Run 'make mopup RUN=$RUN' again to retry what is left"
+  ((rc == 0)) || die "harbor exited $rc; the tally above is what is on disk. This mop-up has finished: run 'make mopup RUN=$RUN' again to retry what is left"
+}
+
 main() {
+  (($# == 0)) || die "mopup.sh takes no arguments, got '$1' (make mopup-archive lists the archive: scripts/mopup-archive.sh; make mopup-restore puts it back: scripts/mopup-restore.sh)"
   needs_setup python
-  local verb=${1:-mopup}
   resolve_run
   load_settings
-  local state
-  state=$(run_state_dir)
-  case "$verb" in
-    mopup) needs_setup harbor ;;
-    archive)
-      tool mopup archive --state-dir "$state"
-      return
-      ;;
-    restore)
-      local trials
-      split_words trials "${TRIALS:-}"
-      ((${#trials[@]})) || die "say which trial dirs to restore: TRIALS='<trial-dir> ...' or TRIALS=all (list them: make mopup-archive RUN=$RUN)"
-      is_dry_run && {
-        say "would restore: ${trials[*]}"
-        return 0
-      }
-      hold_run_lock "make mopup-restore"
-      tool mopup restore --state-dir "$state" "${trials[@]}"
-      return
-      ;;
-    *) die "unknown verb '$verb' (mopup, archive, restore)" ;;
-  esac
-
+  needs_setup harbor
   refuse_bundled_example mopup
   validate_settings
   case "${MOPUP_MODE:=auto}" in auto | resume | retry-job) ;; *)
@@ -115,35 +199,10 @@ main() {
   # One writer: a second mop-up (or a bench) on this run would resume or archive the same trials.
   hold_run_lock "make mopup"
   start_heartbeat # the run's watchdog sees it held while harbor runs (docs/watchdog.md)
-  # Scratch files (the current config, the plan) live in the run's state, emptied at the start
-  # under the run's lock, so a killed mop-up leaves nothing behind in /tmp. A dry run writes
-  # nothing there: it uses a temp dir it removes.
-  local work
-  if is_dry_run; then
-    work=$(mktemp -d)
-    # shellcheck disable=SC2064  # expand now: $work is local
-    trap "rm -rf -- '$work'" EXIT
-  else
-    work="$state/.mopup-work"
-    rm -rf -- "$work"
-    mkdir -p "$work"
-  fi
-
-  # What `harbor run` would resolve now for the run's job: the yardstick for resuming.
-  local argv
-  bench_argv argv
-  "${argv[@]}" --print-config >"$work/current-config.json" 2>"$work/print-config.err" ||
-    die "harbor run --print-config rejected the run's settings: $(<"$work/print-config.err")"
-
-  # The same manual verdicts as make tally: a task with a verdict is never retried.
-  local verdicts=()
-  [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
-  # MAX_TASK_RETRIES: the tally's final errors are not retried; a higher value on this command line
-  # tries them again (make mopup RUN=r MAX_TASK_RETRIES=4).
-  tool mopup plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" --state-dir "$state" \
-    --mode "$MOPUP_MODE" --n-concurrent "$N_CONCURRENT" --current-config "$work/current-config.json" \
-    --max-task-retries "$MAX_TASK_RETRIES" "${verdicts[@]}" --out "$work/plan.json"
-  local mode batch
+  local state work mode batch
+  state=$(run_state_dir)
+  mopup_work_dir work "$state"
+  plan_mopup "$state" "$work"
   mode=$(jq -r .mode "$work/plan.json")
   batch=$(jq -r .batch "$work/plan.json")
   if [[ "$mode" == none ]]; then
@@ -153,28 +212,9 @@ main() {
     return 0
   fi
 
-  # Only now the server: saying "nothing to retry" must not need one.
-  local base token=""
-  if ! base=$(endpoint); then
-    is_dry_run || die "no endpoint for run '$RUN': run 'make serve RUN=$RUN' first, or set API_BASE=<url ending in /v1>"
-    base=$(display_endpoint)
-    say "note: no server yet (make serve RUN=$RUN starts one); its endpoint is shown as a placeholder"
-  fi
+  local base token="" steps=1 step argv env_display
+  mopup_endpoint base
   is_dry_run || token=$(hf_token "the endpoint and the sandboxes need it")
-  # After a relaunch, API_BASE or state/ may point at a server of another model: every
-  # retried trial would then be scored against it. The probe (as make bench runs it) checks
-  # /v1/models serves the run's model and that one completion works.
-  if is_dry_run; then
-    [[ "$PROBE" == 0 ]] || say "would probe $base first (make probe RUN=$RUN)"
-  elif [[ "$PROBE" == 1 ]]; then
-    RUN=$RUN API_BASE=$base DRY_RUN=${DRY_RUN:-0} "$REPO_ROOT/scripts/probe.sh" ||
-      die "refusing to mop up: the endpoint failed the probe above, and retried trials would be scored against it"
-  else
-    warn "PROBE=0: not checking that $base serves $MODEL"
-  fi
-
-  # One harbor run per step: the resume, or each retry job (one per number of missing attempts).
-  local steps=1 step env_display
   [[ "$mode" == resume ]] || steps=$(jq '.retry_jobs | length' "$work/plan.json")
   mapfile -t env_display < <(bench_env_display "$base")
   for ((step = 0; step < steps; step++)); do
@@ -190,39 +230,10 @@ main() {
   # As make bench does: git-lfs matters whenever harbor fetches a git dataset's tasks.
   [[ -n "$DATASET_PATH" ]] || RUN=$RUN ENV_TYPE=$ENV_TYPE "$REPO_ROOT/scripts/doctor.sh" bench
   remember_run
-  mkdir -p "$state/mopup-plans"
-  cp "$work/plan.json" "$state/mopup-plans/$batch.json.tmp"
-  mv -f "$state/mopup-plans/$batch.json.tmp" "$state/mopup-plans/$batch.json"
-  tool mopup prepare --plan "$work/plan.json" --state-dir "$state"
-
-  local rc=0 harbor_job_dir
-  for ((step = 0; step < steps; step++)); do
-    step_argv argv "$work/plan.json" "$mode" "$step"
-    # The job harbor writes: the resumed one, or this retry job (see bench.sh: the watchdog).
-    if [[ "$mode" == resume ]]; then
-      harbor_job_dir=$(jq -r .job_dir "$work/plan.json")
-    else
-      harbor_job_dir="$(jq -r .jobs_dir "$work/plan.json")/$(jq -r --argjson i "$step" '.retry_jobs[$i].job_name' "$work/plan.json")"
-    fi
-    # The file before --args (jq 1.6 takes every argument after it as positional), then -- (so
-    # harbor's -k and --options are not read as jq's).
-    append_manifest mopup "$(jq -c --arg endpoint "$base" --argjson i "$step" '{role: "mopup", mode, batch, job_name,
-      retry_job_name: (.retry_jobs[$i].job_name // null), attempts: (.retry_jobs[$i].attempts // null),
-      tasks: (.retry_jobs[$i].tasks // [.tasks[].task]), endpoint: $endpoint, argv: $ARGS.positional}' \
-      "$work/plan.json" --args -- "${argv[@]}" </dev/null)"
-    HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$harbor_job_dir" "${argv[@]}" || rc=$?
-    # A failed step may mean a dead server: the steps after it wait for the next mop-up.
-    ((rc == 0)) || break
-  done
-
-  RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
-  tool mopup report --plan "$work/plan.json"
-  ((rc != CEILING_EXIT)) || stop_at_ceiling # MAX_COST stopped harbor: stop the server, exit CEILING_EXIT
-  stop_server_if_done
-  # Harbor also exits non-zero when a trial ended in CancelledError, after writing every
-  # result: the report above is the truth; a rerun of mop-up picks up what is left.
-  ((rc != WATCH_FAILED_EXIT)) || die "harbor's watch failed and stopped harbor (its message is above); the tally above is what is on disk. Run 'make mopup RUN=$RUN' again to retry what is left"
-  ((rc == 0)) || die "harbor exited $rc; the tally above is what is on disk. This mop-up has finished: run 'make mopup RUN=$RUN' again to retry what is left"
+  keep_plan "$state" "$work" "$batch"
+  local rc=0
+  run_steps rc "$work/plan.json" "$mode" "$steps" "$base" "$token"
+  finish "$work/plan.json" "$rc"
 }
 
 main "$@"

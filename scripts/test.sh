@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: make test  [TEST_JOBS=n] [DRY_RUN=1]   every test: shellcheck, bats, pytest
 #        make check [TEST_JOBS=n] [DRY_RUN=1]   the fast tier: the same minus end-to-end runs
-# Runs shellcheck over the shell code, then the bats files, then pytest. Every suite runs even
+# Runs shellcheck over the shell code (in the background, beside the bats files: its output is
+# shown when bats ends), the bats files, then pytest. Every suite runs even
 # after one fails (a failure in the first must not hide the others' results), and the run ends
 # with one line that counts across all of them: `test: N passed, N failed (…per suite…)`; the
 # exit status is 0 only when nothing failed. shellcheck counts one per file checked (a file with
@@ -29,6 +30,48 @@ suite() {
   say "$what"
   "$@" 2>&1 | tee "$LOG_DIR/$name.log" || rc=$?
   printf '%s\n' "$rc" >"$LOG_DIR/$name.rc"
+}
+
+# background_suite NAME WHAT ARGV...: as suite, but started in the background, its output kept in
+# its log only and shown by shown_suite once it has ended. shellcheck runs so, beside bats: it is
+# one process that keeps one core busy for half a minute or more and shares nothing with the tests,
+# so the run no longer waits for it before the first test starts.
+declare -A BACKGROUND_PIDS=()
+background_suite() {
+  local name=$1 what=$2
+  shift 2
+  if is_dry_run; then
+    say "would run: $(show_cmd -- "$@")"
+    return 0
+  fi
+  say "$what: beside the next suite; its output follows that one's"
+  (
+    rc=0
+    "$@" >"$LOG_DIR/$name.log" 2>&1 || rc=$?
+    printf '%s\n' "$rc" >"$LOG_DIR/$name.rc"
+  ) &
+  BACKGROUND_PIDS[$name]=$!
+}
+
+# shown_suite NAME: wait for a suite background_suite started, then show its output.
+shown_suite() {
+  local name=$1
+  is_dry_run && return 0
+  wait "${BACKGROUND_PIDS[$name]}" || true
+  unset "BACKGROUND_PIDS[$name]"
+  say "$name's output:"
+  cat "$LOG_DIR/$name.log"
+}
+
+# cleanup: on any exit, a suite still running in the background is stopped (an interrupted make
+# check leaves no shellcheck behind), then the logs are removed.
+cleanup() {
+  local pid
+  for pid in "${BACKGROUND_PIDS[@]}"; do
+    pkill -P "$pid" 2>/dev/null || true # the suite's own process, then the subshell waiting on it
+    kill "$pid" 2>/dev/null || true
+  done
+  rm -rf -- "$LOG_DIR"
 }
 
 # counts NAME: "PASSED FAILED" of one suite, from its kept output (bats runs with --tap for it). A suite that failed (non-zero
@@ -89,8 +132,7 @@ main() {
   jobs=$(test_jobs)
   if ! is_dry_run; then
     LOG_DIR=$(mktemp -d)
-    # shellcheck disable=SC2064  # expand now: the path is this run's
-    trap "rm -rf -- '$LOG_DIR'" EXIT
+    trap cleanup EXIT
   fi
   mapfile -t SHELL_FILES < <(ls scripts/*.sh benchmarks/*.sh .ci/run tests/*.bash tests/fakes/*.bash tests/stubs/record-argv tests/*.sh tests/bin/* 2>/dev/null)
   if ((jobs > 1)) && command -v parallel >/dev/null 2>&1; then
@@ -103,8 +145,9 @@ main() {
     bats_args+=(--filter-tags '!e2e')
     pytest_args+=(-m "not e2e")
   fi
-  suite shellcheck "shellcheck: ${#SHELL_FILES[@]} files" .venv/bin/shellcheck -x -f gcc "${SHELL_FILES[@]}"
+  background_suite shellcheck "shellcheck: ${#SHELL_FILES[@]} files" .venv/bin/shellcheck -x -f gcc "${SHELL_FILES[@]}"
   suite bats "bats: tests/*.bats${bats_args[*]+ (${bats_args[*]})}" .venv/bin/bats --tap "${bats_args[@]}" tests/
+  shown_suite shellcheck
   suite pytest "pytest: tests/${pytest_args[*]+ (${pytest_args[*]})}" .venv/bin/python -m pytest -q "${pytest_args[@]}" tests/
   is_dry_run && return 0
   summary

@@ -112,6 +112,43 @@ replicas_state() {
   fi
 }
 
+# print_polls URL: what the wait would ask, and how often (DRY_RUN=1).
+print_polls() {
+  local url=$1
+  say "would poll every ${READY_POLL}s, for at most ${READY_TIMEOUT}s, until $url answers 200:"
+  show_cmd -- hf jobs inspect --json "$JOB"
+  # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
+  show_cmd 'curl -H "Authorization: Bearer $(hf auth token)"' -- -s -o /dev/null -w '%{http_code}' "$url"
+  if ((ROUTER)); then
+    say "and until ${url%/health}/workers lists $SERVER_DP healthy replicas:"
+    # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
+    show_cmd 'curl -H "Authorization: Bearer $(hf auth token)"' -- -s "${url%/health}/workers"
+  fi
+}
+
+# job_stage VAR: the job's stage now, as hf jobs inspect says it ("? (why)" after a network blip:
+# the caller keeps polling, its deadline bounds it). A job gone from the hub, a rejected token or
+# a job that ended before it was ready stops the wait here, saying what to do.
+job_stage() {
+  local -n _stage=$1
+  if inspect_job; then
+    _stage=$STAGE
+  else
+    [[ "$HF_FAIL" == notfound ]] && stale_state
+    # A rejected token cannot cancel either: stop here and say what may still be billing.
+    [[ "$HF_FAIL" == auth ]] && end_progress &&
+      die "$HF_ERROR. Job $JOB may still be billing: cancel it with a valid token (hf jobs cancel $JOB) or on its page, https://huggingface.co/jobs/$JOB"
+    _stage="? ($HF_FAIL)"
+  fi
+  if is_terminal "$_stage"; then
+    end_progress
+    say "job $JOB ended before it was ready: stage $_stage${STAGE_MESSAGE:+ ($STAGE_MESSAGE)}"
+    show_last_logs
+    remove_watchdog "$JOB_NS" "its server ended before it was ready"
+    die "the server did not start. Fix the cause above (model, flags, flavor), then make serve RUN=$RUN"
+  fi
+}
+
 main() {
   is_dry_run || needs_setup hf
   resolve_run
@@ -126,15 +163,7 @@ main() {
 
   ! has_router || ROUTER=1
   if is_dry_run; then
-    say "would poll every ${READY_POLL}s, for at most ${READY_TIMEOUT}s, until $url answers 200:"
-    show_cmd -- hf jobs inspect --json "$JOB"
-    # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
-    show_cmd 'curl -H "Authorization: Bearer $(hf auth token)"' -- -s -o /dev/null -w '%{http_code}' "$url"
-    if ((ROUTER)); then
-      say "and until ${url%/health}/workers lists $SERVER_DP healthy replicas:"
-      # shellcheck disable=SC2016 # printed for the user to run: the token stays a reference
-      show_cmd 'curl -H "Authorization: Bearer $(hf auth token)"' -- -s "${url%/health}/workers"
-    fi
+    print_polls "$url"
     return 0
   fi
   load_token
@@ -147,22 +176,7 @@ main() {
   ((!ROUTER)) || wanted=", and its gateway to list $SERVER_DP healthy replicas"
   say "waiting for job $JOB to answer $url$wanted (at most $(duration "$READY_TIMEOUT"); Ctrl-C cancels the job)"
   while :; do
-    if inspect_job; then
-      stage=$STAGE
-    else
-      [[ "$HF_FAIL" == notfound ]] && stale_state
-      # A rejected token cannot cancel either: stop here and say what may still be billing.
-      [[ "$HF_FAIL" == auth ]] && end_progress &&
-        die "$HF_ERROR. Job $JOB may still be billing: cancel it with a valid token (hf jobs cancel $JOB) or on its page, https://huggingface.co/jobs/$JOB"
-      stage="? ($HF_FAIL)" # a network blip: keep polling; the deadline bounds it
-    fi
-    if is_terminal "$stage"; then
-      end_progress
-      say "job $JOB ended before it was ready: stage $stage${STAGE_MESSAGE:+ ($STAGE_MESSAGE)}"
-      show_last_logs
-      remove_watchdog "$JOB_NS" "its server ended before it was ready"
-      die "the server did not start. Fix the cause above (model, flags, flavor), then make serve RUN=$RUN"
-    fi
+    job_stage stage
     http="-" ready=0
     if [[ "$stage" == RUNNING ]]; then
       adopt_exposed_endpoint && url=$(health_url)

@@ -294,7 +294,7 @@ fresh_copy_without_setup() {
     "check-submission RUN=example-terminus2|report|$venv" "cost RUN=example-terminus2|cost|$venv" \
     "pin RUN=qwen-t2|pin|$venv" "submission RUN=example-terminus2|submission|$venv" \
     "publish RUN=example-terminus2|publish|$venv" "mopup RUN=qwen-t2 DRY_RUN=1|mopup|$venv" \
-    "mopup-archive RUN=qwen-t2|mopup|$venv" "sandboxes RUN=qwen-t2|sandboxes|$venv" \
+    "mopup-archive RUN=qwen-t2|mopup-archive|$venv" "sandboxes RUN=qwen-t2|sandboxes|$venv" \
     "bench RUN=qwen-t2|bench|$venv" "smoke RUN=qwen-t2|smoke|$venv" "reproduce RUN=qwen-t2|reproduce|$venv" \
     "bench RUN=qwen-mswea DRY_RUN=1|bench|$venv" "watch RUN=example-leaderboard|watch|$venv" \
     "serve RUN=qwen-t2|serve|hf $fix" "status RUN=qwen-t2|status|hf $fix" "logs RUN=qwen-t2|logs|hf $fix" \

@@ -52,7 +52,7 @@ state_snapshot() {
   hold_lock_in_background qwen-t2 "make mopup"
   local before verb
   before=$(state_snapshot)
-  for verb in serve.sh bench.sh "bench.sh --smoke" mopup.sh "mopup.sh restore" stop.sh pull.sh; do
+  for verb in serve.sh bench.sh "bench.sh --smoke" mopup.sh mopup-restore.sh stop.sh pull.sh; do
     : >"$STUB_LOG"
     # shellcheck disable=SC2086  # the verb's words
     RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN BUCKET=alice/b TRIALS=all run "$REPO"/scripts/$verb

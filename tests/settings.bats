@@ -481,6 +481,16 @@ scratch_suites() {
   # Each suite ran, though the first failed; two shell files are checked, one with a finding.
   assert_line "test: bats: tests/*.bats"
   assert_line "test: pytest: tests/"
+  # shellcheck runs beside bats, so nothing waits for it: its output is shown once bats has ended,
+  # before pytest starts.
+  assert_line --index 0 "test: shellcheck: 2 files: beside the next suite; its output follows that one's"
+  local i order=""
+  for i in "${!lines[@]}"; do
+    case "${lines[$i]}" in
+      "ok 3 c" | "scripts/lib.sh:3:1: warning: unused [SC2034]" | "test: pytest: tests/") order+="${lines[$i]}|" ;;
+    esac
+  done
+  assert_equal "$order" "ok 3 c|scripts/lib.sh:3:1: warning: unused [SC2034]|test: pytest: tests/|"
   assert_line --index $((${#lines[@]} - 1)) \
     "test: 5 passed, 3 failed (shellcheck 1 passed, 1 failed; bats 2 passed, 1 failed; pytest 2 passed, 1 failed)"
   # All passing: exit 0, the same line with nothing failed.

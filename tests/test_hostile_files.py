@@ -28,6 +28,7 @@ from click.testing import CliRunner
 from tests.fixtures.harbor_jobs import TrialSpec as S
 from tests.fixtures.harbor_jobs import rewrite_result, trial_name, write_job
 from tools import report
+from tools import report_submission
 from tools import safe_read as SR
 from tools import tally as T
 from tools import tally_core
@@ -395,7 +396,7 @@ def test_check_submission_names_what_is_wrong_with_a_result_json(tmp_path, datas
     job = write_job(tmp_path / "jobs", "s", [S("a", 1.0), S("bad", 1.0)], dataset=dataset)
     bad = trial(job, "bad") / "result.json"
     bad.write_text(text)
-    verdict = report.check_submission([job])
+    verdict = report_submission.check_submission([job])
     assert verdict["trials"] == 2
     assert (f"{bad}: not a valid TrialResult ({error}); re-run the trial or remove it from the submission"
             in verdict["problems"])

@@ -136,8 +136,9 @@ class Tree:
         assert (self.job_dir / "config.json").exists(), proc.stdout + proc.stderr
         return proc
 
-    def mopup(self, *args: str, **settings) -> subprocess.CompletedProcess:
-        return subprocess.run([str(self.root / "scripts" / "mopup.sh"), *args], cwd=self.root,
+    def mopup(self, *args: str, script: str = "mopup.sh", **settings) -> subprocess.CompletedProcess:
+        """scripts/mopup.sh, or another of mop-up's verbs (mopup-archive.sh, mopup-restore.sh)."""
+        return subprocess.run([str(self.root / "scripts" / script), *args], cwd=self.root,
                               env=self.env("mopup", **settings), capture_output=True, text=True, timeout=300)
 
     def executed(self, phase: str | None = None) -> list[dict]:
@@ -257,19 +258,19 @@ def test_archive_lists_and_restores(tmp_path, server):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
     tree.bench()
     assert tree.mopup().returncode == 0
-    listing = tree.mopup("archive")
+    listing = tree.mopup(script="mopup-archive.sh")
     assert listing.returncode == 0, listing.stderr
     lines = listing.stdout.strip().splitlines()
     assert len(lines) == 4 and all(line.startswith("archived") for line in lines)
     one = Path(sorted(tree.archived())[0])
 
-    proc = tree.mopup("restore", TRIALS=one.name)
+    proc = tree.mopup(script="mopup-restore.sh", TRIALS=one.name)
     assert proc.returncode == 0, proc.stderr
     assert (one / "result.json").exists()
-    assert "restored" in tree.mopup("archive").stdout
+    assert "restored" in tree.mopup(script="mopup-archive.sh").stdout
     # The restored attempt is older: the tally still takes the retry's pass.
     assert tree.tally()["passed"] == 6
-    bad = tree.mopup("restore", TRIALS="no-such-trial__abc")
+    bad = tree.mopup(script="mopup-restore.sh", TRIALS="no-such-trial__abc")
     assert bad.returncode == 1 and "not in the archive" in bad.stderr
 
 
@@ -626,16 +627,22 @@ def test_changed_task_files_make_resume_impossible(tmp_path, server, report_line
     assert_mopup_kept_everything(tree, before_dirs, hashes)
 
 
-@pytest.mark.parametrize("settings, args, message", [
-    ({"MOPUP_MODE": "bogus"}, [], "MOPUP_MODE must be auto, resume or retry-job, got 'bogus'"),
-    ({"WHERE": "hf"}, [], "setting BUCKET is empty for run 'mopup-test'"),
-    ({"WHERE": "hf", "BUCKET": "alice/tb"}, [], "is not a git checkout"),
-    ({}, ["restore"], "say which trial dirs to restore: TRIALS="),
-    ({}, [], "no job 'mopup-e2e' under"),  # before any bench
+@pytest.mark.parametrize("script, settings, args, message", [
+    ("mopup.sh", {"MOPUP_MODE": "bogus"}, [], "MOPUP_MODE must be auto, resume or retry-job, got 'bogus'"),
+    ("mopup.sh", {"WHERE": "hf"}, [], "setting BUCKET is empty for run 'mopup-test'"),
+    ("mopup.sh", {"WHERE": "hf", "BUCKET": "alice/tb"}, [], "is not a git checkout"),
+    ("mopup-restore.sh", {}, [], "say which trial dirs to restore: TRIALS="),
+    ("mopup-restore.sh", {"TRIALS": "all"}, ["extra"], "mopup-restore takes no arguments, got 'extra'"),
+    ("mopup-archive.sh", {}, ["extra"], "mopup-archive takes no arguments, got 'extra'"),
+    # The verbs that were mopup.sh's own words are their own scripts now: the old spelling says where.
+    ("mopup.sh", {}, ["restore"], "mopup.sh takes no arguments, got 'restore' (make mopup-archive lists the "
+                                  "archive: scripts/mopup-archive.sh; make mopup-restore puts it back: "
+                                  "scripts/mopup-restore.sh)"),
+    ("mopup.sh", {}, [], "no job 'mopup-e2e' under"),  # before any bench
 ])
-def test_bad_input_names_the_problem_and_changes_nothing(tmp_path, server, settings, args, message):
+def test_bad_input_names_the_problem_and_changes_nothing(tmp_path, server, script, settings, args, message):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)
-    proc = tree.mopup(*args, **settings)
+    proc = tree.mopup(*args, script=script, **settings)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert message in proc.stderr
     assert not (tree.root / "jobs").exists() and tree.manifest() == [] and tree.executed() == []

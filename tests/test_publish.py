@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tools import publish as P
-from tools import report
+from tools import report_load
 
 REPO = Path(__file__).resolve().parent.parent
 FAKES = REPO / "tests" / "fakes"
@@ -155,7 +155,7 @@ def test_the_entry_is_huggingface_hubs_own_and_round_trips(tmp_path):
     import yaml
     from huggingface_hub import EvalResultEntry, parse_eval_result_entries
 
-    tally = report.run_tally(EXAMPLE_JOBS, "example-terminus2-tb21", False, "run example-terminus2")
+    tally = report_load.run_tally(EXAMPLE_JOBS, "example-terminus2-tb21", False, "run example-terminus2")
     rev = "0123456789abcdef0123456789abcdef01234567"
     text = P.eval_result_yaml(tally, run="example-terminus2", dataset_id="harborframework/terminal-bench-2.1",
                               task_id="terminalbench_2_1", agent="terminus-2", k=1, source_url="https://h/buckets/a/b",

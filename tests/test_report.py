@@ -19,7 +19,14 @@ from uuid import UUID, uuid5
 import pytest
 from click.testing import CliRunner
 
+import click
+
 from tools import report
+from tools import report_html
+from tools import report_load
+from tools import report_stats
+from tools import report_submission
+from tools import report_text
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -116,7 +123,7 @@ def in_golden(monkeypatch):
 
 
 def load(name: str) -> dict:
-    return report.load_tally_file(Path(name))
+    return report_load.load_tally_file(Path(name))
 
 
 # --- statistics: hand-computed values ---------------------------------------------------------
@@ -125,37 +132,37 @@ def load(name: str) -> dict:
 def test_wilson_53_of_69_matches_hand_computation():
     # p = .768116, z²/n = .055673; centre = .795953/1.055673 = .753975;
     # half = 1.959964 * sqrt(.0025814 + .00020172) / 1.055673 = .097944
-    lo, hi = report.wilson_interval(53, 69)
+    lo, hi = report_stats.wilson_interval(53, 69)
     assert lo == pytest.approx(0.65603, abs=5e-5)
     assert hi == pytest.approx(0.85192, abs=5e-5)
 
 
 def test_wilson_42_of_81_matches_hand_computation():
     # p = .518519, z²/n = .047425; centre = .542231/1.047425 = .517680; half = .106327
-    lo, hi = report.wilson_interval(42, 81)
+    lo, hi = report_stats.wilson_interval(42, 81)
     assert lo == pytest.approx(0.41135, abs=5e-5)
     assert hi == pytest.approx(0.62401, abs=5e-5)
 
 
 def test_wilson_edges():
-    assert report.wilson_interval(0, 0) is None
-    lo, hi = report.wilson_interval(0, 10)
+    assert report_stats.wilson_interval(0, 0) is None
+    lo, hi = report_stats.wilson_interval(0, 10)
     assert lo == 0.0 and hi == pytest.approx(0.27753, abs=5e-5)  # z²/(n+z²) = 3.8415/13.8415
-    lo, hi = report.wilson_interval(10, 10)
+    lo, hi = report_stats.wilson_interval(10, 10)
     assert hi == pytest.approx(1.0) and lo == pytest.approx(0.72247, abs=5e-5)
     with pytest.raises(ValueError):
-        report.wilson_interval(11, 10)
+        report_stats.wilson_interval(11, 10)
 
 
 def test_mcnemar_exact_p_hand_values():
-    assert report.mcnemar_exact_p(3, 1) == pytest.approx(10 / 16)  # 2 * (1 + 4) / 16
-    assert report.mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)
-    assert report.mcnemar_exact_p(2, 1) == 1.0  # 2 * (1 + 3) / 8, capped
-    assert report.mcnemar_exact_p(0, 0) is None
+    assert report_stats.mcnemar_exact_p(3, 1) == pytest.approx(10 / 16)  # 2 * (1 + 4) / 16
+    assert report_stats.mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)
+    assert report_stats.mcnemar_exact_p(2, 1) == 1.0  # 2 * (1 + 3) / 8, capped
+    assert report_stats.mcnemar_exact_p(0, 0) is None
 
 
 def test_flip_counts_by_hand(in_golden):
-    cmp = report.compare([load("alpha.json"), load("beta.json")])
+    cmp = report_stats.compare([load("alpha.json"), load("beta.json")])
     (f,) = cmp["flips"]
     # scored in both: both-pass (P,P), both-fail (F,F), a-only-1 (P,F), a-only-2 (P,F), b-only (F,P);
     # not comparable: t-infra (errored in alpha), t-odd (unclassified in beta)
@@ -178,7 +185,7 @@ def test_compare_golden_markdown_and_json(in_golden):
 
 
 def test_compare_sorts_disagreements_first(in_golden):
-    cmp = report.compare([load("alpha.json"), load("beta.json")])
+    cmp = report_stats.compare([load("alpha.json"), load("beta.json")])
     tasks = [r["task"] for r in cmp["matrix"]]
     assert tasks[-2:] == ["t-both-fail", "t-both-pass"]
     assert cmp["disagreements"] == 5 and all(r["disagree"] for r in cmp["matrix"][:5])
@@ -186,16 +193,16 @@ def test_compare_sorts_disagreements_first(in_golden):
 
 
 def test_compare_traces_every_cell_to_a_trial_dir(in_golden):
-    cmp = report.compare([load("alpha.json"), load("beta.json")])
+    cmp = report_stats.compare([load("alpha.json"), load("beta.json")])
     for row in cmp["matrix"]:
         for cell in row["cells"]:
             assert (Path(cell["trial_dir"]) / "result.json").is_file(), cell
 
 
 def test_compare_one_run_has_no_flips(in_golden):
-    cmp = report.compare([load("alpha.json")])
+    cmp = report_stats.compare([load("alpha.json")])
     assert cmp["flips"] == [] and cmp["disagreements"] == 0
-    assert "Flips" not in report.compare_markdown(cmp)
+    assert "Flips" not in report_text.compare_markdown(cmp)
 
 
 def test_compare_different_task_sets_names_missing_tasks(in_golden, tmp_path):
@@ -264,7 +271,7 @@ def test_compare_rejects_tally_without_fields(in_golden, tmp_path):
 
 
 def test_human_numbers():
-    assert [report.human(x) for x in (None, 0, 950, 681_000, 5_680_000, 1_234_567_890)] == \
+    assert [report_text.human(x) for x in (None, 0, 950, 681_000, 5_680_000, 1_234_567_890)] == \
         ["n/a", "0", "950", "681K", "5.68M", "1.23G"]
 
 
@@ -297,15 +304,15 @@ def test_render_writes_png_and_svg_with_one_cell_per_task_and_run(in_golden, tmp
 
 
 def test_pictures_are_deterministic(in_golden):
-    cmp = report.compare([load("alpha.json"), load("beta.json")])
-    a, b = report.render_figures(cmp), report.render_figures(cmp)
+    cmp = report_stats.compare([load("alpha.json"), load("beta.json")])
+    a, b = report_html.render_figures(cmp), report_html.render_figures(cmp)
     assert a["heatmap.svg"] == b["heatmap.svg"] and a["outcomes.png"] == b["outcomes.png"]
 
 
 def test_caption_states_the_accounting(in_golden):
-    cmp = report.compare([load("alpha.json"), load("beta.json")])
-    assert "Accounting: timeouts scored" in report.caption(cmp)
-    assert "env/outcome-policy.yaml" in report.caption(cmp)
+    cmp = report_stats.compare([load("alpha.json"), load("beta.json")])
+    assert "Accounting: timeouts scored" in report_text.caption(cmp)
+    assert "env/outcome-policy.yaml" in report_text.caption(cmp)
 
 
 # --- results: the README section --------------------------------------------------------------------
@@ -390,7 +397,7 @@ def test_render_and_html_dry_run_write_nothing(in_golden, tmp_path):
     assert list(tmp_path.iterdir()) == []
     assert snapshot(in_golden) == before
     # Without -o/--out-dir the default under reports/ is named, and not created.
-    default = report.REPO_ROOT / "reports" / "alpha_vs_beta"
+    default = report_load.REPO_ROOT / "reports" / "alpha_vs_beta"
     existed = default.exists()
     r = CliRunner().invoke(report.cli, ["html", "alpha.json", "beta.json", "--dry-run"])
     assert r.stdout == f"would write {default / 'report.html'}\n"
@@ -402,13 +409,13 @@ def test_render_and_html_dry_run_write_nothing(in_golden, tmp_path):
     ("<!-- results:start -->\n<!-- results:start -->\n<!-- results:end -->\n", "found 2 and 1"),
 ])
 def test_results_needs_exactly_one_marker_pair(text, found):
-    with pytest.raises(report.click.ClickException, match=found):
-        report.replace_results_section(text, "x\n")
+    with pytest.raises(click.ClickException, match=found):
+        report_text.replace_results_section(text, "x\n")
 
 
 def test_results_markers_in_wrong_order():
-    with pytest.raises(report.click.ClickException, match="comes before"):
-        report.replace_results_section("<!-- results:end -->\n<!-- results:start -->\n", "x\n")
+    with pytest.raises(click.ClickException, match="comes before"):
+        report_text.replace_results_section("<!-- results:end -->\n<!-- results:start -->\n", "x\n")
 
 
 # --- check-submission -------------------------------------------------------------------------------
@@ -494,7 +501,7 @@ def test_check_submission_flags_agent_timeout_override(tmp_path):
     cfg["agents"][0]["override_timeout_sec"] = 7200
     cfg["timeout_multiplier"] = 2.0
     (job / "config.json").write_text(json.dumps(cfg))
-    problems = report.check_submission([job])["problems"]
+    problems = report_submission.check_submission([job])["problems"]
     assert len(problems) == 2
     assert "timeout_multiplier is 2; the leaderboard requires 1.0 (this repository never sets it; " \
            "start the job with make bench RUN=<run>)" in problems[0]
@@ -506,7 +513,7 @@ def test_check_submission_on_the_mswea_example(tmp_path, monkeypatch):
     import runpy
     monkeypatch.setattr(sys, "argv", ["make_example_mswea.py", str(tmp_path)])
     runpy.run_path(str(REPO / "examples" / "make_example_mswea.py"), run_name="__main__")
-    verdict = report.check_submission([tmp_path / "example-mswea-tb21"])
+    verdict = report_submission.check_submission([tmp_path / "example-mswea-tb21"])
     assert not verdict["ok"] and verdict["trials"] == 13 and verdict["tasks"] == 13
     assert any("agent_timeout_multiplier is 4" in p for p in verdict["problems"])
     assert any("13 of 13 tasks have fewer than 5 valid trials" in p for p in verdict["problems"])
@@ -543,8 +550,8 @@ def test_golden_tallies_describe_the_golden_jobs():
             exc = result["exception_info"]
             assert row["exception_type"] == (exc and exc["exception_type"])
             assert row["reward"] == (result["verifier_result"] or {}).get("rewards", {}).get("reward")
-        counts = {k: sum(r["outcome"] == k for r in tally["per_task"]) for k in report.OUTCOMES}
-        assert {k: tally[k] for k in report.OUTCOMES} == counts
+        counts = {k: sum(r["outcome"] == k for r in tally["per_task"]) for k in report_load.OUTCOMES}
+        assert {k: tally[k] for k in report_load.OUTCOMES} == counts
         assert tally["scored"] == counts["passed"] + counts["failed"]
         assert tally["pass_rate"] == counts["passed"] / tally["scored"]
 

@@ -14,6 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from tools import report
+from tools import report_load
+from tools import report_stats
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -102,7 +104,7 @@ def test_golden_tallies_agree_with_the_real_tally(monkeypatch):
     import json
     monkeypatch.chdir(GOLDEN)
     for name in ("alpha", "beta"):
-        real = report.run_tally(GOLDEN / "jobs", name, False, name)
+        real = report_load.run_tally(GOLDEN / "jobs", name, False, name)
         mine = json.loads((GOLDEN / f"{name}.json").read_text())
         keys = ("tasks", "passed", "failed", "errored", "unclassified", "unfinished", "scored", "pass_rate")
         assert {k: real[k] for k in keys} == {k: mine[k] for k in keys}
@@ -154,7 +156,7 @@ def test_every_text_of_every_picture_is_inside_its_figure(runs):
 
     from tools import report_html
     from tools import report_load
-    cmp = report.compare([report_load.load_run(run) for run in runs])
+    cmp = report_stats.compare([report_load.load_run(run) for run in runs])
     for make in (report_html.heatmap_figure, report_html.outcome_bar_figure):
         fig = make(cmp)
         fig.canvas.draw()

@@ -21,6 +21,11 @@ from click.testing import CliRunner
 from test_report import write_job
 
 from tools import report
+from tools import report_cost
+from tools import report_html
+from tools import report_load
+from tools import report_stats
+from tools import report_text
 from tools import tally_core
 from tools import tally_policy
 
@@ -64,11 +69,11 @@ def tallies(tmp_path_factory) -> dict[str, Path]:
 
 
 def compare(tallies, *names) -> dict:
-    return report.compare([report.load_tally_file(tallies[n]) for n in names])
+    return report_stats.compare([report_load.load_tally_file(tallies[n]) for n in names])
 
 
 def cells(cmp: dict) -> dict[str, list[str]]:
-    return {row["task"]: [report.cell_text(c) for c in row["cells"]] for row in cmp["matrix"]}
+    return {row["task"]: [report_text.cell_text(c) for c in row["cells"]] for row in cmp["matrix"]}
 
 
 def test_k5_vs_k5_matrix_shows_each_tasks_pass_fraction(tallies):
@@ -100,7 +105,7 @@ def test_paired_bootstrap_over_tasks_k5_vs_k5(tallies):
                  "not_comparable": 1, "mean_difference": pytest.approx(-0.1625),
                  "bootstrap95": {"low": pytest.approx(low), "high": pytest.approx(high), "resamples": 10_000,
                                  "seed": 0, "method": "paired percentile bootstrap over tasks"}}
-    md = report.compare_markdown(compare(tallies, "A", "B"))
+    md = report_text.compare_markdown(compare(tallies, "A", "B"))
     mean = 100 * sum(diffs) / len(diffs)  # -16.25, less a rounding error: shown -16.3
     assert f"| A | B | 4 | 1 | 3 | 0 | 1 | {mean:+.1f} pp | {100 * low:+.1f} pp to {100 * high:+.1f} pp |" in md.splitlines()
 
@@ -122,7 +127,7 @@ def test_k5_vs_k1_the_k1_run_reads_as_one_slot_per_task(tallies):
 
 
 def test_captions_state_each_runs_k_and_accounting(tallies):
-    md = report.compare_markdown(compare(tallies, "A", "C"))
+    md = report_text.compare_markdown(compare(tallies, "A", "C"))
     assert ("Runs: A: k = 5, timeouts-scored (the headline is the board's rate, passed / (tasks × k), with its 95% CI "
             "from the replicates; * while slots are open); C: k = 1, timeouts-scored (passed / scored tasks, Wilson "
             "95% CI).") in md
@@ -145,7 +150,7 @@ def test_captions_state_each_runs_k_and_accounting(tallies):
     assert "| C | terminus-2 | 1 | n/a | n/a | 50.0% | 15.0–85.0% (Wilson) | 2/4 | n/a | 1 |" in md
     assert "### Per-task pass fractions (3 of 5 tasks differ, listed first, marked ≠)" in md  # t2, t4, t5
     assert "| ≠ t4 | 3/4 ✓✓✗✓E | n/a E |" in lines
-    section = report.results_markdown(compare(tallies, "A", "C"))
+    section = report_text.results_markdown(compare(tallies, "A", "C"))
     assert "| Outcome | Attempts | % of 25 (5 tasks × 5) |" in section
     assert ("k = 5 attempts per task. Leaderboard resolution rate (passed / tasks × k, as the board counts): "
             "**40.0%** (10/25), 95% CI ") in section
@@ -161,7 +166,7 @@ def test_the_outcome_picture_shows_each_runs_headline_with_its_own_interval(tall
     reps = [sum(s[j] == "✓" for s in slots) / 5 for j in range(5)]
     value = sum(s.count("✓") for s in slots) / 25
     half = 2.776 * statistics.stdev(reps) / math.sqrt(5)
-    fig = report.outcome_bar_figure(cmp)
+    fig = report_html.outcome_bar_figure(cmp)
     texts = [t.get_text() for t in fig.axes[0].texts if "95% CI" in t.get_text()]
     assert texts[0] == (f"k = 5: {100 * value:.1f}% (board) *\n95% CI "
                         f"{100 * (value - half):.1f}–{100 * (value + half):.1f}%")
@@ -179,7 +184,7 @@ def test_html_and_pictures_at_k5(tallies, tmp_path):
     assert page.count('<td class="fraction"') == 9 and page.count('<td class="errored fraction"') == 1
     assert "<h2>Paired comparison (per-task pass fractions, paired bootstrap over tasks)</h2>" in page
     assert 'id="fig-cost"' not in page  # no run has a cost: a tally file names no run
-    svg = report.render_figures(compare(tallies, "A", "B"))["heatmap.svg"].decode()
+    svg = report_html.render_figures(compare(tallies, "A", "B"))["heatmap.svg"].decode()
     assert len(re.findall(r'id="cell-\d-t\d"', svg)) == 10
 
 
@@ -233,7 +238,7 @@ def test_compare_shows_the_bundled_examples_dollars(monkeypatch, tmp_path):
 def test_results_section_states_the_cost(monkeypatch):
     monkeypatch.chdir(REPO)
     cmp = report.comparison_of(["example-terminus2", "example-mswea"], False)
-    section = report.results_markdown(cmp)
+    section = report_text.results_markdown(cmp)
     total = recorded_total(EXAMPLE_STATE / "hf-recorded.json")
     other = recorded_total(MSWEA_STATE / "hf-recorded.json", MSWEA_JOBS)
     assert f" Cost: **${total:,.2f}** (${total / 4:,.2f} per passed task; prices: hf jobs hardware" in section
@@ -250,26 +255,26 @@ def test_pass_rate_against_dollars_picture_with_two_costed_runs(tmp_path, monkey
         if row["name"] == "h200":
             row["cost/hour"] = "$2.50"
     (cheap / "hf-recorded.json").write_text(json.dumps(doc))
-    settings = report.run_settings("example-terminus2")
-    tally = report.run_tally(settings.jobs_dir, settings.job_name, False, "run example-terminus2")
+    settings = report_load.run_settings("example-terminus2")
+    tally = report_load.run_tally(settings.jobs_dir, settings.job_name, False, "run example-terminus2")
     other = {**tally, "run": "example-terminus2-cheap"}
-    cmp = report.compare([tally, other])
-    cmp["runs"][0]["cost"] = report.run_cost(settings, tally)
-    cmp["runs"][1]["cost"] = report.run_cost(settings, other, cheap, cheap / "hf-recorded.json")
+    cmp = report_stats.compare([tally, other])
+    cmp["runs"][0]["cost"] = report_cost.run_cost(settings, tally)
+    cmp["runs"][1]["cost"] = report_cost.run_cost(settings, other, cheap, cheap / "hf-recorded.json")
     full, low = recorded_total(EXAMPLE_STATE / "hf-recorded.json"), recorded_total(cheap / "hf-recorded.json")
     assert full - low == pytest.approx((28800 + 3960) / 3600 * (5.00 - 2.50))
     assert [r["cost"]["total_usd"] for r in cmp["runs"]] == [pytest.approx(full, abs=1e-5), pytest.approx(low, abs=1e-5)]
-    svg = report.cost_figure_svg(cmp).decode()
+    svg = report_html.cost_figure_svg(cmp).decode()
     assert 'id="point-0"' in svg and 'id="point-1"' in svg
-    page = report.html_report(cmp, {**report.render_figures(cmp), "cost.svg": svg.encode()})
+    page = report_html.html_report(cmp, {**report_html.render_figures(cmp), "cost.svg": svg.encode()})
     assert 'id="fig-cost"' in page and f"${low:,.2f}" in page and f"${full:,.2f}" in page
     cmp["runs"][1]["cost"] = {"known": False, "why": "x"}
-    assert report.cost_figure_svg(cmp) is None  # one costed run: no picture
+    assert report_html.cost_figure_svg(cmp) is None  # one costed run: no picture
 
 
 def test_the_report_never_rewrites_a_stale_price_cache(tmp_path):
     import dataclasses
-    settings = dataclasses.replace(report.run_settings("example-terminus2"), state_root=tmp_path,
+    settings = dataclasses.replace(report_load.run_settings("example-terminus2"), state_root=tmp_path,
                                    prices_max_age=100.0)
     cache = tmp_path / "prices.json"
     cache.write_text(json.dumps({"read_epoch": 1000.0, "prices": {}}))

@@ -115,12 +115,12 @@ def test_tally_of_shards_equals_the_same_trials_in_one_job(one_and_sharded):
 
 
 def test_the_submission_selects_from_shards_what_it_selects_from_one_job(one_and_sharded, tmp_path):
-    from tools import submission as SUB
+    from tools import submission_rules, submission_select
 
     one, sharded = one_and_sharded
 
     def selected(jobs: Path) -> tuple:
-        sel = SUB.select_trials([str(d) for d in tally_jobs.run_job_dirs(jobs, "run")])
+        sel = submission_select.select_trials([str(d) for d in tally_jobs.run_job_dirs(jobs, "run")])
         outcome = {}
         for job in tally_jobs.run_job_dirs(jobs, "run"):
             for trial in job.iterdir():
@@ -136,9 +136,9 @@ def test_the_submission_selects_from_shards_what_it_selects_from_one_job(one_and
     split = tmp_path / "shards.json"
     split.write_text(json.dumps({"task_source": "DATASET_PATH /d", "shards": [{"tasks": ["a", "c"]}, {"tasks": ["b"]}]}))
     dirs = tally_jobs.run_job_dirs(sharded, "run")
-    assert SUB.dataset_tasks(dirs, split) == ({"a", "b", "c"}, f"{split} (the shards' split of DATASET_PATH /d)")
+    assert submission_rules.dataset_tasks(dirs, split) == ({"a", "b", "c"}, f"{split} (the shards' split of DATASET_PATH /d)")
     split.write_text(json.dumps({"task_source": "TASKS", "shards": [{"tasks": ["a", "c"]}, {"tasks": ["b"]}]}))
-    assert SUB.dataset_tasks(dirs, split)[0] is None
+    assert submission_rules.dataset_tasks(dirs, split)[0] is None
 
 
 def test_mopup_plan_of_a_sharded_run_is_one_retry_job_over_every_shard(one_and_sharded):

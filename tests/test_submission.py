@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from tools import submission as S
+from tools import submission_meta
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_JOBS = REPO / "examples" / "jobs"
@@ -319,7 +320,7 @@ def test_out_inside_the_run_s_job_dir_is_refused(tmp_path):
     ("https://github.com/laude-institute/terminal-bench-2.0.git", "2.0"),
 ])
 def test_version_of_the_dataset(repo, version):
-    assert S.version_of(repo) == version
+    assert submission_meta.version_of(repo) == version
 
 
 def test_a_symlink_in_a_job_is_copied_as_a_link_only_when_it_stays_in_the_job(tmp_path):

@@ -55,7 +55,9 @@ import click
 import yaml
 
 from tools import credentials as CR
-from tools import report as R
+from tools import fmt
+from tools import report_load
+from tools import report_output
 from tools import report_stats as RS
 from tools import safe_read as SR
 from tools import tally_jobs
@@ -80,8 +82,8 @@ def score_of(tally: dict) -> float:
     if rate is None and not board and tally.get("scored"):
         rate = tally["passed"] / tally["scored"]
     if rate is None:
-        R.fail(f"run {tally.get('run')}: nothing is scored yet ({tally.get('scored', 0)} scored tasks), "
-               f"so there is no result to publish; make tally shows why")
+        report_load.fail(f"run {tally.get('run')}: nothing is scored yet ({tally.get('scored', 0)} scored tasks), "
+                         f"so there is no result to publish; make tally shows why")
     return round(100 * float(rate), 2)
 
 
@@ -98,7 +100,7 @@ def eval_date(tally: dict) -> str:
     """The run's date: the latest finished_at of the trials the tally counted (YYYY-MM-DD)."""
     stamps = [row.get("finished_at") for row in tally["per_task"] if isinstance(row.get("finished_at"), str)]
     if not stamps:
-        R.fail(f"run {tally.get('run')}: no finished trial has a finished_at; nothing to date the result by")
+        report_load.fail(f"run {tally.get('run')}: no finished trial has a finished_at; nothing to date the result by")
     latest = max(dt.datetime.fromisoformat(s.replace("Z", "+00:00")) for s in stamps)
     return latest.date().isoformat()
 
@@ -107,8 +109,8 @@ def dataset_id_of(dataset_repo: str) -> str:
     """A Hub dataset's id from its URL: https://huggingface.co/datasets/ns/name(.git) -> ns/name."""
     m = re.fullmatch(r"https?://[^/]+/datasets/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/*", dataset_repo or "")
     if not m:
-        R.fail(f"DATASET_REPO {dataset_repo!r} is not a Hub dataset URL: set EVAL_DATASET to the Hub "
-               f"benchmark dataset's id (e.g. harborframework/terminal-bench-2.0)")
+        report_load.fail(f"DATASET_REPO {dataset_repo!r} is not a Hub dataset URL: set EVAL_DATASET to the Hub "
+                         f"benchmark dataset's id (e.g. harborframework/terminal-bench-2.0)")
     return m[1]
 
 
@@ -278,16 +280,16 @@ def publish(plan: Plan) -> str:
     try:
         api.batch_bucket_files(plan.bucket, add=plan.bucket_files)
     except (HfHubHTTPError, OSError, RuntimeError) as e:
-        R.fail(f"pushing to bucket {plan.bucket} failed: {first_line(e)}. No pull request was opened. "
-               f"Does the bucket exist (hf buckets create {plan.bucket}), and may your token write to it?")
-    R.echo(f"publish: pushed README.md and {len(plan.bucket_files) - 1} job files to bucket {plan.bucket}", err=True)
+        report_load.fail(f"pushing to bucket {plan.bucket} failed: {first_line(e)}. No pull request was opened. "
+                         f"Does the bucket exist (hf buckets create {plan.bucket}), and may your token write to it?")
+    report_output.echo(f"publish: pushed README.md and {len(plan.bucket_files) - 1} job files to bucket {plan.bucket}", err=True)
     try:
         info = api.create_commit(plan.model_repo, [CommitOperationAdd(plan.eval_path, plan.eval_yaml.encode("utf-8"))],
                                  commit_message=plan.commit_message, commit_description=plan.commit_description,
                                  create_pr=True)
     except (HfHubHTTPError, OSError) as e:
-        R.fail(f"opening the pull request on {plan.model_repo} failed: {first_line(e)}. "
-               f"The bucket {plan.bucket} already holds the run's files")
+        report_load.fail(f"opening the pull request on {plan.model_repo} failed: {first_line(e)}. "
+                         f"The bucket {plan.bucket} already holds the run's files")
     return info.pr_url or info.commit_url
 
 
@@ -345,25 +347,25 @@ def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset,
 
     if not dry_run:
         if not bucket:
-            R.fail("BUCKET is empty: the run's README and job dirs go to a bucket (BUCKET=ns/name)")
+            report_load.fail("BUCKET is empty: the run's README and job dirs go to a bucket (BUCKET=ns/name)")
         if not task_id:
-            R.fail("EVAL_TASK_ID is empty: the Hub's eval-results format needs dataset.task_id, the task's "
-                   f"id in the benchmark dataset's eval.yaml ({EVAL_RESULTS_DOCS}); e.g. EVAL_TASK_ID=terminalbench_2 "
-                   f"for harborframework/terminal-bench-2.0")
+            report_load.fail("EVAL_TASK_ID is empty: the Hub's eval-results format needs dataset.task_id, the task's "
+                             f"id in the benchmark dataset's eval.yaml ({EVAL_RESULTS_DOCS}); e.g. EVAL_TASK_ID=terminalbench_2 "
+                             f"for harborframework/terminal-bench-2.0")
         if not get_token():
-            R.fail("no HF token: set HF_TOKEN or run 'hf auth login' (make publish writes to the Hub)")
+            report_load.fail("no HF token: set HF_TOKEN or run 'hf auth login' (make publish writes to the Hub)")
     if dataset_revision and not re.fullmatch(r"[0-9a-f]{40}", dataset_revision):
-        R.fail(f"DATASET_REF {SR.printable(dataset_revision)[:80]!r} is not a 40-hex commit: make pin RUN={run} "
-               f"writes the one the run's jobs ran")
-    tally = R.run_tally(Path(jobs_dir).resolve(), job_name, timeouts_unscored, f"run {run}", model=model)
+        report_load.fail(f"DATASET_REF {SR.printable(dataset_revision)[:80]!r} is not a 40-hex commit: make pin RUN={run} "
+                         f"writes the one the run's jobs ran")
+    tally = report_load.run_tally(Path(jobs_dir).resolve(), job_name, timeouts_unscored, f"run {run}", model=model)
     board = board_of(tally)
     if board and board["provisional"]:
         # The board's figure counts an open slot as not passed: publishing now would understate it.
         message = (f"run {run}: {board['open_slots']} of {board['trials']} attempt slots are open, so its "
-                   f"leaderboard figure ({100 * board['value']:.2f}%) is provisional: fill them first, make mopup RUN={run}")
+                   f"leaderboard figure ({fmt.percent(board['value'], 2)}) is provisional: fill them first, make mopup RUN={run}")
         if not dry_run:
-            R.fail(message)
-        R.echo(f"publish: note: {message}", err=True)
+            report_load.fail(message)
+        report_output.echo(f"publish: note: {message}", err=True)
     job_dirs = [Path(d) for d in tally.get("job_dirs") or []] or tally_jobs.run_job_dirs(jobs_dir, job_name)
     plan = plan_publish(tally, job_dirs, run=run, model_repo=model_repo, dataset_repo=dataset_repo,
                         eval_dataset=eval_dataset, task_id=task_id, agent=agent, k=k,
@@ -375,19 +377,19 @@ def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset,
     findings += CR.scan_bytes("README.md (generated)", plan.readme.encode("utf-8"), secrets)
     findings += CR.scan_bytes(f"{plan.eval_path} (generated)", plan.eval_yaml.encode("utf-8"), secrets)
     if findings:
-        R.fail(CR.refusal(findings, "make publish"))
+        report_load.fail(CR.refusal(findings, "make publish"))
     if dry_run:
         if not bucket:
-            R.echo("publish: note: BUCKET is empty; <BUCKET> stands in for it (a real publish needs it)", err=True)
+            report_output.echo("publish: note: BUCKET is empty; <BUCKET> stands in for it (a real publish needs it)", err=True)
         if not task_id:
-            R.echo(f"publish: note: EVAL_TASK_ID is empty, so the YAML shows {TASK_ID_PLACEHOLDER} for "
-                   "dataset.task_id (a real publish needs it)", err=True)
-        R.echo(dry_run_text(plan), nl=False)
+            report_output.echo(f"publish: note: EVAL_TASK_ID is empty, so the YAML shows {TASK_ID_PLACEHOLDER} for "
+                               "dataset.task_id (a real publish needs it)", err=True)
+        report_output.echo(dry_run_text(plan), nl=False)
         return
     url = publish(plan)
-    R.echo(f"publish: opened {url} ({plan.eval_path} on {plan.model_repo}: {score_of(tally)})")
-    R.echo(f"publish: {read_back(plan.model_repo, eval_dataset or dataset_id_of(dataset_repo), task_id, score_of(tally))}",
-           err=True)
+    report_output.echo(f"publish: opened {url} ({plan.eval_path} on {plan.model_repo}: {score_of(tally)})")
+    report_output.echo(f"publish: {read_back(plan.model_repo, eval_dataset or dataset_id_of(dataset_repo), task_id, score_of(tally))}",
+                       err=True)
 
 
 if __name__ == "__main__":

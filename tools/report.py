@@ -22,8 +22,9 @@ tasks); a named run's cost comes from tools/cost.py's library (tools/report_cost
 The parts, by responsibility: report_load.py (reading and tallying runs, through the tally's
 library tools/tally_core.py), report_stats.py (the comparison and its statistics),
 report_text.py (Markdown, the README's results section), report_html.py (pictures, the HTML
-page), report_cost.py (dollars), report_submission.py (check-submission). This file is the
-command line; it re-exports their names, so `report.X` keeps working for every caller.
+page), report_cost.py (dollars), report_submission.py (check-submission), report_output.py
+(printing and atomic writes). This file is only the command line: no module imports it; each
+caller imports what it uses from the part that holds it.
 
 Every file is written atomically (a temp file beside it, then a rename): an interrupted or
 failed write leaves the old file as it was. `--dry-run` prints each file it would write
@@ -45,23 +46,14 @@ from typing import Iterable
 
 import click
 
-from tools import safe_read as SR
-from tools.report_cost import attach_costs, run_cost  # noqa: F401
-from tools.report_html import (CSS, STYLES, Style, cost_figure, cost_figure_svg, figure_bytes,  # noqa: F401
-                               heatmap_figure, html_report, md_table_to_html, outcome_bar_figure,
-                               render_figures, short_exception, slug)
-from tools.report_load import (COUNT_FIELDS, OUTCOMES, REGENERATE, REPO_ROOT, SCORED, TALLY_FIELDS,  # noqa: F401
-                               TASK_FIELDS, RunSettings, display_path, fail, known_runs, load_run,
-                               load_tally_file, resolve_run_settings, run_settings, run_tally, validate_tally)
-from tools.report_stats import (ACCOUNTING_TEXT, Z95, agent_of, cell_of, check_same_tasks, compare,  # noqa: F401
-                                mcnemar_exact_p, pair_flips, pair_fractions, paired_bootstrap, policy_text,
-                                run_summary, wilson_interval)
-from tools.report_submission import (MIN_TRIALS, check_submission, config_problems,  # noqa: F401
-                                     display_path_in, read_trial_result, submission_markdown, task_of_dir)
-from tools.report_text import (RESULTS_END, RESULTS_START, caption, cell_text, compare_markdown,  # noqa: F401
-                               flips_table, human, interval_text, matrix_table, num, outcome_table,
-                               p_text, paired_table, replace_results_section, results_markdown,
-                               summary_table)
+from tools import safe_read
+from tools.report_cost import attach_costs
+from tools.report_html import cost_figure_svg, html_report, render_figures, slug
+from tools.report_load import REPO_ROOT, fail, known_runs, load_run, run_settings, run_tally
+from tools.report_output import echo, write_files, write_or_echo
+from tools.report_stats import compare
+from tools.report_submission import check_submission, submission_markdown
+from tools.report_text import compare_markdown, replace_results_section, results_markdown
 
 
 # --- CLI ------------------------------------------------------------------------------------------------
@@ -85,29 +77,6 @@ dry_run_option = click.option(
     help="Print each file that would be written, and write nothing (no dir is created either).")
 
 FIGURE_NAMES = ("outcomes.png", "outcomes.svg", "heatmap.png", "heatmap.svg")  # render_figures' keys
-
-
-def echo(text: str, nl: bool = True, err: bool = False) -> None:
-    """Print as UTF-8 bytes: a stray surrogate from a hostile file prints escaped, never crashes."""
-    click.echo(SR.shown(text).encode("utf-8", "backslashreplace"), nl=nl, err=err)
-
-
-def write_files(files: dict[Path, bytes | str]) -> None:
-    """Write each file atomically (its dir created first); a failure is one line, old file kept."""
-    for path, data in files.items():
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            SR.write_atomic(path, data)
-        except OSError as e:
-            fail(SR.write_error(path, e))
-
-
-def write_or_echo(text: str, output: Path | None) -> None:
-    if output is None:
-        echo(text, nl=False)
-    else:
-        write_files({output: text})
-        echo(f"report: wrote {output}", err=True)
 
 
 @click.group(help=__doc__.split("\n\n")[0])
@@ -203,10 +172,10 @@ def results_cmd(runs, timeouts_unscored, readme, figures_dir, dry_run):
 
 def read_readme(readme: Path) -> str:
     try:
-        return SR.read_regular(readme, SR.TALLY_CAP, "a README").decode("utf-8")
+        return safe_read.read_regular(readme, safe_read.TALLY_CAP, "a README").decode("utf-8")
     except FileNotFoundError:
         fail(f"no README at {readme}; pass --readme PATH")
-    except SR.Unreadable as e:
+    except safe_read.Unreadable as e:
         fail(f"{readme}: {e}; pass --readme PATH")
     except UnicodeDecodeError as e:
         fail(f"{readme}: not UTF-8 text (byte at offset {e.start}); save it as UTF-8")
@@ -231,7 +200,7 @@ def check_submission_cmd(runs, fmt):
             label, dirs = f"run {tally['run']}", [Path(d) for d in tally.get("job_dirs") or []]
             if not dirs:
                 fail(f"{label}: the tally names no job dirs; pass the job dir itself")
-        verdicts[SR.shown(label)] = check_submission(dirs, run=run)
+        verdicts[safe_read.shown(label)] = check_submission(dirs, run=run)
     if fmt == "json":
         echo(json.dumps(verdicts, indent=2))
     else:

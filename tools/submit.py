@@ -59,7 +59,7 @@ from pathlib import Path
 import click
 
 from tools import safe_read as SR
-from tools import submission as S
+from tools import submission_meta as S
 from tools import tally_jobs
 from tools.report_load import fail
 
