@@ -278,10 +278,10 @@ def cost_figure(cmp: dict):
     return fig
 
 
-def figure_bytes(fig, fmt: str) -> bytes:
+def figure_bytes(fig, kind: str) -> bytes:
     buf = io.BytesIO()
-    metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-    fig.savefig(buf, format=fmt, metadata=metadata)
+    metadata = {"Date": None} if kind == "svg" else {"Software": None}
+    fig.savefig(buf, format=kind, metadata=metadata)
     return buf.getvalue()
 
 

@@ -173,8 +173,8 @@ def _task_tally(task: str, group: list[Trial], k: int, verdict: Verdict | None, 
     its slots, and how many of them mop-up would still fill (`open_slots`). What a reader should
     know about the choice is appended to `warnings`, in task order."""
     finished = [t for t in group if t.status == "finished"]
-    slots = SL.fill(group, k)
-    shown = (slots.counted[-1] if slots.counted else finished[-1]) if finished else None
+    filled = SL.fill(group, k)
+    shown = (filled.counted[-1] if filled.counted else finished[-1]) if finished else None
     row: dict[str, Any] = {"task": task}
     if shown:
         outcome, rule, reason = shown.outcome, shown.rule, shown.reason
@@ -182,7 +182,7 @@ def _task_tally(task: str, group: list[Trial], k: int, verdict: Verdict | None, 
                    exception_message=shown.exception_message, finished_at=_iso(shown.finished_at),
                    trial_dir=shown.trial_dir, job_dir=shown.job_dir,
                    settled=SL.is_settled(shown), infra=SL.is_infra(shown))
-        warnings.extend(_choice_warnings(task, shown, finished, slots, k))
+        warnings.extend(_choice_warnings(task, shown, finished, filled, k))
     else:
         outcome, rule = "unfinished", "no-finished-trial"
         reason = f"{len(group)} trial dir(s), none with a readable result.json"
@@ -192,22 +192,22 @@ def _task_tally(task: str, group: list[Trial], k: int, verdict: Verdict | None, 
     if verdict:
         outcome, rule, reason = verdict.outcome, "verdict", f"manual verdict: {verdict.reason}"
     streak = SL.infra_streak(group)
-    final = not verdict and SL.is_final_error(slots, streak, max_task_retries)
+    final = not verdict and SL.is_final_error(filled, streak, max_task_retries)
     row.update(outcome=outcome, rule=rule, reason=reason, attempts=len(finished),
                verdict=verdict.reason if verdict else None, infra_streak=streak, final_error=final,
-               open_slots=0 if verdict or final else slots.open, trials=[trial_row(t) for t in group])
-    outcomes = slots.outcomes(verdict.outcome if verdict else None)
+               open_slots=0 if verdict or final else filled.open, trials=[trial_row(t) for t in group])
+    outcomes = filled.outcomes(verdict.outcome if verdict else None)
     if k > 1:
         n_scored = sum(1 for o in outcomes if o in ("passed", "failed"))
         row.update(slots=outcomes, slots_text=SL.glyphs(outcomes),
-                   slot_trials=[t.trial_dir for t in slots.counted] + [None] * slots.open,
+                   slot_trials=[t.trial_dir for t in filled.counted] + [None] * filled.open,
                    passed_attempts=outcomes.count("passed"), scored_attempts=n_scored,
                    pass_fraction=outcomes.count("passed") / n_scored if n_scored else None,
-                   rerolled=[t.trial_dir for t in slots.rerolled])
-    return TaskTally(row, outcomes, slots.counted or ([shown] if shown else []), [] if verdict else slots.counted)
+                   rerolled=[t.trial_dir for t in filled.rerolled])
+    return TaskTally(row, outcomes, filled.counted or ([shown] if shown else []), [] if verdict else filled.counted)
 
 
-def _choice_warnings(task: str, shown: Trial, finished: list[Trial], slots: SL.Slots, k: int) -> list[str]:
+def _choice_warnings(task: str, shown: Trial, finished: list[Trial], filled: SL.Slots, k: int) -> list[str]:
     """What a reader should know about the trial chosen: a tie on its time; with k = 1, scored attempts
     that disagree, an unsettled latest attempt after a scored one, an infra error after the settled one."""
     out = []
@@ -224,8 +224,8 @@ def _choice_warnings(task: str, shown: Trial, finished: list[Trial], slots: SL.S
     if shown.outcome not in ("passed", "failed") and scored:
         out.append(f"{task}: the latest attempt is {shown.outcome} ({shown.exception_type or shown.rule}) "
                    f"but an earlier attempt was scored ({', '.join(sorted(scored))}); the latest counts")
-    if slots.shadowed:
-        after = slots.shadowed[-1]
+    if filled.shadowed:
+        after = filled.shadowed[-1]
         out.append(f"{task}: an infra error ({after.exception_type or after.rule}) finished after the "
                    f"settled attempt ({shown.outcome}); the settled attempt counts and the task is not retried "
                    f"(an infra error no longer hides a settled attempt: docs/design.md decision 13)")
