@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = (REPO / "README.md", REPO / "docs" / "scaling.md")
-COST_MARGIN = 0.20  # tools/plan.py's COST_MARGIN
+COST_MARGIN = 0.20  # tools/money/plan.py's COST_MARGIN
 LEADERBOARD = "qwen-t2-leaderboard"
 
 

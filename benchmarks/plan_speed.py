@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """How long `make plan` takes and how much memory it holds, at its baseline and at the largest
-input it accepts (tools/plan.py's ATTEMPTS_CAP and WORK_CAP).
+input it accepts (tools/money/plan.py's ATTEMPTS_CAP and WORK_CAP).
 
     .venv/bin/python benchmarks/plan_speed.py [--case NAME ...] [--json]
 
-Each case runs tools.plan.plan() in a fresh Python process (what `make plan` runs, minus the
+Each case runs tools.money.plan.plan() in a fresh Python process (what `make plan` runs, minus the
 printing) and reports the seconds of its plan() call, wall-clock and CPU (the CPU figure is the
 one to compare on a loaded machine), and the process's peak resident memory (getrusage's
 ru_maxrss, imports included), each also as a ratio to the baseline's, measured in the same run
@@ -35,8 +35,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools import cost_prices
-from tools import plan
+from tools.money import cost_prices
+from tools.money import plan
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from tools import plan
+from tools.money import plan
 case = json.loads(sys.argv[1])
 start, cpu = time.monotonic(), time.process_time()
 doc = plan.plan(run="bench", tasks=case["tasks"], k=case["k"], mult=1.0, timeout_estimate=900.0,

@@ -6,8 +6,8 @@ replayed through the simulator with its own settings.
 
 For every job dir under --jobs-dir: its finished trials' recorded lengths (result.json
 started_at to finished_at, errored ones included at their recorded length, read through
-tally_trials' scan and tools/cost_jobs.py's trial_spans), queued in the order they started and run
---n-concurrent (its config.json's n_concurrent_trials) at a time by tools/plan.py's
+tally_trials' scan and tools/money/cost_jobs.py's trial_spans), queued in the order they started and run
+--n-concurrent (its config.json's n_concurrent_trials) at a time by tools/money/plan.py's
 pass_makespan, with no infra draw (the record holds its infra errors already), no server
 loading and no mop-up pass (a retry job is a job of its own here). The prediction is compared
 with two recorded wall-clocks: the job's result.json started_at to finished_at (what the brief
@@ -26,14 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import cost_hf
-from tools import cost_jobs
-from tools import plan_sim
-from tools import plan_evidence as PE
-from tools import safe_read as SR
-from tools import tally_core
-from tools import tally_policy
-from tools import tally_trials
+from tools.money import cost_hf
+from tools.money import cost_jobs
+from tools.money import plan_sim
+from tools.money import plan_evidence
+from tools import safe_read
+from tools.results import tally_core
+from tools.results import tally_policy
+from tools.results import tally_trials
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,8 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 def job_span(job_dir: Path) -> float | None:
     """Seconds from the job's result.json started_at to its finished_at, or None."""
     try:
-        r = SR.read_json_object(job_dir / "result.json")
-    except (OSError, SR.Unreadable):
+        r = safe_read.read_json_object(job_dir / "result.json")
+    except (OSError, safe_read.Unreadable):
         return None
     start, _ = tally_trials.parse_timestamp(r.get("started_at"))
     end, _ = tally_trials.parse_timestamp(r.get("finished_at"))
@@ -52,7 +52,7 @@ def job_span(job_dir: Path) -> float | None:
 def replay(job_dir: Path) -> dict | None:
     """One job dir: its recorded trials through the simulator at its own concurrency."""
     notes: list[str] = []
-    _, conc = PE.job_settings(str(job_dir), notes)
+    _, conc = plan_evidence.job_settings(str(job_dir), notes)
     if not conc:
         return None
     report = tally_core.tally([job_dir], tally_policy.load_policy(), run=job_dir.name)

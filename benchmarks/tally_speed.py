@@ -39,9 +39,9 @@ from pathlib import Path
 from harbor.models.trial.result import TrialResult
 
 from tests.fixtures.harbor_jobs import T0, TrialSpec, write_job
-from tools import tally_core
-from tools import tally_jobs
-from tools import tally_policy
+from tools.results import tally_core
+from tools.results import tally_jobs
+from tools.results import tally_policy
 
 REPO = Path(__file__).resolve().parent.parent
 

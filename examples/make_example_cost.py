@@ -13,7 +13,7 @@ what a real run leaves behind, and the exact answers the `hf` CLI (huggingface_h
                        hf jobs inspect of each launched job, hf jobs ps of the run's label and of
                        the sandboxes (label hf-sandbox=1), and each sandbox's log lines
 
-tools/cost.py reads the recording with the same code that reads the live CLI (RecordedHf vs
+tools/money/cost.py reads the recording with the same code that reads the live CLI (RecordedHf vs
 LiveHf), so `make cost RUN=example-…` works offline and its figures never move. The sandboxes
 are one per trial attempt, created while the trial set up its environment (as harbor's
 hf-sandbox environment does, through huggingface_hub's Sandbox.create). The runs' stories:
@@ -170,7 +170,7 @@ def recording(run: str, jobs: list[dict], boxes: list[dict], logs: dict[str, lis
     what = "the bundled example" if run == RUN else f"the bundled example {run}"
     doc = {"recorded_at": recorded_at,
            "note": f"hf CLI answers (huggingface_hub 2.4.0, --json) for {what}; written by "
-                   "examples/make_example_cost.py. tools/cost.py reads them instead of calling HF.",
+                   "examples/make_example_cost.py. tools/money/cost.py reads them instead of calling HF.",
            "calls": calls}
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 

@@ -47,13 +47,13 @@ readonly INSTALLED_AGENTS="mini-swe-agent"
 # refuse_key_in_argv: an installed agent's key is in the environment of every exec, and many
 # environments hand that environment to a local command as arguments (docker compose exec -e
 # KEY=value, ssh, oc exec), where every local user reads it. Default-deny: allowed only on the
-# environment classes read and found to pass it as data (tools/environments.py says which and
+# environment classes read and found to pass it as data (tools/hub/environments.py says which and
 # why), by class, never by name; every other class, present or future, is refused with why.
 refuse_key_in_argv() {
   [[ " $INSTALLED_AGENTS " == *" $AGENT "* ]] || return 0
   local reason
   needs_setup python # the check asks harbor's own classes
-  reason=$(tool environments key-refusal "$ENV_TYPE" 2>&1) ||
+  reason=$(tool hub.environments key-refusal "$ENV_TYPE" 2>&1) ||
     die "run '$RUN': ${reason#Error: }. $AGENT runs inside the environment with its key, so an environment that cannot be checked is refused"
   [[ -z "$reason" ]] ||
     die "run '$RUN': $AGENT on ENV_TYPE=$ENV_TYPE is refused: $reason. Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
@@ -73,7 +73,7 @@ validate_registry_dataset() {
 
 # registry_pinned: DATASET names one version for good: a revision number (@6) or a digest
 # (@sha256:<64 hex>), as harbor's package reference reads them (VersionRef.parse). No version, or a
-# tag (@latest, @v2.1), is resolved again on every resume: a tag can move (tools/pin.py says the same).
+# tag (@latest, @v2.1), is resolved again on every resume: a tag can move (tools/hub/pin.py says the same).
 registry_pinned() {
   [[ "$DATASET" =~ @([0-9]{1,9}|sha256:[0-9a-f]{64})$ ]]
 }
@@ -323,14 +323,14 @@ bench_argv() {
 }
 
 # In-run retries (MAX_RETRIES > 0): harbor retries a trial whose every exception is one of
-# --retry-include, the outcome policy's infra types (tools/tally_policy.py retry_include), never its
+# --retry-include, the outcome policy's infra types (tools/results/tally_policy.py retry_include), never its
 # "all but excluded": that would re-roll a NonZeroAgentExitCodeError the policy counts as the
 # model's failure. harbor deletes a retried attempt's dir before it runs the trial again
-# (harbor/trial/queue.py): the plugin tools/retried.py copies each one first, under
+# (harbor/trial/queue.py): the plugin tools/results/retried.py copies each one first, under
 # <jobs-dir>/.retried/<job>/ (docs/design.md decision 27). Every harbor run or resume of such a job
-# must carry the plugin: mop-up's resume adds it too (tools/mopup_plan.py).
+# must carry the plugin: mop-up's resume adds it too (tools/mopup/mopup_plan.py).
 readonly MAX_RETRIES_CAP=10
-readonly KEEP_RETRIED_PLUGIN=tools.retried:KeepRetried
+readonly KEEP_RETRIED_PLUGIN=tools.results.retried:KeepRetried
 
 # require_max_retries: MAX_RETRIES is a whole number from 0 (no in-run retries) to MAX_RETRIES_CAP.
 require_max_retries() {
@@ -431,7 +431,7 @@ run_task_count() {
   printf '%s' "$n"
 }
 
-# plan_args VAR: the arguments of tools/plan.py (make plan's model) for this run's settings:
+# plan_args VAR: the arguments of tools/money/plan.py (make plan's model) for this run's settings:
 # make plan, make print's estimate and make reproduce's plan all ask it (one estimator).
 plan_args() {
   local -n _args=$1
@@ -464,7 +464,7 @@ plan_estimate() {
     return 0
   fi
   plan_args args
-  if ! out=$(cd "$REPO_ROOT" && tool plan "${args[@]}" --own "${N_SHARDS:-1}" "$N_CONCURRENT" --json 2>&1); then
+  if ! out=$(cd "$REPO_ROOT" && tool money.plan "${args[@]}" --own "${N_SHARDS:-1}" "$N_CONCURRENT" --json 2>&1); then
     PLAN_ESTIMATE_WHY="the run's length is not estimated: ${out##*plan: }"
     return 0
   fi
@@ -613,17 +613,17 @@ remote_mopup_argv() {
 # --- the run's watchdog: a scheduled HF Job beside the server (docs/watchdog.md) --------------
 
 # What each of the watchdog's checks runs, in WATCHDOG_IMAGE: the bundle its job spec carries
-# (WATCHDOG_BUNDLE: tools/watchdog.py, tools/safe_read.py and huggingface_hub's requirements with
-# their hashes from env/requirements.lock, as python -m tools.watchdog bundle packs them), unpacked
+# (WATCHDOG_BUNDLE: tools/run/watchdog.py, tools/safe_read.py and huggingface_hub's requirements with
+# their hashes from env/requirements.lock, as python -m tools.run.watchdog bundle packs them), unpacked
 # and installed as make setup installs the lock (hash-checked), then the check. Its settings are
 # its environment (-e), named here, never pasted in.
 # shellcheck disable=SC2016  # expanded inside the job
-readonly WATCHDOG_SCRIPT='set -euo pipefail; dir=$(mktemp -d); printf %s "$WATCHDOG_BUNDLE" | base64 -d | tar -xzf - -C "$dir"; cd "$dir"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.watchdog check'
+readonly WATCHDOG_SCRIPT='set -euo pipefail; dir=$(mktemp -d); printf %s "$WATCHDOG_BUNDLE" | base64 -d | tar -xzf - -C "$dir"; cd "$dir"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.run.watchdog check'
 
 # What a dry run shows for the bundle and its sha256, which it does not compute (a dry run needs
 # no .venv): the values a real installation puts there.
 # shellcheck disable=SC2034  # read by lib-watchdog.sh
-readonly WATCHDOG_BUNDLE_PLACEHOLDER="<the watchdog's code: python -m tools.watchdog bundle>" \
+readonly WATCHDOG_BUNDLE_PLACEHOLDER="<the watchdog's code: python -m tools.run.watchdog bundle>" \
   WATCHDOG_CODE_PLACEHOLDER="<its sha256>"
 
 # watchdog_argv VAR MODE NAMESPACE SHA256 BUNDLE: hf jobs scheduled run for the run's watchdog
@@ -657,7 +657,7 @@ show_watchdog_cmd() {
   for word in "$@"; do
     value=${word#WATCHDOG_BUNDLE=}
     [[ "$word" != WATCHDOG_BUNDLE=* || "$value" == "$WATCHDOG_BUNDLE_PLACEHOLDER" ]] ||
-      word="WATCHDOG_BUNDLE=<the watchdog's code, ${#value} bytes of base64: python -m tools.watchdog bundle>"
+      word="WATCHDOG_BUNDLE=<the watchdog's code, ${#value} bytes of base64: python -m tools.run.watchdog bundle>"
     words+=("$word")
   done
   show_cmd -- "${words[@]}"

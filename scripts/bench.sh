@@ -57,7 +57,7 @@ probe_first() {
 # resolved, harbor's version), as a manifest line; make pin writes the commit into the run file.
 record_resolved() {
   local resolved
-  resolved=$(cd "$REPO_ROOT" && tool pin resolved --jobs-dir "$JOBS_DIR" \
+  resolved=$(cd "$REPO_ROOT" && tool hub.pin resolved --jobs-dir "$JOBS_DIR" \
     --job-name "$JOB_NAME" --model "$MODEL" 2>/dev/null) || return 0
   append_manifest resolved "$(jq -c --arg job_name "$JOB_NAME" '{role: "bench", job_name: $job_name,
     dataset: .dataset, dataset_commits: .dataset_commits, registry_datasets: .registry_datasets,

@@ -9,7 +9,7 @@
 # roofline by what was measured, and says so (docs/plan.md §4). The prompts are made with the
 # model's own tokenizer: its files fetched with hf download into state/<run>/tokenizer (or
 # CALIBRATE_TOKENIZER, a local dir). The key is the HF token, handed to evalscope through the
-# environment, never a command line (tools/calibrate.py). Holds the run's lock (it writes the
+# environment, never a command line (tools/money/calibrate.py). Holds the run's lock (it writes the
 # run's state). DRY_RUN=1 prints the commands and runs nothing.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -52,7 +52,7 @@ calibrate_argv() {
   calibrate_levels levels
   for level in "${levels[@]}"; do numbers+=($((level * CALIBRATE_REQUESTS))); done
   prefix=$((CALIBRATE_PROMPT_TOKENS - CALIBRATE_NEW_TOKENS))
-  _argv=(.venv/bin/python -m tools.calibrate --out "$(run_state_dir)/calibration.json" --run "$RUN"
+  _argv=(.venv/bin/python -m tools.money.calibrate --out "$(run_state_dir)/calibration.json" --run "$RUN"
     --profile "$SERVER" --flavor "$SERVER_FLAVOR" --dp "$SERVER_DP" --tp "$SERVER_TP"
     --prompt-tokens "$CALIBRATE_PROMPT_TOKENS" --shared-prefix-tokens "$prefix" --output-tokens "$CALIBRATE_OUTPUT_TOKENS"
     -- --url "$base/chat/completions" --api openai --model "$MODEL" --tokenizer-path "$tokenizer"

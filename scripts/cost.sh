@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Usage: scripts/cost.sh                  (RUN=<name> [JSON=1]; make cost)
-# What the run cost (python -m tools.cost cost): every job it launched (state/<run>/manifest.jsonl,
+# What the run cost (python -m tools.money.cost cost): every job it launched (state/<run>/manifest.jsonl,
 # and jobs labelled run=<run>), every sandbox its trials used (label hf-sandbox=1, created while
 # one of its trials ran), each with flavor, running time (HF's durations), price and cost; totals
 # per role, GPU hours, wall-clock, dollars per scored attempt and per passed task (the tally),
@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
 source "$(dirname "$0")/lib-server.sh"
 
-# cost_args VAR VERB: the arguments tools/cost.py VERB needs for this run.
+# cost_args VAR VERB: the arguments tools/money/cost.py VERB needs for this run.
 cost_args() {
   local -n _args=$1
   local state_dir
@@ -30,7 +30,7 @@ cost_args() {
   [[ "${JSON:-0}" == 0 ]] || _args+=(--json)
 }
 
-# run_cost_tool WHAT_ELSE WHY ARGS...: tools/cost.py ARGS, or under DRY_RUN the hf calls it would
+# run_cost_tool WHAT_ELSE WHY ARGS...: tools/money/cost.py ARGS, or under DRY_RUN the hf calls it would
 # make (WHAT_ELSE: the calls that depend on the answers), nothing run and nothing written. WHY
 # says why a live run needs the HF token.
 run_cost_tool() {
@@ -38,17 +38,17 @@ run_cost_tool() {
   shift 2
   cd "$REPO_ROOT"
   if is_dry_run; then
-    show_cmd -- .venv/bin/python -m tools.cost "$@"
+    show_cmd -- .venv/bin/python -m tools.money.cost "$@"
     if [[ "$RUN" == example-* ]]; then
       say "note: run '$RUN' is a bundled example: the hf answers come from examples/state/$RUN/hf-recorded.json, no call is made"
       return 0
     fi
     say "the hf calls it makes$what_else:"
-    tool cost "$@" --dry-run
+    tool money.cost "$@" --dry-run
     return 0
   fi
   [[ "$RUN" == example-* ]] || hf_token "$why" >/dev/null
-  tool cost "$@"
+  tool money.cost "$@"
 }
 
 main() {

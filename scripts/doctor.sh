@@ -188,7 +188,7 @@ check_run() {
 
 # check_timeout_kept: CHECK_TIMEOUT=1 only (it launches a job): does HF keep the run's
 # SERVER_TIMEOUT? The reference's 24 h server billed about 91 h. A cpu-basic job asks for it, what
-# HF recorded is read back (python -m tools.watchdog timeout: hf jobs inspect shows no timeout) and
+# HF recorded is read back (python -m tools.run.watchdog timeout: hf jobs inspect shows no timeout) and
 # the job is cancelled at once, before or soon after it starts: it bills a few seconds of
 # cpu-basic ($0.01/h), under a cent. What HF then enforces, and when, only a real run shows: the
 # run's watchdog stops an abandoned server either way (docs/watchdog.md).
@@ -216,7 +216,7 @@ check_timeout_kept() {
     return 0
   fi
   [[ -n "$ns" ]] || ns=$("${BOUNDED[@]}" hf auth whoami -q 2>/dev/null | head -n1) || ns=""
-  recorded=$(tool watchdog timeout "$ns/$PROBE_JOB" 2>"$errfile") || recorded="?"
+  recorded=$(tool run.watchdog timeout "$ns/$PROBE_JOB" 2>"$errfile") || recorded="?"
   cancel_timeout_probe
   trap - INT TERM
   if [[ "$recorded" == "?" ]]; then

@@ -218,7 +218,7 @@ rel_path() { printf '%s' "${1#"$REPO_ROOT"/}"; }
 
 # refuse_foreign_job_dirs: stop with the fix when a job dir of the run's name is another run's:
 # its config.json names another job, or records a model other than MODEL (a run file copied from
-# another keeps the original's JOB_NAME). tools/tally_jobs.py refuse_foreign_job_dirs decides;
+# another keeps the original's JOB_NAME). tools/results/tally_jobs.py refuse_foreign_job_dirs decides;
 # tally, mop-up and submission refuse the same dirs on their own.
 refuse_foreign_job_dirs() {
   [[ -d "$(abs_jobs_dir)" ]] || return 0
@@ -229,7 +229,7 @@ refuse_foreign_job_dirs() {
 
 # --- harbor's end ------------------------------------------------------------------------------
 
-# watch_harbor JOB_DIR ARGV...: run harbor's ARGV under tools/harbor_watch.py: once JOB_DIR's
+# watch_harbor JOB_DIR ARGV...: run harbor's ARGV under tools/run/harbor_watch.py: once JOB_DIR's
 # result.json says the job finished (or harbor was interrupted and every trial has ended),
 # harbor has LINGER_GRACE seconds to exit before it is terminated (TERM, then KILL); that is
 # recorded in the run's manifest. With MAX_COST, the run's spend is measured every COST_POLL
@@ -241,26 +241,26 @@ watch_harbor() {
   local job_dir=$1 ceiling=()
   shift
   [[ -z "$MAX_COST" ]] || ceiling=(--max-cost "$MAX_COST" --cost-poll "$COST_POLL" --cost-scope "$(cost_scope_json)")
-  tool harbor_watch run --job-dir "$job_dir" --grace "$LINGER_GRACE" --term-wait "$STOP_GRACE" \
+  tool run.harbor_watch run --job-dir "$job_dir" --grace "$LINGER_GRACE" --term-wait "$STOP_GRACE" \
     --event-file "$(run_state_dir)/manifest.jsonl" "${ceiling[@]}" -- "$@"
 }
 
 # --- the spending ceiling (MAX_COST) ---------------------------------------------------------
 #
-# What the run has spent is make cost's figure (tools/cost_ceiling.py, with tools/cost_jobs.py's
+# What the run has spent is make cost's figure (tools/money/cost_ceiling.py, with tools/money/cost_jobs.py's
 # code): every job of the manifest and of the run's label, and its sandboxes, priced from hf
 # jobs hardware. bench, mop-up and make reproduce check it before they launch anything paid,
 # and harbor's watch every COST_POLL seconds while it runs.
 
-# The exit code of a stop at the ceiling (tools/cost_ceiling.py CEILING_EXIT): make reproduce
+# The exit code of a stop at the ceiling (tools/money/cost_ceiling.py CEILING_EXIT): make reproduce
 # recognises it, and neither relaunches a server nor starts another mop-up pass.
 readonly CEILING_EXIT=75
-# The exit code of a watch that failed itself (tools/harbor_watch.py WATCH_FAILED_EXIT): it
+# The exit code of a watch that failed itself (tools/run/harbor_watch.py WATCH_FAILED_EXIT): it
 # stopped harbor first, as at the ceiling, and said why.
 # shellcheck disable=SC2034  # read by bench.sh and mopup.sh
 readonly WATCH_FAILED_EXIT=70
 
-# cost_scope_json: the run tools/cost_ceiling.py measures, as JSON data (its Scope's fields).
+# cost_scope_json: the run tools/money/cost_ceiling.py measures, as JSON data (its Scope's fields).
 cost_scope_json() {
   local verdicts="" jobs_dir=$JOBS_DIR
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts="$RUNS_DIR/$RUN.verdicts.yaml"
@@ -283,7 +283,7 @@ refuse_over_ceiling() {
     return 0
   fi
   local rc=0
-  tool cost ceiling --max-cost "$MAX_COST" --poll "$COST_POLL" \
+  tool money.cost ceiling --max-cost "$MAX_COST" --poll "$COST_POLL" \
     --scope "$(cost_scope_json)" || rc=$?
   ((rc == 0)) || exit "$rc"
 }
@@ -293,7 +293,7 @@ refuse_over_ceiling() {
 # run's own files git does not track yet (run_files_not_committed); its path goes in VAR, and it
 # is removed when the script exits. Other untracked files (state/, jobs/, .venv/, a stray token
 # file) never leave the machine. Regular files only, none reached through a link, and none
-# holding a credential (tools/stage.py): otherwise one line naming each, and nothing is uploaded.
+# holding a credential (tools/hub/stage.py): otherwise one line naming each, and nothing is uploaded.
 stage_checkout() {
   local -n _stage=$1
   git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
@@ -306,7 +306,7 @@ stage_checkout() {
   while IFS=$'\t' read -r path _; do
     also+=(--also "$path")
   done < <(run_files_not_committed)
-  out=$(tool stage checkout --repo "$REPO_ROOT" --into "$_stage" --verb "make $SCRIPT_NAME WHERE=hf" "${also[@]}" 2>&1) ||
+  out=$(tool hub.stage checkout --repo "$REPO_ROOT" --into "$_stage" --verb "make $SCRIPT_NAME WHERE=hf" "${also[@]}" 2>&1) ||
     die "${out#Error: }"
 }
 

@@ -210,15 +210,15 @@ duration() {
   fi
 }
 
-# load_prices: PRICES, the price list of python -m tools.cost prices (JSON), and PRICES_LABEL, where it
+# load_prices: PRICES, the price list of python -m tools.money.cost prices (JSON), and PRICES_LABEL, where it
 # came from: `hf jobs hardware --json`, cached in state/prices.json for PRICES_MAX_AGE seconds;
 # without the Hub, the last cache, else env/flavor-prices.tsv (an offline copy). Every figure
 # shown says which.
 PRICES="{}" PRICES_LABEL=""
 load_prices() {
-  PRICES=$(tool cost prices --json --cache "$STATE_ROOT/prices.json" \
+  PRICES=$(tool money.cost prices --json --cache "$STATE_ROOT/prices.json" \
     --max-age "${PRICES_MAX_AGE:-86400}" --call-timeout "$HF_CALL_TIMEOUT" 2>/dev/null) || PRICES="{}"
-  PRICES_LABEL=$(jq -r '.label // "no price list (tools.cost prices failed)"' <<<"$PRICES")
+  PRICES_LABEL=$(jq -r '.label // "no price list (tools.money.cost prices failed)"' <<<"$PRICES")
 }
 
 # price_per_hour FLAVOR: USD per hour, two decimals, from load_prices' list; nothing when

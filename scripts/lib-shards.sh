@@ -1,11 +1,11 @@
 # shellcheck shell=bash
 # A sharded run (N_SHARDS > 1, docs/scaling.md): its first pass is N_SHARDS harbor jobs
 # <job>-shard-<i>, each the run's own harbor command on its share of the tasks, each at
-# N_CONCURRENT, all against the run's one endpoint. tools/shards.py splits the tasks (all of a
+# N_CONCURRENT, all against the run's one endpoint. tools/run/shards.py splits the tasks (all of a
 # task's attempts in one shard, balanced by the run's recorded agent times) and keeps the split
 # in state/<run>/shards.json, so a resumed bench gives every shard the same task list;
-# tools/shard_run.py runs the shards side by side under the concurrency governor. Tally, mop-up,
-# cost, submission and watch find the shards as they find retry jobs (tools/tally_jobs.py).
+# tools/run/shard_run.py runs the shards side by side under the concurrency governor. Tally, mop-up,
+# cost, submission and watch find the shards as they find retry jobs (tools/results/tally_jobs.py).
 # Sourced after lib.sh, argv.sh and lib-run.sh.
 
 is_sharded() { [[ "$N_SHARDS" != 1 ]]; }
@@ -23,13 +23,13 @@ validate_shard_settings() {
   require_fraction MAX_INFRA_RATE
 }
 
-# shard_plan VAR MODE: the split as tools/shards.py prints it (JSON) into VAR. MODE run keeps it
+# shard_plan VAR MODE: the split as tools/run/shards.py prints it (JSON) into VAR. MODE run keeps it
 # in state/<run>/shards.json (listing the dataset when it must); dry-run writes nothing; offline
 # (make print) also lists nothing over the network.
 shard_plan() {
   local -n _plan=$1
   local mode=$2 tasks task args
-  args=(shards plan --run "$RUN" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --model "$MODEL"
+  args=(run.shards plan --run "$RUN" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --model "$MODEL"
     --shards "$N_SHARDS" --attempts "$N_ATTEMPTS" --state-dir "$(run_state_dir)")
   split_words tasks "$TASKS"
   for task in "${tasks[@]}"; do
@@ -102,7 +102,7 @@ print_shards() {
   done
 }
 
-# shard_spec PLAN: tools/shard_run.py's spec (JSON): every shard's job dir and harbor command,
+# shard_spec PLAN: tools/run/shard_run.py's spec (JSON): every shard's job dir and harbor command,
 # the options of each shard's harbor watch, the governor's settings. No secret is in it.
 shard_spec() {
   local plan=$1 i argv shards=() ceiling=() governor=null
@@ -125,7 +125,7 @@ shard_spec() {
 }
 
 # bench_shards BASE TOKEN: the sharded bench on this machine, the run's lock held by the caller.
-# Exits as tools/shard_run.py does.
+# Exits as tools/run/shard_run.py does.
 bench_shards() {
   local base=$1 token=$2 plan spec rc=0
   shard_plan plan run
@@ -136,6 +136,6 @@ bench_shards() {
     jobs_dir: (.shards[0].job_dir | sub("/[^/]*$"; "")), shards: [.shards[] | {index, job_dir, tasks, argv}],
     governor: .governor}' "$spec")"
   cd "$REPO_ROOT"
-  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base tool shard_run run --spec "$spec" || rc=$?
+  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base tool run.shard_run run --spec "$spec" || rc=$?
   return "$rc"
 }

@@ -53,8 +53,8 @@ install_watchdog() {
     show_watchdog_cmd "${argv[@]}"
     return 0
   fi
-  if ! out=$(cd "$REPO_ROOT" && tool watchdog bundle) || [[ ! "$out" =~ ^[0-9a-f]{64}\ [A-Za-z0-9+/=]+$ ]]; then
-    warn "the run's watchdog could not be packed (python -m tools.watchdog bundle, above), so none guards this server: only its --timeout ($SERVER_TIMEOUT) does. make stop RUN=$RUN stops it"
+  if ! out=$(cd "$REPO_ROOT" && tool run.watchdog bundle) || [[ ! "$out" =~ ^[0-9a-f]{64}\ [A-Za-z0-9+/=]+$ ]]; then
+    warn "the run's watchdog could not be packed (python -m tools.run.watchdog bundle, above), so none guards this server: only its --timeout ($SERVER_TIMEOUT) does. make stop RUN=$RUN stops it"
     return 0
   fi
   sha=${out%% *} bundle=${out#* }
@@ -118,7 +118,7 @@ remove_watchdog() {
 
 # start_heartbeat: when this verb has just taken the run's lock itself (not inherited it), a
 # loop in the background writes heartbeat=<now> on the run's live servers every HEARTBEAT_EVERY
-# (python -m tools.watchdog beat), for as long as anything holds the run: the verb, or what it
+# (python -m tools.run.watchdog beat), for as long as anything holds the run: the verb, or what it
 # started and left holding the lock (harbor). It holds no lock itself (fd 9 closed), so it never
 # keeps the run busy; it stops the first time it finds the lock free. When it started and
 # stopped, and each heartbeat it could not write, are in state/<run>/heartbeat.log; Ctrl-C and a
@@ -149,7 +149,7 @@ heartbeat_loop() {
     if ((SECONDS >= next)); then
       next=$((SECONDS + every))
       ns=$(heartbeat_namespace)
-      tool watchdog beat --run "$(sanitize_label "$RUN")" --project "$(sanitize_label "$PROJECT_LABEL")" \
+      tool run.watchdog beat --run "$(sanitize_label "$RUN")" --project "$(sanitize_label "$PROJECT_LABEL")" \
         ${ns:+--namespace "$ns"} >/dev/null || printf '%s: the heartbeat above was not written\n' "$(date -u +%FT%TZ)"
     fi
     sleep "$((every < 5 ? every : 5))"

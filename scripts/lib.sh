@@ -325,7 +325,7 @@ validate_values() {
 }
 
 # validate_max_task_retries: MAX_TASK_RETRIES is 0 (no limit) or a count of attempts, as the tally
-# takes it (tools/tally_core.py MAX_TASK_RETRIES_CAP).
+# takes it (tools/results/tally_core.py MAX_TASK_RETRIES_CAP).
 validate_max_task_retries() {
   [[ "$MAX_TASK_RETRIES" =~ ^[0-9]{1,3}$ ]] ||
     die "setting MAX_TASK_RETRIES must be a whole number from 0 to 999 (attempts in a row ending in an infra error before a task is a final error; 0: no limit), got '$MAX_TASK_RETRIES' (run '$RUN')"
@@ -333,7 +333,7 @@ validate_max_task_retries() {
 
 # --- the run's job name -------------------------------------------------------------------------
 #
-# A run's job dirs are found by name (tools/tally_jobs.py run_job_dirs): <job>, its shards
+# A run's job dirs are found by name (tools/results/tally_jobs.py run_job_dirs): <job>, its shards
 # <job>-shard-<N> (N_SHARDS) and its retry jobs <job>-retry-<N> (mop-up), flat under JOBS_DIR or
 # nested under JOBS_DIR/jobs/; <job>-smoke is its smoke test. A job name with one of those endings
 # would be read as another run's shard, retry or smoke job, and two runs of one job name would
@@ -595,7 +595,7 @@ endpoint() {
 # --- the server's end ------------------------------------------------------------------------
 
 # AUTO_STOP=1: once a bench or mop-up leaves nothing for the run's server to do (no task to
-# retry by mop-up's own selection, python -m tools.reproduce targets: with N_ATTEMPTS > 1, no task
+# retry by mop-up's own selection, python -m tools.run.reproduce targets: with N_ATTEMPTS > 1, no task
 # with a missing attempt; a final error, past MAX_TASK_RETRIES, is none: the tally decides), stop
 # it; while tasks are left, keep it for make mopup and say so: the decision to stop belongs to
 # whoever runs the next step.
@@ -604,7 +604,7 @@ stop_server_if_done() {
   local left targets_args=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || targets_args=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || targets_args+=(--split "$(run_state_dir)/shards.json")
-  left=$(cd "$REPO_ROOT" && tool reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" \
+  left=$(cd "$REPO_ROOT" && tool run.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" \
     --max-task-retries "$MAX_TASK_RETRIES" "${targets_args[@]}" 2>/dev/null | jq -e 'length') ||
     left=""
   if [[ "$left" == 0 ]]; then

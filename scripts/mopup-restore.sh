@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: make mopup-restore RUN=<run> TRIALS='<trial-dir> ...|all' [DRY_RUN=1]
 # Move archived trial dirs (make mopup-archive lists them) back into their job, as
-# state/<run>/manifest.jsonl records where each came from (tools/mopup.py restore). It writes
+# state/<run>/manifest.jsonl records where each came from (tools/mopup/mopup.py restore). It writes
 # the run's job dirs, so it holds the run's lock (one writer per run); DRY_RUN=1 names what it
 # would restore and changes nothing.
 # shellcheck source=lib.sh
@@ -22,7 +22,7 @@ main() {
     return 0
   fi
   hold_run_lock "make mopup-restore"
-  tool mopup restore --state-dir "$(run_state_dir)" "${trials[@]}"
+  tool mopup.mopup restore --state-dir "$(run_state_dir)" "${trials[@]}"
 }
 
 main "$@"

@@ -101,7 +101,7 @@ plan_mopup() {
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   # MAX_TASK_RETRIES: the tally's final errors are not retried; a higher value on this command line
   # tries them again (make mopup RUN=r MAX_TASK_RETRIES=4).
-  tool mopup plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" --state-dir "$state" \
+  tool mopup.mopup plan --run "$RUN" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL" --state-dir "$state" \
     --mode "$MOPUP_MODE" --n-concurrent "$N_CONCURRENT" --current-config "$work/current-config.json" \
     --max-task-retries "$MAX_TASK_RETRIES" "${verdicts[@]}" --out "$work/plan.json"
 }
@@ -129,13 +129,13 @@ mopup_endpoint() {
 }
 
 # keep_plan STATE WORK BATCH: the batch's plan saved under state/<run>/mopup-plans/, then what it
-# retries moved out of the jobs into the archive (tools/mopup.py prepare).
+# retries moved out of the jobs into the archive (tools/mopup/mopup.py prepare).
 keep_plan() {
   local state=$1 work=$2 batch=$3
   mkdir -p "$state/mopup-plans"
   cp "$work/plan.json" "$state/mopup-plans/$batch.json.tmp"
   mv -f "$state/mopup-plans/$batch.json.tmp" "$state/mopup-plans/$batch.json"
-  tool mopup prepare --plan "$work/plan.json" --state-dir "$state"
+  tool mopup.mopup prepare --plan "$work/plan.json" --state-dir "$state"
 }
 
 # run_steps RC_VAR PLAN MODE STEPS BASE TOKEN: one harbor run per step (the resume, or each retry
@@ -169,7 +169,7 @@ run_steps() {
 finish() {
   local plan=$1 rc=$2
   RUN=$RUN "$REPO_ROOT/scripts/tally.sh"
-  tool mopup report --plan "$plan"
+  tool mopup.mopup report --plan "$plan"
   ((rc != CEILING_EXIT)) || stop_at_ceiling # MAX_COST stopped harbor: stop the server, exit CEILING_EXIT
   stop_server_if_done
   # Harbor also exits non-zero when a trial ended in CancelledError, after writing every

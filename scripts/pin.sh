@@ -7,7 +7,7 @@
 # A job dir of the run's name that ran another model is refused, as the tally refuses it.
 # The diff is shown first; DRY_RUN=1 shows it and writes nothing. What it
 # cannot pin is said with the way to pin it by hand (a server image given by tag: HF's job
-# record holds no digest). The logic is tools/pin.py.
+# record holds no digest). The logic is tools/hub/pin.py.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-run.sh
@@ -17,7 +17,7 @@ main() {
   needs_setup python
   resolve_run
   load_settings
-  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.pin plan --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
+  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.hub.pin plan --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
     --run-file "$RUNS_DIR/$RUN.env" --manifest "$(run_state_dir)/manifest.jsonl" --model "$MODEL")
   cd "$REPO_ROOT"
   if is_dry_run; then

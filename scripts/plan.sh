@@ -2,7 +2,7 @@
 # Usage: make plan RUN=<run> [DEADLINE=24h] [PLAN_REPS=200] [PLAN_SEED=0] [JSON=1]
 # Which GPU flavor (one data-parallel replica per GPU), how many shards (harbor jobs) and which
 # N_CONCURRENT finish RUN by DEADLINE, and what each costs: a simulation of RUN's tasks ×
-# N_ATTEMPTS attempts, repeated PLAN_REPS times from PLAN_SEED (python -m tools.plan). Durations
+# N_ATTEMPTS attempts, repeated PLAN_REPS times from PLAN_SEED (python -m tools.money.plan). Durations
 # come from RUN's job dirs, else the bundled examples; prices from env/flavor-prices.tsv.
 # Prints a table and, with DEADLINE, the cheapest configuration that meets it at p90.
 # Launches nothing, asks no service, writes nothing (not even state/last-run). Its work is bounded:
@@ -23,7 +23,7 @@ validate_plan_settings() {
   require_fraction MAX_INFRA_RATE
 }
 
-# The settings that make two run files the same benchmark (tools/plan.py, IDENTITY): a run file
+# The settings that make two run files the same benchmark (tools/money/plan.py, IDENTITY): a run file
 # with the planned run's values for all of them is the run made for its SERVER.
 readonly IDENTITY_SETTINGS="MODEL AGENT DATASET DATASET_REPO DATASET_PATH DATASET_REF TASKS N_TASKS N_ATTEMPTS
   AGENT_TIMEOUT_MULTIPLIER REASONING_EFFORT SERVER_EXTRA_ARGS ENV_TYPE SANDBOX_FLAVOR SANDBOX_IDLE_TIMEOUT"
@@ -69,11 +69,11 @@ main() {
   [[ "${JSON:-0}" == 0 ]] || args+=(--json)
   cd "$REPO_ROOT"
   if is_dry_run; then
-    show_cmd -- .venv/bin/python -m tools.plan "${args[@]}"
+    show_cmd -- .venv/bin/python -m tools.money.plan "${args[@]}"
     say "with every real run file's SERVER, JOB_NAME and identity settings on its standard input, to name the run made for the server it recommends"
     return 0
   fi
-  run_files_json | tool plan "${args[@]}"
+  run_files_json | tool money.plan "${args[@]}"
 }
 
 main "$@"

@@ -6,7 +6,7 @@
 # eval-results format (https://huggingface.co/docs/hub/eval-results): the pass rate, the
 # date, the bucket as source, notes with agent, k and accounting. The token is HF_TOKEN or
 # the saved login, read by huggingface_hub: never printed, never in an argv. DRY_RUN=1 prints
-# every file and every call and calls nothing. The logic is tools/publish.py.
+# every file and every call and calls nothing. The logic is tools/hub/publish.py.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -18,7 +18,7 @@ main() {
   require JOBS_DIR JOB_NAME AGENT MODEL
   [[ -z "$BUCKET" || "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
     die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
-  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.publish publish
+  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.hub.publish publish
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run "$RUN"
     --model-repo "${EVAL_MODEL_REPO:-$MODEL}" --dataset-repo "${DATASET_REPO:-$DATASET}"
     --eval-dataset "$EVAL_DATASET" --task-id "$EVAL_TASK_ID" --dataset-revision "$DATASET_REF"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Usage: make compare|report|results [RUNS="<run> <run> ..."] [TIMEOUTS=unscored] [DRY_RUN=1]
 #        make check-submission [RUN=<run>]
-# The verbs over tools/report.py: comparison table, pictures and HTML, the README's results
+# The verbs over tools/report/report.py: comparison table, pictures and HTML, the README's results
 # section, the leaderboard check. RUNS and RUN come from the environment and are split into
 # words by split_words: a value is never read as shell code. A run may also be a tally JSON
 # file or a job dir. Under DRY_RUN=1, report and results say the command and let
-# tools/report.py --dry-run list what it would write; compare and check-submission only
+# tools/report/report.py --dry-run list what it would write; compare and check-submission only
 # read, so they just run. A run named by its run name gets its cost (make cost's code, in
-# tools/report_cost.py): the bundled examples' recorded hf answers, else read-only hf calls.
+# tools/report/report_cost.py): the bundled examples' recorded hf answers, else read-only hf calls.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -23,10 +23,10 @@ accounting_options() {
   esac
 }
 
-# report_py SUBCOMMAND ARGS...: tools/report.py from the repository root. A subcommand that
+# report_py SUBCOMMAND ARGS...: tools/report/report.py from the repository root. A subcommand that
 # writes files gets --dry-run under DRY_RUN=1, after the command it stands for is said.
 report_py() {
-  local argv=(.venv/bin/python -m tools.report "$@")
+  local argv=(.venv/bin/python -m tools.report.report "$@")
   case "$1" in
     render | html | results)
       if is_dry_run; then
@@ -51,7 +51,7 @@ main() {
     report) report_py render "${opts[@]}" "${runs[@]}" && report_py html "${opts[@]}" "${runs[@]}" ;;
     results) report_py results --figures-dir docs/results "${opts[@]}" "${runs[@]}" ;;
     check-submission)
-      # No RUN: tools/report.py takes the last run used, as every verb does.
+      # No RUN: tools/report/report.py takes the last run used, as every verb does.
       split_words runs "${RUN:-}"
       report_py check-submission "${runs[@]}"
       ;;

@@ -2,7 +2,7 @@
 # Usage: make reproduce RUN=<run> [DRY_RUN=1] [WHERE=hf BUCKET=ns/name] [setting=value ...]
 # One unattended command from nothing to the final tally:
 #   serve → probe → smoke → bench → mop-up passes → tally → stop → summary
-# run by tools/reproduce.py under the run's lock, each step the project's own verb. Progress is
+# run by tools/run/reproduce.py under the run's lock, each step the project's own verb. Progress is
 # in state/<run>/reproduce.json: run it again after a crash, Ctrl-C or reboot and it resumes
 # where it stopped, reusing a healthy server. A server that dies is relaunched (MAX_RELAUNCHES)
 # and mop-up carries on against it; whatever happens, the server is stopped once no step needs
@@ -32,11 +32,11 @@ supervisor_settings() {
   require_integer IDLE_STOP_AFTER HEALTH_POLL
 }
 
-# retry_targets_argv VAR: mop-up's selection of what is left to retry (python -m tools.reproduce
+# retry_targets_argv VAR: mop-up's selection of what is left to retry (python -m tools.run.reproduce
 # targets), as the supervisor asks it before every pass.
 retry_targets_argv() {
   local -n _rt=$1
-  _rt=(.venv/bin/python -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL"
+  _rt=(.venv/bin/python -m tools.run.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --model "$MODEL"
     --max-task-retries "$MAX_TASK_RETRIES")
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || _rt+=(--verdicts "runs/$RUN.verdicts.yaml")
   [[ ! -f "$(run_state_dir)/shards.json" ]] || _rt+=(--split "$(run_state_dir)/shards.json")
@@ -207,12 +207,12 @@ main() {
   start_heartbeat
   # Not remembered here: a start that fails must not become the run a bare make tally acts on. The
   # steps remember it as bench does (serve once it launched, a bench or mop-up that ran), and the
-  # supervisor once the run has job dirs to tally (tools/reproduce.py).
+  # supervisor once the run has job dirs to tally (tools/run/reproduce.py).
   local verdicts=()
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts=(--verdicts "$RUNS_DIR/$RUN.verdicts.yaml")
   cd "$REPO_ROOT"
   # The supervisor inherits the lock on fd 9 and passes it to every step it runs.
-  exec "$REPO_ROOT/.venv/bin/python" -m tools.reproduce run --run "$RUN" --repo "$REPO_ROOT" \
+  exec "$REPO_ROOT/.venv/bin/python" -m tools.run.reproduce run --run "$RUN" --repo "$REPO_ROOT" \
     --state-dir "$(run_state_dir)" --jobs-dir "$(abs_jobs_dir)" --job-name "$JOB_NAME" --api-base "${API_BASE:-}" \
     "${verdicts[@]}" --mopup-passes "$MOPUP_PASSES" --max-relaunches "$MAX_RELAUNCHES" \
     --idle-stop-after "$IDLE_STOP_AFTER" --health-poll "$HEALTH_POLL" --skip-smoke "$(smoke_redundant)" --model "$MODEL" \

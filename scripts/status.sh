@@ -128,12 +128,12 @@ watchdog_rows() {
   esac
 }
 
-# timeout_warning: HF's record of the server's --timeout (python -m tools.watchdog timeout: hf
+# timeout_warning: HF's record of the server's --timeout (python -m tools.run.watchdog timeout: hf
 # jobs inspect shows none), when it is less than the one asked for (state/<run>/server.json).
 timeout_warning() {
   local asked recorded
   asked=$(duration_seconds "$(jq -r '.timeout // empty' "$SERVER_JSON")") || return 0
-  recorded=$(tool watchdog timeout "$JOB" 2>/dev/null) || return 0
+  recorded=$(tool run.watchdog timeout "$JOB" 2>/dev/null) || return 0
   [[ "$recorded" =~ ^[0-9]+$ ]] && ((recorded < asked)) || return 0
   warn "HF recorded a --timeout of $(duration "$recorded") for job $JOB, less than the $(jq -r .timeout "$SERVER_JSON") (SERVER_TIMEOUT) asked for: HF stops it sooner, and what still runs then fails. make doctor CHECK_TIMEOUT=1 RUN=$RUN checks what HF keeps"
 }
@@ -144,7 +144,7 @@ progress_row() {
   local line args=(--where "$WHERE")
   [[ -z "$MAX_COST" ]] || args+=(--max-cost "$MAX_COST")
   [[ "$WHERE" != hf || -z "$BUCKET" ]] || args+=(--bucket "$BUCKET")
-  line=$(tool watch watch --run "$RUN" --summary "${args[@]}" 2>/dev/null) || return 0
+  line=$(tool run.watch watch --run "$RUN" --summary "${args[@]}" 2>/dev/null) || return 0
   row progress "$line"
 }
 

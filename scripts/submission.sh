@@ -11,7 +11,7 @@
 # Then check-submission on the copy: its verdict is printed and is the exit code (the tree
 # stays, so a rejected one can be looked at). The run's own dirs are only read. OUT defaults
 # to the repository (submissions/ is ignored by git). DRY_RUN=1 lists what it would write.
-# The logic is tools/submission.py.
+# The logic is tools/hub/submission.py.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -30,7 +30,7 @@ main() {
   validate_values
   require JOBS_DIR JOB_NAME AGENT MODEL
   local out=${OUT:-.}
-  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.submission build
+  local argv=("$REPO_ROOT/.venv/bin/python" -m tools.hub.submission build
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --out "$out" --run "$RUN" --where "${WHERE:-local}"
     --agent "$AGENT" --model "$MODEL" --dataset-repo "${DATASET_REPO:-$DATASET_PATH}" --dataset "$DATASET"
     --agent-display-name "$AGENT_DISPLAY_NAME" --agent-org-display-name "$AGENT_ORG_DISPLAY_NAME"
@@ -39,7 +39,7 @@ main() {
     --version "$LEADERBOARD_VERSION")
   is_dry_run && argv+=(--dry-run)
   ! is_dry_run || ((for_submit == 0)) || argv+=(--refusal-exit --rebuild)
-  # A sharded run's split lists the dataset's tasks when no job ran it whole (tools/shards.py).
+  # A sharded run's split lists the dataset's tasks when no job ran it whole (tools/run/shards.py).
   [[ ! -f "$(run_state_dir)/shards.json" ]] || argv+=(--shard-plan "$(run_state_dir)/shards.json")
   cd "$REPO_ROOT"
   "${argv[@]}"

@@ -7,7 +7,7 @@
 #      each job id it prints recorded in state/<run>/submit.json and the manifest. Before the
 #      uploads and again before step 3, what the Hub holds under each job id is compared with the
 #      tree: a trial the tree does not hold (a raw job dir uploaded once) stops it, named, since
-#      the Hub never deletes one and the board would count it (tools/submit.py hub-check).
+#      the Hub never deletes one and the board would count it (tools/hub/submit.py hub-check).
 #   3. harbor leaderboard submit --leaderboard HUB_LEADERBOARD --job-id ... --metadata ...,
 #      when this harbor has that command (0.26.0 has not): otherwise the exact command to run
 #      once it does, with the recorded ids.
@@ -15,7 +15,7 @@
 # environment or ~/.harbor/credentials.json; never in an argv, never printed. Uploads are
 # idempotent (harbor uploads only what the Hub lacks), so after a failure run it again.
 # DRY_RUN=1 shows the submission's own dry run and every harbor call, and writes nothing.
-# The Python half is tools/submit.py.
+# The Python half is tools/hub/submit.py.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-run.sh
@@ -30,8 +30,8 @@ validate_submit_settings() {
     die "setting HUB_ORG must be a Harbor Hub organization's name, got '$HUB_ORG' (run '$RUN')"
 }
 
-# submission_args VAR DEST_OUT: tools.submit plan's arguments: where make submission puts the
-# tree, from the same settings scripts/submission.sh hands tools/submission.py.
+# submission_args VAR DEST_OUT: tools.hub.submit plan's arguments: where make submission puts the
+# tree, from the same settings scripts/submission.sh hands tools/hub/submission.py.
 submission_args() {
   local -n _args=$1
   _args=(--out "$2" --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
@@ -72,9 +72,9 @@ harbor_version() {
   harbor --version 2>/dev/null | head -n1 || printf 'unknown'
 }
 
-# credential_source: where harbor's API key is (tools/submit.py credential), or stop with the fix.
+# credential_source: where harbor's API key is (tools/hub/submit.py credential), or stop with the fix.
 credential_source() {
-  tool submit credential 2>/dev/null ||
+  tool hub.submit credential 2>/dev/null ||
     die "no Harbor Hub credential: run 'harbor auth login', or export HARBOR_API_KEY=<your key> in your shell (never on make's command line). Nothing was built or uploaded"
 }
 
@@ -97,10 +97,10 @@ dry_run() {
     exit "$rc"
   fi
   submission_args args "$out"
-  mapfile -d '' -t paths < <(tool submit plan "${args[@]}") || true
+  mapfile -d '' -t paths < <(tool hub.submit plan "${args[@]}") || true
   ((${#paths[@]} > 1)) || die "cannot tell which job dirs the submission would hold (above)"
   dest=${paths[0]}
-  if source=$(tool submit credential 2>/dev/null); then
+  if source=$(tool hub.submit credential 2>/dev/null); then
     say "the Harbor Hub credential harbor would use: $source"
   else
     say "note: no Harbor Hub credential yet; a real make submit refuses without one: run 'harbor auth login', or export HARBOR_API_KEY=<your key>"
@@ -110,9 +110,9 @@ dry_run() {
   for job in "${paths[@]:1}"; do
     names+=("${job##*/}")
   done
-  printf "would check %s against the metadata_schema of the leaderboard %s when Harbor Hub gives it, else against its documented fields (tools/submit.py metadata-check)\n" \
+  printf "would check %s against the metadata_schema of the leaderboard %s when Harbor Hub gives it, else against its documented fields (tools/hub/submit.py metadata-check)\n" \
     "$dest/metadata.yaml" "$HUB_LEADERBOARD"
-  printf 'would check that Harbor Hub holds no trial under the job ids of %s that the tree does not (tools/submit.py hub-check), before the uploads and again after them\n' "${names[*]}"
+  printf 'would check that Harbor Hub holds no trial under the job ids of %s that the tree does not (tools/hub/submit.py hub-check), before the uploads and again after them\n' "${names[*]}"
   for job in "${paths[@]:1}"; do
     upload_argv argv "$job"
     printf 'would run: %s\n' "$(show_cmd -- "${argv[@]}")"
@@ -150,7 +150,7 @@ upload_all() {
       why="harbor upload of ${job##*/} failed (above; its output is in ${log#"$REPO_ROOT"/})"
       break
     fi
-    if ! id=$(tool submit job-id --log "$log" --job-dir "$job"); then
+    if ! id=$(tool hub.submit job-id --log "$log" --job-dir "$job"); then
       stopped=${job##*/}
       why="harbor upload of $stopped went up, but its job id could not be read from its output (above; kept in ${log#"$REPO_ROOT"/}), so it is recorded as id_not_read in the manifest"
       break
@@ -175,7 +175,7 @@ upload_all() {
 record() {
   local status=$1 dest=$2
   shift 2
-  tool submit record --state "$(run_state_dir)/submit.json" --run "$RUN" --dest "$dest" \
+  tool hub.submit record --state "$(run_state_dir)/submit.json" --run "$RUN" --dest "$dest" \
     --leaderboard "$HUB_LEADERBOARD" "${UPLOADED[@]}" --status "$status" -- "$@"
 }
 
@@ -243,19 +243,19 @@ main() {
 
   local args paths dest
   submission_args args "$out"
-  mapfile -d '' -t paths < <(tool submit plan --built "${args[@]}") || true
+  mapfile -d '' -t paths < <(tool hub.submit plan --built "${args[@]}") || true
   ((${#paths[@]} > 1)) || die "cannot find the job dirs of the built submission (above)"
   dest=${paths[0]}
   mkdir -p "$(run_state_dir)/submit-logs"
   # metadata.yaml against the board's own schema when the Hub gives it, else the documented fields.
-  tool submit metadata-check --leaderboard "$HUB_LEADERBOARD" --metadata "$dest/metadata.yaml" ||
+  tool hub.submit metadata-check --leaderboard "$HUB_LEADERBOARD" --metadata "$dest/metadata.yaml" ||
     die "stopped at the metadata check (above): nothing was uploaded or submitted"
   # The append-only Hub: a job id that already holds trials the tree does not is refused before
   # anything goes up, and checked again before the leaderboard is given the ids.
-  tool submit hub-check --run "$RUN" "${paths[@]:1}" ||
+  tool hub.submit hub-check --run "$RUN" "${paths[@]:1}" ||
     die "stopped at the Harbor Hub check (above): nothing was uploaded or submitted"
   upload_all "$dest" "${paths[@]:1}"
-  tool submit hub-check --run "$RUN" "${paths[@]:1}" ||
+  tool hub.submit hub-check --run "$RUN" "${paths[@]:1}" ||
     die "stopped at the Harbor Hub check (above): the leaderboard step did not run; the uploads are recorded in $(run_state_dir)/submit.json"
   leaderboard_step "$dest" "${IDS[@]}"
 }

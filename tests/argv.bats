@@ -182,7 +182,7 @@ printed_argv() {
   shortest=$(cd "$REPO" && .venv/bin/python - <<'PY'
 import glob
 from collections import defaultdict
-from tools import slots as SL, tally_jobs, tally_policy, tally_trials
+from tools.results import slots, tally_jobs, tally_policy, tally_trials
 policy, seen = tally_policy.load_policy(), defaultdict(dict)
 for env in sorted(glob.glob("runs/example-*.env")):
     job = next(line.strip().split("=", 1)[1] for line in open(env) if line.startswith("JOB_NAME="))
@@ -190,7 +190,7 @@ for env in sorted(glob.glob("runs/example-*.env")):
         for t in tally_trials.scan_job_dir(d, tally_trials.ScanNotes()):
             if t.status == "finished":
                 t.outcome, t.rule, _ = tally_policy.classify(t, policy)
-                if SL.is_settled(t) and t.agent_seconds:
+                if slots.is_settled(t) and t.agent_seconds:
                     seen[t.task].setdefault(env, []).append(t.agent_seconds)
 everywhere = {task: [s for v in by.values() for s in v] for task, by in seen.items()
               if len(by) == len(glob.glob("runs/example-*.env"))}
@@ -261,7 +261,7 @@ PY
   assert_output --partial "bench: AUTO_STOP=1: 1 task(s) left to mop up, so the server is kept: make mopup RUN=qwen-t2"
   run grep -c -x cancel "$STUB_LOG"
   assert_output 0
-  run "$REPO/.venv/bin/python" -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" \
+  run "$REPO/.venv/bin/python" -m tools.run.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" \
     --max-task-retries $((default + 1))
   assert_output '["qemu-startup"]'
   # The default: a final error, named by the tally; nothing is left, so the server is stopped.
@@ -273,7 +273,7 @@ PY
   assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
   run grep -c -x cancel "$STUB_LOG"
   assert_output 1
-  run "$REPO/.venv/bin/python" -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
+  run "$REPO/.venv/bin/python" -m tools.run.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
   assert_output '[]'
 }
 
@@ -318,7 +318,7 @@ PY
   # (two infra-errored slots); every other task's slots are settled.
   cp -r "$REPO/examples/jobs" "$BATS_TEST_TMPDIR/jobs"
   export JOBS_DIR="$BATS_TEST_TMPDIR/jobs" JOB_NAME=example-leaderboard-tb21
-  run "$REPO/.venv/bin/python" -m tools.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
+  run "$REPO/.venv/bin/python" -m tools.run.reproduce targets --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME"
   assert_success
   assert_output '["cobol-modernization"]'
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN "$REPO/scripts/serve.sh"

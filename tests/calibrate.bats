@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# make calibrate (scripts/calibrate.sh, tools/calibrate.py): the real evalscope perf against the
+# make calibrate (scripts/calibrate.sh, tools/money/calibrate.py): the real evalscope perf against the
 # loopback fake OpenAI server (streaming a token every few milliseconds), at three concurrency
 # levels; what it records, that the key never reaches a command line or a file, that make plan
 # then uses it, and the dry run's commands.
@@ -39,7 +39,7 @@ readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUT
   assert_success
   assert_line "hf download Qwen/Qwen3.8-27B-FP8 --include 'tokenizer*' --include '*.jinja' --include special_tokens_map.json --include 'vocab*' --include merges.txt --include config.json --local-dir $STATE_ROOT/qwen-t2/tokenizer"
   # The ladder around the run's 3 trials at once: 1, 3 and 6, each level sending four times its requests at once.
-  assert_line "OPENAI_API_KEY=\"\$(hf auth token)\" .venv/bin/python -m tools.calibrate --out $STATE_ROOT/qwen-t2/calibration.json --run qwen-t2 --profile qwen3.8-27b-fp8-sglang-h200 --flavor h200 --dp 1 --tp 1 --prompt-tokens 32768 --shared-prefix-tokens 30720 --output-tokens 1024 -- --url https://job1--30000.hf.jobs/v1/chat/completions --api openai --model Qwen/Qwen3.8-27B-FP8 --tokenizer-path $STATE_ROOT/qwen-t2/tokenizer --dataset random --prefix-length 30720 --min-prompt-length 2048 --max-prompt-length 2048 --max-tokens 1024 --min-tokens 1024 --stream --parallel 1 3 6 --number 4 12 24 --total-timeout 1800 --sleep-interval 0 --seed 0 --outputs-dir $STATE_ROOT/qwen-t2/calibration --no-timestamp"
+  assert_line "OPENAI_API_KEY=\"\$(hf auth token)\" .venv/bin/python -m tools.money.calibrate --out $STATE_ROOT/qwen-t2/calibration.json --run qwen-t2 --profile qwen3.8-27b-fp8-sglang-h200 --flavor h200 --dp 1 --tp 1 --prompt-tokens 32768 --shared-prefix-tokens 30720 --output-tokens 1024 -- --url https://job1--30000.hf.jobs/v1/chat/completions --api openai --model Qwen/Qwen3.8-27B-FP8 --tokenizer-path $STATE_ROOT/qwen-t2/tokenizer --dataset random --prefix-length 30720 --min-prompt-length 2048 --max-prompt-length 2048 --max-tokens 1024 --min-tokens 1024 --stream --parallel 1 3 6 --number 4 12 24 --total-timeout 1800 --sleep-interval 0 --seed 0 --outputs-dir $STATE_ROOT/qwen-t2/calibration --no-timestamp"
   refute_output --partial "$FAKE_TOKEN"
   [ ! -e "$STATE_ROOT/qwen-t2/calibration.json" ] && [ ! -e "$STATE_ROOT/qwen-t2/tokenizer" ]
   # Sharded: the ladder follows the trials at once over every shard.

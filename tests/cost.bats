@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# make cost and make sandboxes (scripts/cost.sh, scripts/sandboxes.sh, tools/cost.py) through
+# make cost and make sandboxes (scripts/cost.sh, scripts/sandboxes.sh, tools/money/cost.py) through
 # the real hf CLI against the fake HF Jobs API: a scripted run of known jobs, prices and
 # durations, checked to the cent against figures computed here; the price fallback; the
 # sandbox behind an infra-errored trial; the bundled example, offline.
@@ -69,7 +69,7 @@ scripted_run() {
   trial task-c__ccc3333 task-c 2026-01-01T01:30:00Z 2026-01-01T01:45:00Z SandboxError
 }
 
-# money A: A rounded to 6 places, as tools/cost.py's JSON carries it.
+# money A: A rounded to 6 places, as tools/money/cost.py's JSON carries it.
 money() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 field() { jq -r "$1 | if type == \"number\" then (. * 1000000 | round / 1000000 | tostring) else tostring end" <<<"$output"; }
 same() { awk -v a="$1" -v b="$2" 'BEGIN { exit !((a - b) < 0.0000011 && (b - a) < 0.0000011) }' || fail "$3: got $1, expected $2"; }

@@ -11,7 +11,7 @@ setup() {
 teardown() { stop_fakes; }
 
 # tracked_files DIR: what a remote job's copy of checkout DIR holds: the files git tracks as
-# files, sorted (the links git tracks, tests/stubs/*, are never copied: tools/stage.py).
+# files, sorted (the links git tracks, tests/stubs/*, are never copied: tools/hub/stage.py).
 tracked_files() {
   git -C "$1" ls-files -s | awk -F'\t' '{ split($1, entry, " "); if (entry[1] != "120000") print $2 }' | LC_ALL=C sort
 }

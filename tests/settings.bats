@@ -290,7 +290,7 @@ ENVS
   # Default-deny: an environment not read and found to keep the key out of argv is refused too.
   RUN=qwen-mswea ENV_TYPE=modal run "$REPO/scripts/print.sh"
   assert_failure
-  assert_output "print: run 'qwen-mswea': mini-swe-agent on ENV_TYPE=modal is refused: harbor.environments.modal:ModalEnvironment is not an environment known to keep its key (OPENAI_API_KEY=<token>) out of every local process's argv (only ENV_TYPE=hf-sandbox is: tools/environments.py says why). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
+  assert_output "print: run 'qwen-mswea': mini-swe-agent on ENV_TYPE=modal is refused: harbor.environments.modal:ModalEnvironment is not an environment known to keep its key (OPENAI_API_KEY=<token>) out of every local process's argv (only ENV_TYPE=hf-sandbox is: tools/hub/environments.py says why). Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
   # An import path that cannot be loaded cannot be checked: refused too, naming why.
   RUN=qwen-mswea ENV_TYPE=no_such_module:Env run "$REPO/scripts/print.sh"
   assert_failure
@@ -360,7 +360,7 @@ printed_block() {
 
 # --- 6. nothing from make's command line reaches a shell unquoted ----------------------------
 
-@test "RUNS and RUN reach tools/report.py as words, never as shell code" {
+@test "RUNS and RUN reach tools/report/report.py as words, never as shell code" {
   local pwned="$BATS_TEST_TMPDIR/pwned" verb
   for verb in compare report results; do
     run mk "$verb" "RUNS=example-terminus2 \`touch $pwned\`"
@@ -415,11 +415,11 @@ printed_block() {
   before=$(written_files)
   run mk results DRY_RUN=1
   assert_success
-  assert_line "report: would run: .venv/bin/python -m tools.report results --figures-dir docs/results example-terminus2 example-mswea"
+  assert_line "report: would run: .venv/bin/python -m tools.report.report results --figures-dir docs/results example-terminus2 example-mswea"
   run mk report DRY_RUN=1
   assert_success
-  assert_line "report: would run: .venv/bin/python -m tools.report render example-terminus2 example-mswea"
-  assert_line "report: would run: .venv/bin/python -m tools.report html example-terminus2 example-mswea"
+  assert_line "report: would run: .venv/bin/python -m tools.report.report render example-terminus2 example-mswea"
+  assert_line "report: would run: .venv/bin/python -m tools.report.report html example-terminus2 example-mswea"
   assert_equal "$(written_files)" "$before"
 }
 

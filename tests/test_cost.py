@@ -1,4 +1,4 @@
-"""tools/cost.py's pure parts, and the huggingface_hub / harbor facts it relies on, pinned."""
+"""tools/money/cost.py's pure parts, and the huggingface_hub / harbor facts it relies on, pinned."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tools import cost
-from tools import cost_hf
-from tools import cost_jobs
-from tools import cost_prices
-from tools import cost_sandbox_logs
+from tools.money import cost
+from tools.money import cost_hf
+from tools.money import cost_jobs
+from tools.money import cost_prices
+from tools.money import cost_sandbox_logs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -148,7 +148,7 @@ def test_a_valid_cache_is_used_and_only_a_cpu_flavor_may_be_free(tmp_path):
 
 def test_hostile_hf_answers_are_unpriced_with_a_reason_and_never_total_less_than_nothing(tmp_path):
     from tests.test_max_cost import job, recorded
-    from tools import cost_ceiling as CC
+    from tools.money import cost_ceiling
 
     odd = [job("neg", "h200", "RUNNING", -2_000_000_000), job("huge", "h200", "RUNNING", 1e308),
            job("nan", "h200", "RUNNING", float("nan")), job("ok", "h200", "COMPLETED", 3600)]
@@ -159,7 +159,7 @@ def test_hostile_hf_answers_are_unpriced_with_a_reason_and_never_total_less_than
     hf.calls["jobs inspect --json alice/null"] = [None]
     with (scope.state_dir / "manifest.jsonl").open("a") as manifest:
         manifest.write(json.dumps({"event": "serve", "role": "server", "job_id": "null", "namespace": "alice"}) + "\n")
-    spend = CC.measure(hf, scope)
+    spend = cost_ceiling.measure(hf, scope)
     assert spend.spent_usd == pytest.approx(5.0)  # "ok" alone: an hour of h200
     assert sorted(spend.unknown) == sorted([
         "alice/dict (server, flavor n/a): no price for its flavor",
@@ -190,7 +190,7 @@ def test_the_ceiling_refuses_to_start_when_no_valid_price_is_left(tmp_path, monk
         result.output
 
 
-# --- whose sandbox is it (tools/cost_sandboxes.py, docs/cost.md §5) --------------------------------
+# --- whose sandbox is it (tools/money/cost_sandboxes.py, docs/cost.md §5) --------------------------------
 
 
 def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creates():
@@ -203,14 +203,14 @@ def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creat
     from harbor.utils import logger as harbor_logger
     from huggingface_hub import _jobs_api, _sandbox
 
-    from tools import cost_sandboxes as CS
+    from tools.money import cost_sandboxes
 
     # Sandbox.create: the job's labels are hf-sandbox=1, the mode and a random nonce; its image is the one asked.
     create = inspect.getsource(_sandbox.Sandbox.create)
     assert "labels={**(labels or {}), SANDBOX_LABEL: \"1\", MODE_LABEL: MODE_DEDICATED, NONCE_LABEL: nonce}" in create
     assert _sandbox.NONCE_LABEL == "hf-sandbox-nonce" and "nonce = token_hex(16)" in create
     assert "job = api.run_job(\n            image=image," in create and "flavor=flavor," in create
-    assert CS.SPACE_IMAGE_PREFIXES == _jobs_api._SPACE_IMAGE_PREFIXES
+    assert cost_sandboxes.SPACE_IMAGE_PREFIXES == _jobs_api._SPACE_IMAGE_PREFIXES
     # harbor's hf-sandbox start: the task's image, no labels, and a DEBUG line before each Sandbox.create,
     # which names the namespace the sandbox is created under (--ek namespace; None: the token's owner).
     start = inspect.getsource(hf_sandbox.HFSandboxEnvironment.start)
@@ -227,8 +227,8 @@ def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creat
                        ("Creating HF Sandbox: image=i:1, flavor=cpu-upgrade, idle_timeout=7200s, namespace=None\n", None),
                        ("Creating HF Sandbox: image=i:1, flavor=cpu-upgrade, idle_timeout=Nones, namespace=my-org\n",
                         "my-org")):
-        assert [(m[0], m[1], m[2] or None if m[2] != CS.NO_NAMESPACE else None)
-                for m in CS.SANDBOX_CREATED.findall(text)] == [("i:1", "cpu-upgrade", want)]
+        assert [(m[0], m[1], m[2] or None if m[2] != cost_sandboxes.NO_NAMESPACE else None)
+                for m in cost_sandboxes.SANDBOX_CREATED.findall(text)] == [("i:1", "cpu-upgrade", want)]
     # ... which lands in <trial>/trial.log: the trial's logger (DEBUG) with a DEBUG file handler,
     # and the environment logs through a child of it.
     assert harbor_logger.logger.level == logging.DEBUG
@@ -243,7 +243,7 @@ def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creat
     # A trial starts at most two environments: the agent's, and a separate verifier's.
     source = inspect.getsource(trial)
     assert source.count("self.agent_environment.start(") == 1 and source.count("await env.start(force_build=False)") == 1
-    assert source.count(".start(force_build") == 1 and CS.SANDBOXES_PER_TRIAL == 2
+    assert source.count(".start(force_build") == 1 and cost_sandboxes.SANDBOXES_PER_TRIAL == 2
     # The factory takes import_path before type: a trial with one runs that class, not hf-sandbox.
     made = inspect.getsource(factory.EnvironmentFactory.create_environment_from_config)
     assert made.index("if config.import_path is not None:") < made.index("elif config.type is not None:")
@@ -259,8 +259,8 @@ def test_a_sandbox_names_neither_run_nor_trial_and_harbor_logs_each_one_it_creat
                     "Sandbox job 68b7f1 did not become ready within 120s.",
                     "Sandbox job 68b7f1 runs sbx-server protocol 1, but this version of huggingface_hub needs",
                     "Job 68b7f1 does not expose the sandbox server port 49983."):
-        assert CS.named_sandbox({"exception_info": {**named, "exception_message": message}}) == ["68b7f1"]
-    assert CS.named_sandbox({"exception_info": {"exception_type": "RuntimeError",
+        assert cost_sandboxes.named_sandbox({"exception_info": {**named, "exception_message": message}}) == ["68b7f1"]
+    assert cost_sandboxes.named_sandbox({"exception_info": {"exception_type": "RuntimeError",
                                                 "exception_message": "Sandbox job 68b7f1 did not become ready"}}) == []
 
 
@@ -348,32 +348,32 @@ def test_a_namespace_the_trial_names_makes_a_sandbox_of_another_namespace_not_it
     """harbor 0.26.0 logs the namespace a sandbox is created under (--ek namespace=, what make bench
     passes as HF_NAMESPACE), and the trial's config records it: a sandbox of another namespace,
     though nearer and of the same image and flavor, is never the trial's."""
-    from tools import cost_sandboxes as CS
+    from tools.money import cost_sandboxes
 
     at = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
-    slot = lambda ns: CS.Slot("r/t0__x", at, at + timedelta(minutes=1), at, "while it set up", IMAGE,  # noqa: E731
+    slot = lambda ns: cost_sandboxes.Slot("r/t0__x", at, at + timedelta(minutes=1), at, "while it set up", IMAGE,  # noqa: E731
                               SANDBOX_FLAVOR, ns)
     theirs = {**cost_hf.normalise_job(sandbox("theirs", at + timedelta(seconds=2))), "namespace": "bob"}
     mine = cost_hf.normalise_job(sandbox("mine", at + timedelta(seconds=5)))  # alice's
-    assert not CS.fits(slot("alice"), theirs) and CS.fits(slot("alice"), mine)
-    assert CS.fits(slot(None), theirs)  # no namespace named: only image, flavor and time decide
-    claim = CS.Claim("r/t0__x", "t0", (at, None), [slot("alice")], [])
-    assert [j["id"] for j, _, _ in CS.attribute([theirs, mine], [claim]).mine] == ["mine"]
+    assert not cost_sandboxes.fits(slot("alice"), theirs) and cost_sandboxes.fits(slot("alice"), mine)
+    assert cost_sandboxes.fits(slot(None), theirs)  # no namespace named: only image, flavor and time decide
+    claim = cost_sandboxes.Claim("r/t0__x", "t0", (at, None), [slot("alice")], [])
+    assert [j["id"] for j, _, _ in cost_sandboxes.attribute([theirs, mine], [claim]).mine] == ["mine"]
     # Where the namespace comes from: the log line, else the trial's config (--ek namespace=).
-    assert CS.configured_namespace({"environment": {"type": "hf-sandbox", "kwargs": {"namespace": "alice"}}}) == "alice"
-    assert CS.configured_namespace({"environment": {"kwargs": {"namespace": "a/../b"}}}) is None
+    assert cost_sandboxes.configured_namespace({"environment": {"type": "hf-sandbox", "kwargs": {"namespace": "alice"}}}) == "alice"
+    assert cost_sandboxes.configured_namespace({"environment": {"kwargs": {"namespace": "a/../b"}}}) is None
 
 
 def test_an_attempt_harbor_retried_in_the_run_claims_its_sandbox_once(tmp_path):
     """MAX_RETRIES: harbor deleted the SandboxError attempt and ran the trial again in its dir; the copy
-    tools/retried.py kept (.retried/r/<trial>.<id>) is the run's, so make cost counts its sandbox. A
+    tools/results/retried.py kept (.retried/r/<trial>.<id>) is the run's, so make cost counts its sandbox. A
     copy of an attempt mop-up archived too (a harbor stopped before its job's end kept both) claims once."""
     import shutil
 
     from tests.fixtures.harbor_jobs import T0, TrialSpec as S, write_job
 
-    from tools import cost_sandboxes as CS
-    from tools import tally_jobs
+    from tools.money import cost_sandboxes
+    from tools.results import tally_jobs
 
     boxes = [sandbox("sbx-retried", T0 + timedelta(minutes=5)), sandbox("mine-t0", T0 + timedelta(minutes=8, seconds=5))]
     job_dir, state, hf = run_with(tmp_path, [S("t0", 1.0, finished=40)], boxes)
@@ -394,7 +394,7 @@ def test_an_attempt_harbor_retried_in_the_run_claims_its_sandbox_once(tmp_path):
     # The same attempt in mop-up's archive as well: one claim.
     archived = state / "archive" / "b1" / "r" / attempt.name
     shutil.copytree(attempt, archived)
-    claims = CS.run_claims(report, state)
+    claims = cost_sandboxes.run_claims(report, state)
     assert [c.attempt for c in claims].count(attempt_id) == 1 and len(claims) == 2
 
 
@@ -422,7 +422,7 @@ def test_a_trial_without_result_claims_from_when_its_dir_was_written(tmp_path):
     A trial of mop-up's archive is the run's too."""
     from tests.fixtures.harbor_jobs import TrialSpec as S
 
-    from tools import cost_sandboxes as CS
+    from tools.money import cost_sandboxes
 
     began = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
     at = lambda secs: began + timedelta(seconds=secs)  # noqa: E731
@@ -439,32 +439,32 @@ def test_a_trial_without_result_claims_from_when_its_dir_was_written(tmp_path):
     report = cost_jobs.run_tally(str(tmp_path / "jobs"), "r", "r", None)
     jobs = [cost_hf.normalise_job(sandbox(j, at(s))) for j, s in
             (("t0-own", 5), ("t1-own", -597), ("later", 600), ("much-later", 3000))]
-    running = CS.attribute(jobs, CS.run_claims(report, state, running_since=at(-1)), since=at(-1))
+    running = cost_sandboxes.attribute(jobs, cost_sandboxes.run_claims(report, state, running_since=at(-1)), since=at(-1))
     assert sorted((j["id"], c.trial.split("/")[1][:2]) for j, c, _ in running.mine) == [("t0-own", "t0"), ("t1-own", "t1")]
     assert [j["id"] for j in running.others] == ["later", "much-later"]
     # Not running now: t0 stopped mid-trial; its window ends 30 s after its last write.
-    stopped = CS.attribute(jobs, CS.run_claims(report, state))
+    stopped = cost_sandboxes.attribute(jobs, cost_sandboxes.run_claims(report, state))
     assert sorted(j["id"] for j, _, _ in stopped.mine) == ["t0-own", "t1-own"] and stopped.others == []
 
 
 def test_a_hostile_trial_log_is_read_within_limits(tmp_path):
     """trial.log is read from its start, 64 KiB at most, never opened when it is not a regular
     file; at most two sandboxes per trial, however many lines claim more."""
-    from tools import cost_sandboxes as CS
+    from tools.money import cost_sandboxes
 
     line = f"Creating HF Sandbox: image={IMAGE}, flavor={SANDBOX_FLAVOR}, idle_timeout=600s\n"
     (tmp_path / "big").mkdir()
     (tmp_path / "big" / "trial.log").write_text(line + "x" * (3 << 20) + "\n" + line)
-    assert CS.sandbox_creations(str(tmp_path / "big")) == [(IMAGE, SANDBOX_FLAVOR, None)]  # the second is past the head
+    assert cost_sandboxes.sandbox_creations(str(tmp_path / "big")) == [(IMAGE, SANDBOX_FLAVOR, None)]  # the second is past the head
     (tmp_path / "many").mkdir()
     (tmp_path / "many" / "trial.log").write_text(line * 5 + "Creating HF Sandbox: image=a,b, flavor=x, idle_timeout=1s\n")
-    assert CS.sandbox_creations(str(tmp_path / "many")) == [(IMAGE, SANDBOX_FLAVOR, None)] * 2
+    assert cost_sandboxes.sandbox_creations(str(tmp_path / "many")) == [(IMAGE, SANDBOX_FLAVOR, None)] * 2
     (tmp_path / "fifo").mkdir()
     os.mkfifo(tmp_path / "fifo" / "trial.log")  # opened for reading, it would block for ever
-    assert CS.sandbox_creations(str(tmp_path / "fifo")) == []
+    assert cost_sandboxes.sandbox_creations(str(tmp_path / "fifo")) == []
     (tmp_path / "link").mkdir()
     (tmp_path / "link" / "trial.log").symlink_to("/dev/zero")
-    assert CS.sandbox_creations(str(tmp_path / "link")) == []
+    assert cost_sandboxes.sandbox_creations(str(tmp_path / "link")) == []
 
 
 def test_an_hf_answer_with_an_id_that_is_not_a_plain_name_is_left_out_and_said(tmp_path):
@@ -495,7 +495,7 @@ def test_a_real_harbor_trial_on_hf_sandbox_leaves_the_proof_the_attribution_read
 
     from test_reproduce import TOKEN, JobsAPI
 
-    from tools import cost_sandboxes as CS
+    from tools.money import cost_sandboxes
 
     api = JobsAPI(tmp_path, {"new_job": {"id": "sbx0mine", "stages": ["ERROR"], "message": "exit 1",
                                          # loopback, closed: the sandbox server never answers
@@ -520,7 +520,7 @@ def test_a_real_harbor_trial_on_hf_sandbox_leaves_the_proof_the_attribution_read
         [trial] = [p for p in (tmp_path / "jobs" / "r").iterdir() if p.is_dir()]
         assert (trial / "trial.log").read_text().splitlines()[0] == \
             "Creating HF Sandbox: image=python:3.12-slim, flavor=cpu-upgrade, idle_timeout=600s, namespace=alice"
-        claim = CS.trial_claim(str(trial), f"r/{trial.name}", "t-sandbox", None)
+        claim = cost_sandboxes.trial_claim(str(trial), f"r/{trial.name}", "t-sandbox", None)
         assert [(s.image, s.flavor, s.namespace, s.when) for s in claim.slots] == \
             [("python:3.12-slim", "cpu-upgrade", "alice", "while it set up its environment")]
         assert claim.job_ids == ["sbx0mine"]
@@ -534,8 +534,8 @@ def test_a_real_harbor_trial_on_hf_sandbox_leaves_the_proof_the_attribution_read
         assert len(api.cancels("sbx0mine")) == 1  # Sandbox.create cancelled it: billed a moment, still the run's
         jobs, problems = cost_hf.list_sandboxes(cost_hf.LiveHf(timeout=60), "alice")
         assert problems == [] and [j["id"] for j in jobs] == ["sbx0mine"]
-        assert CS.fits(claim.slots[0], jobs[0])  # created while the trial set up its environment, its image
-        split = CS.attribute(jobs, [claim])
+        assert cost_sandboxes.fits(claim.slots[0], jobs[0])  # created while the trial set up its environment, its image
+        split = cost_sandboxes.attribute(jobs, [claim])
         assert [(j["id"], why) for j, _, why in split.mine] == \
             [("sbx0mine", f"trial r/{trial.name}: its result.json names this sandbox job (SandboxError)")]
     finally:
@@ -606,7 +606,7 @@ def test_every_bundled_example_works_with_cost_sandboxes_watch_tally_and_report(
     spend = next(line for line in proc.stdout.splitlines() if line.startswith("  spend: "))
     assert spend.startswith(f"  spend: ${total:,.2f} so far")
 
-    report = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.report", "html", run, "-o",
+    report = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.report.report", "html", run, "-o",
                              str(tmp_path / "r.html")], capture_output=True, text=True, cwd=REPO, timeout=300,
                             env={**os.environ, "STATE_ROOT": str(tmp_path / "state"), "HF_ENDPOINT": "http://127.0.0.1:1"})
     assert report.returncode == 0, report.stderr

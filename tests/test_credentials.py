@@ -1,4 +1,4 @@
-"""tools/credentials.py: what it finds in files about to leave the machine, and what it must not.
+"""tools/hub/credentials.py: what it finds in files about to leave the machine, and what it must not.
 
 Every secret-looking value here is built when the test runs, by joining pieces, so that no
 credential-shaped string sits in the repository (the scan of a remote job's checkout, and any
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import credentials as CR
+from tools.hub import credentials
 
 MIXED = "Ab1" * 12  # mixed case and digits, as random keys have: 36 characters
 
@@ -51,10 +51,10 @@ NOT_KEYS = {
 }
 
 
-def findings_in(tmp_path: Path, text: str, secrets: dict[str, bytes] | None = None) -> list[CR.Finding]:
+def findings_in(tmp_path: Path, text: str, secrets: dict[str, bytes] | None = None) -> list[credentials.Finding]:
     path = tmp_path / "trajectory.json"
     path.write_text(text)
-    return CR.scan_files([str(path)], {} if secrets is None else secrets)
+    return credentials.scan_files([str(path)], {} if secrets is None else secrets)
 
 
 @pytest.mark.parametrize("kind", sorted(SHAPES))
@@ -88,18 +88,18 @@ def test_a_value_this_machine_holds_is_found_wherever_it_is_even_first(tmp_path)
 
 
 def test_the_machines_secrets_are_its_secret_named_variables_and_hf_token(monkeypatch, tmp_path):
-    for name in [n for n in os.environ if CR.SECRET_NAME.search(n.upper())]:
+    for name in [n for n in os.environ if credentials.SECRET_NAME.search(n.upper())]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no token file: the environment's token only
     monkeypatch.setenv("HF_TOKEN", key("hf", "_", MIXED[:34]))
-    monkeypatch.setenv("MY_API_KEY", "8" * CR.MIN_SECRET)            # just long enough
-    monkeypatch.setenv("SHORT_SECRET", "7" * (CR.MIN_SECRET - 1))    # too short to look for
+    monkeypatch.setenv("MY_API_KEY", "8" * credentials.MIN_SECRET)            # just long enough
+    monkeypatch.setenv("SHORT_SECRET", "7" * (credentials.MIN_SECRET - 1))    # too short to look for
     monkeypatch.setenv("db_password", key("pass", "word1"))            # the name in any case
     monkeypatch.setenv("KEYBOARD", key("layout", "-us-intl"))          # not a secret's name
-    found = CR.machine_secrets()
+    found = credentials.machine_secrets()
     # HF's token is the $HF_TOKEN value huggingface_hub reads: named once.
     assert found == {"the value of $HF_TOKEN": os.environ["HF_TOKEN"].encode(),
-                     "the value of $MY_API_KEY": b"8" * CR.MIN_SECRET,
+                     "the value of $MY_API_KEY": b"8" * credentials.MIN_SECRET,
                      "the value of $db_password": b"password1"}
 
 
@@ -114,7 +114,7 @@ def test_links_directories_and_special_files_are_never_read(tmp_path):
     os.mkfifo(fifo)
     paths = [str(p) for p in (link, folder, fifo)] + ["/dev/null"]
     done: list = []
-    scan = threading.Thread(target=lambda: done.append(CR.scan_files(paths, {})), daemon=True)
+    scan = threading.Thread(target=lambda: done.append(credentials.scan_files(paths, {})), daemon=True)
     scan.start()
     scan.join(10)
     if scan.is_alive():  # a reader blocked on the FIFO: give it an end, then fail
@@ -122,22 +122,22 @@ def test_links_directories_and_special_files_are_never_read(tmp_path):
         scan.join(10)
         pytest.fail("the scan opened a FIFO")
     assert done == [[]]
-    assert [f.kind for f in CR.scan_files([str(secret)], {})] == ["what looks like an HF token"]
+    assert [f.kind for f in credentials.scan_files([str(secret)], {})] == ["what looks like an HF token"]
 
 
 def test_a_file_too_large_to_read_whole_is_refused_as_unscanned(tmp_path, monkeypatch):
-    monkeypatch.setattr(CR, "SCAN_CAP", 64)
+    monkeypatch.setattr(credentials, "SCAN_CAP", 64)
     big, small = tmp_path / "big.json", tmp_path / "small.json"
     big.write_text("x" * 65)
     small.write_text("x" * 64)
-    assert CR.scan_files([str(big), str(small)], {}) == [
-        CR.Finding(str(big), 0, "larger than 0 MiB, not scanned for credentials", "")]
+    assert credentials.scan_files([str(big), str(small)], {}) == [
+        credentials.Finding(str(big), 0, "larger than 0 MiB, not scanned for credentials", "")]
 
 
 def test_a_refusal_names_five_findings_and_counts_the_rest():
-    findings = [CR.Finding(f"f{n}.json", n + 1, "what looks like an HF token", "hf_A…1Ab1") for n in range(7)]
-    text = CR.refusal(findings, "make publish")
+    findings = [credentials.Finding(f"f{n}.json", n + 1, "what looks like an HF token", "hf_A…1Ab1") for n in range(7)]
+    text = credentials.refusal(findings, "make publish")
     assert text.startswith("make publish refused: a credential may be in the files it would upload: "
                            "f0.json:1: what looks like an HF token (hf_A…1Ab1); ")
     assert "f4.json:5" in text and "f5.json" not in text and "; and 2 more. Nothing was uploaded. " in text
-    assert text.endswith(f"{CR.REDACT_IN_RUN}, then run make publish again.")
+    assert text.endswith(f"{credentials.REDACT_IN_RUN}, then run make publish again.")

@@ -56,7 +56,7 @@ def test_parse_duration_refuses_what_is_not_one(text):
     assert fmt.parse_duration(text) is None
 
 
-# tools/watchdog.py runs on HF alone, so it keeps its own copy of the parser: the two must read
+# tools/run/watchdog.py runs on HF alone, so it keeps its own copy of the parser: the two must read
 # every input alike (the watchdog refuses a zero, as a setting of no length; fmt leaves that to
 # its callers).
 AGREEMENT = ["90", "90s", "10m", "2h", "1d", "1.5h", " 24h ", "0.5s", "999999999d", "0", "0s", "0.0h", "", "h",
@@ -67,7 +67,7 @@ AGREEMENT = ["90", "90s", "10m", "2h", "1d", "1.5h", " 24h ", "0.5s", "999999999
 def test_the_watchdog_reads_a_duration_as_fmt_does(text):
     import click
 
-    from tools import watchdog
+    from tools.run import watchdog
 
     expected = fmt.parse_duration(text)
     if expected:

@@ -1,4 +1,4 @@
-"""tools/harbor_watch.py: harbor is ended when it lingers after its job has finished.
+"""tools/run/harbor_watch.py: harbor is ended when it lingers after its job has finished.
 
 Every scenario runs real processes: the watchdog, and as its child either a fake "harbor"
 (FAKE_HARBOR below, written into tmp, which writes its job's result.json with harbor's own
@@ -33,12 +33,13 @@ from harbor.models.trial.result import ExceptionInfo, TrialResult
 from harbor.trial.trial import Trial
 
 from tests.fixtures.harbor_jobs import TrialSpec, rewrite_result, trial_name, write_job
-from tools import harbor_watch as hw
-from tools import harbor_watch_job, harbor_watch_signals
+from tools.run import harbor_watch
+from tools.run import harbor_watch_job
+from tools.run import harbor_watch_signals
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python")
-WATCH = "tools.harbor_watch"  # run as a module, as scripts/lib-run.sh runs it
+WATCH = "tools.run.harbor_watch"  # run as a module, as scripts/lib-run.sh runs it
 BOUND_S = 60
 
 # A stand-in for harbor. argv: MODE JOB_DIR MARKS_DIR. It records what happened to it as
@@ -346,12 +347,12 @@ def test_bad_reads_are_no_answer_and_never_block(tmp_path, monkeypatch):
 
 
 def test_exit_codes():
-    assert hw.exit_code(hw.Outcome(3), None) == 3
-    assert hw.exit_code(hw.Outcome(-9), None) == 137             # harbor killed by someone else
-    assert hw.exit_code(hw.Outcome(-15, "t", "TERM"), None) == 0  # ended by us after the job finished
-    assert hw.exit_code(hw.Outcome(None, "t", "KILL", survived=True), None) == 0
-    assert hw.exit_code(hw.Outcome(0), signal.SIGINT) == 130
-    assert hw.exit_code(hw.Outcome(1), signal.SIGTERM) == 143
+    assert harbor_watch.exit_code(harbor_watch.Outcome(3), None) == 3
+    assert harbor_watch.exit_code(harbor_watch.Outcome(-9), None) == 137             # harbor killed by someone else
+    assert harbor_watch.exit_code(harbor_watch.Outcome(-15, "t", "TERM"), None) == 0  # ended by us after the job finished
+    assert harbor_watch.exit_code(harbor_watch.Outcome(None, "t", "KILL", survived=True), None) == 0
+    assert harbor_watch.exit_code(harbor_watch.Outcome(0), signal.SIGINT) == 130
+    assert harbor_watch.exit_code(harbor_watch.Outcome(1), signal.SIGTERM) == 143
 
 
 # --------------------------------------------------------------------------- a fake harbor
@@ -688,7 +689,7 @@ def stop_stubborn_at_ceiling(tmp_path: Path, spend, term_wait: float, first: str
         while not (marks / "ready").exists():
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        outcome = hw.stop_at_ceiling(proc, spend, term_wait, waker, first)
+        outcome = harbor_watch.stop_at_ceiling(proc, spend, term_wait, waker, first)
     finally:
         waker.close()
         stop_session(proc)
@@ -700,8 +701,8 @@ def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
     outcome, signals = stop_stubborn_at_ceiling(tmp_path, spend, 1)
     assert (outcome.spend, outcome.ceiling_signal, outcome.returncode, outcome.survived) == (spend, "TERM", 7, False)
     assert signals == ["SIGINT", "SIGTERM"]
-    assert hw.exit_code(outcome, None) == harbor_watch_signals.CEILING_EXIT == 75
-    assert hw.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
+    assert harbor_watch.exit_code(outcome, None) == harbor_watch_signals.CEILING_EXIT == 75
+    assert harbor_watch.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
 
 
 def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_term_first(tmp_path):
@@ -709,10 +710,10 @@ def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_ter
     # so a SIGINT would only cost term_wait seconds. The check reads how it was started.
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        check = hw.CeilingCheck(watch=None, poll=60)
+        check = harbor_watch.CeilingCheck(watch=None, poll=60)
     finally:
         signal.signal(signal.SIGINT, before)
-    assert check.first_signal == "TERM" and hw.CeilingCheck(watch=None, poll=60).first_signal == "INT"
+    assert check.first_signal == "TERM" and harbor_watch.CeilingCheck(watch=None, poll=60).first_signal == "INT"
     outcome, signals = stop_stubborn_at_ceiling(tmp_path, object(), BOUND_S, check.first_signal)
     assert (outcome.ceiling_signal, outcome.returncode) == ("TERM", 7)
     assert signals == ["SIGTERM"]  # no SIGINT, no wait for it
@@ -721,7 +722,8 @@ def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_ter
 def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):
     lib = (REPO / "scripts" / "lib-run.sh").read_text()
     assert "readonly CEILING_EXIT=75" in lib
-    from tools import cost_ceiling, reproduce_state
+    from tools.money import cost_ceiling
+    from tools.run import reproduce_state
     assert harbor_watch_signals.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce_state.CEILING_EXIT == 75
     assert "readonly WATCH_FAILED_EXIT=70" in lib and harbor_watch_signals.WATCH_FAILED_EXIT == 70
 
@@ -735,7 +737,7 @@ def test_a_spend_that_cannot_be_measured_is_one_line_and_the_watch_goes_on(capsy
         def check(self):
             raise OverflowError("cannot convert float infinity to integer")
 
-    check = hw.CeilingCheck(Unmeasurable(), poll=0.5)
+    check = harbor_watch.CeilingCheck(Unmeasurable(), poll=0.5)
     check.due = 0  # due now
     assert check() is None
     assert capsys.readouterr().err == (
@@ -749,15 +751,15 @@ FAILING_WATCH = r'''
 import os, sys, time
 from pathlib import Path
 from tests.fixtures.harbor_jobs import TrialSpec, rewrite_result, trial_name, write_job
-from tools import harbor_watch as hw
-from tools import harbor_watch_job
+from tools.run import harbor_watch
+from tools.run import harbor_watch_job
 def broken(*_args, **_kwargs):
     ready = Path(os.environ["MARKS"]) / "ready"
     while not ready.exists():
         time.sleep(0.05)
     raise RuntimeError("injected fault")
-hw.supervise = broken
-hw.cli(prog_name="harbor_watch")
+harbor_watch.supervise = broken
+harbor_watch.cli(prog_name="harbor_watch")
 '''
 
 

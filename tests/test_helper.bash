@@ -10,7 +10,7 @@ load "$REPO/tests/node_modules/bats-assert/load.bash"
 # shellcheck disable=SC2034  # used by the .bats files
 TEST_ENDPOINT="https://stubjob0123456789--30000.hf.jobs/v1"
 # Its tail is made at run time: the value is in no tracked file, as a real token is not (a remote
-# job's copy of the checkout is refused when a file holds $HF_TOKEN's value, tools/stage.py).
+# job's copy of the checkout is refused when a file holds $HF_TOKEN's value, tools/hub/stage.py).
 TEST_TOKEN="hf_test-token-that-must-never-be-printed-$$"
 
 # kill_running_jobs [-SIGNAL] PID...: signal each PID that is still a background job of this
@@ -51,7 +51,7 @@ use_stubs() {
   export PATH="$REPO/tests/stubs:$REPO/.venv/bin:$PATH"
   # curl is a stub here: the probe has its own tests against a fake endpoint (probe.bats).
   export PROBE=0 READY_POLL=1
-  # The heartbeat (tools/watchdog.py, huggingface_hub itself, not the hf stub) finds nobody
+  # The heartbeat (tools/run/watchdog.py, huggingface_hub itself, not the hf stub) finds nobody
   # here: nothing leaves the machine. The watchdog's own tests use the fake Jobs API.
   export HF_ENDPOINT=http://127.0.0.1:9
 }

@@ -27,13 +27,13 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec as S
 from tests.fixtures.harbor_jobs import rewrite_result, trial_name, write_job
-from tools import report
-from tools import report_submission
-from tools import safe_read as SR
-from tools import tally as T
-from tools import tally_core
-from tools import tally_jobs
-from tools import tally_policy
+from tools.report import report
+from tools.hub import report_submission
+from tools import safe_read
+from tools import tally as tally_cli
+from tools.results import tally_core
+from tools.results import tally_jobs
+from tools.results import tally_policy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -191,7 +191,7 @@ def test_check_submission_never_opens_a_fifo_or_device(tmp_path, dataset):
     job = write_job(tmp_path / "jobs", "f", [S(t, 1.0) for t in ("a", "fifo", "sock", "dev", "dir")]
                     + [S("cfg", finished=None)], dataset=dataset)
     expected = _plant_special_files(job)
-    proc = run_tool("report", "check-submission", job, "--format", "json")
+    proc = run_tool("report.report", "check-submission", job, "--format", "json")
     no_traceback(proc)
     assert proc.returncode == 1
     problems = json.loads(proc.stdout)[str(job)]["problems"]
@@ -269,11 +269,11 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", no_space)
     with pytest.raises(OSError):
-        SR.write_atomic(target, "new\n")
+        safe_read.write_atomic(target, "new\n")
     assert target.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tally.md"]
     monkeypatch.undo()
-    SR.write_atomic(target, "new \udcff\n")  # a stray surrogate is escaped, never a crash
+    safe_read.write_atomic(target, "new \udcff\n")  # a stray surrogate is escaped, never a crash
     assert target.read_bytes() == b"new \\udcff\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the file keeps its mode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tally.md"]
@@ -287,13 +287,13 @@ def test_write_atomic_backs_up_with_a_named_temp_and_fsyncs_the_dir(tmp_path, mo
     os.chmod(source, 0o604)
     os.utime(source, (1_000_000_000, 1_000_000_000))
     synced = []
-    monkeypatch.setattr(SR, "_fsync_dir", synced.append)
+    monkeypatch.setattr(safe_read, "_fsync_dir", synced.append)
     seen = []
 
     def between():  # the temp is whole, the target not yet replaced
         seen.append(((tmp_path / "backup.json.mopup-tmp").read_text(), backup.exists()))
 
-    SR.write_atomic(backup, source.read_bytes(), copy_stat_from=source, temp_suffix=".mopup-tmp",
+    safe_read.write_atomic(backup, source.read_bytes(), copy_stat_from=source, temp_suffix=".mopup-tmp",
                     before_replace=between)
     assert seen == [("{}\n", False)]
     assert (backup.read_text(), stat.S_IMODE(backup.stat().st_mode), backup.stat().st_mtime) == \
@@ -307,7 +307,7 @@ def test_a_planted_link_at_the_temp_name_is_not_written_through(tmp_path):
     outside.write_text("theirs\n")
     (tmp_path / "config.json.mopup-tmp").symlink_to(outside)
     with pytest.raises(OSError):
-        SR.write_atomic(tmp_path / "config.json", "ours\n", temp_suffix=".mopup-tmp")
+        safe_read.write_atomic(tmp_path / "config.json", "ours\n", temp_suffix=".mopup-tmp")
     assert outside.read_text() == "theirs\n" and not (tmp_path / "config.json").exists()
 
 
@@ -315,7 +315,7 @@ def test_safe_read_holds_the_one_atomic_writer():
     """Every tool that replaces a file does it through safe_read.write_atomic (with its directory
     fsync), never with an os.replace of its own."""
     tools = REPO / "tools"
-    own = sorted(p.name for p in tools.glob("*.py") if p.name != "safe_read.py" and "os.replace(" in p.read_text())
+    own = sorted(p.name for p in tools.rglob("*.py") if p.name != "safe_read.py" and "os.replace(" in p.read_text())
     assert own == []
 
 
@@ -324,7 +324,7 @@ def test_tally_markdown_write_failure_is_one_line_and_keeps_the_old_file(tmp_pat
     md = tmp_path / "tally.md"
     md.write_text("the previous tally\n")
     monkeypatch.setattr(os, "replace", lambda *_: (_ for _ in ()).throw(OSError(28, "No space left on device")))
-    r = CliRunner().invoke(T.cli, ["tally", str(job), "--markdown", str(md)])
+    r = CliRunner().invoke(tally_cli.cli, ["tally", str(job), "--markdown", str(md)])
     assert r.exit_code == 1
     assert r.stderr == f"Error: cannot write {md}: No space left on device (free some space, or pass another path)\n"
     assert md.read_text() == "the previous tally\n"
@@ -354,7 +354,7 @@ def test_check_submission_reports_a_non_utf8_result_and_goes_on(tmp_path, datase
     raw = bad.read_bytes()
     bad.write_bytes(raw.replace(b'"task_name": "bad"', b'"task_name": "b\xffd"'))
     offset = bad.read_bytes().index(b"\xff")
-    proc = run_tool("report", "check-submission", job, "--format", "json")
+    proc = run_tool("report.report", "check-submission", job, "--format", "json")
     no_traceback(proc)
     assert proc.returncode == 1
     verdict = json.loads(proc.stdout)[str(job)]
@@ -467,7 +467,7 @@ def test_a_200_mb_result_json_is_refused_by_size(tmp_path, dataset):
         assert doc["unreadable"] == [{"path": str(big), "error": cap}]
         assert len(proc.stdout) < 100_000  # the message was never carried into the output
 
-        proc = run_tool("report", "check-submission", job, "--format", "json")
+        proc = run_tool("report.report", "check-submission", job, "--format", "json")
         no_traceback(proc)
         assert proc.returncode == 1
         assert (f"{big}: not a valid TrialResult ({cap}); re-run the trial or remove it from the submission"
@@ -482,7 +482,7 @@ def test_a_long_message_is_classified_whole_and_carried_capped(tmp_path, dataset
     long = "Command failed (exit 100): apt-get update\nstdout: " + "y" * (1 << 20) + apt
     job = write_job(tmp_path / "jobs", "m", [S("a", 0.0, "NonZeroAgentExitCodeError", long)], dataset=dataset)
     md = tmp_path / "m.md"
-    r = CliRunner().invoke(T.cli, ["tally", str(job), "--json", "--markdown", str(md)])
+    r = CliRunner().invoke(tally_cli.cli, ["tally", str(job), "--json", "--markdown", str(md)])
     assert r.exit_code == 0, r.output
     (entry,) = json.loads(r.stdout)["per_task"]
     assert (entry["outcome"], entry["rule"]) == ("errored", "infra-message")  # the pattern at the very end
@@ -528,6 +528,6 @@ def test_non_finite_and_absurd_numbers_are_left_out_with_a_note_by_every_reader(
                  f"counts 1 per task"):
         assert line in doc["warnings"]
     # The other readers of the same files: the leaderboard check and mop-up's selection.
-    no_traceback(run_tool("report", "check-submission", job, "--format", "json"))
-    from tools import mopup_plan
+    no_traceback(run_tool("report.report", "check-submission", job, "--format", "json"))
+    from tools.mopup import mopup_plan
     assert sorted(mopup_plan.left_to_retry(tally_core.tally([job], policy), [])) == ["early"]

@@ -28,10 +28,10 @@ from test_reproduce import JOB, RUN, TOKEN, JobsAPI, ModelServer, Tree, wait_for
 
 from tests.fakes.fake_hf_jobs import DEFAULT_HARDWARE
 
-from tools import cost
-from tools import cost_hf
-from tools import cost_prices
-from tools import cost_ceiling as CC
+from tools.money import cost
+from tools.money import cost_hf
+from tools.money import cost_prices
+from tools.money import cost_ceiling
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -100,7 +100,7 @@ def test_max_cost_reached_mid_bench_stops_harbor_and_the_server_and_mopup_comple
     assert bench.poll() is None, (tree.tmp / "bench.log").read_text()
     # Until now the server has billed a few seconds: the ceiling is far. Two hours from now on.
     tree.secs_file.write_text(f"{BILLED_SECS}\n")
-    assert bench.wait(timeout=300) == CC.CEILING_EXIT
+    assert bench.wait(timeout=300) == cost_ceiling.CEILING_EXIT
     log = (tree.tmp / "bench.log").read_text()
 
     spent = round(BILLED_SECS / 3600 * h200_per_hour(), 2)
@@ -138,7 +138,7 @@ def test_max_cost_reached_mid_bench_stops_harbor_and_the_server_and_mopup_comple
 
     # Over the ceiling, a second bench or mop-up is refused before it launches anything.
     again = run_script(tree, "mopup.sh", MAX_COST=CEILING, COST_POLL="1")
-    assert again.returncode == CC.CEILING_EXIT, again.stderr
+    assert again.returncode == cost_ceiling.CEILING_EXIT, again.stderr
     assert f"has spent ${spent:,.2f} of its ${float(CEILING):,.2f} ceiling (already past it;" in again.stderr
     assert "Nothing was launched." in again.stderr
     assert tree.all_trial_dirs() == before and not (tree.state / "archive").exists()
@@ -162,7 +162,7 @@ def test_reproduce_stops_at_the_ceiling_without_a_relaunch_or_another_pass(world
              300, "the supervisor's bench to start t-hang")
     assert proc.poll() is None
     tree.secs_file.write_text(f"{BILLED_SECS}\n")
-    assert proc.wait(timeout=300) == CC.CEILING_EXIT
+    assert proc.wait(timeout=300) == cost_ceiling.CEILING_EXIT
     log = next(tree.tmp.glob("run-*.log")).read_text()
     progress = tree.progress()
     assert progress["mopup_passes"] == [], "a mop-up pass started after the ceiling"
@@ -173,7 +173,7 @@ def test_reproduce_stops_at_the_ceiling_without_a_relaunch_or_another_pass(world
     assert len([e for e in manifest(tree) if e.get("event") == "cost-ceiling"]) == 1
     # Run again without raising it: refused before anything is launched.
     again = tree.reproduce(MAX_COST=CEILING, COST_POLL="1")
-    assert again.returncode == CC.CEILING_EXIT and "Nothing was launched." in again.stderr
+    assert again.returncode == cost_ceiling.CEILING_EXIT and "Nothing was launched." in again.stderr
     assert len(tree.api.launches()) == 1
 
 
@@ -181,23 +181,23 @@ def test_reproduce_stops_at_the_ceiling_without_a_relaunch_or_another_pass(world
 
 
 def test_projection_passes_one_poll_early():
-    spend = CC.Spend(10.0, 3.6, "hub", "x")
+    spend = cost_ceiling.Spend(10.0, 3.6, "hub", "x")
     assert spend.projected(60) == pytest.approx(10.06)
-    assert CC.would_pass(spend, 10.05, 60) is True
-    assert CC.would_pass(spend, 10.07, 60) is False
-    assert CC.would_pass(CC.Spend(10.0, 0.0, "hub", "x"), 10.0, 60) is False  # at, not past, and nothing burning
-    assert CC.would_pass(CC.Spend(10.01, 0.0, "hub", "x"), 10.0, 60) is True
+    assert cost_ceiling.would_pass(spend, 10.05, 60) is True
+    assert cost_ceiling.would_pass(spend, 10.07, 60) is False
+    assert cost_ceiling.would_pass(cost_ceiling.Spend(10.0, 0.0, "hub", "x"), 10.0, 60) is False  # at, not past, and nothing burning
+    assert cost_ceiling.would_pass(cost_ceiling.Spend(10.01, 0.0, "hub", "x"), 10.0, 60) is True
 
 
 @pytest.mark.parametrize("text,value", [("50", 50.0), ("12.5", 12.5), ("0.01", 0.01)])
 def test_ceiling_accepts_positive_dollars(text, value):
-    assert CC.parse_ceiling(text) == value
+    assert cost_ceiling.parse_ceiling(text) == value
 
 
 @pytest.mark.parametrize("text", ["", "0", "0.0", "-5", "abc", "5e3", "1,000"])
 def test_ceiling_refuses_anything_else(text):
     with pytest.raises(ValueError, match="MAX_COST must be a positive number of US dollars"):
-        CC.parse_ceiling(text)
+        cost_ceiling.parse_ceiling(text)
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3", "5e3"])
@@ -241,7 +241,7 @@ def job(job_id: str, flavor: str, stage: str, running_secs: float | None, expose
     return row
 
 
-def recorded(tmp_path: Path, jobs: list[dict]) -> tuple[cost_hf.RecordedHf, CC.Scope]:
+def recorded(tmp_path: Path, jobs: list[dict]) -> tuple[cost_hf.RecordedHf, cost_ceiling.Scope]:
     """The hf answers for a run whose manifest launched `jobs`, and its Scope."""
     state = tmp_path / "state" / "r"
     state.mkdir(parents=True)
@@ -255,13 +255,13 @@ def recorded(tmp_path: Path, jobs: list[dict]) -> tuple[cost_hf.RecordedHf, CC.S
     for j in jobs:
         calls[f"jobs inspect --json alice/{j['id']}"] = [j]
     hf = cost_hf.RecordedHf(tmp_path / "rec.json", calls, "2026-12-01")
-    return hf, CC.Scope("r", state, str(tmp_path / "jobs"), "r", "alice")
+    return hf, cost_ceiling.Scope("r", state, str(tmp_path / "jobs"), "r", "alice")
 
 
 def test_spend_is_each_jobs_billed_time_times_its_price(tmp_path):
     hf, scope = recorded(tmp_path, [job("srv", "h200", "RUNNING", 5400, exposed=True),
                                     job("rb", "cpu-upgrade", "COMPLETED", 3600)])
-    spend = CC.measure(hf, scope)
+    spend = cost_ceiling.measure(hf, scope)
     port = cost_prices.tsv_prices()["exposed-ports"]
     assert spend.spent_usd == pytest.approx(round(1.5 * (5.00 + port) + 1 * 0.03, 6))
     assert spend.burn_usd_per_hour == pytest.approx(5.00 + port)  # the finished job burns nothing
@@ -270,32 +270,32 @@ def test_spend_is_each_jobs_billed_time_times_its_price(tmp_path):
 
 def test_unknown_price_is_left_out_said_once_and_the_known_part_still_enforced(tmp_path, capsys):
     hf, scope = recorded(tmp_path, [job("srv", "h200", "RUNNING", 7200), job("odd", "a100-mystery", "RUNNING", 3600)])
-    spend = CC.measure(hf, scope)
+    spend = cost_ceiling.measure(hf, scope)
     assert spend.spent_usd == pytest.approx(10.0) and spend.burn_usd_per_hour == pytest.approx(5.0)
     assert spend.unknown == ["alice/odd (server, flavor a100-mystery): no price for its flavor"]
-    watch = CC.Watch(hf, scope, 9.0, 60, None)
+    watch = cost_ceiling.Watch(hf, scope, 9.0, 60, None)
     assert watch.check().spent_usd == pytest.approx(10.0)  # past 9 on the known part alone
     assert watch.check() is not None
     err = capsys.readouterr().err
     assert err.count("note: MAX_COST can only be enforced on the spend that is known ($10.00): alice/odd (server, "
                      "flavor a100-mystery): no price for its flavor.") == 1
-    assert CC.Watch(hf, scope, 11.0, 60, None).check() is None  # 10 + 5 × 60/3600 = 10.08: under 11
+    assert cost_ceiling.Watch(hf, scope, 11.0, 60, None).check() is None  # 10 + 5 × 60/3600 = 10.08: under 11
 
 
 def test_hf_unreachable_is_said_and_the_run_goes_on(tmp_path, capsys):
     hf, scope = recorded(tmp_path, [job("srv", "h200", "RUNNING", 3600)])
     del hf.calls["jobs inspect --json alice/srv"]
-    spend = CC.measure(hf, scope)
+    spend = cost_ceiling.measure(hf, scope)
     assert spend.spent_usd == 0 and len(spend.unknown) == 1
     assert spend.unknown[0].startswith("hf could not be asked: alice/srv (server, manifest (serve)): hf jobs inspect")
-    assert CC.Watch(hf, scope, 1.0, 60, None).check() is None
+    assert cost_ceiling.Watch(hf, scope, 1.0, 60, None).check() is None
     assert "MAX_COST can only be enforced on the spend that is known ($0.00)" in capsys.readouterr().err
 
 
 # --- another run's sandboxes never move the ceiling (docs/cost.md §5) ----------------------------
 
 
-def running_run(tmp_path: Path, foreign: int) -> tuple[cost_hf.RecordedHf, CC.Scope, datetime]:
+def running_run(tmp_path: Path, foreign: int) -> tuple[cost_hf.RecordedHf, cost_ceiling.Scope, datetime]:
     """The run "r" mid-bench: its server has billed an hour of h200 ($5); harbor started ten minutes
     ago and is running t0 (no result.json yet, begun five minutes ago), whose sandbox was created
     5 s later; since then another run made `foreign` h200 sandboxes in the namespace, an hour each."""
@@ -321,24 +321,24 @@ def test_eight_sandboxes_of_another_run_never_stop_a_run_far_below_its_ceiling(t
     because eight sandboxes another run created meanwhile were counted as its own."""
     hf, scope, since = running_run(tmp_path, foreign=8)
     port = cost_prices.tsv_prices()["exposed-ports"]
-    spend = CC.measure(hf, scope, running_since=since)
+    spend = cost_ceiling.measure(hf, scope, running_since=since)
     own = 60 / 3600 * (0.03 + port)  # its own sandbox: a minute of cpu-upgrade and its exposed port
     assert spend.spent_usd == pytest.approx(round(5.0 + own, 6))
     assert spend.burn_usd_per_hour == pytest.approx(5.0) and spend.billing == ["alice/srv"]
     assert spend.unattributed == [f"alice/theirs{i}" for i in range(1, 9)]
-    watch = CC.Watch(hf, scope, 20.0, 60, since)
+    watch = cost_ceiling.Watch(hf, scope, 20.0, 60, since)
     assert watch.check() is None and watch.check() is None  # never stopped
     err = capsys.readouterr().err
     assert err.count("harbor_watch: note: 8 sandbox(es) created while the run ran could not be attributed to it: "
                      "not counted in MAX_COST (alice/theirs1, alice/theirs2, alice/theirs3 and 5 more; no trial of "
                      "the run names or matches them: docs/cost.md §5)\n") == 1  # said once, not every poll
     # At the ceiling for its own spend, the message and the event say what was left out.
-    stopped = CC.Spend(25.0, 5.0, "recorded", "x", unattributed=spend.unattributed)
-    message = CC.reached_message("r", stopped, 20.0, 60, "harbor was stopped.")
+    stopped = cost_ceiling.Spend(25.0, 5.0, "recorded", "x", unattributed=spend.unattributed)
+    message = cost_ceiling.reached_message("r", stopped, 20.0, 60, "harbor was stopped.")
     assert message.startswith("MAX_COST reached: run 'r' has spent $25.00 of its $20.00 ceiling (already past it; "
                               "prices: x) (8 sandbox(es) created while the run ran could not be attributed to it: "
                               "not counted (alice/theirs1, ")
-    event = CC.ceiling_event("r", stopped, 20.0, 60, "/j", "INT", "2026-12-01T00:00:00Z")
+    event = cost_ceiling.ceiling_event("r", stopped, 20.0, 60, "/j", "INT", "2026-12-01T00:00:00Z")
     assert event["unattributed_sandboxes"] == 8 and event["spent_usd"] == 25.0
 
 
@@ -397,7 +397,7 @@ def test_another_runs_sandboxes_during_the_bench_never_stop_it_and_are_said(tmp_
         assert log_path.read_text().count(note) == 1
         # Its own spend past the ceiling: stopped, and only its own counted.
         secs.write_text(f"{5 * 3600}\n")
-        assert bench.wait(timeout=300) == CC.CEILING_EXIT
+        assert bench.wait(timeout=300) == cost_ceiling.CEILING_EXIT
         [event] = [e for e in manifest(tree) if e.get("event") == "cost-ceiling"]
         assert (event["spent_usd"], event["unattributed_sandboxes"]) == (round(5 * h200_per_hour(), 2), 8)
         assert "could not be attributed to it: not counted (alice/theirs1" in log_path.read_text()

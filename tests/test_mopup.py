@@ -30,7 +30,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
-from tools import mopup, mopup_archive, mopup_harbor, mopup_plan
+from tools.mopup import mopup
+from tools.mopup import mopup_archive
+from tools.mopup import mopup_harbor
+from tools.mopup import mopup_plan
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "fake-org/fake-model"
@@ -465,7 +468,7 @@ def test_interrupted_mopup_can_be_run_again(tmp_path, server, report_line):
     assert (final["passed"], final["failed"], final["errored"], final["unfinished"]) == (6, 3, 0, 0)
 
 
-# --- tools/mopup.py, function by function ------------------------------------------------------
+# --- tools/mopup/mopup.py, function by function ------------------------------------------------------
 
 BASE_CONFIG = {
     "job_name": "j", "jobs_dir": "jobs", "n_concurrent_trials": 3, "agent_timeout_multiplier": 4.0,

@@ -2,10 +2,10 @@
 
 One real `harbor run` of tests/datasets/mopup (as tests/test_mopup.py runs it) is shared by the
 whole module; each test gets a private copy of its job dir in a fresh scratch tree, breaks
-what it needs, and runs tools/mopup.py: as a subprocess where a hang or a SIGKILL is the
+what it needs, and runs tools/mopup/mopup.py: as a subprocess where a hang or a SIGKILL is the
 point (bounded by a timeout that kills the whole process group), through click's CliRunner
 where a monkeypatched failure is. Kills are real: MOPUP_TEST_KILL_AT makes mop-up SIGKILL
-itself at a named point (tools/mopup_archive.py), so "killed right after the rename" is exact.
+itself at a named point (tools/mopup/mopup_archive.py), so "killed right after the rename" is exact.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from click.testing import CliRunner
 
 from tests.test_mopup import (DEFAULT_PLAN, INFRA, JOB, MODEL, SCORED, FakeServer, Tree,
                               assert_mopup_kept_everything, report_line, sha256, wasted_work)
-from tools import mopup, mopup_archive, safe_read
+from tools.mopup import mopup
+from tools.mopup import mopup_archive
+from tools import safe_read
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLS = REPO / "tools"
@@ -75,8 +77,8 @@ def env(**extra: str) -> dict:
 
 
 def run_tool(t: Tree, *args: str, timeout: float = 90, **extra_env: str) -> subprocess.CompletedProcess:
-    """tools/mopup.py in its own process group; on a hang, the whole group is killed (the tally too)."""
-    proc = subprocess.Popen([sys.executable, "-m", "tools.mopup", *args], cwd=t.root, env=env(**extra_env),
+    """tools/mopup/mopup.py in its own process group; on a hang, the whole group is killed (the tally too)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tools.mopup.mopup", *args], cwd=t.root, env=env(**extra_env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -646,7 +648,7 @@ def test_every_message_that_suggests_another_mopup_says_when():
     # "Run it again" must never read as "now, in another terminal": each says once what.
     conditional = ("once this one has finished", "then run make mopup again", "free space and run",
                    "fix that and run")
-    for path in sorted(TOOLS.glob("mopup*.py")):
+    for path in sorted((TOOLS / "mopup").glob("mopup*.py")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             assert "another terminal" not in line, f"{path.name}:{number}"
             if re.search(r"\bagain\b", line) and not line.lstrip().startswith("#"):

@@ -7,7 +7,7 @@ count m, `-k m` with that group's tasks.
 The plan tests read job dirs written with harbor 0.25's own models (tests/fixtures/harbor_jobs.py)
 for k = 5, with infra errors in some attempts, crashed (unfinished) attempts, a retry job, a
 manual verdict and a task that never started; every expected figure is counted here from
-the attempt lists below, never by calling tools/slots.py or the tally.
+the attempt lists below, never by calling tools/results/slots.py or the tally.
 
 The end-to-end tests run the real `harbor run -k 5` and `harbor job resume` on
 tests/datasets/mopup with tests/harbor_env/scripted_env.py (as tests/test_mopup.py does),
@@ -105,7 +105,7 @@ def tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def plan_k5(root: Path, *extra: str) -> tuple[dict, str]:
     current = root / "current-config.json"
     current.write_text((root / "jobs" / "fx5" / "config.json").read_text())
-    proc = tool(str(TOOLS / "mopup.py"), "plan", "--jobs-dir", "jobs", "--job-name", "fx5", "--run", "fx5",
+    proc = tool(str(TOOLS / "mopup" / "mopup.py"), "plan", "--jobs-dir", "jobs", "--job-name", "fx5", "--run", "fx5",
                 "--state-dir", "state/fx5", "--n-concurrent", "3", "--current-config", str(current),
                 "--verdicts", "verdicts.yaml", "--out", "plan.json", *extra, cwd=root)
     assert proc.returncode == 0, proc.stderr
@@ -141,7 +141,7 @@ def test_the_plan_runs_exactly_the_missing_attempts_grouped_by_count(k5):
 
 
 def test_reproduce_targets_is_the_plans_selection(k5):
-    proc = tool(str(TOOLS / "reproduce.py"), "targets", "--jobs-dir", "jobs", "--job-name", "fx5",
+    proc = tool(str(TOOLS / "run" / "reproduce.py"), "targets", "--jobs-dir", "jobs", "--job-name", "fx5",
                 "--verdicts", "verdicts.yaml", cwd=k5)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == sorted(expected_missing())
@@ -164,7 +164,7 @@ def test_verdicts_and_full_slots_leave_only_the_never_started_task(k5):
 def test_a_forced_resume_names_why_it_cannot_run_exactly_the_missing_attempts(k5):
     current = k5 / "current-config.json"
     current.write_text((k5 / "jobs" / "fx5" / "config.json").read_text())
-    proc = tool(str(TOOLS / "mopup.py"), "plan", "--jobs-dir", "jobs", "--job-name", "fx5", "--run", "fx5",
+    proc = tool(str(TOOLS / "mopup" / "mopup.py"), "plan", "--jobs-dir", "jobs", "--job-name", "fx5", "--run", "fx5",
                 "--state-dir", "state/fx5", "--n-concurrent", "3", "--current-config", str(current),
                 "--mode", "resume", "--out", "plan.json", cwd=k5)
     assert proc.returncode == 1
@@ -177,7 +177,7 @@ def test_a_full_tasks_crashed_extra_trial_leaves_the_job_before_an_in_place_resu
     # to run, but harbor's resume deletes a trial dir without result.json, so it goes to the
     # archive first, with b's infra attempt and its unreadable one (unsettled, both); the resume
     # then runs b's missing attempt alone.
-    from tools import mopup_plan
+    from tools.mopup import mopup_plan
     jobs = tmp_path / "jobs"
     job = write_job(jobs, "fx2", specs({"a": [P, P], "b": [P, "infra"], "c": [P, P, "crash"]})
                     + [TrialSpec("b", raw_result='{"task_name": "b", "trunc', attempt=2)],
@@ -321,7 +321,7 @@ def test_resume_in_place_runs_exactly_the_missing_attempts(tmp_path, server, rep
     ("t-[ab]", "a glob character: it would match more than itself"),
 ])
 def test_a_task_name_harbor_could_not_take_as_one_name_is_refused_and_nothing_changes(tmp_path, name, why):
-    from tools import mopup_plan
+    from tools.mopup import mopup_plan
     jobs = tmp_path / "jobs"
     write_job(jobs, JOB, [TrialSpec("t-pass", reward=1.0), TrialSpec(name, exc="SandboxError")])
     before = sorted(p.relative_to(jobs) for p in jobs.rglob("*"))

@@ -33,7 +33,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.test_mopup import FakeServer, Tree
-from tools import environments
+from tools.hub import environments
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "fake-org/fake-model"
@@ -352,7 +352,7 @@ class NewCloud(BaseEnvironment):
 
 DOCKER_REASON = "(a DockerEnvironment) runs 'docker compose ... exec -e KEY=value', so its key"
 UNKNOWN_REASON = ("is not an environment known to keep its key (OPENAI_API_KEY=<token>) out of every local "
-                  "process's argv (only ENV_TYPE=hf-sandbox is: tools/environments.py says why)")
+                  "process's argv (only ENV_TYPE=hf-sandbox is: tools/hub/environments.py says why)")
 
 
 @pytest.mark.parametrize(("env_type", "reason"), [
@@ -453,7 +453,7 @@ def test_a_module_class_that_cannot_load_cannot_be_checked():
 
 
 def test_the_environments_refused_still_put_the_environment_in_their_argv():
-    # What tools/environments.py relies on, read in harbor 0.26.0's own code: if an upgrade moves
+    # What tools/hub/environments.py relies on, read in harbor 0.26.0's own code: if an upgrade moves
     # the environment out of argv, or a new environment puts it there, this says where to look.
     from harbor.environments import ec2, openshift
     from harbor.environments.apple_container import AppleContainerEnvironment
@@ -549,8 +549,8 @@ def test_serve_its_watchdog_the_heartbeat_and_the_check_never_put_the_token_in_a
     print(f"\n  [serve + watchdog] watcher: {watcher.scans} scans, {len(watcher.seen)} processes seen")
     # It watched the install, a heartbeat and the check, among the rest.
     assert any(" jobs scheduled run " in line for line in seen)
-    assert any("tools.watchdog beat" in line for line in seen)
-    assert any("tools.watchdog check" in line for line in seen)
+    assert any("tools.run.watchdog beat" in line for line in seen)
+    assert any("tools.run.watchdog check" in line for line in seen)
     assert [" ".join(leak.argv) for leak in watcher.leaks] == []
     assert files_holding(tmp_path, token) == []
     for text in (serve.stdout, serve.stderr, check.stdout, check.stderr):

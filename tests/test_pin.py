@@ -1,4 +1,4 @@
-"""make pin (scripts/pin.sh, tools/pin.py) and the unpinned inputs make print marks.
+"""make pin (scripts/pin.sh, tools/hub/pin.py) and the unpinned inputs make print marks.
 
 Job dirs carry a lock.json written with harbor 0.26.0's own JobLock model, the way harbor
 records a `--repo` dataset (every task resolved to a git URL and commit) or a registry dataset (each
@@ -43,12 +43,12 @@ def plan(tmp_path: Path, *extra: str, run_file: str = RUN_FILE) -> subprocess.Co
     rf = tmp_path / "run.env"
     if not rf.exists():
         rf.write_text(run_file)
-    return subprocess.run([sys.executable, "-m", "tools.pin", "plan", "--jobs-dir", str(tmp_path / "jobs"),
+    return subprocess.run([sys.executable, "-m", "tools.hub.pin", "plan", "--jobs-dir", str(tmp_path / "jobs"),
                            "--job-name", "job", "--run-file", str(rf), *extra], capture_output=True, text=True)
 
 
 def test_harbor_names_pin_relies_on():
-    """harbor 0.26.0's lock model: the fields tools/pin.py reads."""
+    """harbor 0.26.0's lock model: the fields tools/hub/pin.py reads."""
     assert {"harbor", "trials"} <= set(JobLock.model_fields)
     assert "version" in HarborLockInfo.model_fields
     assert {"type", "git_url", "git_commit_id"} <= set(TaskLock.model_fields)

@@ -1,4 +1,4 @@
-"""make plan (tools/plan.py, tools/plan_evidence.py, tools/plan_server.py): the simulation on
+"""make plan (tools/money/plan.py, tools/money/plan_evidence.py, tools/money/plan_server.py): the simulation on
 hand-computed cases, the numbers it is fitted to (the reference's, the run's own job dirs', never a
 bundled example's), the roofline's constants, the candidates (DP and TP side by side), the
 recommendation and the command that runs it (executed under DRY_RUN=1), a calibration, and the
@@ -19,14 +19,14 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, write_job
-from tools import plan
-from tools import plan_render
-from tools import plan_sim
-from tools import plan_evidence as PE
-from tools import plan_server as PS
+from tools.money import plan
+from tools.money import plan_render
+from tools.money import plan_sim
+from tools.money import plan_evidence
+from tools.money import plan_server
 
 REPO = Path(__file__).resolve().parent.parent
-F = PE.INFRA_DURATION_FRACTION
+F = plan_evidence.INFRA_DURATION_FRACTION
 QWEN = "Qwen/Qwen3.8-27B-FP8"
 NO_JOBS = str(REPO / "no-such-jobs")
 
@@ -127,10 +127,10 @@ def test_an_attempt_is_its_natural_time_on_this_server_cut_at_the_timeout_plus_t
 
 
 def test_with_no_job_dirs_the_reference_s_own_rates_are_fitted_never_a_bundled_example():
-    e = PE.choose(NO_JOBS, "nothing", QWEN, "h200", 1, 1)
+    e = plan_evidence.choose(NO_JOBS, "nothing", QWEN, "h200", 1, 1)
     assert e.source.startswith("the reference (Run 1")
     assert (e.finished, e.sides["sandbox"], e.at_once) == (178, 12, 3)  # Runs 2 and 3: 4 of 89 and 8 of 89
-    curve = PE.fit_curve(e)
+    curve = plan_evidence.fit_curve(e)
     assert float(curve(3)) == pytest.approx(12 / 178)                    # 6.7%: within 4.5%-9.0%, not 36%
     assert 0.045 <= float(curve(3)) <= 0.09
     assert float(curve(8)) == pytest.approx(0.70)                        # Run 1 at -n 8
@@ -141,10 +141,10 @@ def test_with_no_job_dirs_the_reference_s_own_rates_are_fitted_never_a_bundled_e
     assert e.mean_agent_secs == pytest.approx(3600 / math.log(89 / 16))
     assert math.exp(-3600 / e.mean_agent_secs) == pytest.approx(16 / 89)
     # gpt-oss-20b: Run 2's 3 of 89, on one L40S.
-    g = PE.choose(NO_JOBS, "nothing", "openai/gpt-oss-20b", "l40sx1", 1, 1)
+    g = plan_evidence.choose(NO_JOBS, "nothing", "openai/gpt-oss-20b", "l40sx1", 1, 1)
     assert g.mean_agent_secs == pytest.approx(3600 / math.log(89 / 3)) and g.source_flavor == "l40sx1"
-    with pytest.raises(PE.EvidenceError, match="the reference ran no org/other"):
-        PE.choose(NO_JOBS, "nothing", "org/other", "h200", 1, 1)
+    with pytest.raises(plan_evidence.EvidenceError, match="the reference ran no org/other"):
+        plan_evidence.choose(NO_JOBS, "nothing", "org/other", "h200", 1, 1)
     # make plan RUN=qwen-t2 with no job dirs: the rate at -n 3 is the reference's.
     doc = plan_doc()
     base = doc["baseline"]
@@ -162,7 +162,7 @@ def test_the_run_s_own_job_dirs_are_fitted_by_side_at_their_trials_at_once(tmp_p
                                   s("e", None, "ReadTimeout", "x", agent_minutes=15),
                                   s("f", None, "InternalServerError", "500", agent_minutes=10),
                                   s("g", None, "CancelledError", "", agent_minutes=1)], multiplier=4.0)
-    e = PE.choose(str(jobs), "r", QWEN, "h200x2", 2, 1, step_secs=lambda b: 0.01)
+    e = plan_evidence.choose(str(jobs), "r", QWEN, "h200x2", 2, 1, step_secs=lambda b: 0.01)
     assert e.source == "the run's own job dirs"
     assert (e.settled, e.timed_out, e.finished) == (3, 1, 6)
     assert e.sides == {"sandbox": 2, "server": 1, "interrupted": 0}
@@ -173,7 +173,7 @@ def test_the_run_s_own_job_dirs_are_fitted_by_side_at_their_trials_at_once(tmp_p
     assert e.decode_share == pytest.approx(3 * 9000 * 0.01 / ((40 + 10 + 60) * 60))
     # The infra trials' mean agent time over the settled ones'.
     assert e.infra_fraction == pytest.approx(((5 + 15 + 10) / 3) / ((40 + 10 + 60) / 3))
-    curve = PE.fit_curve(e)
+    curve = plan_evidence.fit_curve(e)
     assert (curve.at_once, curve.rates) == ((6, 8.0), (pytest.approx(2 / 6), 0.70))
     assert e.server_rate == pytest.approx(1 / 6)
 
@@ -182,32 +182,32 @@ def test_the_run_s_own_job_dirs_are_fitted_by_side_at_their_trials_at_once(tmp_p
 
 
 def test_the_roofline_s_constants_and_steps():
-    assert PS.GPU_BANDWIDTH["h200"] == pytest.approx(27e9 / 7.0e-3)       # 3.86 TB/s, the H200 measurement
-    n = PS.MODELS[QWEN]
+    assert plan_server.GPU_BANDWIDTH["h200"] == pytest.approx(27e9 / 7.0e-3)       # 3.86 TB/s, the H200 measurement
+    n = plan_server.MODELS[QWEN]
     assert (n.weight_bytes, n.kv_bytes_per_token, n.state_bytes_per_sequence) == (27e9, 32_768, 150_994_944)
-    r = PS.roofline_for(QWEN, "h200x4")
+    r = plan_server.roofline_for(QWEN, "h200x4")
     assert r.context == 32_768
     per_sequence = 32_768 * 32_768 + 2 * 150_994_944
     assert r.step_secs(1, 3) == pytest.approx((27e9 + 3 * per_sequence) / (27e9 / 7e-3))
     assert r.step_secs(2, 3) == pytest.approx(r.step_secs(1, 3) / 2)      # a TP share, all-reduce left out
     assert r.step_secs(1, 0) == pytest.approx(7.0e-3)                     # the weights alone: the measurement
-    assert PS.roofline_for("openai/gpt-oss-20b", "l40sx1") is None        # no numbers: not modelled
+    assert plan_server.roofline_for("openai/gpt-oss-20b", "l40sx1") is None        # no numbers: not modelled
     # The smoke trial's decode share: 681K output tokens at one sequence's step, over 3 h 06 min.
-    assert PS.smoke_decode_share(r) == pytest.approx(681_000 * r.step_secs(1, 1) / 11_160)
+    assert plan_server.smoke_decode_share(r) == pytest.approx(681_000 * r.step_secs(1, 1) / 11_160)
     # At a step 1.5 times as long, a trial with half its time decoding takes 1.25 times as long.
-    assert PS.speed_factor(0.5, 3.0, 2.0) == pytest.approx(1.25)
-    assert PS.shift_share(0.5, 3.0) == pytest.approx(0.75)
+    assert plan_server.speed_factor(0.5, 3.0, 2.0) == pytest.approx(1.25)
+    assert plan_server.shift_share(0.5, 3.0) == pytest.approx(0.75)
 
 
 def test_the_candidates_are_every_profile_of_the_model_dp_and_tp_side_by_side():
-    names = sorted(p.name for p in PS.profiles_for(QWEN))
+    names = sorted(p.name for p in plan_server.profiles_for(QWEN))
     assert names == ["qwen3.8-27b-fp8-sglang-h200", "qwen3.8-27b-fp8-sglang-h200x2",
                      "qwen3.8-27b-fp8-sglang-h200x2-tp2", "qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash",
                      "qwen3.8-27b-fp8-sglang-h200x4", "qwen3.8-27b-fp8-sglang-h200x4-tp2-dp2",
                      "qwen3.8-27b-fp8-sglang-h200x4-tp4", "qwen3.8-27b-fp8-sglang-h200x8"]
-    tp2 = PS.read_profile(REPO / "env/servers/qwen3.8-27b-fp8-sglang-h200x2-tp2.env")
+    tp2 = plan_server.read_profile(REPO / "env/servers/qwen3.8-27b-fp8-sglang-h200x2-tp2.env")
     assert (tp2.flavor, tp2.dp, tp2.tp, tp2.gpus, tp2.suffix, tp2.speculative) == ("h200x2", 1, 2, 2, "h200x2-tp2", False)
-    assert PS.read_profile(REPO / "env/servers/qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash.env").speculative
+    assert plan_server.read_profile(REPO / "env/servers/qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash.env").speculative
     doc = plan_doc(tasks=10, k=1, reps=5)
     seen = {(r["profile"], r["replicas"], r["tp"]) for r in doc["configurations"]}
     assert ("qwen3.8-27b-fp8-sglang-h200x4", 4, 1) in seen and ("qwen3.8-27b-fp8-sglang-h200x4-tp4", 1, 4) in seen
@@ -228,7 +228,7 @@ def test_the_candidates_are_every_profile_of_the_model_dp_and_tp_side_by_side():
 
 
 def test_a_calibration_scales_the_roofline_and_the_plan_says_so(tmp_path):
-    r = PS.roofline_for(QWEN, "h200")
+    r = plan_server.roofline_for(QWEN, "h200")
     cal = tmp_path / "calibration.json"
     # Measured twice the roofline's step at 1, 3 and 6 requests on one H200.
     levels = [{"concurrency": c, "tpot_ms": 2000 * r.step_secs(1, c), "ttft_ms": 100.0, "output_tok_s": 1.0}
@@ -283,9 +283,9 @@ def test_dollars_come_from_the_price_list_of_env_flavor_prices_tsv(tmp_path):
     dearer.write_text(re.sub(r"^h200\t5\.00$", "h200\t7.00", tsv, flags=re.M))
     costs = plan.load_costs(dearer, "cpu-upgrade")
     assert costs.gpu_usd["h200"] == 7.0 and costs.port_usd == 0.01 and costs.sandbox_usd == 0.03
-    e = PE.choose(NO_JOBS, "nothing", QWEN, "h200", 1, 1)
-    curve = PE.fit_curve(e)
-    own = PS.read_profile(REPO / "env/servers/qwen3.8-27b-fp8-sglang-h200.env")
+    e = plan_evidence.choose(NO_JOBS, "nothing", QWEN, "h200", 1, 1)
+    curve = plan_evidence.fit_curve(e)
+    own = plan_server.read_profile(REPO / "env/servers/qwen3.8-27b-fp8-sglang-h200.env")
     srv = plan.server_model(e, own, None, [own])
     row = plan.evaluate(plan.Config(own, 1, 3), evidence=e, server=srv, curve=curve, cap=900.0, tasks=10, k=1,
                         reps=20, seed=0, loading_secs=1200.0, costs=costs)
@@ -321,13 +321,13 @@ def test_the_command_names_the_run_file_made_for_its_server_with_max_cost_and_mo
     files = [{"run": "lb", "settings": dict(IDENTITY, SERVER="p1")},
              {"run": "lb-h200x4", "settings": dict(IDENTITY, SERVER="p4")},
              {"run": "other-x4", "settings": dict(IDENTITY, SERVER="p4", N_ATTEMPTS="1")}]  # another benchmark
-    p4 = PS.Profile("p4", QWEN, "h200x4", 4, 1, False)
+    p4 = plan_server.Profile("p4", QWEN, "h200x4", 4, 1, False)
     w = plan.run_with("lb", row, p4, IDENTITY, files, mopup_passes=3)
     assert w == {"command": "make reproduce RUN=lb-h200x4 N_SHARDS=2 N_CONCURRENT=2 MAX_COST=482 MOPUP_PASSES=5",
                  "run_file": "runs/lb-h200x4.env", "max_cost": 482, "mopup_passes": 5, "exists": True}
     assert plan.run_with("lb", dict(row, mopup_passes_p90=1), p4, IDENTITY, files, 3)["mopup_passes"] == 3
     # No run file for that server: the run to write first, named, and the command for it.
-    tp2 = PS.Profile("p-tp2", QWEN, "h200x2", 1, 2, False)
+    tp2 = plan_server.Profile("p-tp2", QWEN, "h200x2", 1, 2, False)
     w = plan.run_with("lb", row, tp2, IDENTITY, files, 3)
     assert (w["exists"], w["command"]) == (False, "make reproduce RUN=lb-h200x2-tp2 N_SHARDS=2 N_CONCURRENT=2 "
                                                   "MAX_COST=482 MOPUP_PASSES=5")
@@ -402,7 +402,7 @@ def test_make_plan_dry_run_prints_the_command(clean_env):
     assert identity["MODEL"] == QWEN and identity["N_ATTEMPTS"] == "5" and identity["JOB_NAME"] == \
         "qwen3_8-27b-fp8-terminus2-tb21-leaderboard"
     assert words[:words.index("--identity")] == [
-        ".venv/bin/python", "-m", "tools.plan", "--run", "qwen-t2-leaderboard", "--attempts", "5", "--multiplier", "1",
+        ".venv/bin/python", "-m", "tools.money.plan", "--run", "qwen-t2-leaderboard", "--attempts", "5", "--multiplier", "1",
         "--timeout-estimate", "900", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
         "--server-flavor", "h200", "--server-dp", "1", "--server-tp", "1", "--sandbox-flavor", "cpu-upgrade",
         "--jobs-dir", "jobs", "--job-name", "qwen3_8-27b-fp8-terminus2-tb21-leaderboard", "--reps", "200",
@@ -466,14 +466,14 @@ def test_the_whole_space_runs_in_seconds():
 
 
 def plan_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """python -m tools.plan with the leaderboard's settings and `args`, its address space capped at
+    """python -m tools.money.plan with the leaderboard's settings and `args`, its address space capped at
     2 GiB: an unbounded read or allocation fails fast instead of filling the machine."""
     import resource
 
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
-    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "tools.plan", "--run", "r", "--tasks", "89",
+    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "tools.money.plan", "--run", "r", "--tasks", "89",
                            "--attempts", "5", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
                            "--server-flavor", "h200", "--job-name", "nothing", "--jobs-dir", NO_JOBS, "--reps", "5",
                            *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, preexec_fn=cap)
@@ -503,14 +503,14 @@ def test_a_flavor_with_no_gpu_is_refused_and_a_profile_that_cannot_run_is_no_can
     assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
         "plan: SERVER_FLAVOR=h200x0 names no GPU (x0): name the flavor the model is served on, e.g. h200 or h200x2"]
     assert proc.returncode != 0 and proc.stdout == ""
-    assert PS.gpus_of("h200x" + "9" * 5000) == 1  # a count past 9 digits is part of the name, never int()'d
+    assert plan_server.gpus_of("h200x" + "9" * 5000) == 1  # a count past 9 digits is part of the name, never int()'d
     # Profiles are read as plain lines; one whose replicas do not fill its flavor (make serve refuses it),
     # or that only sources another, is no candidate.
     (tmp_path / "p.env").write_text("MODEL=m\nSERVER_FLAVOR=h200x2 # two\nSERVER_DP=2\n")
     (tmp_path / "q.env").write_text('source "${BASH_SOURCE[0]%/*}/p.env"\n')
     (tmp_path / "r.env").write_text("MODEL=m\nSERVER_FLAVOR=h200x4\nSERVER_DP=2\nSERVER_TP=1\n")
     (tmp_path / "s.env").write_text("MODEL=m\nSERVER_FLAVOR=h200x4\nSERVER_DP=99999\n")
-    assert [(p.name, p.dp, p.tp) for p in PS.profiles_for("m", tmp_path)] == [("p", 2, 1)]
+    assert [(p.name, p.dp, p.tp) for p in plan_server.profiles_for("m", tmp_path)] == [("p", 2, 1)]
 
 
 def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path):
@@ -537,9 +537,9 @@ def test_the_run_s_own_job_dirs_of_another_model_are_refused_not_planned_from():
     """A run file copied from another keeps its JOB_NAME: the job dirs found are the other model's,
     whose durations say nothing of this run's. Refused with the fix, as the tally refuses them."""
     jobs = str(REPO / "examples" / "jobs")
-    with pytest.raises(PE.EvidenceError, match=r"example-terminus2-tb21 ran model 'openai/Qwen/Qwen3.8-27B-FP8' \(its "
+    with pytest.raises(plan_evidence.EvidenceError, match=r"example-terminus2-tb21 ran model 'openai/Qwen/Qwen3.8-27B-FP8' \(its "
                                                r"config.json\), not the run's MODEL Other/Model-7B.*own JOB_NAME"):
-        PE.choose(jobs, "example-terminus2-tb21", "Other/Model-7B", "h200", 1, 1)
+        plan_evidence.choose(jobs, "example-terminus2-tb21", "Other/Model-7B", "h200", 1, 1)
 
 
 # --------------------------------------------------------------------------- one estimator

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import publish as P
-from tools import report_load
+from tools.hub import publish
+from tools.results import report_load
 
 REPO = Path(__file__).resolve().parent.parent
 FAKES = REPO / "tests" / "fakes"
@@ -88,7 +88,7 @@ def client_env(tmp_path: Path, endpoint: str, token: str | None = TOKEN) -> dict
 
 
 def publish_argv(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "tools.publish", "publish", "--jobs-dir", str(EXAMPLE_JOBS),
+    return [sys.executable, "-m", "tools.hub.publish", "publish", "--jobs-dir", str(EXAMPLE_JOBS),
             "--job-name", "example-terminus2-tb21", "--run", "example-terminus2", "--model-repo", "Qwen/Qwen3.8-27B-FP8",
             "--dataset-repo", "https://huggingface.co/datasets/harborframework/terminal-bench-2.1",
             "--task-id", "terminalbench_2_1", "--agent", "terminus-2", "--k", "1", "--bucket", "alice/tb-runs",
@@ -157,7 +157,7 @@ def test_the_entry_is_huggingface_hubs_own_and_round_trips(tmp_path):
 
     tally = report_load.run_tally(EXAMPLE_JOBS, "example-terminus2-tb21", False, "run example-terminus2")
     rev = "0123456789abcdef0123456789abcdef01234567"
-    text = P.eval_result_yaml(tally, run="example-terminus2", dataset_id="harborframework/terminal-bench-2.1",
+    text = publish.eval_result_yaml(tally, run="example-terminus2", dataset_id="harborframework/terminal-bench-2.1",
                               task_id="terminalbench_2_1", agent="terminus-2", k=1, source_url="https://h/buckets/a/b",
                               submitter="alice", dataset_revision=rev)
     (entry,) = parse_eval_result_entries(yaml.safe_load(text))
@@ -172,7 +172,7 @@ def test_the_entry_is_huggingface_hubs_own_and_round_trips(tmp_path):
 def test_a_k_run_publishes_the_boards_figure_and_never_a_provisional_one(tmp_path, hub):
     """k > 1: the value is passed / (tasks × k); with slots open (the bundled k = 5 example has
     two) a real publish is refused with the mop-up command, and a dry run says so."""
-    argv = [sys.executable, "-m", "tools.publish", "publish", "--jobs-dir", str(EXAMPLE_JOBS),
+    argv = [sys.executable, "-m", "tools.hub.publish", "publish", "--jobs-dir", str(EXAMPLE_JOBS),
             "--job-name", "example-leaderboard-tb21", "--run", "mine", "--model-repo", "Qwen/Qwen3.8-27B-FP8",
             "--dataset-repo", "https://huggingface.co/datasets/harborframework/terminal-bench-2.1",
             "--task-id", "terminalbench_2_1", "--agent", "terminus-2", "--k", "5", "--bucket", "alice/tb-runs"]
@@ -191,7 +191,7 @@ def test_a_k_run_publishes_the_boards_figure_and_never_a_provisional_one(tmp_pat
     rows = [{"task": t, "outcome": "passed", "slots": s, "slot_trials": ["x"] * 2, "verdict": None}
             for t, s in (("a", ["passed", "failed"]), ("b", ["passed", "passed"]))]
     tally = {"n_attempts": 2, "per_task": rows, "pass_rate": 0.5, "passed": 3, "scored": 4}
-    assert P.score_of(tally) == 75.0 and not P.board_of(tally)["provisional"]
+    assert publish.score_of(tally) == 75.0 and not publish.board_of(tally)["provisional"]
 
 
 def test_dry_run_shows_the_yaml_and_every_call_and_calls_nothing(tmp_path, hub):
@@ -272,14 +272,14 @@ def test_a_refused_pull_request_is_one_line_after_the_bucket_push(tmp_path):
 
 
 def test_a_k1_score_is_passed_over_scored():
-    assert P.score_of({"pass_rate": 0.6235294, "passed": 53, "scored": 85}) == 62.35
-    assert P.score_of({"pass_rate": None, "passed": 53, "scored": 85}) == 62.35
+    assert publish.score_of({"pass_rate": 0.6235294, "passed": 53, "scored": 85}) == 62.35
+    assert publish.score_of({"pass_rate": None, "passed": 53, "scored": 85}) == 62.35
 
 
 def test_the_dataset_id_comes_from_the_dataset_url():
-    assert P.dataset_id_of("https://huggingface.co/datasets/harborframework/terminal-bench-2.1") == \
+    assert publish.dataset_id_of("https://huggingface.co/datasets/harborframework/terminal-bench-2.1") == \
         "harborframework/terminal-bench-2.1"
-    assert P.eval_file_path("harborframework/terminal-bench-2.1", "mini-swe-agent") == \
+    assert publish.eval_file_path("harborframework/terminal-bench-2.1", "mini-swe-agent") == \
         ".eval_results/terminal-bench-2.1_mini-swe-agent.yaml"
 
 
@@ -346,7 +346,7 @@ def test_settings_reach_the_published_readme_as_text_never_as_markdown_or_html()
     tally = {"passed": 1, "failed": 0, "errored": 0, "unclassified": 0, "unfinished": 0, "tasks": 1, "scored": 1,
              "accounting": "timeouts-scored", "pass_rate": 1.0, "per_task": [{"finished_at": "2026-09-04T10:00:00Z"}]}
     model = "evil](https://x.example) <img src=x onerror=alert(1)> `rm` *b*\n# heading"
-    text = P.readme_text(tally, run="r|x", model_repo=model, agent="terminus-2", k=1, dataset_repo="d",
+    text = publish.readme_text(tally, run="r|x", model_repo=model, agent="terminus-2", k=1, dataset_repo="d",
                          job_dirs=[Path("j`x")], eval_path="e.yaml")
     assert "<img" not in text and "](https://x.example)" not in text and "\n# heading" not in text
     assert ("- Model: [evil\\]\\(https://x.example\\) &lt;img src=x onerror=alert\\(1\\)&gt; \\`rm\\` \\*b\\*\\\\n# "

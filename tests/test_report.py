@@ -1,4 +1,4 @@
-"""tools/report.py: statistics, compare (golden Markdown/JSON), pictures, results, check-submission.
+"""tools/report/report.py: statistics, compare (golden Markdown/JSON), pictures, results, check-submission.
 
 Goldens live in tests/golden/report/. The tally inputs there (alpha.json, beta.json) follow
 tally's JSON contract and describe the job dirs `write_job` builds with harbor's own models;
@@ -21,12 +21,12 @@ from click.testing import CliRunner
 
 import click
 
-from tools import report
-from tools import report_html
-from tools import report_load
-from tools import report_stats
-from tools import report_submission
-from tools import report_text
+from tools.report import report
+from tools.report import report_html
+from tools.results import report_load
+from tools.results import report_stats
+from tools.hub import report_submission
+from tools.report import report_text
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -426,12 +426,12 @@ def test_every_resource_override_harbor_has_is_refused(tmp_path):
     override the leaderboard refuses; one harbor adds and this list lacks fails here."""
     from harbor.models.trial.config import EnvironmentConfig
 
-    from tools import report_submission as RS
+    from tools.hub import report_submission
 
-    assert sorted(k for k in EnvironmentConfig.model_fields if k.startswith("override_")) == sorted(RS.ENV_OVERRIDES)
+    assert sorted(k for k in EnvironmentConfig.model_fields if k.startswith("override_")) == sorted(report_submission.ENV_OVERRIDES)
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"environment": {"type": "hf-sandbox", "override_tpu": {"type": "v5e", "count": 4}}}))
-    assert RS.config_file_problems(path, "r") == [
+    assert report_submission.config_file_problems(path, "r") == [
         f"{path}: environment.override_tpu is {{'type': 'v5e', 'count': 4}}; resource overrides are not allowed "
         "(this repository never sets it; start the job with make bench RUN=r)"]
 
@@ -444,16 +444,16 @@ def test_an_error_policy_override_is_refused(tmp_path, whose):
     from harbor.models.job.config import JobConfig
     from harbor.models.trial.config import TrialConfig
 
-    from tools import report_submission as RS
+    from tools.hub import report_submission
 
     model = JobConfig if whose == "job" else TrialConfig
     assert model.model_fields["override_error_policy"].default_factory() == {}
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"override_error_policy": {}}))
-    assert RS.config_file_problems(path, "r", whose) == []
+    assert report_submission.config_file_problems(path, "r", whose) == []
     path.write_text(json.dumps({"override_error_policy": {"SandboxError": {"should_grade": True,
                                                                            "has_valid_reward": True}}}))
-    assert RS.config_file_problems(path, "r", whose) == [
+    assert report_submission.config_file_problems(path, "r", whose) == [
         f"{path}: override_error_policy is {{'SandboxError': {{'should_grade': True, 'has_valid_reward': True}}}}; "
         "error-policy overrides change which errored trials are graded or retried, and are not allowed "
         "(this repository never sets it; start the job with make bench RUN=r)"]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tools import report
-from tools import report_load
-from tools import report_stats
+from tools.report import report
+from tools.results import report_load
+from tools.results import report_stats
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -154,8 +154,8 @@ def test_every_text_of_every_picture_is_inside_its_figure(runs):
     renderer, no text may run past the figure's edges (a clipped title, a cut caption)."""
     from matplotlib.text import Text
 
-    from tools import report_html
-    from tools import report_load
+    from tools.report import report_html
+    from tools.results import report_load
     cmp = report_stats.compare([report_load.load_run(run) for run in runs])
     for make in (report_html.heatmap_figure, report_html.outcome_bar_figure):
         fig = make(cmp)
@@ -173,7 +173,7 @@ def test_every_text_of_every_picture_is_inside_its_figure(runs):
 
 
 def test_wrap_to_width_measures_the_drawn_text():
-    from tools import report_html
+    from tools.report import report_html
     text = "Per-task pass fraction per run (≠: the runs disagree; listed first)"
     one = report_html.text_width_in(text, 10, "bold")
     assert 4.0 < one < 6.5  # about 70 characters at 10 pt bold

@@ -1,4 +1,4 @@
-"""tools/report.py with k > 1 attempts per task, and dollars in compare and the report.
+"""tools/report/report.py with k > 1 attempts per task, and dollars in compare and the report.
 
 Job dirs are written with harbor's own models (test_report.write_job) and tallied by the tally's
 library; every expected figure (fractions, the paired bootstrap, the cost) is computed here from
@@ -20,14 +20,14 @@ from click.testing import CliRunner
 
 from test_report import write_job
 
-from tools import report
-from tools import report_cost
-from tools import report_html
-from tools import report_load
-from tools import report_stats
-from tools import report_text
-from tools import tally_core
-from tools import tally_policy
+from tools.report import report
+from tools.report import report_cost
+from tools.report import report_html
+from tools.results import report_load
+from tools.results import report_stats
+from tools.report import report_text
+from tools.results import tally_core
+from tools.results import tally_policy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -227,7 +227,7 @@ def test_compare_shows_the_bundled_examples_dollars(monkeypatch, tmp_path):
     assert ("- example-terminus2-tb21: $45.92; prices: hf jobs hardware, recorded 2026-09-04T09:10:00Z: "
             "examples/state/example-terminus2/hf-recorded.json.") in md
     # An example with no recording: its cost is unknown, said in one line, and the comparison goes on.
-    from tools import report_cost
+    from tools.report import report_cost
     monkeypatch.setattr(report_cost, "EXAMPLES_STATE", tmp_path)
     md = CliRunner().invoke(report.cli, ["compare", "example-terminus2", "example-mswea"]).output
     assert "| 1.00 | n/a | n/a |" in md
@@ -278,6 +278,6 @@ def test_the_report_never_rewrites_a_stale_price_cache(tmp_path):
                                    prices_max_age=100.0)
     cache = tmp_path / "prices.json"
     cache.write_text(json.dumps({"read_epoch": 1000.0, "prices": {}}))
-    from tools.report_cost import fresh_cache
+    from tools.report.report_cost import fresh_cache
     assert fresh_cache(settings, now=1050.0) == cache
     assert fresh_cache(settings, now=1101.0) is None  # stale: cost.py is given no cache to write

@@ -28,7 +28,10 @@ from pathlib import Path
 import pytest
 
 from tests.test_watchdog import play_the_scheduler
-from tools import reproduce, reproduce_passes, reproduce_server, reproduce_state
+from tools.run import reproduce
+from tools.run import reproduce_passes
+from tools.run import reproduce_server
+from tools.run import reproduce_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -581,7 +584,7 @@ def test_a_sigkilled_reproduce_leaves_its_server_to_the_watchdog_which_cancels_i
     # When the check decided (its own clock, in whole seconds, on the server's labels): past the
     # grace of the last heartbeat, and within one period of it (or of the kill). Not when its process
     # started: on a loaded machine that comes seconds before the decision.
-    from tools import watchdog
+    from tools.run import watchdog
     verdict_labels = [r["body"]["labels"] for r in beats() if watchdog.ON_SERVER_VERDICT in r["body"]["labels"]]
     decided_at = int(verdict_labels[0][watchdog.ON_SERVER_CHECKED])
     assert last_beat + grace <= decided_at <= cancel_end
@@ -641,9 +644,9 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
                                "--secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness "
                                "--label run=qwen-t2 --label role=watchdog --label 'code=<its sha256>' "
                                "-e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness ")
-    assert "-e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.watchdog bundle>'" in watchdog
+    assert "-e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.run.watchdog bundle>'" in watchdog
     assert "'*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; " in watchdog
-    assert watchdog.endswith("exec python -m tools.watchdog check'   (installed by make serve beside each server it "
+    assert watchdog.endswith("exec python -m tools.run.watchdog check'   (installed by make serve beside each server it "
                              "launches, replacing the run's earlier one; removed by stop; docs/watchdog.md)")
     assert serve.startswith("serve    hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200 --expose 30000 "
                             "--secrets HF_TOKEN --timeout 4d")
@@ -653,7 +656,7 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 --n-concurrent 3 -y" in bench
     assert 'OPENAI_API_KEY="$(hf auth token)"' in bench and "--ak reasoning_effort=low" in bench
     assert mopup.startswith("mopup    RUN=qwen-t2 AUTO_STOP=0 PROBE=1 scripts/mopup.sh   (at most 3 pass(es)")
-    assert ("python -m tools.reproduce targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 "
+    assert ("python -m tools.run.reproduce targets --jobs-dir jobs --job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 "
             "--model Qwen/Qwen3.8-27B-FP8 --max-task-retries 3, lists tasks") in mopup
     assert "relaunched at most 2 time(s)" in mopup
     assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
@@ -690,7 +693,7 @@ def test_where_hf_is_accepted_by_the_real_hf_dry_run(tmp_path):
     argv = (tmp_path / "argv").read_text().split("\0")[:-1]
     assert TOKEN not in out + proc.stderr and not any(TOKEN in word for word in argv)
     assert "(dry run) Job not submitted." in out
-    # The job's script runs the same supervisor: make reproduce, which execs tools/reproduce.py.
+    # The job's script runs the same supervisor: make reproduce, which execs tools/run/reproduce.py.
     assert "make reproduce" in argv[-1] and argv[-3:-1] == ["bash", "-c"]
 
 
@@ -732,7 +735,7 @@ def test_a_job_of_another_model_under_the_run_s_name_is_refused_before_a_server_
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith(f"reproduce: {why}")
     assert not (tmp_path / "state").exists()
-    targets = subprocess.run([sys.executable, "-m", "tools.reproduce", "targets", "--jobs-dir", str(jobs),
+    targets = subprocess.run([sys.executable, "-m", "tools.run.reproduce", "targets", "--jobs-dir", str(jobs),
                               "--job-name", job.name, "--model", "Qwen/Qwen3.8-27B-FP8"],
                              cwd=REPO, capture_output=True, text=True, timeout=120)
     assert targets.returncode == 1 and why in targets.stderr and targets.stdout == ""
@@ -775,7 +778,7 @@ def test_no_token_is_said_before_any_hf_call_and_a_failed_start_is_never_remembe
 
 
 def test_the_supervisor_refuses_to_run_without_the_lock(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "tools.reproduce", "run", "--run", "r", "--repo", str(REPO),
+    proc = subprocess.run([sys.executable, "-m", "tools.run.reproduce", "run", "--run", "r", "--repo", str(REPO),
                            "--state-dir", str(tmp_path / "s"), "--jobs-dir", str(tmp_path / "j"), "--job-name", "j"],
                           env={k: v for k, v in os.environ.items() if k != "RUN_LOCK_HELD"}, capture_output=True,
                           text=True, pass_fds=())
@@ -847,8 +850,9 @@ def test_trial_dirs_cover_the_job_or_its_shards_and_its_retry_jobs_only(tmp_path
 
 def test_max_task_retries_is_one_option_in_every_verb_that_selects_retries():
     """mop-up's plan and the supervisor's targets and run read MAX_TASK_RETRIES through
-    tools/tally_options.py's one option: the same name, range, default and help in each."""
-    from tools import mopup, tally_options
+    tools/results/tally_options.py's one option: the same name, range, default and help in each."""
+    from tools.mopup import mopup
+    from tools.results import tally_options
 
     @tally_options.max_task_retries_option
     def shared(max_task_retries):

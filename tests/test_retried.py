@@ -1,4 +1,4 @@
-"""In-run retries (MAX_RETRIES) and tools/retried.py, the job plugin that keeps every retried attempt.
+"""In-run retries (MAX_RETRIES) and tools/results/retried.py, the job plugin that keeps every retried attempt.
 
 harbor 0.26.0 retries a trial inside its job when every exception it recorded is one of
 --retry-include, and deletes the failed attempt's dir before it runs the trial again under the
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_mopup import JOB, MODEL, FakeServer, Tree
-from tools import retried as RT
-from tools import tally_jobs
-from tools import tally_policy
+from tools.results import retried
+from tools.results import tally_jobs
+from tools.results import tally_policy
 
 assert FakeServer  # the server fixture of tests/test_mopup.py, used by name
 from tests.test_mopup import server  # noqa: E402,F401  (a fixture)
@@ -118,7 +118,7 @@ def test_an_infra_error_is_retried_in_the_run_kept_and_the_slots_hold_exactly_k(
     [resumed] = [e for e in tree.manifest() if e.get("event") == "mopup"]
     assert resumed["mode"] == "resume" and resumed["argv"] == [
         "harbor", "job", "resume", "-p", str(tree.job_dir), "--filter-error-type", "mopup-archived-first-matches-nothing",
-        "--plugin", RT.PLUGIN]
+        "--plugin", retried.PLUGIN]
     final = tree.tally()
     assert final["slots"] == len(TASKS) * K and final["unfinished"] == 0 and final["errored"] == 0
     assert {e["task"]: Counter(e["slots"]) for e in final["per_task"]}["t-sandbox"] == {"passed": K}
@@ -134,7 +134,7 @@ def test_an_attempt_that_cannot_be_kept_is_never_deleted_harbor_stops_instead(tm
     (tree.root / "jobs" / tally_jobs.RETRIED_DIR).write_text("a file where the kept attempts would go\n")
     proc = tree.bench()
     assert proc.returncode != 0
-    assert "tools.retried: could not keep" in proc.stdout + proc.stderr
+    assert "tools.results.retried: could not keep" in proc.stdout + proc.stderr
     # The ReadTimeout attempt is where harbor wrote it, whole: harbor never reached its rmtree or its retry.
     [(trial, result)] = tree.results().items()
     assert result["exception_info"]["exception_type"] == "ReadTimeout" and (trial / "trial.log").exists()
@@ -151,7 +151,7 @@ def test_the_retry_flags_are_the_policys_infra_types_and_reach_harbors_job_confi
                           env=env).stdout.split(b"\0")[:-1]
     argv = [a.decode() for a in argv]
     assert argv[argv.index("--max-retries") + 1] == "2"
-    assert argv[argv.index("--plugin") + 1] == RT.PLUGIN == "tools.retried:KeepRetried"
+    assert argv[argv.index("--plugin") + 1] == retried.PLUGIN == "tools.results.retried:KeepRetried"
     config = json.loads(subprocess.run([*argv, "--print-config"], capture_output=True, text=True, check=True,
                                        env=env).stdout)
     policy = tally_policy.load_policy()
@@ -198,7 +198,7 @@ def test_the_harbor_facts_the_plugin_stands_on():
         __import__("harbor.models.job.config", fromlist=["JobConfig"]))
     from harbor.models.job.plugin import JobPlugin
 
-    assert isinstance(RT.KeepRetried(), JobPlugin)
+    assert isinstance(retried.KeepRetried(), JobPlugin)
 
 
 def test_a_copy_is_whole_or_absent_and_never_follows_a_link(tmp_path):
@@ -210,13 +210,13 @@ def test_a_copy_is_whole_or_absent_and_never_follows_a_link(tmp_path):
     (src / "agent" / "link").symlink_to("/etc/passwd")
     os.mkfifo(src / "agent" / "fifo")  # never opened: a copy must not hang
     dest = tmp_path / ".retried" / "j" / "t__abc.1"
-    RT.keep(src, dest)
+    retried.keep(src, dest)
     assert (dest / "result.json").read_text() == '{"id": "1"}'
     assert os.readlink(dest / "agent" / "link") == "/etc/passwd" and not (dest / "agent" / "fifo").exists()
-    assert RT.result_id_of(dest) == "1"
+    assert retried.result_id_of(dest) == "1"
     # A destination that cannot be made: the error names the fix, and no partial copy is left.
     blocked = tmp_path / "blocked"
     blocked.write_text("x")
-    with pytest.raises(RT.KeepRetriedError, match="harbor stops here rather than lose it"):
-        RT.keep(src, blocked / "j" / "t__abc.1")
+    with pytest.raises(retried.KeepRetriedError, match="harbor stops here rather than lose it"):
+        retried.keep(src, blocked / "j" / "t__abc.1")
     assert not list(tmp_path.glob("**/.t__abc.1.tmp-*"))

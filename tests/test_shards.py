@@ -24,12 +24,12 @@ import pytest
 from tests.fixtures.harbor_jobs import MODEL as MODEL_FIXTURE
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
 from tests.test_tally_slots import attempts
-from tools import harbor_watch_job
-from tools import mopup_plan as MP
-from tools import shards as SH
-from tools import tally_core
-from tools import tally_jobs
-from tools import tally_policy
+from tools.run import harbor_watch_job
+from tools.mopup import mopup_plan
+from tools.run import shards
+from tools.results import tally_core
+from tools.results import tally_jobs
+from tools.results import tally_policy
 
 REPO = Path(__file__).resolve().parents[1]
 K = 5
@@ -115,7 +115,8 @@ def test_tally_of_shards_equals_the_same_trials_in_one_job(one_and_sharded):
 
 
 def test_the_submission_selects_from_shards_what_it_selects_from_one_job(one_and_sharded, tmp_path):
-    from tools import submission_rules, submission_select
+    from tools.hub import submission_rules
+    from tools.hub import submission_select
 
     one, sharded = one_and_sharded
 
@@ -143,7 +144,7 @@ def test_the_submission_selects_from_shards_what_it_selects_from_one_job(one_and
 
 def test_mopup_plan_of_a_sharded_run_is_one_retry_job_over_every_shard(one_and_sharded):
     one, sharded = one_and_sharded
-    plan = MP.build_plan(sharded, "run", "auto", 3, {}, "run")
+    plan = mopup_plan.build_plan(sharded, "run", "auto", 3, {}, "run")
     missing = {t["task"]: t["missing"] for t in plan["tasks"]}
     # k minus the settled attempts, across both shards; "n" was planned by shard 2 and never started.
     assert missing == {"b": 1, "c": 1, "d": 5, "f": 3, "n": 5}
@@ -153,9 +154,9 @@ def test_mopup_plan_of_a_sharded_run_is_one_retry_job_over_every_shard(one_and_s
                                   {"job_name": "run-retry-2", "attempts": 3, "tasks": ["f"]},
                                   {"job_name": "run-retry-3", "attempts": 5, "tasks": ["d", "n"]}]
     assert plan["archive"] == [] and plan["resume_argv"] is None
-    assert MP.what_is_left(sharded, "run").keys() == missing.keys()
+    assert mopup_plan.what_is_left(sharded, "run").keys() == missing.keys()
     with pytest.raises(Exception, match="MOPUP_MODE=resume, but resuming the job in place cannot work"):
-        MP.build_plan(sharded, "run", "resume", 3, {}, "run")
+        mopup_plan.build_plan(sharded, "run", "resume", 3, {}, "run")
 
 
 def test_mopup_runs_the_tasks_of_a_shard_that_never_started(one_and_sharded, tmp_path):
@@ -165,12 +166,12 @@ def test_mopup_runs_the_tasks_of_a_shard_that_never_started(one_and_sharded, tmp
         {"index": 1, "job_name": "run-shard-1", "tasks": ["a", "c", "e"]},
         {"index": 2, "job_name": "run-shard-2", "tasks": ["b", "d", "f", "n"]},
         {"index": 3, "job_name": "run-shard-3", "tasks": ["x", "y"]}]}))  # stopped before harbor made its job
-    plan = MP.build_plan(sharded, "run", "auto", 3, {}, "run", split=split)
+    plan = mopup_plan.build_plan(sharded, "run", "auto", 3, {}, "run", split=split)
     missing = {t["task"]: t["missing"] for t in plan["tasks"]}
     assert missing == {"b": 1, "c": 1, "d": 5, "f": 3, "n": 5, "x": 5, "y": 5}
     assert [t["note"] for t in plan["tasks"] if t["task"] in ("x", "y")] == ["never started"] * 2
-    assert set(MP.what_is_left(sharded, "run", split=split)) == set(missing)
-    assert set(MP.what_is_left(sharded, "run", split=tmp_path / "missing.json")) == set(missing) - {"x", "y"}
+    assert set(mopup_plan.what_is_left(sharded, "run", split=split)) == set(missing)
+    assert set(mopup_plan.what_is_left(sharded, "run", split=tmp_path / "missing.json")) == set(missing) - {"x", "y"}
 
 
 # --- the split ----------------------------------------------------------------------------------
@@ -179,18 +180,18 @@ def test_mopup_runs_the_tasks_of_a_shard_that_never_started(one_and_sharded, tmp
 def test_split_is_longest_first_onto_the_lightest_shard():
     # Weights k × mean seconds: g 500, a 400, b 300, c 200, d 100 (k = 1); "e" untimed takes the median 300.
     seconds = {"g": 500.0, "a": 400.0, "b": 300.0, "c": 200.0, "d": 100.0}
-    groups, loads, how = SH.split(["a", "b", "c", "d", "e", "g"], 2, 1, seconds)
+    groups, loads, how = shards.split(["a", "b", "c", "d", "e", "g"], 2, 1, seconds)
     # g→1 (500), a→2 (400), b→2 (700), e→1 (800), c→2 (900), d→1 (900)
     assert groups == [["d", "e", "g"], ["a", "b", "c"]]
     assert loads == [900.0, 900.0]
     assert how == "agent times of 5 of 6 tasks from the run's job dirs (the rest at their median)"
-    groups, loads, how = SH.split(["a", "b", "c", "d", "e"], 3, 5, {})
+    groups, loads, how = shards.split(["a", "b", "c", "d", "e"], 3, 5, {})
     assert groups == [["a", "d"], ["b", "e"], ["c"]]
     assert how == "task count (no trial of the run has finished yet)"
 
 
 def shards_plan(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.shards", "plan", "--run", "r",
+    return subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.run.shards", "plan", "--run", "r",
                            "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "r", "--attempts", "5",
                            "--state-dir", str(tmp_path / "state"), *args],
                           cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
@@ -418,7 +419,7 @@ for _ in range(1200):
 
 
 class DeafBench:
-    """tools/shard_run.py over two shards whose "harbor" is DEAF_HARBOR, under the real watch,
+    """tools/run/shard_run.py over two shards whose "harbor" is DEAF_HARBOR, under the real watch,
     optionally holding a run lock (flock on fd 9, as scripts/lib-run.sh takes it) and started with
     SIGINT ignored, as `nohup … &` starts it."""
 
@@ -435,7 +436,7 @@ class DeafBench:
                 "shards": [{"index": i, "job_dir": str(tmp / "jobs" / f"r-shard-{i}"), "tasks": 1,
                             "argv": [PYTHON, str(tmp / "deaf.py"), str(self.marks)]} for i in (1, 2)]}
         (tmp / "spec.json").write_text(json.dumps(spec))
-        argv = [PYTHON, "-m", "tools.shard_run", "run", "--spec", str(tmp / "spec.json")]
+        argv = [PYTHON, "-m", "tools.run.shard_run", "run", "--spec", str(tmp / "spec.json")]
         if lock:  # the verb's own lock, then the supervisor in its place (exec), as bench.sh holds it
             argv = ["bash", "-c", 'exec 9>>"$1" && flock -n 9 && shift && exec "$@"', "lock", str(self.lock), *argv]
 
@@ -651,7 +652,7 @@ def server(tmp_path):
 
 def the_split(n: int = 2) -> list[list[str]]:
     """make bench's split of tests/datasets/mopup before any trial ran: by task count."""
-    return SH.split(MOPUP_TASKS, n, 1, {})[0]
+    return shards.split(MOPUP_TASKS, n, 1, {})[0]
 
 
 def shard_bench(tree: Tree, nohup: bool = False, **settings: str) -> subprocess.Popen:
@@ -691,7 +692,7 @@ def watch_pid(job_dir: Path) -> int | None:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"tools.harbor_watch" in argv and str(job_dir).encode() in argv:
+        if b"tools.run.harbor_watch" in argv and str(job_dir).encode() in argv:
             return int(entry.name)
     return None
 
@@ -714,7 +715,7 @@ def test_the_sharded_bench_refuses_before_any_harbor_runs_and_writes_nothing(tmp
     assert one.executed("bench") == []
 
     two = Tree(tmp_path / "two", DEFAULT_PLAN, server)
-    kept = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.shards", "plan", "--run", "mopup-test",
+    kept = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.run.shards", "plan", "--run", "mopup-test",
                            "--jobs-dir", str(two.root / "jobs"), "--job-name", JOB, "--shards", "2", "--attempts", "1",
                            "--state-dir", str(two.state), "--dataset-path", str(two.root / "dataset")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -804,7 +805,7 @@ def test_the_governor_interrupts_the_newest_shard_above_the_rate_and_starts_it_a
     passed = {r["task_name"] for r in results if ((r.get("verifier_result") or {}).get("rewards") or {}).get("reward") == 1}
     # The interrupted trial is an infra error for mop-up; the resume ran every other task once.
     assert len(cancelled) == 1 and passed == set(second) - {cancelled[0]["task_name"]}
-    left = MP.what_is_left(tree.root / "jobs", JOB)
+    left = mopup_plan.what_is_left(tree.root / "jobs", JOB)
     assert set(left) == set(first) | {cancelled[0]["task_name"]}
 
 

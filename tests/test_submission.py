@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tools import submission as S
-from tools import submission_meta
+from tools.hub import submission
+from tools.hub import submission_meta
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_JOBS = REPO / "examples" / "jobs"
@@ -254,7 +254,7 @@ def build_args(jobs_dir: Path, job_name: str, out: Path, *extra: str) -> list[st
 
 def test_a_run_that_meets_the_rules_is_accepted(tmp_path):
     valid_job(tmp_path / "jobs")
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
     assert result.exit_code == 0, result.output
     dest = tmp_path / "out/submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8"
     assert "meets the Terminal-Bench leaderboard rules (1 tasks, 5 trials" in result.output
@@ -263,7 +263,7 @@ def test_a_run_that_meets_the_rules_is_accepted(tmp_path):
 
 def test_four_trials_are_built_and_rejected(tmp_path):
     valid_job(tmp_path / "jobs", trials=4)
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
     assert result.exit_code == 1
     assert "fix-git (4)" in result.output
     assert (tmp_path / "out/submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8/good-job").is_dir()
@@ -271,7 +271,7 @@ def test_four_trials_are_built_and_rejected(tmp_path):
 
 def test_settings_win_over_what_is_derived(tmp_path):
     valid_job(tmp_path / "jobs")
-    result = CliRunner().invoke(S.cli, build_args(
+    result = CliRunner().invoke(submission.cli, build_args(
         tmp_path / "jobs", "good-job", tmp_path / "out", "--agent-display-name", "My Agent: v2",
         "--agent-org-display-name", "Us", "--agent-url", "https://example.org/agent",
         "--model-display-name", "Qwen 3.8", "--model-org-display-name", "Alibaba", "--model-provider", "hf",
@@ -291,7 +291,7 @@ def test_an_existing_submission_is_refused_and_left_as_it_is(tmp_path):
     dest = out / "submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8"
     dest.mkdir(parents=True)
     (dest / "mine.txt").write_text("keep me")
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", out))
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", out))
     assert result.exit_code == 1
     assert f"already exists; nothing was changed. Remove it (rm -r -- '{dest}')" in result.output
     assert [p.name for p in dest.iterdir()] == ["mine.txt"]
@@ -301,7 +301,7 @@ def test_an_unknown_agent_without_display_settings_is_refused_naming_them(tmp_pa
     valid_job(tmp_path / "jobs")
     args = build_args(tmp_path / "jobs", "good-job", tmp_path / "out")
     args[args.index("terminus-2")] = "my-agent"
-    result = CliRunner().invoke(S.cli, args)
+    result = CliRunner().invoke(submission.cli, args)
     assert result.exit_code == 1
     assert "AGENT_URL" in result.output and "AGENT_DISPLAY_NAME" in result.output
     assert not (tmp_path / "out").exists()
@@ -309,7 +309,7 @@ def test_an_unknown_agent_without_display_settings_is_refused_naming_them(tmp_pa
 
 def test_out_inside_the_run_s_job_dir_is_refused(tmp_path):
     job = valid_job(tmp_path / "jobs")
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", job / "inside"))
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", job / "inside"))
     assert result.exit_code == 1
     assert "overlaps the run's job dir" in result.output
     assert not (job / "inside").exists()
@@ -332,7 +332,7 @@ def test_a_symlink_in_a_job_is_copied_as_a_link_only_when_it_stays_in_the_job(tm
     (agent / "log.txt").write_text("a log\n")
     os.symlink("log.txt", agent / "inside.txt")
     os.link(tmp_path / "outside.txt", agent / "hard.txt")  # a second name of a file outside
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
     copied = tmp_path / "out/submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8/good-job/fix-git__0000000/agent"
     assert (copied / "inside.txt").is_symlink() and os.readlink(copied / "inside.txt") == "log.txt", result.output
     for name in ("absolute.txt", "climbing.txt", "hard.txt"):
@@ -350,12 +350,12 @@ def test_a_symlink_in_a_job_is_copied_as_a_link_only_when_it_stays_in_the_job(tm
                                       ("/", "the filesystem root")])
 def test_an_out_that_is_not_a_directory_of_ones_own_is_refused(tmp_path, out, why):
     valid_job(tmp_path / "jobs")
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", Path(out)))
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", Path(out)))
     assert result.exit_code == 1, result.output
     assert f"OUT={out} is {why}: give a directory of your own" in result.output
     assert not os.path.exists("/submissions")
     (tmp_path / "a-file").write_text("")
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "a-file"))
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "a-file"))
     assert result.exit_code == 1
     assert f"OUT={tmp_path / 'a-file'} exists and is not a directory" in result.output
 
@@ -369,7 +369,7 @@ def test_a_credential_in_the_run_refuses_the_submission_before_anything_is_writt
     # of the checkout is scanned as this trajectory is).
     traj["steps"][0]["message"] = "export OPENAI_API_KEY=" + "sk-" + "proj-Ab3dEfGhIjKlMnOpQrStUvWxYz0123456789"
     leaked.write_text(json.dumps(traj) + "\n")
-    result = CliRunner().invoke(S.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
     assert result.exit_code == 1
     assert (f"make submission refused: a credential may be in the files it would upload: {leaked}:1: what looks like "
             f"an OpenAI or Anthropic key (sk-p…6789). Nothing was written.") in result.output

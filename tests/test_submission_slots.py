@@ -3,7 +3,7 @@
 Fixtures are k = 5 runs written with harbor 0.25's own models (tests/fixtures/harbor_jobs.py for
 the job dirs, harbor's Trajectory for agent/trajectory.json, JobLock for lock.json). The trial
 dirs a submission must hold are worked out by hand below (COUNTED, LEFT_OUT), never by calling
-tools/slots.py or the tally. Refusals are asserted word for word, with nothing written; the
+tools/results/slots.py or the tally. Refusals are asserted word for word, with nothing written; the
 run's own dirs are hashed before and after.
 """
 
@@ -25,7 +25,7 @@ from harbor.models.trial.config import AgentConfig, EnvironmentConfig
 
 from tests.fixtures.harbor_jobs import MODEL, TrialSpec, trial_name, write_job
 from tests.test_submission import build_args, tree_hash
-from tools import submission as S
+from tools.hub import submission
 
 REPO = Path(__file__).resolve().parent.parent
 K = 5
@@ -117,7 +117,7 @@ def trial(jobs: Path, job: str, task: str, attempt: int) -> Path:
 
 
 def build(jobs: Path, out: Path, *extra: str):
-    return CliRunner().invoke(S.cli, build_args(jobs, JOB, out, "--run", "sx", *extra))
+    return CliRunner().invoke(submission.cli, build_args(jobs, JOB, out, "--run", "sx", *extra))
 
 
 DEST = Path("submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8")
@@ -257,7 +257,7 @@ def test_k_below_five_is_built_and_rejected_by_check_submission(tmp_path):
     jobs = tmp_path / "jobs"
     write_job(jobs, "k2", specs({"a": [P, F, P], "b": [F, F]}, 0), dataset=tmp_path / "dataset", n_attempts=2,
               multiplier=1.0)
-    result = CliRunner().invoke(S.cli, build_args(jobs, "k2", tmp_path / "out", "--run", "sx"))
+    result = CliRunner().invoke(submission.cli, build_args(jobs, "k2", tmp_path / "out", "--run", "sx"))
     assert result.exit_code == 1, result.output
     assert "2 of 2 tasks have fewer than 5 valid trials: a (2), b (2)" in result.stdout
     assert sorted(p.name for p in (tmp_path / "out" / DEST / "k2").iterdir() if p.is_dir()) == sorted(

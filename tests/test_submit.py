@@ -416,7 +416,7 @@ def test_dry_run_shows_the_submission_and_every_call_and_writes_nothing(tmp_path
     assert f"would create {tree.dest}/" in lines
     assert "would submit 30 trial dirs: 6 tasks × 5 attempts" in lines
     assert (f"would check that Harbor Hub holds no trial under the job ids of {' '.join(jobs)} that the tree does not "
-            f"(tools/submit.py hub-check), before the uploads and again after them") in lines
+            f"(tools/hub/submit.py hub-check), before the uploads and again after them") in lines
     for job in jobs:
         assert f"would run: harbor upload {tree.dest / job} --org alice" in lines
     ids = [f"'<job id of {job}>'" for job in jobs]
@@ -576,7 +576,7 @@ def metadata_check(tmp_path: Path, hub: Hub, key: str, text: str = METADATA) -> 
     (tmp_path / "metadata.yaml").write_text(text)
     env = {**os.environ, "HARBOR_API_KEY": key, "HARBOR_SUPABASE_URL": hub.url, "HOME": str(tmp_path),
            "HARBOR_SUPABASE_PUBLISHABLE_KEY": PUBLISHABLE, "HARBOR_TELEMETRY": "0"}
-    return subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.submit", "metadata-check", "--leaderboard",
+    return subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.hub.submit", "metadata-check", "--leaderboard",
                            LEADERBOARD, "--metadata", str(tmp_path / "metadata.yaml")],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
@@ -627,7 +627,7 @@ def test_metadata_falls_back_to_the_documented_fields_when_the_board_gives_no_sc
 def test_hub_check_says_what_the_hub_holds_and_refuses_on_an_extra_trial(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from tools import submit as SUB
+    from tools.hub import submit
 
     job = tmp_path / "job"
     for trial, tid in (("t__a", "1a"), ("t__b", "1b")):
@@ -635,34 +635,34 @@ def test_hub_check_says_what_the_hub_holds_and_refuses_on_an_extra_trial(tmp_pat
         (job / trial / "result.json").write_text(json.dumps({"id": tid}))
     (job / "result.json").write_text(json.dumps({"id": "0000"}))
     hub = {"0000": [{"id": "1a", "trial_name": "t__a"}, {"id": "1B", "trial_name": "t__b"}]}
-    monkeypatch.setattr(SUB, "hub_trials", lambda job_id: hub.get(job_id))
-    result = CliRunner().invoke(SUB.cli, ["hub-check", "--run", "r", str(job)])
+    monkeypatch.setattr(submit, "hub_trials", lambda job_id: hub.get(job_id))
+    result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
     assert result.exit_code == 0
     assert result.output == "submit: Harbor Hub holds 2 trial(s) under job 0000 (job), every one of the tree's 2\n"
     hub["0000"].append({"id": "1c", "trial_name": "t__c\x1b[2J"})
-    result = CliRunner().invoke(SUB.cli, ["hub-check", "--run", "r", str(job)])
+    result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
     assert result.exit_code == 1
     assert "job 0000 (job) holds 1 trial(s) on Harbor Hub that the submission does not: t__c\\x1b[2J (1c)" in result.output
     hub.clear()
-    result = CliRunner().invoke(SUB.cli, ["hub-check", "--run", "r", str(job)])
+    result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
     assert (result.exit_code, result.output) == (0, "submit: Harbor Hub has no job 0000 (job) yet\n")
 
     def unreachable(job_id):
         raise ConnectionError("[Errno 111] Connection refused")
-    monkeypatch.setattr(SUB, "hub_trials", unreachable)
-    result = CliRunner().invoke(SUB.cli, ["hub-check", "--run", "r", str(job)])
+    monkeypatch.setattr(submit, "hub_trials", unreachable)
+    result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
     assert result.exit_code == 1
     assert ("cannot read what Harbor Hub holds under job 0000 (job): [Errno 111] Connection refused; nothing is "
             "submitted until it can be checked") in result.output
 
 
-# --- tools/submit.py on its own ------------------------------------------------------------------
+# --- tools/hub/submit.py on its own ------------------------------------------------------------------
 
 
 def test_job_id_is_the_view_line_checked_against_the_jobs_result(tmp_path):
     from click.testing import CliRunner
 
-    from tools import submit as SUB
+    from tools.hub import submit
 
     job = tmp_path / "job"
     job.mkdir()
@@ -671,11 +671,11 @@ def test_job_id_is_the_view_line_checked_against_the_jobs_result(tmp_path):
     log = tmp_path / "upload.log"
     runner = CliRunner()
     log.write_text(f"Uploaded 5 trial(s) in 0.94s (visibility: private)\nView at https://hub.example/jobs/{jid}\n")
-    result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    result = runner.invoke(submit.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
     assert (result.exit_code, result.output) == (0, f"{jid}\n")
     other = "00000000-0000-4000-8000-000000000000"
     log.write_text(f"View at https://hub.example/jobs/{other}\n")
-    result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    result = runner.invoke(submit.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
     assert result.exit_code == 1
     assert f"harbor upload printed job id {other} for {job}, but its result.json says {jid}" in result.output
     # Coloured, as a terminal-minded harbor prints it: bold, cyan, the URL an OSC 8 hyperlink
@@ -687,10 +687,10 @@ def test_job_id_is_the_view_line_checked_against_the_jobs_result(tmp_path):
                  f"https://hub.example/jobs/{jid}\x1b]8;;\x07",
                  f"\x9b1mView at\x9b0m https://hub.example/jobs/{jid}\x1b(B"):
         log.write_text(f"\x1b[2mUploaded 5 trial(s)\x1b[0m\n{view}\r\n")
-        result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+        result = runner.invoke(submit.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
         assert (result.exit_code, result.output) == (0, f"{jid}\n"), repr(view)
     log.write_text("Error: Claim your Harbor username first: https://hub.example/onboarding/username\n")
-    result = runner.invoke(SUB.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    result = runner.invoke(submit.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
     assert result.exit_code == 1
     assert "harbor upload printed no 'View at <url>/<job id>' line" in result.output
 
@@ -698,10 +698,10 @@ def test_job_id_is_the_view_line_checked_against_the_jobs_result(tmp_path):
 def test_record_writes_submit_json_whole_and_prints_it_as_one_line(tmp_path):
     from click.testing import CliRunner
 
-    from tools import submit as SUB
+    from tools.hub import submit
 
     state = tmp_path / "state" / "r" / "submit.json"
-    result = CliRunner().invoke(SUB.cli, [
+    result = CliRunner().invoke(submit.cli, [
         "record", "--state", str(state), "--run", "r", "--dest", "/t/d", "--leaderboard", LEADERBOARD,
         "--upload", "/t/d/j", "id-1", "--status", "pending", "--", "harbor", "leaderboard", "submit"])
     assert result.exit_code == 0, result.output
@@ -749,7 +749,7 @@ def test_submit_refuses_while_another_operation_holds_the_runs_lock(tmp_path, ex
 def test_plan_leaves_out_a_built_job_dir_that_holds_no_counted_trial(tmp_path):
     from click.testing import CliRunner
 
-    from tools import submit as SUB
+    from tools.hub import submit
 
     jobs = tmp_path / "jobs"
     for job in JOBS:
@@ -762,7 +762,7 @@ def test_plan_leaves_out_a_built_job_dir_that_holds_no_counted_trial(tmp_path):
             (dest / job / name).write_text("{}")
     (dest / JOBS[0] / "t-pass__abc").mkdir()
     (dest / JOBS[0] / "t-pass__abc" / "result.json").write_text("{}")
-    result = CliRunner().invoke(SUB.cli, [
+    result = CliRunner().invoke(submit.cli, [
         "plan", "--built", "--out", str(out), "--jobs-dir", str(jobs), "--job-name", JOB, "--agent", "oracle",
         "--model", "fake-org/fake-model", "--version", "2.1", "--agent-display-name", "Oracle",
         "--agent-org-display-name", "Terminal-Bench", "--agent-url", "https://example.org"])

@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import DELETE, TrialSpec, rewrite_result, trial_name, write_job
-from tools import slots as SL
+from tools.results import slots
 from tools import tally as tally_cli
-from tools import tally_core
-from tools import tally_jobs
-from tools import tally_policy
-from tools import tally_trials
+from tools.results import tally_core
+from tools.results import tally_jobs
+from tools.results import tally_policy
+from tools.results import tally_trials
 
 S = TrialSpec
 REPO = Path(__file__).resolve().parent.parent
@@ -117,7 +117,7 @@ def test_whose_job_a_dir_is_comes_from_the_fields_harbor_writes():
 
 
 def test_model_matches_harbor_s_provider_prefixed_name():
-    from tools.tally_jobs import model_matches
+    from tools.results.tally_jobs import model_matches
 
     assert model_matches("openai/Qwen/Qwen3.8-27B-FP8", "Qwen/Qwen3.8-27B-FP8")
     assert model_matches("openai/openai/gpt-oss-20b", "openai/gpt-oss-20b")  # Run 2's model id
@@ -178,7 +178,7 @@ def test_a_job_dir_whose_config_names_another_job_is_refused(tmp_path):
 def test_what_cannot_tell_whose_job_it_is_is_not_refused(tmp_path):
     """No config.json yet (harbor writes it first), one that is not JSON, no job_name or model in it
     (harbor's defaults), a symlinked job dir (never followed: the scan reports it)."""
-    from tools.tally_jobs import not_the_runs
+    from tools.results.tally_jobs import not_the_runs
 
     jobs = tmp_path / "jobs"
     foreign_run(jobs)
@@ -483,7 +483,7 @@ def test_run1_without_verdicts_the_four_are_final_errors_after_three_attempts(ru
     # default, makes the same decision with no verdicts file, and mop-up no longer retries them.
     jobs, _ = run1
     report = tally_core.tally(tally_jobs.run_job_dirs(jobs, "q"), policy)
-    infra_attempts = {e["task"]: sum(1 for t in e["trials"] if t["rule"] in SL.INFRA_RULES) for e in report["per_task"]}
+    infra_attempts = {e["task"]: sum(1 for t in e["trials"] if t["rule"] in slots.INFRA_RULES) for e in report["per_task"]}
     assert {t for t, n in infra_attempts.items() if n >= tally_core.DEFAULT_MAX_TASK_RETRIES} == set(RUN1_INFRA)
     assert report["errored"] == 4
     assert report["errored_breakdown"] == {"infra": 0, "final": 4, "timeout": 0, "verdict": 0}

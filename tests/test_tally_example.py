@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tools import tally as tally_cli
-from tools import tally_core
-from tools import tally_jobs
-from tools import tally_policy
+from tools.results import tally_core
+from tools.results import tally_jobs
+from tools.results import tally_policy
 
 REPO = Path(__file__).resolve().parent.parent
 JOBS = REPO / "examples" / "jobs"

@@ -3,7 +3,7 @@
 Job dirs are written with harbor 0.25's own models (tests/fixtures/harbor_jobs.py). Every
 expected figure is derived here from the slots written out by hand below: pass@k with the
 closed form 1 - C(n-c, k) / C(n, k), the bootstrap with numpy (and a loose check with the
-standard library's random), never by calling tools/slots.py.
+standard library's random), never by calling tools/results/slots.py.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, trial_name, write_job
 from tests.test_tally import TOP_FIELDS
-from tools import slots as SL
+from tools.results import slots
 from tools import tally as tally_cli
-from tools import tally_core
-from tools import tally_jobs
-from tools import tally_policy
+from tools.results import tally_core
+from tools.results import tally_jobs
+from tools.results import tally_policy
 
 S = TrialSpec
 REPO = Path(__file__).resolve().parent.parent
@@ -90,7 +90,7 @@ def k5(tmp_path_factory):
 
 
 def expected_figures(slots: dict[str, str], k: int = K) -> dict:
-    """Every run figure from the slot strings, independently of tools/slots.py."""
+    """Every run figure from the slot strings, independently of tools/results/slots.py."""
     outcomes = {t: [GLYPH[g] for g in s] for t, s in slots.items()}
     fractions = []
     pass_at_k = []
@@ -240,20 +240,20 @@ PRINTED_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 
 
 @pytest.mark.parametrize("df", sorted(PRINTED_T975))
 def test_t975_is_the_printed_tables_value(df):
-    assert SL.t975(df) == PRINTED_T975[df]
+    assert slots.t975(df) == PRINTED_T975[df]
 
 
 def test_t975_where_the_distribution_has_a_closed_form():
     # df 1 is Cauchy: t = tan(0.95 pi / 2); df 2: P(|T| < t) = t / sqrt(2 + t^2).
-    assert SL.t975(1) == round(math.tan(0.95 * math.pi / 2), 3)
-    assert SL.t975(2) == round(0.95 * math.sqrt(2 / (1 - 0.95 ** 2)), 3)
-    assert [SL.t975(df) for df in range(1, 100)] == sorted((SL.t975(df) for df in range(1, 100)), reverse=True)
+    assert slots.t975(1) == round(math.tan(0.95 * math.pi / 2), 3)
+    assert slots.t975(2) == round(0.95 * math.sqrt(2 / (1 - 0.95 ** 2)), 3)
+    assert [slots.t975(df) for df in range(1, 100)] == sorted((slots.t975(df) for df in range(1, 100)), reverse=True)
 
 
 def test_a_k12_run_uses_t_at_11_degrees_of_freedom():
     # k = 12 replicates: t(0.975, 11) = 2.201, a df between two of the old table's rows.
     per_task = [["passed"] * j + ["failed"] * (12 - j) for j in range(4)]
-    lb = SL.leaderboard_figure(per_task, 12, 0)
+    lb = slots.leaderboard_figure(per_task, 12, 0)
     rates = [3 / 4, 2 / 4, 1 / 4] + [0.0] * 9  # replicate j: the tasks whose first j + 1 slots passed
     half = 2.201 * statistics.stdev(rates) / math.sqrt(12)
     assert (lb["value"], lb["replicate_rates"]) == (6 / 48, rates)
@@ -298,12 +298,12 @@ def test_one_headline_interval_named_once_and_every_other_interval_labelled_seco
 
 def test_a_run_with_every_slot_filled_is_not_provisional(policy):
     """A finished slot set: the figure is passed / (tasks × k), nothing open."""
-    from tools import slots as SL
+    from tools.results import slots
     outs = [["passed"] * 3 + ["failed"] * 2, ["failed"] * 5, ["passed"] * 5]
-    lb = SL.leaderboard_figure(outs, 5, 0)
+    lb = slots.leaderboard_figure(outs, 5, 0)
     assert (lb["value"], lb["provisional"], lb["open_slots"]) == (8 / 15, False, 0)
     assert lb["replicate_rates"] == [2 / 3, 2 / 3, 2 / 3, 1 / 3, 1 / 3]
-    assert not [line for line in SL.headline_lines({"leaderboard": lb, "run": "r"}) if "PROVISIONAL" in line]
+    assert not [line for line in slots.headline_lines({"leaderboard": lb, "run": "r"}) if "PROVISIONAL" in line]
 
 
 def test_timeouts_unscored_fills_the_slots_the_same_trials(k5, policy):
@@ -415,7 +415,7 @@ def test_retry_targets_of_a_k_run_are_its_open_slots(policy):
 
 
 def test_an_attempt_harbor_retried_in_the_run_is_a_trial_of_its_job_and_never_a_slot(tmp_path):
-    """tools/retried.py keeps each attempt harbor retried (MAX_RETRIES) under .retried/<job>/<trial>.<id>:
+    """tools/results/retried.py keeps each attempt harbor retried (MAX_RETRIES) under .retried/<job>/<trial>.<id>:
     the tally reads it as one of the job's trials, never as a slot's, whatever its outcome would be
     (nothing is cherry-picked); a copy whose id is a trial's of the job is that trial, read once."""
     import shutil
@@ -478,7 +478,7 @@ def test_the_boards_other_figures_are_harbors_pass_at_j_the_mean_trial_duration_
 
     from harbor.utils.pass_at_k import _eligible_k_values, _pass_at_k_for_task
 
-    from tools import slots as SL
+    from tools.results import slots
 
     job = "example-leaderboard-complete-tb21"
     report = tally_core.tally(tally_jobs.run_job_dirs(JOBS, job), tally_policy.load_policy(), run="example-leaderboard-complete")
@@ -498,12 +498,12 @@ def test_the_boards_other_figures_are_harbors_pass_at_j_the_mean_trial_duration_
     assert board["trials_timed"] == board["slot_trials"] == 30
     assert board["tokens"] == {key: sum(r["agent_result"][f"n_{key}_tokens"] for r in results)
                                for key in ("input", "cache", "output")}
-    assert SL.other_figures_line(board) == (
+    assert slots.other_figures_line(board) == (
         f"The board's other figures, over the slots' trials: pass@2 {100 * board['pass_at']['2']:.2f}%, pass@4 "
         f"{100 * board['pass_at']['4']:.2f}%, pass@5 66.67% (harbor's estimator over the slots); mean trial duration "
         f"{board['mean_trial_secs'] / 60:.1f} min; tokens {board['tokens']['input']:,} in ({board['tokens']['cache']:,} "
         f"cached), {board['tokens']['output']:,} out")
-    assert SL.other_figures_line(board) in SL.headline_lines(report)
+    assert slots.other_figures_line(board) in slots.headline_lines(report)
 
 
 # --- one rule in one place: the tally decides what settles a slot, every other verb reads it
@@ -529,7 +529,10 @@ def test_every_consumer_follows_the_tallys_settled_infra_and_open_slots_not_the_
     """k = 1: "p" passed, "i" an infra error, "u" never finished; the doctored report says the
     opposite (p's slot open, i's and u's closed). The retry targets, mop-up's plan, its text, the
     shard guard's settled trials and the watch's settled count all follow the fields."""
-    from tools import mopup_plan, shards, tally_core, watch
+    from tools.mopup import mopup_plan
+    from tools.run import shards
+    from tools.results import tally_core
+    from tools.run import watch
 
     jobs = tmp_path / "jobs"
     write_job(jobs, "w", [S("p", P, finished=10), S("i", None, "SandboxError", "Sandbox API error (503)", finished=20),
@@ -555,7 +558,8 @@ def test_mopup_takes_a_k_run_s_dirs_and_error_from_the_trials_fields(tmp_path, p
     """k = 2: "t" passed once, then an infra error. The doctored rows call the pass unsettled and the
     infra error settled: mop-up's dirs to move and the error it names, and the tally's retry-targets
     text, follow them."""
-    from tools import mopup_plan, tally_core
+    from tools.mopup import mopup_plan
+    from tools.results import tally_core
 
     jobs = tmp_path / "jobs"
     write_job(jobs, "w", attempts("t", [P, "infra"]), n_attempts=2)
@@ -572,7 +576,7 @@ def test_mopup_takes_a_k_run_s_dirs_and_error_from_the_trials_fields(tmp_path, p
 
 
 def watch_settings(jobs: Path):
-    from tools import report_load
+    from tools.results import report_load
 
     return report_load.RunSettings(run="w", jobs_dir=jobs, job_name="w", verdicts=None, state_dir=jobs.parent / "state",
                                    namespace="", project_label="terminal-bench-harness", call_timeout=5.0,

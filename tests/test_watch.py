@@ -1,4 +1,4 @@
-"""make watch (tools/watch.py): one frame of a run at several points of its life.
+"""make watch (tools/run/watch.py): one frame of a run at several points of its life.
 
 Job dirs are written with harbor 0.25's own models (tests/fixtures/harbor_jobs.py), every trial
 at a known minute after T0; the frame is computed at a fixed --now, and every expected figure
@@ -24,19 +24,21 @@ import pytest
 
 from tests.fixtures.harbor_jobs import T0, TrialSpec, make_dataset, write_job
 from tests.test_publish import FakeHub
-from tools import report_load as RL
-from tools import tally_jobs
-from tools import tally_policy
-from tools import watch as W
-from tools import watch_bucket, watch_frame, watch_text
+from tools.results import report_load
+from tools.results import tally_jobs
+from tools.results import tally_policy
+from tools.run import watch
+from tools.run import watch_bucket
+from tools.run import watch_frame
+from tools.run import watch_text
 
 S = TrialSpec
 REPO = Path(__file__).resolve().parent.parent
 TASKS = [f"t{i}" for i in range(10)]
 
 
-def settings(jobs: Path, job: str = "w") -> RL.RunSettings:
-    return RL.RunSettings(run=job, jobs_dir=jobs, job_name=job, verdicts=None, state_dir=jobs.parent / "state" / job,
+def settings(jobs: Path, job: str = "w") -> report_load.RunSettings:
+    return report_load.RunSettings(run=job, jobs_dir=jobs, job_name=job, verdicts=None, state_dir=jobs.parent / "state" / job,
                           namespace="", project_label="terminal-bench-harness", call_timeout=5.0, prices_max_age=0.0,
                           state_root=jobs.parent / "state")
 
@@ -50,7 +52,7 @@ def run_of(tmp: Path, specs: list[TrialSpec], k: int = 1, tasks: list[str] = TAS
 
 
 def frame(jobs: Path, minutes: float, **kw) -> watch_frame.Frame:
-    return W.frame_of(settings(jobs), now=T0 + timedelta(minutes=minutes), tasks_hint=None,
+    return watch.frame_of(settings(jobs), now=T0 + timedelta(minutes=minutes), tasks_hint=None,
                       max_cost=kw.get("max_cost"), max_infra_rate=kw.get("max_infra_rate", 0.3), with_cost=False)
 
 
@@ -207,7 +209,7 @@ def test_the_slot_counts_sum_to_the_bar_and_a_final_error_is_named_and_settled(t
     verdicts.write_text("verdicts:\n  t6:\n    outcome: errored\n    reason: its image is gone\n")
     limit = 3
     run = dataclasses.replace(settings(jobs), verdicts=verdicts, max_task_retries=limit)
-    f = W.frame_of(run, now=T0 + timedelta(minutes=120), tasks_hint=None, max_cost=None, max_infra_rate=1,
+    f = watch.frame_of(run, now=T0 + timedelta(minutes=120), tasks_hint=None, max_cost=None, max_infra_rate=1,
                    with_cost=False)
     # From the specs: t3's infra error survived `limit` attempts; t4's one did not.
     attempts = {t: sum(1 for s in specs if s.task == t and s.exc == "SandboxError") for t in ("t3", "t4")}
@@ -300,7 +302,7 @@ def test_a_settled_trial_whose_end_is_unusable_or_in_the_future_keeps_its_slot_a
 
 def watch_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
-    return subprocess.run([sys.executable, "-m", "tools.watch", "watch", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tools.run.watch", "watch", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=120)
 
 
@@ -381,7 +383,7 @@ def test_make_watch_once_prints_the_frame_offline_and_writes_nothing(tmp_path):
     assert not (tmp_path / "state").exists()
     dry = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-leaderboard",
                           "DRY_RUN=1", "MAX_COST=20"], capture_output=True, text=True, env=env, timeout=120)
-    assert dry.stdout == (".venv/bin/python -m tools.watch watch --run example-leaderboard --every 60 "
+    assert dry.stdout == (".venv/bin/python -m tools.run.watch watch --run example-leaderboard --every 60 "
                           "--max-infra-rate 0.3 --max-cost 20\n")
     bad = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-leaderboard",
                           "MAX_INFRA_RATE=70%"], capture_output=True, text=True, env=env, timeout=120)
@@ -426,7 +428,7 @@ REFUSED = "nothing was written (name a regular file or a new one)"
 
 def page_cli(html: str, preexec_fn=None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST")}
-    return subprocess.run([sys.executable, "-m", "tools.watch", "watch", "--run", "example-terminus2", "--once",
+    return subprocess.run([sys.executable, "-m", "tools.run.watch", "watch", "--run", "example-terminus2", "--once",
                            "--now", PAGE_NOW, "--html", html], capture_output=True, text=True, cwd=REPO, env=env,
                           timeout=120, preexec_fn=preexec_fn)
 
@@ -579,12 +581,15 @@ def run_json_files(jobs: Path, job: str) -> set[str]:
 FRAMES_SCRIPT = """
 import dataclasses, json, sys, tempfile
 from pathlib import Path
-from tools import report_load as RL, watch as W, watch_bucket, tally_trials
-settings = RL.run_settings("example-terminus2")
+from tools.results import report_load
+from tools.run import watch
+from tools.run import watch_bucket
+from tools.results import tally_trials
+settings = report_load.run_settings("example-terminus2")
 kw = dict(now=tally_trials.parse_timestamp(sys.argv[1])[0], tasks_hint=None, max_cost=50.0, max_infra_rate=0.3)
 with tempfile.TemporaryDirectory() as root:
     remote = watch_bucket.Remote(bucket=sys.argv[2], job_name=settings.job_name, root=Path(root))
-    frames = [W.frame_of(settings, **kw), W.remote_frame(remote, watch_bucket.bucket_api(), settings, **kw)]
+    frames = [watch.frame_of(settings, **kw), watch.remote_frame(remote, watch_bucket.bucket_api(), settings, **kw)]
 print(json.dumps([dataclasses.asdict(f) for f in frames], default=str))
 """
 
@@ -608,7 +613,7 @@ def test_a_remote_run_read_through_its_bucket_gives_the_local_frame_and_reads_on
                 or "agent/" in r.get("file", "")]
     assert all(r["auth"] for r in hub.requests() if r["path"].startswith("/api/buckets/"))
     # The same through make watch, as plain lines; the token never on the screen; nothing left behind.
-    lines = subprocess.run([sys.executable, "-m", "tools.watch", "watch", "--run", "example-terminus2", "--once",
+    lines = subprocess.run([sys.executable, "-m", "tools.run.watch", "watch", "--run", "example-terminus2", "--once",
                             "--now", NOW, "--where", "hf", "--bucket", BUCKET], capture_output=True, text=True,
                            cwd=REPO, env=env, timeout=120)
     assert lines.returncode == 0, lines.stderr
@@ -628,7 +633,7 @@ def test_make_watch_where_hf_dry_run_says_what_it_would_read_and_reads_nothing(t
                            "WHERE=hf", f"BUCKET={BUCKET}", "DRY_RUN=1"], capture_output=True, text=True, env=env,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == (".venv/bin/python -m tools.watch watch --run example-terminus2 --every 60 "
+    assert proc.stdout == (".venv/bin/python -m tools.run.watch watch --run example-terminus2 --every 60 "
                            f"--max-infra-rate 0.3 --where hf --bucket {BUCKET}\n")
     assert proc.stderr == (f"watch: would read, each frame, from hf://buckets/{BUCKET}: {EXAMPLE_JOB}/{{config,result}}"
                            f".json and {EXAMPLE_JOB}/*/{{config,result}}.json, the same of {EXAMPLE_JOB}-shard-N and "
@@ -731,8 +736,8 @@ def test_a_bucket_that_stops_answering_keeps_the_last_frame_and_says_so(tmp_path
     root.mkdir()
     remote = watch_bucket.Remote(bucket=BUCKET, job_name="w", root=root)
     kw = dict(now=T0 + timedelta(minutes=120), tasks_hint=None, max_cost=None, max_infra_rate=1.0, with_cost=False)
-    first = W.remote_frame(remote, api, settings(jobs), **kw)
-    local = W.frame_of(settings(jobs), **kw)
+    first = watch.remote_frame(remote, api, settings(jobs), **kw)
+    local = watch.frame_of(settings(jobs), **kw)
     assert (first.settled, first.infra, first.running, first.per_job) == (3, 2, 1, [("w", 3, 6)])
     assert first == local
 
@@ -740,13 +745,13 @@ def test_a_bucket_that_stops_answering_keeps_the_last_frame_and_says_so(tmp_path
         raise OSError("[Errno 111] Connection refused")
 
     api.list_bucket_tree = down
-    second = W.remote_frame(remote, api, settings(jobs), **kw)
+    second = watch.remote_frame(remote, api, settings(jobs), **kw)
     assert second.settled == 3
     assert second.alarms == [f"bucket: could not refresh ([Errno 111] Connection refused); the figures are as of "
                              f"{remote.refreshed.strftime('%H:%M:%S')} UTC"]
     refused = r"^cannot read the bucket alice/tb-runs: \[Errno 111\] Connection refused$"
     with pytest.raises(watch_bucket.BucketError, match=refused):
-        W.remote_frame(watch_bucket.Remote(bucket=BUCKET, job_name="w", root=tmp_path), api, settings(jobs), **kw)
+        watch.remote_frame(watch_bucket.Remote(bucket=BUCKET, job_name="w", root=tmp_path), api, settings(jobs), **kw)
 
 
 # --------------------------------------------------------------------------- the live view, in a terminal

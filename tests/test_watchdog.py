@@ -1,4 +1,4 @@
-"""The run's watchdog (tools/watchdog.py): its decisions, its heartbeat, its bundle, and the facts of
+"""The run's watchdog (tools/run/watchdog.py): its decisions, its heartbeat, its bundle, and the facts of
 huggingface_hub 2.4.0 it relies on.
 
 The decision table is tested as a pure function (decide()), then end to end through the real
@@ -32,7 +32,7 @@ from pathlib import Path
 import click
 import pytest
 
-from tools import watchdog as W
+from tools.run import watchdog
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "hf_fake-token-that-must-never-be-printed"
@@ -41,7 +41,7 @@ GRACE = 3600
 RUN_LABELS = {"project": "terminal-bench-harness", "run": "qwen-t2"}
 SERVER_LABELS = {**RUN_LABELS, "role": "server", "model": "qwen3_8-27b-fp8", "launch": "0123456789abcdef"}
 WATCHDOG_LABELS = {**RUN_LABELS, "role": "watchdog", "name": "watchdog-qwen-t2", "code": "c0de"}
-CFG = W.Run(run="qwen-t2", project="terminal-bench-harness", namespace="alice", grace=GRACE)
+CFG = watchdog.Run(run="qwen-t2", project="terminal-bench-harness", namespace="alice", grace=GRACE)
 
 
 def iso(epoch: float) -> str:
@@ -78,14 +78,14 @@ class Fakes:
         self.record = tmp / "hf.jsonl"
         self.url = ""
 
-    def jobs_api(self, scenario: dict) -> W.HfApi:
+    def jobs_api(self, scenario: dict) -> watchdog.HfApi:
         (self.tmp / "scenario.json").write_text(json.dumps({"namespace": "alice", **scenario}))
         proc, port = start([sys.executable, str(REPO / "tests/fakes/fake_hf_jobs.py"), "--scenario",
                             str(self.tmp / "scenario.json"), "--record", str(self.record), "--port-file",
                             str(self.tmp / "hf.port"), "--max-lifetime", "300"], self.tmp / "hf.port")
         self.procs.append(proc)
         self.url = f"http://127.0.0.1:{port}"
-        return W.HfApi(endpoint=self.url, token=TOKEN)
+        return watchdog.HfApi(endpoint=self.url, token=TOKEN)
 
     def requests(self) -> list[dict]:
         return [json.loads(line) for line in self.record.read_text().splitlines()] if self.record.exists() else []
@@ -153,23 +153,23 @@ def play_the_scheduler(spec: dict, *, endpoint: str, token: str, tmp: Path) -> t
     return proc, started, time.time()
 
 
-def scheduled(api: W.HfApi) -> dict[str, dict]:
+def scheduled(api: watchdog.HfApi) -> dict[str, dict]:
     return {sj.id: dict(sj.job_spec.labels or {}) for sj in api.list_scheduled_jobs(namespace="alice")}
 
 
-def run_check(api: W.HfApi, now: float, capsys) -> tuple[int, list[str]]:
-    rc = W.check(api, CFG, token=TOKEN, now=now)
+def run_check(api: watchdog.HfApi, now: float, capsys) -> tuple[int, list[str]]:
+    rc = watchdog.check(api, CFG, token=TOKEN, now=now)
     return rc, capsys.readouterr().out.splitlines()
 
 
 # --- the decision table, as a pure function ----------------------------------------------------------
 
 
-def srv(heartbeat=None, created=T0, sid="srv1") -> W.Server:
-    return W.Server(id=sid, stage="RUNNING", created=created, heartbeat=heartbeat, url="http://x", labels={})
+def srv(heartbeat=None, created=T0, sid="srv1") -> watchdog.Server:
+    return watchdog.Server(id=sid, stage="RUNNING", created=created, heartbeat=heartbeat, url="http://x", labels={})
 
 
-IDLE = W.Metrics(running=0, tokens=500)
+IDLE = watchdog.Metrics(running=0, tokens=500)
 
 
 @pytest.mark.parametrize("case, servers, holders, metrics, last, verdict, cancel, remove", [
@@ -179,50 +179,50 @@ IDLE = W.Metrics(running=0, tokens=500)
     ("heartbeat missing, server just created", [srv(created=T0 + 7000)], [], {"srv1": IDLE}, {}, "held", False, False),
     ("heartbeat missing, server old", [srv()], [], {"srv1": IDLE}, {"srv1": 500}, "cancelled", True, True),
     ("a supervisor job runs", [srv(heartbeat=T0)], ["sup1 (supervisor)"], {"srv1": IDLE}, {}, "supervised", False, False),
-    ("a request is running", [srv(heartbeat=T0)], [], {"srv1": W.Metrics(running=2, tokens=500)}, {"srv1": 500}, "busy",
+    ("a request is running", [srv(heartbeat=T0)], [], {"srv1": watchdog.Metrics(running=2, tokens=500)}, {"srv1": 500}, "busy",
      False, False),
-    ("tokens generated since the last check", [srv(heartbeat=T0)], [], {"srv1": W.Metrics(running=0, tokens=900)},
+    ("tokens generated since the last check", [srv(heartbeat=T0)], [], {"srv1": watchdog.Metrics(running=0, tokens=900)},
      {"srv1": 500}, "busy", False, False),
-    ("metrics unknown", [srv(heartbeat=T0)], [], {"srv1": W.Metrics(problem="GET /metrics answered 404")}, {},
+    ("metrics unknown", [srv(heartbeat=T0)], [], {"srv1": watchdog.Metrics(problem="GET /metrics answered 404")}, {},
      "cancelled", True, True),
     ("a first check: no earlier count, nothing running", [srv(heartbeat=T0)], [], {"srv1": IDLE}, {}, "cancelled", True,
      True),
     ("the server is already gone", [], [], {}, {}, "no-server", False, True),
 ])
 def test_the_decision_table(case, servers, holders, metrics, last, verdict, cancel, remove):
-    d = W.decide(T0 + 7200, GRACE, servers, holders, metrics, last)
+    d = watchdog.decide(T0 + 7200, GRACE, servers, holders, metrics, last)
     assert (d.verdict, d.cancel, d.remove) == (verdict, cancel, remove), (case, d)
 
 
 def test_the_reasons_say_what_was_seen():
     now = T0 + 7200
-    d = W.decide(now, GRACE, [srv(heartbeat=T0 + 100)], [], {"srv1": W.Metrics(problem="GET /metrics answered 404")}, {})
+    d = watchdog.decide(now, GRACE, [srv(heartbeat=T0 + 100)], [], {"srv1": watchdog.Metrics(problem="GET /metrics answered 404")}, {})
     assert d.reason == ("nothing has held the run for 1h58m (WATCHDOG_GRACE 1h00m), no job of the run that holds it "
                         "runs, and the servers' metrics are unknown (srv1: GET /metrics answered 404), which is not "
                         "activity")
-    d = W.decide(now, GRACE, [srv(heartbeat=T0 + 100)], [], {"srv1": IDLE}, {"srv1": 500})
+    d = watchdog.decide(now, GRACE, [srv(heartbeat=T0 + 100)], [], {"srv1": IDLE}, {"srv1": 500})
     assert d.reason.endswith("and the servers' metrics show no trial under way")
-    assert W.decide(now, GRACE, [srv(heartbeat=now - 300)], [], {}, {}).reason == \
+    assert watchdog.decide(now, GRACE, [srv(heartbeat=now - 300)], [], {}, {}).reason == \
         "the run was last held 5m00s ago, within WATCHDOG_GRACE (1h00m)"
-    assert W.decide(now, GRACE, [srv(heartbeat=T0)], [], {"srv1": W.Metrics(running=0, tokens=900)}, {"srv1": 500}) \
+    assert watchdog.decide(now, GRACE, [srv(heartbeat=T0)], [], {"srv1": watchdog.Metrics(running=0, tokens=900)}, {"srv1": 500}) \
         .reason == "a trial is under way: srv1 generated 400 token(s) since the last check"
     # Two servers (a relaunch): the newest heartbeat or creation counts.
-    assert W.last_held([srv(heartbeat=T0 + 5, sid="a"), srv(created=T0 + 50, sid="b")], now) == T0 + 50
+    assert watchdog.last_held([srv(heartbeat=T0 + 5, sid="a"), srv(created=T0 + 50, sid="b")], now) == T0 + 50
     # A heartbeat from a clock far ahead would hold the run that long: it is left out.
-    assert W.last_held([srv(heartbeat=now + 86400)], now) == T0
-    assert W.decide(now, GRACE, [srv(heartbeat=now + 86400)], [], {"srv1": IDLE}, {"srv1": 500}).verdict == "cancelled"
-    assert W.last_held([srv(heartbeat=now + 300)], now) == now + 300  # a few minutes: another machine's clock
+    assert watchdog.last_held([srv(heartbeat=now + 86400)], now) == T0
+    assert watchdog.decide(now, GRACE, [srv(heartbeat=now + 86400)], [], {"srv1": IDLE}, {"srv1": 500}).verdict == "cancelled"
+    assert watchdog.last_held([srv(heartbeat=now + 300)], now) == now + 300  # a few minutes: another machine's clock
 
 
 # --- metrics ---------------------------------------------------------------------------------------
 
 
 def test_metrics_of_vllm_and_sglang_are_read_and_summed_over_label_sets():
-    m = W.parse_metrics(vllm_metrics(1, 1234) + 'vllm:num_requests_running{engine="1"} 2\n')
+    m = watchdog.parse_metrics(vllm_metrics(1, 1234) + 'vllm:num_requests_running{engine="1"} 2\n')
     assert (m.running, m.tokens, m.problem) == (3, 1234, None)
     sglang = ('# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name="Qwen/Qwen3.8-27B-FP8"} 0.0\n'
               'sglang:generation_tokens_total{model_name="Qwen/Qwen3.8-27B-FP8"} 7.557572e+06\n')
-    m = W.parse_metrics(sglang)
+    m = watchdog.parse_metrics(sglang)
     assert (m.running, m.tokens, m.problem) == (0, 7557572, None)
 
 
@@ -235,7 +235,7 @@ def test_metrics_of_vllm_and_sglang_are_read_and_summed_over_label_sets():
     ("vllm:num_requests_running \x1b[31m\n", "vllm:num_requests_running is \\x1b[31m, not a number"),
 ])
 def test_metrics_that_are_not_counts_are_unknown(text, problem):
-    assert W.parse_metrics(text) == W.Metrics(problem=problem)
+    assert watchdog.parse_metrics(text) == watchdog.Metrics(problem=problem)
 
 
 # --- labels ----------------------------------------------------------------------------------------
@@ -243,20 +243,20 @@ def test_metrics_that_are_not_counts_are_unknown(text, problem):
 
 def test_relabel_writes_back_every_label_and_refuses_to_drop_the_runs_own():
     current = {**SERVER_LABELS, "heartbeat": "1"}
-    assert W.relabel(current, {"heartbeat": "2"}, {**RUN_LABELS, "role": "server"}) == {**SERVER_LABELS, "heartbeat": "2"}
-    assert W.relabel({**current, "tokens_x": "5"}, {"tokens_x": None}, RUN_LABELS) == current
+    assert watchdog.relabel(current, {"heartbeat": "2"}, {**RUN_LABELS, "role": "server"}) == {**SERVER_LABELS, "heartbeat": "2"}
+    assert watchdog.relabel({**current, "tokens_x": "5"}, {"tokens_x": None}, RUN_LABELS) == current
     with pytest.raises(ValueError, match="its labels lack run=qwen-t2: not rewritten"):
-        W.relabel({"project": "terminal-bench-harness"}, {"heartbeat": "2"}, RUN_LABELS)
+        watchdog.relabel({"project": "terminal-bench-harness"}, {"heartbeat": "2"}, RUN_LABELS)
     with pytest.raises(ValueError, match="are not letters, digits"):
-        W.relabel(dict(RUN_LABELS), {"heartbeat": "2 3"}, RUN_LABELS)
+        watchdog.relabel(dict(RUN_LABELS), {"heartbeat": "2 3"}, RUN_LABELS)
     with pytest.raises(ValueError, match="are not letters, digits"):
-        W.relabel(dict(RUN_LABELS), {"x" * 101: "1"}, RUN_LABELS)
+        watchdog.relabel(dict(RUN_LABELS), {"x" * 101: "1"}, RUN_LABELS)
 
 
 @pytest.mark.parametrize("value, read", [("1780000000", 1780000000.0), ("99", None), ("9999999999999", None),
                                          ("17800000.5", None), ("", None), ("-1780000000", None)])
 def test_a_heartbeat_is_read_only_as_a_time_of_these_centuries(value, read):
-    assert W.epoch_label({"heartbeat": value}, "heartbeat") == read
+    assert watchdog.epoch_label({"heartbeat": value}, "heartbeat") == read
 
 
 # --- the check, through the real huggingface_hub against the fake Jobs API -------------------------------
@@ -306,7 +306,7 @@ def test_a_cancel_hf_refuses_keeps_the_watchdog_for_the_next_check(fakes, capsys
     api = fakes.jobs_api(scenario(fakes, watchdog_labels={"tokens_srv1": "120"}, srv1=server(fakes, heartbeat=T0)))
 
     def refused(**_kwargs):
-        raise W.httpx2.HTTPError("403 Forbidden")
+        raise watchdog.httpx2.HTTPError("403 Forbidden")
 
     monkeypatch.setattr(api, "cancel_job", refused)
     rc, out = run_check(api, T0 + 7200, capsys)
@@ -322,7 +322,7 @@ def test_a_server_with_no_exposed_url_is_asked_at_its_proxy_url():
 
     job = JobInfo(id="abc", owner={"id": "u", "name": "alice", "type": "user"}, status={"stage": "RUNNING"},
                   expose={"ports": [30000]}, labels={"heartbeat": "1780000000"})
-    s = W.server_of(job)
+    s = watchdog.server_of(job)
     assert (s.url, s.heartbeat, s.created) == ("https://abc--30000.hf.jobs", 1780000000.0, None)
 
 
@@ -404,7 +404,7 @@ def test_a_watchdog_removed_while_its_check_ran_does_nothing(fakes, capsys):
 
 
 def test_hf_unreachable_decides_nothing_and_says_so(capsys):
-    api = W.HfApi(endpoint="http://127.0.0.1:9", token=TOKEN)
+    api = watchdog.HfApi(endpoint="http://127.0.0.1:9", token=TOKEN)
     rc, out = run_check(api, T0, capsys)
     assert rc == 1 and len(out) == 1
     assert out[0].startswith("watchdog: run qwen-t2: cannot read the run's jobs (")
@@ -421,7 +421,7 @@ def test_beat_writes_the_heartbeat_on_the_runs_live_servers_and_keeps_every_othe
     api = fakes.jobs_api({"jobs": jobs})
     env = {**os.environ, "HF_ENDPOINT": fakes.url, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
     before = int(time.time())
-    proc = subprocess.run([sys.executable, "-m", "tools.watchdog", "beat", "--run", "qwen-t2", "--project",
+    proc = subprocess.run([sys.executable, "-m", "tools.run.watchdog", "beat", "--run", "qwen-t2", "--project",
                            "terminal-bench-harness", "--namespace", "alice"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "heartbeat of run qwen-t2 on srv1\n", "")
@@ -438,7 +438,7 @@ def test_beat_writes_the_heartbeat_on_the_runs_live_servers_and_keeps_every_othe
 def test_beat_that_hf_refuses_is_one_line_and_exit_1(fakes):
     fakes.jobs_api({"reject_token": True})
     env = {**os.environ, "HF_ENDPOINT": fakes.url, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
-    proc = subprocess.run([sys.executable, "-m", "tools.watchdog", "beat", "--run", "qwen-t2", "--project", "p",
+    proc = subprocess.run([sys.executable, "-m", "tools.run.watchdog", "beat", "--run", "qwen-t2", "--project", "p",
                            "--namespace", "alice"], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and proc.stdout == ""
     assert proc.stderr.startswith("Error: heartbeat of run qwen-t2 not written: Client error '401 Unauthorized'")
@@ -451,12 +451,12 @@ def test_beat_that_hf_refuses_is_one_line_and_exit_1(fakes):
 def test_timeout_reads_hfs_answer_itself(fakes):
     api = fakes.jobs_api({"jobs": {"kept": {"stages": ["RUNNING"], "timeout_secs": 345600}, "none": {"stages": ["RUNNING"]}}})
     env = {**os.environ, "HF_ENDPOINT": fakes.url, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
-    out = [subprocess.run([sys.executable, "-m", "tools.watchdog", "timeout", f"alice/{job}"], env=env,
+    out = [subprocess.run([sys.executable, "-m", "tools.run.watchdog", "timeout", f"alice/{job}"], env=env,
                           capture_output=True, text=True, timeout=60) for job in ("kept", "none", "gone")]
     assert [(p.returncode, p.stdout) for p in out] == [(0, "345600\n"), (0, ""), (1, "")]
     assert out[2].stderr.startswith("Error: cannot read job alice/gone: ")
-    assert W.timeout_of({"jobSpec": {"timeout": 86400}}) == 86400
-    assert W.timeout_of({"timeoutSeconds": True}) is None and W.timeout_of({"timeoutSeconds": -1}) is None
+    assert watchdog.timeout_of({"jobSpec": {"timeout": 86400}}) == 86400
+    assert watchdog.timeout_of({"timeoutSeconds": True}) is None and watchdog.timeout_of({"timeoutSeconds": -1}) is None
     assert api.inspect_job(job_id="kept", namespace="alice").id == "kept"
 
 
@@ -469,14 +469,14 @@ def unpack(data: bytes) -> dict[str, bytes]:
 
 
 def test_the_bundle_is_this_checkouts_watchdog_and_huggingface_hubs_hash_pinned_requirements():
-    data = W.bundle(REPO)
-    assert W.bundle(REPO) == data  # the same bytes for the same files: its sha256 names the code
+    data = watchdog.bundle(REPO)
+    assert watchdog.bundle(REPO) == data  # the same bytes for the same files: its sha256 names the code
     files = unpack(data)
-    assert sorted(files) == ["requirements.txt", "tools/__init__.py", "tools/fmt.py", "tools/safe_read.py",
-                            "tools/watchdog.py"]
-    for name in W.BUNDLE_FILES:
+    assert sorted(files) == ["requirements.txt", "tools/__init__.py", "tools/fmt.py", "tools/run/__init__.py",
+                            "tools/run/watchdog.py", "tools/safe_read.py"]
+    for name in watchdog.BUNDLE_FILES:
         assert files[name] == (REPO / name).read_bytes()
-    entries = W.lock_entries((REPO / "env/requirements.lock").read_text())
+    entries = watchdog.lock_entries((REPO / "env/requirements.lock").read_text())
     want = ["anyio", "click", "filelock", "fsspec", "h11", "hf-xet", "httpcore2", "httpx2", "huggingface-hub", "idna",
             "packaging", "pyyaml", "tqdm", "truststore", "typing-extensions"]
     assert files["requirements.txt"].decode() == "\n".join(entries[n] for n in want) + "\n"
@@ -493,13 +493,13 @@ def test_the_watchdog_imports_nothing_the_bundle_lacks():
                "urllib.error", "urllib.request", "pathlib", "click", "httpx2", "huggingface_hub",
                "huggingface_hub.utils", "tools.safe_read", "__future__", "importlib.metadata",
                "packaging.requirements", "datetime"}
-    for name in W.BUNDLE_FILES:
+    for name in watchdog.BUNDLE_FILES:
         tree = ast.parse((REPO / name).read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module != "tools"}
         imported |= {f"tools.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "tools"
                      for a in n.names}
-        bundled = {f"tools.{Path(f).stem}" for f in W.BUNDLE_FILES}
+        bundled = {f"tools.{Path(f).stem}" for f in watchdog.BUNDLE_FILES}
         stdlib = {"contextlib", "errno", "json", "os", "shutil", "stat", "tempfile", "typing"}
         assert imported - bundled - allowed - stdlib == set(), name
 
@@ -509,7 +509,7 @@ def test_a_lock_without_an_entry_the_closure_needs_is_refused():
     without = "\n".join(line for line in lock.splitlines() if not line.startswith("tqdm=="))
     with pytest.raises(click.ClickException, match="env/requirements.lock has no entry for tqdm, which huggingface_hub "
                                                    "needs: run make lock"):
-        W.requirements(without)
+        watchdog.requirements(without)
 
 
 # --- the facts of huggingface_hub 2.4.0 the watchdog relies on -------------------------------------------
@@ -543,17 +543,17 @@ def test_the_huggingface_hub_names_it_relies_on():
     assert 'job_spec["timeoutSeconds"]' in inspect.getsource(_jobs_api._create_job_spec)
     # hf's -e reads each value as a dotenv line: the bundle goes in as one line of base64.
     assert "load_dotenv(env_value" in inspect.getsource(_cli_utils.parse_env_map)
-    b64 = base64.b64encode(W.bundle(REPO)).decode()
+    b64 = base64.b64encode(watchdog.bundle(REPO)).decode()
     assert _cli_utils.parse_env_map([f"WATCHDOG_BUNDLE={b64}"]) == {"WATCHDOG_BUNDLE": b64}
     # A scheduled job's labels are its job spec's.
     assert "scheduled_job.job_spec.labels" in inspect.getsource(HfApi.list_scheduled_jobs)
 
 
 def test_bundle_command_prints_its_sha256_and_its_base64():
-    proc = subprocess.run([sys.executable, "-m", "tools.watchdog", "bundle"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "tools.run.watchdog", "bundle"], capture_output=True, text=True, timeout=60)
     sha, encoded = proc.stdout.split()
     data = base64.b64decode(encoded)
-    assert hashlib.sha256(data).hexdigest() == sha and data == W.bundle(REPO)
+    assert hashlib.sha256(data).hexdigest() == sha and data == watchdog.bundle(REPO)
 
 
 # --- the installed job, run as HF runs it ------------------------------------------------------------
@@ -586,7 +586,7 @@ def test_the_installed_job_unpacks_its_bundle_installs_its_hash_pinned_requireme
     assert scheduled(api)["wd1"]["verdict"] == "held" and scheduled(api)["wd1"]["tokens_srv1"] == "7"
     assert (tmp_path / "pip-argv").read_text() == ("install --quiet --disable-pip-version-check --root-user-action=ignore "
                                                    "--no-deps --require-hashes -r requirements.txt\n")
-    assert (tmp_path / "pip-requirements.txt").read_text() == W.requirements((REPO / "env/requirements.lock").read_text())
+    assert (tmp_path / "pip-requirements.txt").read_text() == watchdog.requirements((REPO / "env/requirements.lock").read_text())
     assert TOKEN not in run.stdout + run.stderr + proc.stdout + proc.stderr
 
 

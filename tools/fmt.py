@@ -11,7 +11,7 @@ Durations come in four shapes, each for one kind of figure:
     parse_duration("24h")        an hf-style setting (<number>[s|m|h|d]) in seconds
 
 scripts/lib.sh's `duration_seconds` is the shell's one parser of the same syntax.
-The watchdog's bundle ships this file beside tools/watchdog.py: it runs on HF with the standard
+The watchdog's bundle ships this file beside tools/run/watchdog.py: it runs on HF with the standard
 library only, so it must stay so.
 """
 

@@ -9,7 +9,7 @@ every problem into one line (`Unreadable`) that the caller reports per file and 
 Caps (documented in docs/tally.md §3):
     RESULT_CAP   64 MiB  one result.json or config.json. harbor writes a few KB; a bigger
                          one (a runaway exception message) is refused with its size.
-    TALLY_CAP   512 MiB  one tally JSON file read by tools/report.py.
+    TALLY_CAP   512 MiB  one tally JSON file read by tools/report/report.py.
     MESSAGE_CAP     500  characters of an exception message carried into JSON/Markdown
                          (classification sees the whole message first).
 
@@ -98,7 +98,7 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSO
 
 def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a file")
-kind_of_file = _kind  # public: tools/stage.py words its refusals with it
+kind_of_file = _kind  # public: tools/hub/stage.py words its refusals with it
 
 
 def _cap_text(cap: int) -> str:

@@ -6,11 +6,11 @@ the first job (or its shards), its resume passes, standalone retry jobs after a 
 and jobs that landed under an unexpected `jobs/<job-name>/`. env/outcome-policy.yaml (the file
 mop-up reads too) decides what each trial means: passed, failed, errored (infra),
 unclassified, or unfinished. A task has k attempt slots (k: the first job's n_attempts, or
---attempts), filled by its latest k *settled* trials (tools/slots.py: every trial but an
+--attempts), filled by its latest k *settled* trials (tools/results/slots.py: every trial but an
 infra error, an attempt harbor retried in the run, an unfinished or an unreadable one); with
 k = 1 the latest settled trial counts, else the latest infra error, else the task is unfinished.
-The library is tools/tally_core.py (the report), over tools/tally_jobs.py (the job dirs),
-tools/tally_trials.py (reading result.json) and tools/tally_policy.py (the outcome policy); this
+The library is tools/results/tally_core.py (the report), over tools/results/tally_jobs.py (the job dirs),
+tools/results/tally_trials.py (reading result.json) and tools/results/tally_policy.py (the outcome policy); this
 file is its command line and renders the tables.
 
 Usage:
@@ -22,7 +22,7 @@ Usage:
     tally.py policy retry-include [--policy FILE]
     tally.py policy check [--policy FILE]
 
-Job dirs of a run (tools/tally_jobs.py, shared with mop-up):
+Job dirs of a run (tools/results/tally_jobs.py, shared with mop-up):
     <jobs-dir>/<job-name>, a sharded run's <jobs-dir>/<job-name>-shard-<i>,
     <jobs-dir>/<job-name>-retry-<N>, and the same under <jobs-dir>/jobs/ (harbor's default
     --jobs-dir nests), plus every JOB_DIR given.
@@ -76,7 +76,7 @@ scored, pass_rate}], replicate_mean, replicate_stderr, bootstrap95 {low, high, s
 resamples, seed, method}, leaderboard {value, passed, trials, tasks, k, open_slots,
 provisional, replicate_rates, replicate_stderr, interval95 {low, high, method}, bootstrap95}
 (the board's resolution rate, shown first), and per task slots [outcome x k], slots_text, slot_trials,
-passed_attempts, scored_attempts, pass_fraction, rerolled (tools/slots.py defines each).
+passed_attempts, scored_attempts, pass_fraction, rerolled (tools/results/slots.py defines each).
 A task whose infra error survived --max-task-retries attempts in a row per open slot
 (infra_streak: its finished trials since its latest settled one that ended in an infra error) is
 a final error (final_error): errored, not an open slot of the headline, and no retry target.
@@ -96,11 +96,11 @@ from typing import Any
 import click
 
 from tools import fmt
-from tools import safe_read as SR
-from tools import slots as SL
-from tools import tally_core
-from tools import tally_jobs
-from tools import tally_policy
+from tools import safe_read
+from tools.results import slots
+from tools.results import tally_core
+from tools.results import tally_jobs
+from tools.results import tally_policy
 
 
 # --------------------------------------------------------------------------- rendering
@@ -144,7 +144,7 @@ def summary_table(report: dict) -> list[str]:
     ]
     header = f"| Outcome | Count | % of {n} |"
     if report.get("n_attempts", 1) > 1:
-        header, n = SL.summary_header(report), report["slots"]
+        header, n = slots.summary_header(report), report["slots"]
         rows[-1] = ("Unfinished (no finished trial for the slot)", report["unfinished"])
     lines = [header, "|---|---|---|"]
     lines += [f"| {label} | {count} | {fmt.share(count, n)} |" for label, count in rows]
@@ -163,7 +163,7 @@ def render_text(report: dict) -> str:
         out.append(f"Attempts per task (k): {k}; each task's latest {k} settled trials fill its slots")
     out.append("")
     if k > 1 and report["tasks"]:
-        out += SL.headline_lines(report) + [""]
+        out += slots.headline_lines(report) + [""]
     if report["tasks"] == 0:
         out.append("EMPTY RUN: the job dirs hold no trial dirs yet (nothing has started, or the wrong --jobs-dir).")
         out.append("")
@@ -171,11 +171,11 @@ def render_text(report: dict) -> str:
     out += ["", _rate_line(report), ""]
     out += _sides_block(report)
     if k > 1:
-        out += SL.stats_lines(report) + [""]
+        out += slots.stats_lines(report) + [""]
     out += _exceptions_block(report)
     out += _tokens_block(report)
     if k > 1:
-        out += SL.per_task_lines(report)
+        out += slots.per_task_lines(report)
     for outcome in ("unclassified", "errored", "unfinished") if k == 1 else ():
         rows = [e for e in report["per_task"] if e["outcome"] == outcome]
         if rows:
@@ -187,7 +187,7 @@ def render_text(report: dict) -> str:
             if outcome == "errored":
                 out.append(f"  The sandbox job behind each, its last log lines: make sandboxes RUN={report['run']}")
             out.append("")
-    out += SL.final_errors_lines(report)
+    out += slots.final_errors_lines(report)
     if report["warnings"]:
         out.append(f"Warnings ({len(report['warnings'])}):")
         out += [f"  - {w}" for w in report["warnings"]]
@@ -259,19 +259,19 @@ def render_markdown(report: dict) -> str:
     out.append("Job dirs: " + ", ".join(f"`{os.path.basename(d)}`" for d in report["job_dirs"]))
     out.append("")
     if report.get("n_attempts", 1) > 1 and report["tasks"]:
-        first, *rest = SL.headline_lines(report)
+        first, *rest = slots.headline_lines(report)
         out += [f"**{first}**", *[f"- {line.strip()}" for line in rest], ""]
     out += summary_table(report)
     out += ["", f"**{_rate_line(report)}**", ""]
     if report.get("n_attempts", 1) > 1:
-        title, *figures = SL.stats_lines(report)
+        title, *figures = slots.stats_lines(report)
         out += [title, "", *[f"- {line}" for line in figures], ""]
     out += ["## Exceptions", ""]
     out += _exceptions_block(report)
     out += ["## Usage", ""]
     out += _tokens_block(report)
     if report.get("n_attempts", 1) > 1:
-        out += SL.markdown_rows(report, lambda d: _rel(d, report), _cell)
+        out += slots.markdown_rows(report, lambda d: _rel(d, report), _cell)
     else:
         out += ["## Per task", "",
                 "| Task | Outcome | Reward | Exception | Attempts | Finished (UTC) | Trial | Why |",
@@ -281,7 +281,7 @@ def render_markdown(report: dict) -> str:
             reward = "-" if e["reward"] is None else f"{e['reward']:g}"
             out.append(f"| {_cell(e['task'])} | {outcome} | {reward} | {_cell(e['exception_type'])} | {e['attempts']} | "
                        f"{_cell(e['finished_at'])} | {_cell(_rel(e['trial_dir'], report))} | {_cell(e['reason'])} |")
-    final = SL.final_errors_lines(report)
+    final = slots.final_errors_lines(report)
     if final:
         out += ["", "## Final errors", "", *final[:-1]]
     if report["warnings"]:
@@ -355,9 +355,9 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
                    attempts=attempts, max_task_retries=max_task_retries)
     if markdown_path:
         try:
-            SR.write_atomic(markdown_path, render_markdown(report))
+            safe_read.write_atomic(markdown_path, render_markdown(report))
         except OSError as e:
-            raise click.ClickException(SR.write_error(markdown_path, e))
+            raise click.ClickException(safe_read.write_error(markdown_path, e))
         _echo(f"tally: wrote {markdown_path}", err=True)
     _echo(json.dumps(report, indent=2) if as_json else render_text(report), nl=as_json)
     if report["tasks"] == 0:
@@ -367,7 +367,7 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
 
 def _echo(text: str, nl: bool = True, err: bool = False) -> None:
     # As bytes: a stray undecodable name must print escaped, never stop the output midway.
-    click.echo(SR.shown(text).encode("utf-8", "backslashreplace"), nl=nl, err=err)
+    click.echo(safe_read.shown(text).encode("utf-8", "backslashreplace"), nl=nl, err=err)
 
 
 @cli.command("retry-targets")

@@ -15,7 +15,7 @@ seconds. It takes the API key's sha256, never the key: no argv of the test holds
 
 It serves what `harbor upload JOB_DIR` calls (harbor/cli/upload.py, upload/uploader.py,
 upload/db_client.py, upload/storage.py, storage/resumable.py, auth/tokens.py), and what make
-submit's Hub check reads with the same client (tools/submit.py hub-check: UploadDB.get_job, a
+submit's Hub check reads with the same client (tools/hub/submit.py hub-check: UploadDB.get_job, a
 select of the job row by id, and list_trials_for_job, the trial rows whose job_id is the job's):
 
     POST  /functions/v1/api-key-exchange    {"api_key": ...} -> a JWT (sub = the user id); 401

@@ -22,7 +22,7 @@ FAKE_PYTHON="$REPO_ROOT/.venv/bin/python"
 FAKE_PIDS=()
 # The token the tests use: the fakes accept only it, and no output may ever contain it. Its tail
 # is made at run time, so no tracked file holds it (a remote job's copy of the checkout is
-# refused when a file holds $HF_TOKEN's value, tools/stage.py).
+# refused when a file holds $HF_TOKEN's value, tools/hub/stage.py).
 FAKE_TOKEN="hf_fake-token-that-must-never-be-printed-$$"
 # Set by the start_* functions, read by the tests.
 export FAKE_HF_RECORD="" FAKE_OPENAI_RECORD="" FAKE_OPENAI_BASE=""

@@ -1,0 +1,1 @@
+"""Comparing runs: tables, pictures and pages."""

@@ -1,0 +1,1 @@
+"""Supervising a live run: reproduce, the bench's watch, shards, the governor, the watchdog."""

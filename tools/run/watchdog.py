@@ -1,0 +1,572 @@
+"""watchdog: the run's own watchdog, a scheduled HF Job that cancels the run's server once nothing holds the run.
+
+A run's server is stopped by the run itself: AUTO_STOP, make reproduce, make stop. When all of
+those are gone (a laptop closed, a supervisor job out of time, a SIGKILL) only the server's own
+--timeout is left, and HF enforced that late in the reference (91 h against 24 h). So make serve
+installs beside the server a scheduled HF Job of its own (WATCHDOG_EVERY, on WATCHDOG_FLAVOR)
+that runs `check` below. docs/watchdog.md says how it decides and what it costs.
+
+  beat     here, and inside a remote job, while a verb holds the run's lock (scripts/lib-watchdog.sh
+           runs it every HEARTBEAT_EVERY): heartbeat=<unix seconds> on each live server of the run
+  check    the scheduled job, on HF: reads the facts, decides (decide()), acts, records
+  bundle   here, at make serve: what the scheduled job runs (this file, tools/safe_read.py,
+           tools/fmt.py and huggingface_hub's hash-pinned requirements from
+           env/requirements.lock), as one line
+  timeout  here (make doctor CHECK_TIMEOUT=1, make status): a job's --timeout as HF's answer holds it
+
+The scheduled job runs only what `bundle` packs, so this module imports nothing of the
+repository but tools.safe_read and tools.fmt (the standard library only), and of the world only
+huggingface_hub and what it depends on (click, httpx2). Facts relied on, in huggingface_hub
+2.4.0 (tests/test_watchdog.py asserts each in the installed source):
+  - HfApi.list_jobs(status=, labels=, namespace=), cancel_job(job_id=, namespace=);
+  - HfApi.update_job_labels(job_id=, labels=, namespace=) REPLACES every label of the job (PUT
+    /api/jobs/{ns}/{id}/labels): a writer reads the labels, changes its own, writes all back;
+  - HfApi.list_scheduled_jobs(labels=, namespace=), update_scheduled_job_labels(scheduled_job_id=,
+    labels=, namespace=), delete_scheduled_job(scheduled_job_id=, namespace=); a scheduled job's
+    labels are its job_spec.labels;
+  - a label's key and value: at most 100 letters, digits, '-' and '_';
+  - JobInfo has no timeout field, so `hf jobs inspect` shows none: `timeout` reads HF's answer.
+
+Exit codes: 0 done (check: decided and acted), 1 HF could not be read or asked (one line says
+what; check: nothing decided, the next run tries again), 2 usage.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import hashlib
+import io
+import math
+import re
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import click
+import httpx2
+from huggingface_hub import HfApi, get_token
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+from huggingface_hub.utils import logging as hf_logging
+
+from tools import fmt
+from tools.safe_read import clip, printable
+
+# Labels: what a beat writes on a server, what the watchdog keeps on itself and leaves on a
+# server it cancelled (make status reads them all).
+HEARTBEAT = "heartbeat"
+CHECKED = "checked"
+VERDICT = "verdict"
+TOKENS = "tokens_"  # + a server's job id: its generation-token counter at the last check
+ON_SERVER_VERDICT = "watchdog_verdict"
+ON_SERVER_CHECKED = "watchdog_checked"
+ROLE = "watchdog"
+
+LIVE = ("SCHEDULING", "RUNNING")
+# A job of the run with one of these roles runs the run's own verbs (make reproduce, bench or
+# mop-up inside a remote job), which hold the run there: while it lives, the run is held.
+HOLDER_ROLES = ("supervisor", "bench", "mopup")
+LABEL = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+# A time read from a label: a whole number of seconds in the years 2000-2199, else left out.
+EPOCH_RANGE = (946_684_800, 7_258_118_400)
+COUNT_CAP = 10**15  # a token counter past this is not one
+CLOCK_SKEW = 600  # seconds a heartbeat (another machine's clock) may be ahead of this check's
+# The figures read from a server's Prometheus /metrics: vLLM's, and sglang's (with
+# --enable-metrics, env/servers/*sglang*.env). Requests running, and generated tokens so far.
+RUNNING_METRICS = ("vllm:num_requests_running", "sglang:num_running_reqs")
+TOKEN_METRICS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
+METRICS_CAP = 8 << 20  # bytes of /metrics read: vLLM's is tens of KB
+METRICS_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?[ \t]+(\S+)")
+HF_ERRORS = (httpx2.HTTPError, OSError, ValueError, KeyError, TypeError)
+
+# What `bundle` packs: the code the check runs, and its requirements (requirements.txt).
+BUNDLE_FILES = ("tools/__init__.py", "tools/fmt.py", "tools/safe_read.py", "tools/run/__init__.py",
+                "tools/run/watchdog.py")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The platform the scheduled job runs on (the image python:3.12, as env/requirements.lock is
+# resolved for): the markers of huggingface_hub's requirements are read for it.
+JOB_PLATFORM = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+                "os_name": "posix", "python_version": "3.12", "python_full_version": "3.12.0",
+                "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+
+
+def say(text: str) -> None:
+    print(f"watchdog: {text}", flush=True)
+
+
+# --- facts ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Server:
+    id: str
+    stage: str
+    created: float | None  # when HF created it: its launch held the run then
+    heartbeat: float | None  # the last beat of whatever held the run
+    url: str | None  # its exposed port's URL, where /metrics is asked
+    labels: dict[str, str]
+
+
+@dataclasses.dataclass
+class Metrics:
+    running: float | None = None  # requests running now
+    tokens: float | None = None  # tokens generated since the server started
+    problem: str | None = None  # why the figures are unknown (then neither counts as activity)
+
+
+@dataclasses.dataclass
+class Decision:
+    verdict: str  # held | supervised | busy | cancelled | no-server (and cancel-failed, when HF refused)
+    reason: str
+    cancel: bool = False  # cancel the run's live servers
+    remove: bool = False  # then delete the run's watchdog (this one)
+
+
+def epoch_label(labels: dict, key: str) -> float | None:
+    """A label holding unix seconds, when it is one in the years 2000-2199."""
+    value = labels.get(key)
+    if not isinstance(value, str) or not value.isdigit() or len(value) > 12:
+        return None
+    seconds = int(value)
+    return float(seconds) if EPOCH_RANGE[0] <= seconds <= EPOCH_RANGE[1] else None
+
+
+def count_label(labels: dict, key: str) -> float | None:
+    value = labels.get(key)
+    if not isinstance(value, str) or not value.isdigit() or len(value) > 16:
+        return None
+    return float(value) if int(value) <= COUNT_CAP else None
+
+
+def ago(seconds: float) -> str:
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def server_of(job) -> Server:
+    labels = {str(k): str(v) for k, v in (job.labels or {}).items()}
+    created = job.created_at.timestamp() if job.created_at else None
+    urls = job.status.expose_urls or []
+    url = urls[0] if urls and isinstance(urls[0], str) and re.match(r"^https?://[^\s]+$", urls[0]) else None
+    if url is None and job.expose and isinstance(job.expose[0], int):
+        url = f"https://{job.id}--{job.expose[0]}.hf.jobs"  # the proxy's URL (docs/hf-jobs.md §1.4)
+    return Server(id=job.id, stage=str(job.status.stage), created=created, heartbeat=epoch_label(labels, HEARTBEAT),
+                  url=url.rstrip("/") if url else None, labels=labels)
+
+
+def parse_metrics(text: str) -> Metrics:
+    """Requests running and tokens generated, summed over every label set, from a Prometheus
+    text exposition; a figure that is not a finite count is not one."""
+    running = tokens = None
+    for line in text.splitlines():
+        m = METRICS_LINE.match(line)
+        if not m or m.group(1) not in RUNNING_METRICS + TOKEN_METRICS:
+            continue
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            return Metrics(problem=f"{m.group(1)} is {printable(m.group(2))[:40]}, not a number")
+        if not (math.isfinite(value) and 0 <= value <= COUNT_CAP):
+            return Metrics(problem=f"{m.group(1)} is {m.group(2)[:40]}, not a count")
+        if m.group(1) in RUNNING_METRICS:
+            running = (running or 0) + value
+        else:
+            tokens = (tokens or 0) + value
+    if running is None and tokens is None:
+        return Metrics(problem=f"/metrics holds none of {', '.join(RUNNING_METRICS + TOKEN_METRICS)}")
+    return Metrics(running=running, tokens=tokens)
+
+
+def fetch_metrics(url: str, token: str | None, timeout: float = 10) -> Metrics:
+    """GET <url>/metrics through the jobs proxy (the token in a header, never in a URL or argv)."""
+    request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            raw = answer.read(METRICS_CAP + 1)
+    except urllib.error.HTTPError as e:
+        return Metrics(problem=f"GET /metrics answered {e.code}" + (" (sglang serves it only with --enable-metrics)"
+                                                                    if e.code == 404 else ""))
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return Metrics(problem=f"GET /metrics failed: {printable(str(getattr(e, 'reason', e)))[:200]}")
+    if len(raw) > METRICS_CAP:
+        return Metrics(problem=f"GET /metrics answered more than {METRICS_CAP} bytes")
+    return parse_metrics(raw.decode("utf-8", "replace"))
+
+
+# --- the decision ----------------------------------------------------------------------------------
+
+
+def last_held(servers: list[Server], now: float) -> float | None:
+    """When something last held the run, as the servers show it: their latest heartbeat, or their
+    creation (make serve holds the run while it launches). A heartbeat later than now by more than
+    CLOCK_SKEW came from a clock that is wrong: it would hold the run for as long, so it is left out."""
+    return max((t for s in servers for t in (s.heartbeat, s.created) if t is not None and t <= now + CLOCK_SKEW),
+               default=None)
+
+
+def activity(servers: list[Server], metrics: dict[str, Metrics], last_tokens: dict[str, float]) -> str | None:
+    """What shows a trial under way, from the servers' own figures; None when nothing does."""
+    for s in servers:
+        m = metrics.get(s.id)
+        if m is None or m.problem:
+            continue
+        if m.running:
+            return f"{s.id} has {m.running:g} request(s) running"
+        before = last_tokens.get(s.id)
+        if m.tokens is not None and before is not None and m.tokens > before:
+            return f"{s.id} generated {m.tokens - before:g} token(s) since the last check"
+    return None
+
+
+def decide(now: float, grace: float, servers: list[Server], holders: list[str], metrics: dict[str, Metrics],
+           last_tokens: dict[str, float]) -> Decision:
+    """The run's live servers are cancelled only when nothing has held the run for longer than
+    `grace` seconds, no job of the run that holds it runs, and no trial is under way by the
+    servers' own figures. Figures that cannot be read are unknown: never taken for activity."""
+    if not servers:
+        return Decision("no-server", "the run has no live server job", remove=True)
+    held = last_held(servers, now)
+    if held is not None and now - held <= grace:
+        return Decision("held", f"the run was last held {ago(now - held)} ago, within WATCHDOG_GRACE ({ago(grace)})")
+    if holders:
+        return Decision("supervised", f"job(s) of the run that hold it are running: {' '.join(holders)}")
+    busy = activity(servers, metrics, last_tokens)
+    if busy:
+        return Decision("busy", f"a trial is under way: {busy}")
+    since = f"for {ago(now - held)}" if held is not None else "ever (no heartbeat, no creation time)"
+    unknown = [f"{s.id}: {metrics[s.id].problem}" for s in servers if s.id in metrics and metrics[s.id].problem]
+    figures = (f"the servers' metrics are unknown ({'; '.join(unknown)}), which is not activity" if unknown
+               else "the servers' metrics show no trial under way")
+    return Decision("cancelled", f"nothing has held the run {since} (WATCHDOG_GRACE {ago(grace)}), no job of the run "
+                                 f"that holds it runs, and {figures}", cancel=True, remove=True)
+
+
+# --- labels ----------------------------------------------------------------------------------------
+
+
+def relabel(current: dict[str, str], changes: dict[str, str], required: dict[str, str]) -> dict[str, str]:
+    """The whole label set to write back (HF replaces them all): CURRENT with CHANGES applied
+    (None removes a key). Refused when CURRENT lacks a label the run finds its jobs by (REQUIRED):
+    writing it back would hide the job from the run, and from this watchdog."""
+    missing = {k: v for k, v in required.items() if current.get(k) != v}
+    if missing:
+        raise ValueError(f"its labels lack {' '.join(f'{k}={v}' for k, v in missing.items())}: not rewritten")
+    out = {k: v for k, v in current.items() if k not in changes}
+    out.update({k: v for k, v in changes.items() if v is not None})
+    bad = [k for k, v in out.items() if not (LABEL.match(k) and (v == "" or LABEL.match(v)))]
+    if bad:
+        raise ValueError(f"label(s) {' '.join(printable(k)[:100] for k in bad)} are not letters, digits, '-' "
+                         "and '_' of at most 100 characters: not rewritten")
+    return out
+
+
+# --- beat ------------------------------------------------------------------------------------------
+
+
+def beat(api: HfApi, *, run: str, project: str, namespace: str | None, now: float) -> list[str]:
+    """heartbeat=<now> on each live server job of the run; the ids beaten."""
+    run_labels = {"project": project, "run": run, "role": "server"}
+    beaten = []
+    for job in api.list_jobs(status=list(LIVE), labels=run_labels, namespace=namespace):
+        current = {str(k): str(v) for k, v in (job.labels or {}).items()}
+        labels = relabel(current, {HEARTBEAT: str(int(now))}, run_labels)
+        api.update_job_labels(job_id=job.id, labels=labels, namespace=namespace)
+        beaten.append(job.id)
+    return beaten
+
+
+# --- check -----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Run:
+    run: str
+    project: str
+    namespace: str
+    grace: float
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"project": self.project, "run": self.run}
+
+
+def describe(s: Server, now: float, m: Metrics | None, before: float | None) -> str:
+    parts = [f"server {s.id} {s.stage}"]
+    if s.created is not None:
+        parts.append(f"created {ago(now - s.created)} ago")
+    if s.heartbeat is None:
+        parts.append("no heartbeat")
+    elif s.heartbeat > now + CLOCK_SKEW:
+        parts.append(f"heartbeat {ago(s.heartbeat - now)} ahead of this check's clock (left out)")
+    else:
+        parts.append(f"heartbeat {ago(now - s.heartbeat)} ago")
+    if m is None:
+        parts.append("metrics: not asked (not running, or no exposed URL)")
+    elif m.problem:
+        parts.append(f"metrics: unknown ({m.problem})")
+    else:
+        since = f" (+{m.tokens - before:g})" if before is not None and m.tokens is not None else ""
+        tokens = "?" if m.tokens is None else f"{m.tokens:g}{since}"
+        parts.append(f"metrics: {'?' if m.running is None else f'{m.running:g}'} running, {tokens} tokens generated")
+    return ", ".join(parts)
+
+
+def check(api: HfApi, cfg: Run, *, token: str | None, now: float) -> int:
+    """One check of the run: read every fact, decide, act, record; each step logged."""
+    try:
+        mine = api.list_scheduled_jobs(labels={**cfg.labels, "role": ROLE}, namespace=cfg.namespace)
+        jobs = list(api.list_jobs(status=list(LIVE), labels=cfg.labels, namespace=cfg.namespace))
+    except HF_ERRORS as e:
+        say(f"run {cfg.run}: cannot read the run's jobs ({printable(clip(str(e), 300) or '')}): nothing decided; the "
+            "next check tries again")
+        return 1
+    if not mine:
+        say(f"run {cfg.run}: its watchdog was removed meanwhile (make stop, or a new make serve): nothing to do")
+        return 0
+    roles = {j.id: str((j.labels or {}).get("role", "")) for j in jobs}
+    servers = [server_of(j) for j in jobs if roles[j.id] == "server"]
+    holders = [f"{j.id} ({roles[j.id]})" for j in jobs if roles[j.id] in HOLDER_ROLES]
+    own = {str(k): str(v) for k, v in (mine[0].job_spec.labels or {}).items()}
+    last_tokens = {s.id: t for s in servers if (t := count_label(own, TOKENS + s.id)) is not None}
+    metrics = {s.id: fetch_metrics(s.url, token) for s in servers if s.stage == "RUNNING" and s.url}
+    for s in servers:
+        say(describe(s, now, metrics.get(s.id), last_tokens.get(s.id)))
+    for h in holders:
+        say(f"job {h} of the run is running")
+    d = decide(now, cfg.grace, servers, holders, metrics, last_tokens)
+    say(f"run {cfg.run}: {d.verdict}: {d.reason}")
+    if d.cancel and not cancel_servers(api, cfg, servers, now):
+        # It stays, and its next check tries again: never gone while a server may be billing.
+        for sj in mine:
+            record(api, cfg, sj, {CHECKED: str(int(now)), VERDICT: "cancel-failed"})
+        return 1
+    if d.remove:
+        for sj in mine:
+            remove_self(api, cfg, sj.id)
+        return 0
+    tokens = {TOKENS + s.id: str(int(m.tokens)) for s in servers if (m := metrics.get(s.id)) and m.tokens is not None}
+    stale = {k: None for k in own if k.startswith(TOKENS) and k not in tokens}
+    for sj in mine:
+        record(api, cfg, sj, {CHECKED: str(int(now)), VERDICT: d.verdict, **stale, **tokens})
+    return 0
+
+
+def cancel_servers(api: HfApi, cfg: Run, servers: list[Server], now: float) -> bool:
+    """The verdict on each server's own labels first (make status shows it once this watchdog is
+    gone), then its cancel; a failed label write never keeps a server billing. True when every
+    cancel went through."""
+    cancelled = True
+    for s in servers:
+        try:
+            labels = relabel(s.labels, {ON_SERVER_VERDICT: "cancelled", ON_SERVER_CHECKED: str(int(now))},
+                             {**cfg.labels, "role": "server"})
+            api.update_job_labels(job_id=s.id, labels=labels, namespace=cfg.namespace)
+        except HF_ERRORS as e:
+            say(f"could not write the verdict on server {s.id}'s labels ({printable(clip(str(e), 200) or '')}); "
+                "cancelling it anyway")
+        try:
+            api.cancel_job(job_id=s.id, namespace=cfg.namespace)
+            say(f"cancelled server {cfg.namespace}/{s.id}")
+        except HF_ERRORS as e:
+            cancelled = False
+            say(f"could not cancel server {cfg.namespace}/{s.id} ({printable(clip(str(e), 200) or '')}): it may be "
+                f"billing; the next check tries again (hf jobs cancel {cfg.namespace}/{s.id})")
+    return cancelled
+
+
+def remove_self(api: HfApi, cfg: Run, scheduled_id: str) -> None:
+    try:
+        api.delete_scheduled_job(scheduled_job_id=scheduled_id, namespace=cfg.namespace)
+        say(f"removed itself (scheduled job {cfg.namespace}/{scheduled_id})")
+    except HF_ERRORS as e:
+        say(f"could not remove itself ({printable(clip(str(e), 200) or '')}): the next check tries again")
+
+
+def record(api: HfApi, cfg: Run, sj, changes: dict[str, str | None]) -> None:
+    """The check's time, verdict and token counters on the watchdog's own labels."""
+    try:
+        current = {str(k): str(v) for k, v in (sj.job_spec.labels or {}).items()}
+        labels = relabel(current, changes, {**cfg.labels, "role": ROLE})
+        api.update_scheduled_job_labels(scheduled_job_id=sj.id, labels=labels, namespace=cfg.namespace)
+    except HF_ERRORS as e:
+        say(f"could not record this check on its labels ({printable(clip(str(e), 200) or '')})")
+
+
+# --- the bundle the scheduled job runs -------------------------------------------------------------
+
+
+def lock_entries(lock_text: str) -> dict[str, str]:
+    """env/requirements.lock's entries by normalised name: `name==version \\` and its hash lines."""
+    entries: dict[str, str] = {}
+    name, lines = None, []
+    for line in lock_text.splitlines():
+        if m := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", line):
+            if name:
+                entries[name] = "\n".join(lines)
+            name, lines = normalise(m.group(1)), [line]
+        elif name and line.lstrip().startswith("--hash="):
+            lines.append(line)
+    if name:
+        entries[name] = "\n".join(lines)
+    return entries
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def closure(root: str) -> list[str]:
+    """ROOT and every package it needs on the job's platform, by the installed metadata."""
+    import importlib.metadata as md  # noqa: PLC0415
+
+    from packaging.requirements import Requirement  # noqa: PLC0415
+
+    seen: set[str] = set()
+    todo = [root]
+    while todo:
+        name = normalise(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in md.requires(name) or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate(JOB_PLATFORM):
+                todo.append(req.name)
+    return sorted(seen)
+
+
+def requirements(lock_text: str, root: str = "huggingface_hub") -> str:
+    """The lock's entries (hashes and all) of ROOT and what it needs: pip --require-hashes input."""
+    entries = lock_entries(lock_text)
+    names = closure(root)
+    missing = [n for n in names if n not in entries]
+    if missing:
+        raise click.ClickException(f"env/requirements.lock has no entry for {' '.join(missing)}, which {root} "
+                                   "needs: run make lock")
+    return "\n".join(entries[n] for n in names) + "\n"
+
+
+def bundle(repo: Path) -> bytes:
+    """A gzipped tar of BUNDLE_FILES and requirements.txt, the same bytes for the same inputs."""
+    files = {name: (repo / name).read_bytes() for name in BUNDLE_FILES}
+    files["requirements.txt"] = requirements((repo / "env" / "requirements.lock").read_text()).encode()
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w",
+                                                                             format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(files[name]), 0o644, 0
+            tar.addfile(info, io.BytesIO(files[name]))
+    return raw.getvalue()
+
+
+# --- a job's timeout, as HF's answer holds it -------------------------------------------------------
+
+
+def timeout_of(answer: dict) -> int | None:
+    """The timeout in seconds in HF's answer about a job: `timeoutSeconds` (what huggingface_hub
+    sends) or `timeout` (what its JobSpec reads), at the top or in the job's spec. None: absent."""
+    for holder in (answer, answer.get("spec"), answer.get("jobSpec")):
+        if not isinstance(holder, dict):
+            continue
+        for key in ("timeoutSeconds", "timeout"):
+            value = holder.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+                    and 0 < value <= 10 * 365 * 86400:
+                return int(value)
+    return None
+
+
+def job_answer(api: HfApi, namespace: str, job_id: str) -> dict:
+    """GET /api/jobs/{ns}/{id} as HF answers it, through huggingface_hub's own session and headers:
+    its JobInfo keeps no timeout."""
+    response = get_session().get(f"{api.endpoint}/api/jobs/{namespace}/{job_id}", headers=build_hf_headers())
+    hf_raise_for_status(response)
+    answer = response.json()
+    if not isinstance(answer, dict):
+        raise ValueError("HF's answer about the job is not a JSON object")
+    return answer
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def duration_seconds(text: str) -> float:
+    """An hf jobs duration, <number>[s|m|h|d], in seconds (fmt.parse_duration); more than zero."""
+    seconds = fmt.parse_duration(text)
+    if not seconds:
+        raise click.BadParameter(f"{text!r} is not a duration such as 90s, 15m, 1h")
+    return seconds
+
+
+def label_value(_ctx, param, value: str) -> str:
+    if not LABEL.match(value or ""):
+        raise click.BadParameter(f"{value!r} is not a label value (letters, digits, '-', '_')", param=param)
+    return value
+
+
+@click.group()
+def cli():
+    """The run's watchdog: heartbeats, the check the scheduled job runs, its bundle."""
+    # huggingface_hub's own retry notes ("Retrying in 1s") would come before the one line each
+    # command says when HF cannot be reached.
+    hf_logging.set_verbosity_error()
+
+
+@cli.command("beat")
+@click.option("--run", required=True, callback=label_value, help="the run's label value (run=)")
+@click.option("--project", required=True, callback=label_value, help="the project's label value (project=)")
+@click.option("--namespace", default=None, help="where the run's jobs are; default: the token's user")
+def beat_cmd(run, project, namespace):
+    """heartbeat=<now> on the run's live server jobs (while a verb holds the run)."""
+    try:
+        beaten = beat(HfApi(), run=run, project=project, namespace=namespace or None, now=time.time())
+    except HF_ERRORS as e:
+        raise click.ClickException(f"heartbeat of run {run} not written: {printable(clip(str(e), 300) or '')}") from e
+    click.echo(f"heartbeat of run {run} on {' '.join(beaten) or 'no live server'}")
+
+
+@cli.command("check")
+@click.option("--run", envvar="WATCHDOG_RUN", required=True, callback=label_value)
+@click.option("--project", envvar="WATCHDOG_PROJECT", required=True, callback=label_value)
+@click.option("--namespace", envvar="WATCHDOG_NAMESPACE", required=True, callback=label_value)
+@click.option("--grace", envvar="WATCHDOG_GRACE", required=True, help="WATCHDOG_GRACE, e.g. 1h")
+def check_cmd(run, project, namespace, grace):
+    """One check of the run (what the scheduled job runs; its settings come as its environment)."""
+    cfg = Run(run=run, project=project, namespace=namespace, grace=duration_seconds(grace))
+    sys.exit(check(HfApi(), cfg, token=get_token(), now=time.time()))
+
+
+@cli.command("bundle")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=REPO_ROOT)
+def bundle_cmd(repo):
+    """Print '<sha256> <base64>' of what the scheduled job runs (tools/run/watchdog.py's bundle)."""
+    data = bundle(repo)
+    click.echo(f"{hashlib.sha256(data).hexdigest()} {base64.b64encode(data).decode()}")
+
+
+@cli.command("timeout")
+@click.argument("job")
+def timeout_cmd(job):
+    """Print JOB's (NS/ID) timeout in seconds as HF's answer holds it; nothing when it holds none."""
+    m = re.fullmatch(r"([A-Za-z0-9._-]+)/([A-Za-z0-9_-]+)", job)
+    if not m:
+        raise click.BadParameter(f"{job!r} is not NAMESPACE/JOB_ID")
+    try:
+        seconds = timeout_of(job_answer(HfApi(), m.group(1), m.group(2)))
+    except HF_ERRORS as e:
+        raise click.ClickException(f"cannot read job {job}: {printable(clip(str(e), 300) or '')}") from e
+    if seconds is not None:
+        click.echo(seconds)
+
+
+if __name__ == "__main__":
+    cli()
