@@ -849,8 +849,10 @@ def test_trial_dirs_cover_the_job_or_its_shards_and_its_retry_jobs_only(tmp_path
 
 
 def test_max_task_retries_is_one_option_in_every_verb_that_selects_retries():
-    """mop-up's plan and the supervisor's targets and run read MAX_TASK_RETRIES through
-    tools/results/tally_options.py's one option: the same name, range, default and help in each."""
+    """The tally's tally and retry-targets, mop-up's plan and the supervisor's targets and run read
+    MAX_TASK_RETRIES through tools/results/tally_options.py's one option: the same name, range,
+    default and help in each."""
+    from tools import tally
     from tools.mopup import mopup
     from tools.results import tally_options
 
@@ -859,7 +861,7 @@ def test_max_task_retries_is_one_option_in_every_verb_that_selects_retries():
         pass
 
     want = shared.__click_params__[0]
-    for command in (mopup.plan, reproduce.targets_cmd, reproduce.run_cmd):
+    for command in (tally.tally_cmd, tally.retry_targets_cmd, mopup.plan, reproduce.targets_cmd, reproduce.run_cmd):
         got = next(p for p in command.params if p.name == "max_task_retries")
         assert (got.opts, got.type.min, got.type.max, got.default, got.show_default, got.help) == \
             (["--max-task-retries"], 0, 999, 3, True, want.help), command.name

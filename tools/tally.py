@@ -101,6 +101,7 @@ from tools.results import slots
 from tools.results import tally_core
 from tools.results import tally_jobs
 from tools.results import tally_policy
+from tools.results import tally_options
 
 
 # --------------------------------------------------------------------------- rendering
@@ -304,13 +305,6 @@ def _policy_option(f):
                         type=click.Path(dir_okay=False), help="The outcome policy (shared with mop-up).")(f)
 
 
-def _max_task_retries_option(f):
-    return click.option("--max-task-retries", type=click.IntRange(min=0, max=tally_core.MAX_TASK_RETRIES_CAP),
-                        default=tally_core.DEFAULT_MAX_TASK_RETRIES, show_default=True,
-                        help="MAX_TASK_RETRIES: a task whose infra error survived this many attempts in a "
-                        "row (per open slot) is a final error, no longer retried; 0: no limit.")(f)
-
-
 def _fail(e: tally_jobs.TallyError):
     raise click.ClickException(str(e))
 
@@ -335,7 +329,7 @@ def cli():
 @click.option("--run-name", help="Label for the report (default: the job name).")
 @click.option("--attempts", type=click.IntRange(min=1),
               help="k, the attempt slots per task (default: the first job's n_attempts, harbor's -k).")
-@_max_task_retries_option
+@tally_options.max_task_retries_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (fields in the module docstring).")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
               help="Also write the per-task breakdown as Markdown to this file.")
@@ -380,7 +374,7 @@ def _echo(text: str, nl: bool = True, err: bool = False) -> None:
               help="Manual verdicts; a task with a verdict is never retried.")
 @click.option("--model", help="The run's MODEL: a job dir of the run's name whose config.json records another "
               "model (or names another job) is refused, not counted.")
-@_max_task_retries_option
+@tally_options.max_task_retries_option
 @click.option("--json", "as_json", is_flag=True, help="Print {run, policy, infra_types, tasks: [...]}.")
 def retry_targets_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, model, max_task_retries, as_json):
     """What mop-up retries: tasks whose latest trial errored (infra) or that never finished (k > 1: open slots).
