@@ -509,6 +509,23 @@ def test_check_submission_flags_agent_timeout_override(tmp_path):
            "never sets it; start the job with make bench RUN=<run>)" in problems[1]
 
 
+def test_check_submission_flags_every_override_section_in_order(tmp_path):
+    """Resource, agent (singular and listed) and verifier overrides: each named with its section."""
+    job = write_job(tmp_path, "j", "terminus-2", {"t": [(1.0, None)] * 5}, multiplier=1.0)
+    cfg = json.loads((job / "config.json").read_text())
+    cfg["environment"]["override_cpus"] = 8
+    cfg["agent"] = {"max_timeout_sec": 60}
+    cfg["verifier"] = {"override_timeout_sec": 30, "max_timeout_sec": None}
+    (job / "config.json").write_text(json.dumps(cfg))
+    problems = report_submission.check_submission([job])["problems"]
+    tail = "overrides are not allowed (this repository never sets it; start the job with make bench RUN=<run>)"
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        f"environment.override_cpus is 8; resource {tail}",
+        f"agent.max_timeout_sec is 60; agent timeout {tail}",
+        f"verifier.override_timeout_sec is 30; verifier timeout {tail}",
+    ]
+
+
 def test_check_submission_on_the_mswea_example(tmp_path, monkeypatch):
     import runpy
     monkeypatch.setattr(sys, "argv", ["make_example_mswea.py", str(tmp_path)])

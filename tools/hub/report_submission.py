@@ -83,25 +83,15 @@ def config_file_problems(path: Path, run: str | None = None, whose: str = "job")
     if policy not in (None, {}):
         problems.append(f"{path}: override_error_policy is {safe_read.clip(str(policy), 200)}; error-policy overrides "
                         f"change which errored trials are graded or retried, and are not allowed ({_not_ours(run)})")
-    env = _mapping(cfg.get("environment"))
-    for key in ENV_OVERRIDES:
-        if env.get(key) is not None:
-            problems.append(f"{path}: environment.{key} is {safe_read.clip(str(env[key]), 60)}; resource overrides are "
-                            f"not allowed ({_not_ours(run)})")
+    sections = [("environment", _mapping(cfg.get("environment")), ENV_OVERRIDES, "resource")]
     listed = cfg.get("agents") if isinstance(cfg.get("agents"), list) else []
-    agents = [(f"agents[{i}]", _mapping(a)) for i, a in enumerate(listed)]
+    sections += [(f"agents[{i}]", _mapping(a), AGENT_OVERRIDES, "agent timeout") for i, a in enumerate(listed)]
     if isinstance(cfg.get("agent"), dict):
-        agents.append(("agent", cfg["agent"]))
-    for label, agent in agents:
-        for key in AGENT_OVERRIDES:
-            if agent.get(key) is not None:
-                problems.append(f"{path}: {label}.{key} is {safe_read.clip(str(agent[key]), 60)}; agent timeout "
-                                f"overrides are not allowed ({_not_ours(run)})")
-    verifier = _mapping(cfg.get("verifier"))
-    for key in VERIFIER_OVERRIDES:
-        if verifier.get(key) is not None:
-            problems.append(f"{path}: verifier.{key} is {safe_read.clip(str(verifier[key]), 60)}; verifier timeout "
-                            f"overrides are not allowed ({_not_ours(run)})")
+        sections.append(("agent", cfg["agent"], AGENT_OVERRIDES, "agent timeout"))
+    sections.append(("verifier", _mapping(cfg.get("verifier")), VERIFIER_OVERRIDES, "verifier timeout"))
+    for label, section, keys, what in sections:
+        problems += [f"{path}: {label}.{key} is {safe_read.clip(str(section[key]), 60)}; {what} overrides are not "
+                     f"allowed ({_not_ours(run)})" for key in keys if section.get(key) is not None]
     return problems
 
 
