@@ -185,14 +185,20 @@ def test_the_watcher_ignores_a_token_in_the_environment():
     token = new_token()
     with ArgvWatcher(token) as watcher:
         sleeper = subprocess.Popen(["sleep", "60"], env={**os.environ, "HF_TOKEN": token})
+
+        def seen_as_sleep() -> bool:
+            # Between fork and exec the child still shows this test's own argv under its pid:
+            # wait for the argv sleep runs with, not for the pid alone.
+            return any(s.pid == sleeper.pid and s.argv == ["sleep", "60"] for s in list(watcher.seen.values()))
+
         try:
             deadline = time.monotonic() + 60  # a bound: the sleeper lives until it is seen
-            while not any(s.pid == sleeper.pid for s in watcher.seen.values()) and time.monotonic() < deadline:
+            while not seen_as_sleep() and time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)
         finally:
             sleeper.kill()
             sleeper.wait()
-    assert any(s.pid == sleeper.pid and s.argv == ["sleep", "60"] for s in watcher.seen.values())
+    assert seen_as_sleep()
     assert watcher.leaks == []
 
 
