@@ -651,6 +651,19 @@ stop_run_server() {
 # with the resolved settings, this repository's commit and the tool versions, so a result
 # can be traced to exactly what produced it. Never holds a secret: settings hold none.
 
+# manifest_tools: MANIFEST_TOOLS, {"harbor": version, "huggingface_hub": version} as installed in
+# .venv, or {}. Asked once per script (called outside $(…), so the value stays): a verb appends
+# several lines, and .venv does not change under it.
+MANIFEST_TOOLS=""
+manifest_tools() {
+  [[ -z "$MANIFEST_TOOLS" ]] || return 0
+  MANIFEST_TOOLS=$("$REPO_ROOT/.venv/bin/python" - <<'PY' 2>/dev/null || echo '{}'
+import importlib.metadata as m, json
+print(json.dumps({p: m.version(p) for p in ("harbor", "huggingface_hub")}))
+PY
+  )
+}
+
 # append_manifest EVENT JSON_OBJECT: JSON_OBJECT's fields are added to the line.
 append_manifest() {
   local event=$1 extra=${2:-'{}'} name settings commit tools lock_sha256
@@ -658,11 +671,8 @@ append_manifest() {
     jq -Rs 'split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add')
   commit=$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
   [[ -z "$(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] || commit+="-dirty"
-  tools=$("$REPO_ROOT/.venv/bin/python" - <<'PY' 2>/dev/null || echo '{}'
-import importlib.metadata as m, json
-print(json.dumps({p: m.version(p) for p in ("harbor", "huggingface_hub")}))
-PY
-  )
+  manifest_tools
+  tools=$MANIFEST_TOOLS
   # The sha256 of env/requirements.lock, what make setup installs into .venv; null without it.
   lock_sha256=$(sha256sum "$ENV_DIR/requirements.lock" 2>/dev/null | cut -d' ' -f1) || lock_sha256=""
   local manifest

@@ -12,8 +12,9 @@
 # bats needs GNU parallel for that and runs one at a time without it, saying so. make check
 # leaves out the tests tagged e2e (bats: `# bats file_tags=e2e` / `test_tags=e2e`; pytest:
 # @pytest.mark.e2e): those that run the real harbor end to end, make reproduce, a launch's
-# lifecycle against the fakes, or build a fresh .venv. DRY_RUN=1 prints the suites it would
-# run and runs none.
+# lifecycle against the fakes, or build a fresh .venv; and the bats tests that go through every
+# run file go through four of them (TEST_TIER=check; tests/test_helper.bash, tier_runs says
+# which and why). DRY_RUN=1 prints the suites it would run and runs none.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -141,6 +142,9 @@ main() {
     warn "GNU parallel not found: the bats files run one test at a time (apt-get install parallel)"
   fi
   ((jobs == 1)) || pytest_args+=(-n "$jobs" --dist loadgroup)
+  # The bats tests that go through every run file go through four of them under make check
+  # (tests/test_helper.bash, tier_runs), all of them under make test.
+  export TEST_TIER=$tier
   if [[ "$tier" == check ]]; then
     bats_args+=(--filter-tags '!e2e')
     pytest_args+=(-m "not e2e")

@@ -12,7 +12,7 @@ setup() {
 
 check_goldens() {
   local verb=$1 run diffs=""
-  for run in $(benchable_runs); do
+  for run in $(tier_runs $(benchable_runs)); do
     capture_argv "$run" "$verb" >"$BATS_TEST_TMPDIR/got" || diffs+="$run: $verb failed"$'\n'
     diff -u "$(golden_file "$run" "$verb")" "$BATS_TEST_TMPDIR/got" >"$BATS_TEST_TMPDIR/diff" ||
       diffs+="$(cat "$BATS_TEST_TMPDIR/diff")"$'\n'
@@ -164,7 +164,7 @@ printed_argv() {
 
 @test "print: what make print shows, pasted into bash, is word for word what serve and bench run" {
   local run verb want
-  for run in $(benchable_runs); do
+  for run in $(tier_runs $(benchable_runs)); do
     for verb in serve bench smoke; do
       # The launch label is unique to each launch: make print shows its placeholder, as the golden does.
       want=$(sed '1s/^== //' "$(golden_file "$run" "$verb")" | grep -v '^-- env ')
@@ -198,7 +198,7 @@ print(min(everywhere, key=lambda task: sum(everywhere[task]) / len(everywhere[ta
 PY
   )
   [[ -n "$shortest" ]] || fail "no task settled in every bundled example"
-  for run in $(benchable_runs); do
+  for run in $(tier_runs $(benchable_runs)); do
     settings=$(RUN=$run "$REPO/tests/bin/argv-of" settings)
     tasks=$(sed -n 's/^TASKS=//p' <<<"$settings")
     [[ "$tasks" != *[[:space:]]* && -n "$tasks" ]] && continue # a one-task run smokes its one task

@@ -13,7 +13,7 @@ setup() {
 
 # Every run's resolved settings and its bench and smoke JobConfig (the real harbor's
 # --print-config), each resolved once for the whole file, concurrently, and read by the tests
-# below: harbor starts 16 times, not once per test and assertion.
+# below: harbor starts twice per run (resolved_runs), not once per test and assertion.
 setup_file() {
   load test_helper
   export HOME="$BATS_FILE_TMPDIR/home" STATE_ROOT="$BATS_FILE_TMPDIR/state" HF_HOME="$BATS_FILE_TMPDIR/hf-home"
@@ -22,7 +22,7 @@ setup_file() {
   export OPENAI_API_KEY=$TEST_TOKEN OPENAI_BASE_URL=$TEST_ENDPOINT
   local dir="$BATS_FILE_TMPDIR/resolved" run_name mode
   mkdir -p "$dir"
-  for run_name in $(runs); do
+  for run_name in $(resolved_runs); do
     RUN=$run_name "$REPO/tests/bin/argv-of" settings >"$dir/$run_name.settings"
     for mode in bench smoke; do
       (print_config "$run_name" "$mode" >"$dir/$run_name.$mode.json" 2>"$dir/$run_name.$mode.err" ||
@@ -32,7 +32,10 @@ setup_file() {
   wait
 }
 
-runs() { basename -s .env "$REPO"/runs/*.env; }
+# The runs the every-run tests below go through (tier_runs: all of them but under make check).
+runs() { tier_runs $(basename -s .env "$REPO"/runs/*.env); }
+# The runs setup_file resolves: those, and the ones a test below names.
+resolved_runs() { printf '%s\n' $(runs) qwen-mswea qwen-t2 qwen-t2-leaderboard | sort -u; }
 # setting RUN NAME: the run's resolved value, from setup_file's copy when it has one.
 setting() {
   local cached="$BATS_FILE_TMPDIR/resolved/$1.settings"

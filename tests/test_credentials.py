@@ -11,6 +11,7 @@ wrong case), the scan for this machine's own values, and the files never read.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -70,6 +71,21 @@ def test_each_shape_is_found_by_line_and_never_shown_whole(tmp_path, kind):
 def test_the_other_spellings_of_a_shape_are_found(tmp_path, kind):
     [found] = findings_in(tmp_path, f"x = {MORE_SHAPES[kind]}\n")
     assert found.kind == f"what looks like {kind}"
+
+
+# Every prefix a shape's alternation accepts, each spelled out: the scan searches a file by a shape's
+# pattern only when the file holds one of its literals, so a prefix without its literal would be missed.
+EVERY_PREFIX = list(SHAPES.items()) + list(MORE_SHAPES.items()) + [
+    ("a GitHub token", key("gh", letter, "_", "A1b2" * 9)) for letter in "pousr"] + [
+    ("a Slack token", key("xo", "x", letter, "-1234567890-", MIXED[:12])) for letter in "abprs"]
+
+
+@pytest.mark.parametrize("kind,value", EVERY_PREFIX, ids=[f"{k}:{v[:6]}" for k, v in EVERY_PREFIX])
+def test_every_prefix_a_shape_accepts_is_searched_for(tmp_path, kind, value):
+    [found] = findings_in(tmp_path, f"x = {value}\n")
+    assert found.kind == f"what looks like {kind}"
+    [(pattern, literals)] = [(p, lits) for k, p, lits in credentials.SHAPES if k == kind]
+    assert re.search(pattern, value.encode()) and any(lit in value.encode() for lit in literals)
 
 
 @pytest.mark.parametrize("what", sorted(NOT_KEYS))

@@ -13,6 +13,24 @@ TEST_ENDPOINT="https://stubjob0123456789--30000.hf.jobs/v1"
 # job's copy of the checkout is refused when a file holds $HF_TOKEN's value, tools/hub/stage.py).
 TEST_TOKEN="hf_test-token-that-must-never-be-printed-$$"
 
+# tier_runs RUN...: of the runs given, those a test that goes through every run covers in this
+# tier. make test, and bats run by hand, cover them all. make check (TEST_TIER=check, exported by
+# scripts/test.sh) covers CHECK_TIER_RUNS only, four runs that between them take the launch
+# commands' branches: vLLM on L40S (gptoss-t2), mini-swe-agent with extra server arguments and
+# labels (qwen-mswea), terminus-2 on a git dataset (qwen-t2), and a registry dataset with k = 5,
+# retries and a reasoning effort (qwen-t2-leaderboard). Each of the others starts the real harbor
+# or hf again for branches these take already: the data-parallel copy of the leaderboard run
+# (whose serve scaling-serve.bats covers in both tiers), the one-task TB3 smoke, the bundled
+# examples.
+readonly CHECK_TIER_RUNS="gptoss-t2 qwen-mswea qwen-t2 qwen-t2-leaderboard"
+tier_runs() {
+  local run
+  for run in "$@"; do
+    [[ "${TEST_TIER:-all}" != check || " $CHECK_TIER_RUNS " == *" $run "* ]] && printf '%s\n' "$run"
+  done
+  return 0
+}
+
 # kill_running_jobs [-SIGNAL] PID...: signal each PID that is still a background job of this
 # shell (started with &, not yet reaped). A pid whose process has ended and been reaped may
 # already name another process (pids are reused, fast under a busy suite): signalling it by

@@ -25,14 +25,19 @@ MIN_SECRET = 8
 SCAN_CAP = 256 << 20
 SECRET_NAME = re.compile(r"(TOKEN|_KEY|SECRET|PASSWORD)$")
 _MIXED = r"(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
+# (what it looks like, its pattern, the literals one of which every match holds): a file holding
+# none of them is not searched by the pattern at all. A search for a literal is a memchr; a pattern
+# that opens with a lookbehind is tried at every byte (the checkout a remote job gets, some 5 MB,
+# took 0.4 s).
 SHAPES = [
-    ("an HF token", rb"(?<![A-Za-z0-9_])hf_" + _MIXED.encode() + rb"[A-Za-z0-9]{30,}"),
-    ("an OpenAI or Anthropic key", rb"(?<![A-Za-z0-9_-])sk-" + _MIXED.encode() + rb"[A-Za-z0-9_-]{32,}"),
-    ("a GitHub token", rb"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
-    ("an AWS access key id", rb"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
-    ("a Google API key", rb"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}"),
-    ("a Slack token", rb"(?<![A-Za-z0-9_-])xox[abprs]-[A-Za-z0-9-]{10,}"),
-    ("a private key", rb"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    ("an HF token", rb"(?<![A-Za-z0-9_])hf_" + _MIXED.encode() + rb"[A-Za-z0-9]{30,}", (b"hf_",)),
+    ("an OpenAI or Anthropic key", rb"(?<![A-Za-z0-9_-])sk-" + _MIXED.encode() + rb"[A-Za-z0-9_-]{32,}", (b"sk-",)),
+    ("a GitHub token", rb"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
+     (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_")),
+    ("an AWS access key id", rb"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])", (b"AKIA", b"ASIA")),
+    ("a Google API key", rb"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}", (b"AIza",)),
+    ("a Slack token", rb"(?<![A-Za-z0-9_-])xox[abprs]-[A-Za-z0-9-]{10,}", (b"xoxa-", b"xoxb-", b"xoxp-", b"xoxr-", b"xoxs-")),
+    ("a private key", rb"-----BEGIN [A-Z ]*PRIVATE KEY-----", (b"PRIVATE KEY-----",)),
 ]
 
 
@@ -76,7 +81,9 @@ def scan_bytes(path: str, data: bytes, secrets: dict[str, bytes]) -> list[Findin
         start = data.find(value)
         if start >= 0:
             hits.append((start, what, value))
-    for kind, pattern in SHAPES:
+    for kind, pattern, literals in SHAPES:
+        if not any(literal in data for literal in literals):
+            continue
         for m in re.finditer(pattern, data):
             hits.append((m.start(), f"what looks like {kind}", m.group()))
     return [Finding(path, data.count(b"\n", 0, start) + 1, kind, excerpt(value)) for start, kind, value in sorted(hits)]

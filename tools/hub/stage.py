@@ -149,9 +149,12 @@ def refusal(stage: Stage, verb: str) -> str | None:
 
 
 def write(stage: Stage, into: Path) -> None:
+    made: set[Path] = set()  # each directory made once, not once per file in it (hundreds of mkdir calls)
     for path, (data, mode) in stage.files.items():
         target = into / path
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
         with open(target, "xb") as f:
             f.write(data)
         target.chmod(mode)
