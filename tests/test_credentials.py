@@ -46,6 +46,8 @@ NOT_KEYS = {
     "a task named sk-learn-…": key("sk", "-learn-", "linear-regression-with-many-features-01"),
     "a task named disk-usage-…": key("disk", "-usage-", "Report2024ForTheWholeClusterA1b2"),
     "a lowercase akia…": key("ak", "ia", "abcdefgh23456789"),
+    # The scan looks for the uppercase AKIA before it tries the pattern: this one reaches the pattern.
+    "AKIA with a lowercase body": key("AK", "IA", "abcdefgh23456789"),
     "AKIA with a 17th character": key("AK", "IA", "ABCDEFGH23456789", "X"),
     "an hf_ name": key("hf", "_", "downloadedmodelweightsfromthehub"),  # one case, no digit
     "a Slack-like word": key("xo", "xo-", MIXED),
