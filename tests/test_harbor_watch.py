@@ -71,20 +71,37 @@ def trial(name, finished):
     if finished:
         (path / "result.json").write_text("{}")
 
-def watch_looked(times):
-    # Blocks until the watch has opened the job's result.json `times` times from now (inotify
-    # IN_OPEN; it opens it once a poll): what the file and the trial dirs held meanwhile, the watch
-    # has seen, however loaded the machine. Bounded: 60 s without a look and it goes on.
-    import ctypes, select, struct
+def start_looking():
+    # An inotify watch on the job dir for the opens of its result.json from now on (IN_OPEN on a
+    # directory reports each file opened in it, by name, so it works before result.json exists):
+    # started before harbor writes what the watch reacts to, no look can come before it.
+    import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
+    job_dir.mkdir(parents=True, exist_ok=True)
     fd = libc.inotify_init1(os.O_CLOEXEC)
-    assert fd >= 0 and libc.inotify_add_watch(fd, str(job_dir / "result.json").encode(), 0x20) >= 0  # IN_OPEN
+    assert fd >= 0 and libc.inotify_add_watch(fd, str(job_dir).encode(), 0x20) >= 0  # IN_OPEN
+    return fd
+
+def watch_looked(times, since=None):
+    # Blocks until the watch has opened the job's result.json `times` times from now (inotify
+    # IN_OPEN; it opens it once a poll), or since `since` (a start_looking() watch): what the file
+    # and the trial dirs held meanwhile, the watch has seen, however loaded the machine. Bounded:
+    # 60 s without a look and it goes on.
+    import ctypes, select, struct
+    if since is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(os.O_CLOEXEC)
+        assert fd >= 0 and libc.inotify_add_watch(fd, str(job_dir / "result.json").encode(), 0x20) >= 0
+    else:
+        fd = since
     seen, deadline = 0, time.monotonic() + 60
     while seen < times and select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
         data, offset = os.read(fd, 4096), 0
         while offset < len(data):
-            offset += 16 + struct.unpack_from("iIII", data, offset)[3]
-            seen += 1
+            size = struct.unpack_from("iIII", data, offset)[3]
+            name = data[offset + 16:offset + 16 + size].rstrip(b"\0")
+            offset += 16 + size
+            seen += name in (b"", b"result.json")  # the file's own watch names nothing
     os.close(fd)
 
 # Looks of the watch that span more than the tests' grace (1 s at --poll 0.1).
@@ -95,13 +112,14 @@ def linger():
         time.sleep(0.1)
     sys.exit(0)
 
-def exit_soon(looks):
+def exit_soon(looks, since):
     # Harbor's last second after its job ended (closing its sessions), within any grace: once the
-    # watch has seen the end (`looks` opens of result.json), it exits by itself, 0, unless a signal
-    # ends it first (then recorded, and the exit is 128 + N).
+    # watch has seen the end (`looks` opens of result.json since `since`, a start_looking() made
+    # before the end was written: a watch that saw the end at once looks no more), it exits by
+    # itself, 0, unless a signal ends it first (then recorded, and the exit is 128 + N).
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: (on_signal(signum, frame), sys.exit(128 + signum)))
-    watch_looked(looks)
+    watch_looked(looks, since)
     time.sleep(1)
     sys.exit(0)
 
@@ -140,6 +158,7 @@ if mode in ("interrupted", "interrupted-exit-soon", "cancel-then-go-on", "resume
         mark("finished")
         sys.exit(0)
     job_dir.mkdir(parents=True, exist_ok=True)
+    looking = start_looking() if mode == "interrupted-exit-soon" else None
     shutil.copy(proto / "result.json", job_dir / "result.json")
     copy_trial(os.environ["PASSED"])
     copy_trial(os.environ["CANCELLED"])
@@ -148,7 +167,7 @@ if mode in ("interrupted", "interrupted-exit-soon", "cancel-then-go-on", "resume
         mark("ready")
         linger()                   # interrupted, every trial written, and alive: the linger after an interrupt
     if mode == "interrupted-exit-soon":
-        exit_soon(2)
+        exit_soon(2, looking)
     watch_looked(2)                # a trial's own CancelledError; harbor goes on with the next trial
     copy_trial(os.environ["NEXT"], finished=False)
     watch_looked(PAST_THE_GRACE)
@@ -169,6 +188,7 @@ if mode == "exit-on-signal":
         signal.signal(sig, lambda signum, frame: (on_signal(signum, frame), sys.exit(0)))
     mark("ready")
     linger()
+looking = start_looking() if mode == "exit-soon" else None
 trial("t-a__aaaaaaa", finished=True)
 trial("t-b__bbbbbbb", finished=mode != "ignore-term")
 write_result(finished=True)
@@ -176,7 +196,7 @@ mark("finished")
 if mode == "exit3":
     sys.exit(3)
 if mode == "exit-soon":
-    exit_soon(1)
+    exit_soon(1, looking)
 linger()
 '''
 
