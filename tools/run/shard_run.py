@@ -225,12 +225,13 @@ def end_leftovers(shard: Shard) -> bool:
     return True
 
 
-def exited_unreaped(proc: subprocess.Popen) -> bool:
-    """The process has exited and is a zombie not yet reaped (os.waitid with WNOWAIT leaves it so)."""
+def child_state(proc: subprocess.Popen) -> str:
+    """"running", "exited" (a zombie not yet reaped: os.waitid with WNOWAIT leaves it so) or "reaped"
+    (poll() then says how it ended)."""
     try:
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return "running" if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None else "exited"
     except ChildProcessError:
-        return False  # reaped already: poll() says how it ended
+        return "reaped"
 
 
 def tail(path: str) -> list[str]:
@@ -248,12 +249,15 @@ def reap(shard: Shard, spec: dict) -> bool:
     """True when the shard's process has just exited (its state then says how it ended)."""
     if shard.proc is None or shard.state not in ("running", "stopping"):
         return False
-    # Leftovers of a stopped shard are ended before its watch is reaped (end_leftovers says why).
-    leftovers = (shard.ending is not None and exited_unreaped(shard.proc)
+    # One look decides both whether the watch has exited and whether its leftovers can be ended
+    # (before it is reaped: end_leftovers says why). A second look could find it exited after the
+    # first found it running, and reap it with its leftovers still alive.
+    state = child_state(shard.proc)
+    if state == "running":
+        return False
+    leftovers = (state == "exited" and shard.ending is not None
                  and not any(s["to"] == "group" for s in shard.ending.signals) and end_leftovers(shard))
     rc = shard.proc.poll()
-    if rc is None:
-        return False
     shard.rc = rc
     if shard.ending is not None:
         doc = ended_event(shard, exited=True)
