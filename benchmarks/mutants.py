@@ -30,6 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 600
+# What make check leaves out (scripts/test.sh): the tests tagged e2e or full.
+CHECK_BATS_TAGS = "!e2e,!full"
+CHECK_PYTEST_MARKS = "not e2e and not full"
 
 
 @dataclass(frozen=True)
@@ -183,11 +186,11 @@ def argv_of(test: str, tier: str, root: Path) -> list[str]:
     if words[0] == "bats":
         pattern = test.split(" -f ", 1)[1].strip("'")
         args = [str(root / ".venv/bin/bats"), words[1], "-f", pattern]
-        return args + (["--filter-tags", "!e2e"] if tier == "check" else [])
+        return args + (["--filter-tags", CHECK_BATS_TAGS] if tier == "check" else [])
     args = [str(root / ".venv/bin/python"), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", words[0]]
     if " -k " in test:
         args += ["-k", test.split(" -k ", 1)[1]]
-    return args + (["-m", "not e2e"] if tier == "check" else [])
+    return args + (["-m", CHECK_PYTEST_MARKS] if tier == "check" else [])
 
 
 def run_tests(mutant: Mutant, root: Path) -> tuple[bool, str]:

@@ -234,6 +234,8 @@ PY
   assert_output 0
 }
 
+# A launch's lifecycle across verbs (serve, bench, its AUTO_STOP): make test (docs/tests.md §1).
+# bats test_tags=e2e
 @test "a task whose infra error survived MAX_TASK_RETRIES attempts is a final error: AUTO_STOP stops the server instead of keeping it for ever" {
   # qemu-startup's sandbox fails on every attempt (the job and two retry jobs), as the reference's
   # four tasks did on their three; fix-git passed. Written with harbor's own models.
@@ -313,6 +315,8 @@ PY
   assert_output '["qwen3_8-27b-fp8-terminus2-tb21-full-v2","5d1f0c2a9e8b7d6c5b4a39281706f5e4d3c2b1a0",["0.26.0"]]'
 }
 
+# A launch's lifecycle across verbs (serve, bench, its AUTO_STOP): make test (docs/tests.md §1).
+# bats test_tags=e2e
 @test "N_ATTEMPTS > 1: mop-up's selection lists tasks with a missing attempt, and bench's AUTO_STOP keeps the server for them" {
   # The bundled k = 5 example's job dirs: cobol-modernization lacks 2 of its 5 attempts
   # (two infra-errored slots); every other task's slots are settled.

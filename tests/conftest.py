@@ -22,7 +22,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The end-to-end tests first, each group in its own order: run in parallel (make test), the
+    """The end-to-end and full tests first, each group in its own order: run in parallel (make test), the
     longest start first and the short ones fill the gaps at the end, instead of a few long ones
     running alone on a machine that is otherwise idle."""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None and item.get_closest_marker("full") is None)

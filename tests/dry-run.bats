@@ -18,6 +18,8 @@ snapshot() {
   [[ ! -e "$REPO/submissions" ]] || echo "submissions/ exists"
 }
 
+# make check: front-door.bats' DRY_RUN=1 serve and bench, and each verb's own dry-run test (docs/tests.md §1).
+# bats test_tags=full
 @test "every verb under DRY_RUN=1 writes nothing; those with a plan to print exit 0" {
   touch "$BATS_TEST_TMPDIR/start"
   local before target failures=""

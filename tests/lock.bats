@@ -127,6 +127,8 @@ state_snapshot() {
   assert [ ! -e "$STATE_ROOT" ]
 }
 
+# A launch's lifecycle across verbs (a killed verb, what it left running, the heartbeat's end): make test.
+# bats test_tags=e2e
 @test "the heartbeat holds no lock: it beats while whatever a killed verb started still holds the run, and stops after" {
   # The run's server, on the fake Jobs API: each heartbeat is a label write it records.
   load fakes/fakes

@@ -120,9 +120,11 @@ STUB
 @test "SERVER_DP: the real hf jobs run --dry-run accepts every data-parallel profile's spec, flavor and command" {
   use_real_clis
   local profile run_name argv flavor
-  for profile in qwen3.8-27b-fp8-sglang-h200x2 qwen3.8-27b-fp8-sglang-h200x4 qwen3.8-27b-fp8-sglang-h200x8 \
+  # make check: data and tensor parallel on SGLang, and vLLM's (tier_cases).
+  for profile in $(tier_cases "qwen3.8-27b-fp8-sglang-h200x4-tp2-dp2 gpt-oss-20b-vllm-l40sx4" \
+    qwen3.8-27b-fp8-sglang-h200x2 qwen3.8-27b-fp8-sglang-h200x4 qwen3.8-27b-fp8-sglang-h200x8 \
     qwen3.8-27b-fp8-sglang-h200x2-tp2 qwen3.8-27b-fp8-sglang-h200x4-tp4 qwen3.8-27b-fp8-sglang-h200x4-tp2-dp2 \
-    qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash gpt-oss-20b-vllm-l40sx4; do
+    qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash gpt-oss-20b-vllm-l40sx4); do
     run_name=$DP_RUN
     [[ "$profile" != gpt-oss-* ]] || run_name=gptoss-t2
     mapfile -d '' argv < <(SERVER=$profile RUN=$run_name "$REPO/tests/bin/argv-of" serve-dry-run)

@@ -271,6 +271,8 @@ print(" ".join(t2))')
 
 # --- 4. mini-swe-agent on local Docker -------------------------------------------------------
 
+# make check: tests/test_no_secret_in_argv.py's refusals, by class and by default (docs/tests.md §1).
+# bats test_tags=full
 @test "mini-swe-agent on an environment that puts its key in a local argv is refused, by class not by name" {
   local env_type cls argv
   while IFS='|' read -r env_type cls argv; do
@@ -437,12 +439,15 @@ printed_block() {
   assert_line --index 0 --regexp '^test: would run: \.venv/bin/shellcheck -x .*scripts/argv\.sh scripts/bench\.sh .*tests/test_helper\.bash'
   assert_line --index 1 "test: would run: .venv/bin/bats --tap --jobs 3 tests/"
   assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q -n 3 --dist loadgroup tests/"
-  # The fast tier: the same suites without the tests tagged e2e.
+  refute_line --index 0 --partial "--extended-analysis"
+  # The fast tier: the same suites without the tests tagged e2e or full, shellcheck without its
+  # dataflow analysis.
   run mk check DRY_RUN=1 TEST_JOBS=3
   assert_success
   assert_equal "${#lines[@]}" 3
-  assert_line --index 1 "test: would run: .venv/bin/bats --tap --jobs 3 --filter-tags '!e2e' tests/"
-  assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q -n 3 --dist loadgroup -m 'not e2e' tests/"
+  assert_line --index 0 --regexp '^test: would run: \.venv/bin/shellcheck -x -f gcc --extended-analysis=false \.ci/run '
+  assert_line --index 1 "test: would run: .venv/bin/bats --tap --jobs 3 --filter-tags '!e2e,!full' tests/"
+  assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q -n 3 --dist loadgroup -m 'not e2e and not full' tests/"
   # One at a time, and a bad count refused.
   run mk test DRY_RUN=1 TEST_JOBS=1
   assert_line --index 1 "test: would run: .venv/bin/bats --tap tests/"
@@ -537,7 +542,7 @@ fix_ending="Give run 'qwen-t2' a JOB_NAME of its own that does not end in -shard
   assert_failure
   assert_line --index 0 "print: JOB_NAME jobs (on the command line) is where harbor nests job dirs (JOBS_DIR/jobs/), which discovery searches: every job there would be read as this run's. $fix_ending"
   local verb name
-  for verb in bench smoke mopup tally submission reproduce plan watch cost; do
+  for verb in $(tier_cases "bench tally" bench smoke mopup tally submission reproduce plan watch cost); do
     run mk "$verb" RUN=qwen-t2 JOB_NAME="$v2-shard-2" DRY_RUN=1
     assert_failure
     assert_line --index 0 "$verb: JOB_NAME $v2-shard-2 (on the command line) is the name of shard 2 of the run whose JOB_NAME is $v2: that run would count this one's trials as its own. $fix_ending"

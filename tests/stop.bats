@@ -178,6 +178,8 @@ stop: removed the run's watchdog alice/wd1 (its server was stopped)"
   assert_output '["wd1","alice","its server was stopped"]'
 }
 
+# A server's lifecycle across verbs: make test.
+# bats test_tags=e2e
 @test "stop: a server already stopped still has its leftover watchdog removed" {
   start_fake_hf_jobs "{\"jobs\": {\"job1\": {\"stages\": [\"ERROR\"], \"flavor\": \"h200\", $RUN_LABELS}}, $WATCHDOGS}"
   write_server_state qwen-t2 job1 "https://job1--30000.hf.jobs/v1"
@@ -199,6 +201,8 @@ stop: removed the run's watchdog alice/wd1 (its server had stopped)"
   [ "$(scheduled_ids)" = "wd-other wd1" ]
 }
 
+# A server's lifecycle across verbs: make test.
+# bats test_tags=e2e
 @test "stop: a remote supervisor's run loses its watchdog after its servers" {
   supervised_run
   jq -s '.[0] * .[1]' "$BATS_TEST_TMPDIR/fake-hf-jobs/scenario.json" <(printf '{%s}' "$WATCHDOGS") >"$BATS_TEST_TMPDIR/scenario"

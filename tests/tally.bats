@@ -56,7 +56,8 @@ setup() {
 
 @test "every bundled example's job dirs record its run's MODEL: each tallies" {
   local run
-  for run in example-terminus2 example-mswea example-leaderboard example-leaderboard-complete; do
+  for run in $(tier_cases "example-terminus2 example-leaderboard" example-terminus2 example-mswea example-leaderboard \
+    example-leaderboard-complete); do
     RUN=$run run "$REPO/scripts/tally.sh"
     assert_success
     refute_output --partial "another run's job"

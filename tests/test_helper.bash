@@ -13,23 +13,30 @@ TEST_ENDPOINT="https://stubjob0123456789--30000.hf.jobs/v1"
 # job's copy of the checkout is refused when a file holds $HF_TOKEN's value, tools/hub/stage.py).
 TEST_TOKEN="hf_test-token-that-must-never-be-printed-$$"
 
-# tier_runs RUN...: of the runs given, those a test that goes through every run covers in this
-# tier. make test, and bats run by hand, cover them all. make check (TEST_TIER=check, exported by
-# scripts/test.sh) covers CHECK_TIER_RUNS only, four runs that between them take the launch
-# commands' branches: vLLM on L40S (gptoss-t2), mini-swe-agent with extra server arguments and
-# labels (qwen-mswea), terminus-2 on a git dataset (qwen-t2), and a registry dataset with k = 5,
-# retries and a reasoning effort (qwen-t2-leaderboard). Each of the others starts the real harbor
-# or hf again for branches these take already: the data-parallel copy of the leaderboard run
-# (whose serve scaling-serve.bats covers in both tiers), the one-task TB3 smoke, the bundled
-# examples.
-readonly CHECK_TIER_RUNS="gptoss-t2 qwen-mswea qwen-t2 qwen-t2-leaderboard"
-tier_runs() {
-  local run
-  for run in "$@"; do
-    [[ "${TEST_TIER:-all}" != check || " $CHECK_TIER_RUNS " == *" $run "* ]] && printf '%s\n' "$run"
+# tier_cases "CHECK..." CASE...: of the cases a sweep goes through, those it takes in this tier:
+# every CASE under make test (and bats run by hand); under make check (TEST_TIER=check, exported
+# by scripts/test.sh) only those named in CHECK, the ones whose paths the others repeat for other
+# inputs (docs/tests.md §1).
+tier_cases() {
+  local check=" $1 " case
+  shift
+  for case in "$@"; do
+    [[ "${TEST_TIER:-all}" != check || "$check" == *" $case "* ]] && printf '%s\n' "$case"
   done
   return 0
 }
+
+# tier_runs RUN...: of the runs given, those a test that goes through every run covers in this
+# tier. make check covers CHECK_TIER_RUNS, two runs that between them take the launch commands'
+# branches: SGLang, mini-swe-agent with extra server arguments and labels on a git dataset
+# (qwen-mswea), and terminus-2 on a registry dataset with k = 5, retries and a reasoning effort
+# (qwen-t2-leaderboard). Each of the others runs the same scripts again for branches these take
+# already: qwen-t2 and gptoss-t2 (terminus-2 on a git dataset; gptoss-t2's vLLM commands are
+# scaling-serve.bats', in both tiers), the data-parallel copy of the
+# leaderboard run (whose serve scaling-serve.bats covers in both tiers), the one-task TB3 smoke,
+# the bundled examples.
+readonly CHECK_TIER_RUNS="qwen-mswea qwen-t2-leaderboard"
+tier_runs() { tier_cases "$CHECK_TIER_RUNS" "$@"; }
 
 # kill_running_jobs [-SIGNAL] PID...: signal each PID that is still a background job of this
 # shell (started with &, not yet reaped). A pid whose process has ended and been reaped may

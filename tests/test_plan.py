@@ -414,9 +414,10 @@ def test_make_plan_dry_run_prints_the_command(clean_env):
 
 @pytest.mark.parametrize("run_name, deadline, expected_run", [
     ("qwen-t2", "24h", "qwen-t2"),
-    ("qwen-t2-leaderboard", "48h", "qwen-t2-leaderboard"),
+    # make test only (full): the same path for other runs.
+    pytest.param("qwen-t2-leaderboard", "48h", "qwen-t2-leaderboard", marks=pytest.mark.full),
     # A run on four H200s whose cheapest answer is one H200: the run file made for that server.
-    ("qwen-t2-leaderboard-h200x4", "48h", "qwen-t2-leaderboard"),
+    pytest.param("qwen-t2-leaderboard-h200x4", "48h", "qwen-t2-leaderboard", marks=pytest.mark.full),
 ])
 def test_the_plan_s_command_runs_as_written_under_dry_run(run_name, deadline, expected_run, clean_env):
     proc = make(f"RUN={run_name}", f"DEADLINE={deadline}", "PLAN_REPS=20", env=clean_env)
@@ -545,6 +546,7 @@ def test_the_run_s_own_job_dirs_of_another_model_are_refused_not_planned_from():
 # --------------------------------------------------------------------------- one estimator
 
 
+@pytest.mark.full  # the pages' generated figures: make test
 def test_print_reproduce_and_the_pages_give_make_plan_s_figures_for_the_leaderboard_run(tmp_path, clean_env):
     """One estimate for one run: make print's, make reproduce's plan, README.md's and
     docs/scaling.md's generated tables all say make plan's median and p90."""
@@ -585,6 +587,7 @@ def test_a_concurrency_past_the_reference_s_gets_its_infra_figures_beside_the_es
     assert "past the 3 the reference saw work" not in printed.stdout
 
 
+@pytest.mark.full  # the pages' generated figures: make test
 def test_the_readme_s_scaling_commands_are_the_plan_s_own(clean_env, tmp_path):
     """The README's scaling section runs what make plan says: its reproduce line is the plan's
     "run it with" line for DEADLINE=48h, and the four-H200 one carries the MAX_COST (p90 + 20%) and
