@@ -127,7 +127,9 @@ main() {
   # The suites run the scripts directly, with their settings in the environment, as a user's
   # shell would pass them to a script. make's list of its own command-line names must not
   # reach them: under it, every such setting would be ignored (scripts/lib.sh load_settings).
-  unset CLI_SETTINGS
+  # Nor may make's own command line (MAKEFLAGS): `make check TEST_JOBS=3` would hand TEST_JOBS
+  # to every make the tests start, and `make print` refuses it as an unknown setting.
+  unset CLI_SETTINGS MAKEFLAGS MFLAGS MAKEOVERRIDES
   # The tests start the project's tools hundreds of times: let Python keep their bytecode
   # (__pycache__/, ignored by git) instead of compiling them on every start.
   unset PYTHONDONTWRITEBYTECODE

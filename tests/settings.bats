@@ -512,6 +512,18 @@ scratch_suites() {
     "test: 3 passed, 1 failed (shellcheck 2 passed, 0 failed; bats 1 passed, 0 failed; pytest 0 passed, 1 failed)"
 }
 
+@test "the suites never see make's command line: make check TEST_JOBS=3 passes no TEST_JOBS to the makes the tests start" {
+  local root
+  root=$(scratch_suites '0|' '0|' '0|1 passed in 0.10s\n')
+  # The bats stand-in says what a make started by a test would inherit.
+  printf '#!/bin/bash\nprintf "1..1\\nok 1 MAKEFLAGS=%%s MAKEOVERRIDES=%%s\\n" "${MAKEFLAGS-unset}" "${MAKEOVERRIDES-unset}"\n' \
+    >"$root/.venv/bin/bats"
+  run env -u DRY_RUN MAKEFLAGS=" -- TEST_JOBS=1" MAKEOVERRIDES='${-*-command-variables-*-}' TEST_JOBS=1 \
+    "$root/scripts/test.sh" check
+  assert_success
+  assert_line "ok 1 MAKEFLAGS=unset MAKEOVERRIDES=unset"
+}
+
 # --- 8. the bundled examples are never served or benched -------------------------------------
 
 @test "refuse_bundled_example stops serve, bench, smoke and mop-up of an example run" {
