@@ -444,7 +444,7 @@ refute_anything_left() {
   done
 }
 
-# make check: the staging's own refusals in tests/test_credentials.py and tests/test_hostile_files.py (docs/tests.md §1).
+# make check: tests/test_stage.py, the same refusal by the staging itself (docs/tests.md §1).
 # bats test_tags=full
 @test "a tracked path that is now a link, a FIFO, or under a linked directory is refused for a remote job; nothing is uploaded" {
   hostile_launch_setup
