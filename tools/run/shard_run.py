@@ -161,7 +161,9 @@ def start(shard: Shard, watch: list[str], log_dir: Path) -> None:
 
 
 def alive(shard: Shard) -> bool:
-    return shard.proc is not None and shard.proc.poll() is None
+    """Still running. Never reaps (no poll()): only reap() does, after it has ended what the shard
+    left in its group (end_leftovers says why that needs the watch unreaped)."""
+    return shard.proc is not None and shard.proc.returncode is None and child_state(shard.proc) == "running"
 
 
 def signal_shard(shard: Shard, name: str, to: str) -> None:
@@ -169,8 +171,10 @@ def signal_shard(shard: Shard, name: str, to: str) -> None:
     try:
         if to == "group":
             os.killpg(shard.proc.pid, SIGNALS[name])
+        elif child_state(shard.proc) != "reaped":  # unreaped, its pid is still its own; send_signal would reap it
+            os.kill(shard.proc.pid, SIGNALS[name])
         else:
-            shard.proc.send_signal(SIGNALS[name])
+            return
     except ProcessLookupError:
         return
     shard.ending.signals.append({"signal": name, "to": to, "at": fmt.stamp()})
