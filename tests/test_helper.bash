@@ -32,9 +32,8 @@ tier_cases() {
 # (qwen-mswea), and terminus-2 on a registry dataset with k = 5, retries and a reasoning effort
 # (qwen-t2-leaderboard). Each of the others runs the same scripts again for branches these take
 # already: qwen-t2 and gptoss-t2 (terminus-2 on a git dataset; gptoss-t2's vLLM commands are
-# scaling-serve.bats', in both tiers), the data-parallel copy of the
-# leaderboard run (whose serve scaling-serve.bats covers in both tiers), the one-task TB3 smoke,
-# the bundled examples.
+# scaling-serve.bats', in both tiers), the data-parallel copy of the leaderboard run (whose serve
+# scaling-serve.bats covers in both tiers), the one-task TB3 smoke, the bundled examples.
 readonly CHECK_TIER_RUNS="qwen-mswea qwen-t2-leaderboard"
 tier_runs() { tier_cases "$CHECK_TIER_RUNS" "$@"; }
 
