@@ -468,8 +468,7 @@ plan_estimate() {
     PLAN_ESTIMATE_WHY="the run's length is not estimated: ${out##*plan: }"
     return 0
   fi
-  PLAN_ESTIMATE_LINE=$(jq -r '.own_line' <<<"$out")
-  PLAN_P90_SECS=$(jq -r '.own.wall_clock_p90_secs | floor' <<<"$out")
+  { IFS= read -r PLAN_ESTIMATE_LINE && IFS= read -r PLAN_P90_SECS; } < <(jq -r '.own_line, (.own.wall_clock_p90_secs | floor)' <<<"$out")
 }
 
 # check_timeouts REMOTE_JOB [WHOLE_RUN]: warn, with the numbers, when a timeout would end the

@@ -47,19 +47,39 @@ pinned() {
   requirement "$1" | sed 's/.*==//'
 }
 
-check_python() {
+# VENV_FACTS: what .venv holds, asked of its Python in one start: its version, then the installed
+# versions of harbor and huggingface_hub (an empty line for one that is missing). Empty when .venv
+# has no Python >= 3.12.
+VENV_FACTS=()
+read_venv_facts() {
   local py="$REPO_ROOT/.venv/bin/python"
-  if [[ -x "$py" ]] && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
-    ok "python $("$py" -c 'import platform; print(platform.python_version())') in .venv (>= 3.12)"
+  [[ -x "$py" ]] || return 0
+  mapfile -t VENV_FACTS < <("$py" - harbor huggingface_hub 2>/dev/null <<'PY'
+import importlib.metadata, platform, sys
+if sys.version_info < (3, 12):
+    sys.exit(1)
+print(platform.python_version())
+for name in sys.argv[1:]:
+    try:
+        print(importlib.metadata.version(name))
+    except importlib.metadata.PackageNotFoundError:
+        print()
+PY
+  )
+}
+
+check_python() {
+  if [[ -n "${VENV_FACTS[0]:-}" ]]; then
+    ok "python ${VENV_FACTS[0]} in .venv (>= 3.12)"
   else
     bad ".venv with Python >= 3.12 (harbor needs it)" "make setup"
   fi
 }
 
+# check_pin PACKAGE HAVE: the installed version HAVE is the one env/requirements.txt pins.
 check_pin() {
-  local package=$1 module=$2 want have
+  local package=$1 have=$2 want
   want=$(pinned "$package")
-  have=$("$REPO_ROOT/.venv/bin/python" -c "import importlib.metadata as m; print(m.version('$module'))" 2>/dev/null) || have=""
   if [[ -n "$have" && "$have" == "$want" ]]; then
     ok "$package $have (pinned)"
   else
@@ -274,9 +294,10 @@ main() {
   else
     printf 'doctor (%s):\n' "$scope"
   fi
+  read_venv_facts
   check_python
-  check_pin harbor harbor
-  check_pin huggingface_hub huggingface_hub
+  check_pin harbor "${VENV_FACTS[1]:-}"
+  check_pin huggingface_hub "${VENV_FACTS[2]:-}"
   check_command hf "make setup"
   check_command jq "apt-get install jq (or brew install jq)"
   check_git_lfs

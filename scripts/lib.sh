@@ -80,7 +80,8 @@ setting_names() {
 list_runs() {
   local f
   for f in "$RUNS_DIR"/*.env; do
-    basename "$f" .env
+    f=${f##*/}
+    printf '%s\n' "${f%.env}"
   done
 }
 
@@ -292,8 +293,19 @@ validate_watchdog() {
 readonly DURATION_SYNTAX='^([0-9]{1,9}([.][0-9]{1,9})?)([smhd]?)$'
 duration_seconds() {
   [[ "$1" =~ $DURATION_SYNTAX ]] || return 1
-  awk -v n="${BASH_REMATCH[1]}" -v u="${BASH_REMATCH[3]}" \
-    'BEGIN { m = u == "d" ? 86400 : u == "h" ? 3600 : u == "m" ? 60 : 1; printf "%.0f", n * m }'
+  local number=${BASH_REMATCH[1]} unit=${BASH_REMATCH[3]} scale=1
+  case "$unit" in
+    d) scale=86400 ;;
+    h) scale=3600 ;;
+    m) scale=60 ;;
+  esac
+  # A whole number is the shell's own arithmetic (base 10: 0900 is not octal); a fraction is
+  # rounded to whole seconds by awk.
+  if [[ "$number" == *.* ]]; then
+    awk -v n="$number" -v m="$scale" 'BEGIN { printf "%.0f", n * m }'
+  else
+    printf '%d' "$((10#$number * scale))"
+  fi
 }
 
 # validate_api_base: API_BASE, when set, is a server's base URL as harbor and the probe use
@@ -350,24 +362,33 @@ job_name_owner() {
   fi
 }
 
-# job_of_run NAME: the run job name X when discovery reads NAME as one of X's jobs (X-shard-<N>,
-# X-retry-<N> with N from 1, X-smoke), with what it reads it as on the next line; nothing else.
+# job_of_run NAME: when discovery reads NAME as one of another run's jobs (X-shard-<N>, X-retry-<N>
+# with N from 1, X-smoke), JOB_OF_RUN is that run's job name X and JOB_ROLE what NAME is read as;
+# else it returns 1. Variables, not output: the checks below run for every run file, every verb.
+JOB_OF_RUN="" JOB_ROLE=""
 job_of_run() {
   if [[ "$1" =~ ^(.+)-(shard|retry)-(0*[1-9][0-9]*)$ ]]; then
-    printf '%s\n%s %s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]/retry/mop-up retry job}" "${BASH_REMATCH[3]}"
+    JOB_OF_RUN=${BASH_REMATCH[1]} JOB_ROLE="${BASH_REMATCH[2]/retry/mop-up retry job} ${BASH_REMATCH[3]}"
   elif [[ "$1" == ?*-smoke ]]; then
-    printf '%s\nthe smoke job\n' "${1%-smoke}"
+    JOB_OF_RUN=${1%-smoke} JOB_ROLE="the smoke job"
+  else
+    return 1
   fi
 }
 
-# file_job_name RUN: the JOB_NAME that RUN's files resolve to (env/defaults.env < its server
-# profile < runs/RUN.env; no command line), read in a bash of its own so nothing of another run
-# reaches this one's settings; fails when its files cannot be read.
-file_job_name() {
+# file_job_names RUN...: each RUN and the JOB_NAME its files resolve to (env/defaults.env < its
+# server profile < runs/RUN.env; no command line), NUL-separated pairs in the order given; nothing
+# for a RUN whose files cannot be read. Read by one bash of its own, each run in a subshell of it,
+# so nothing of another run reaches this one's settings or the next run's.
+file_job_names() {
   # shellcheck disable=SC2016  # expanded by that bash
-  bash -c '{ source "$1/defaults.env" && source "$2" && { [[ ! -f "$1/servers/$SERVER.env" ]] ||
-    source "$1/servers/$SERVER.env"; } && source "$2"; } >/dev/null && printf "%s" "${JOB_NAME:-$3}"' \
-    file_job_name "$ENV_DIR" "$RUNS_DIR/$1.env" "$1" 2>/dev/null
+  bash -c 'env_dir=$1 runs_dir=$2
+    shift 2
+    for run_name in "$@"; do
+      ( { source "$env_dir/defaults.env" && source "$runs_dir/$run_name.env" &&
+        { [[ ! -f "$env_dir/servers/$SERVER.env" ]] || source "$env_dir/servers/$SERVER.env"; } &&
+        source "$runs_dir/$run_name.env"; } >/dev/null && printf "%s\0%s\0" "$run_name" "${JOB_NAME:-$run_name}" )
+    done' file_job_names "$ENV_DIR" "$RUNS_DIR" "$@" 2>/dev/null
 }
 
 # validate_job_name: the run's job name is its own. It has no ending that discovery reads as
@@ -376,24 +397,26 @@ file_job_name() {
 # command line is checked for its ending only: it is this command's explicit choice, and a job
 # dir whose config.json records another model is refused by the verbs that read it.
 validate_job_name() {
-  local name=$RUN_JOB_NAME base role other theirs others
+  local name=$RUN_JOB_NAME other theirs runs others=() pairs i
   local fix="Give run '$RUN' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
   [[ "$name" != jobs ]] ||
     die "JOB_NAME jobs ($(job_name_owner)) is where harbor nests job dirs (JOBS_DIR/jobs/), which discovery searches: every job there would be read as this run's. $fix"
-  if { read -r base && read -r role; } < <(job_of_run "$name"); then
-    die "JOB_NAME $name ($(job_name_owner)) is the name of $role of the run whose JOB_NAME is $base: that run would count this one's trials as its own. $fix"
+  if job_of_run "$name"; then
+    die "JOB_NAME $name ($(job_name_owner)) is the name of $JOB_ROLE of the run whose JOB_NAME is $JOB_OF_RUN: that run would count this one's trials as its own. $fix"
   fi
   [[ " ${COMMAND_LINE_PAIRS[*]} " != *" JOB_NAME="* ]] || return 0
-  # The names read whole first: a die inside the loop would otherwise leave list_runs writing
-  # into a closed pipe, and its "write error: Broken pipe" would follow the one line.
-  mapfile -t others < <(list_runs)
-  for other in "${others[@]}"; do
-    [[ "$other" != "$RUN" && "$other" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || continue
-    theirs=$(file_job_name "$other") || continue
+  # Each list read whole first: a die inside a loop must not leave its writer on a closed pipe.
+  mapfile -t runs < <(list_runs)
+  for other in "${runs[@]}"; do
+    [[ "$other" != "$RUN" && "$other" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] && others+=("$other")
+  done
+  mapfile -d '' pairs < <(file_job_names "${others[@]}")
+  for ((i = 0; i + 1 < ${#pairs[@]}; i += 2)); do
+    other=${pairs[i]} theirs=${pairs[i + 1]}
     [[ "$theirs" != "$name" ]] ||
       die "runs/$RUN.env and runs/$other.env both resolve to JOB_NAME $name: the two runs would count, retry and submit each other's trials (a copied run file keeps the original's JOB_NAME). Give the new one its own JOB_NAME=… in its run file"
-    if { read -r base && read -r role; } < <(job_of_run "$theirs") && [[ "$base" == "$name" ]]; then
-      die "runs/$other.env's JOB_NAME $theirs is the name of $role of run '$RUN' (runs/$RUN.env, JOB_NAME $name): run '$RUN' would count its trials as its own. Give runs/$other.env a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
+    if job_of_run "$theirs" && [[ "$JOB_OF_RUN" == "$name" ]]; then
+      die "runs/$other.env's JOB_NAME $theirs is the name of $JOB_ROLE of run '$RUN' (runs/$RUN.env, JOB_NAME $name): run '$RUN' would count its trials as its own. Give runs/$other.env a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
     fi
   done
   validate_watchdog
@@ -469,13 +492,9 @@ split_words() {
   local -n _into=$1
   _into=()
   [[ -n "${2//[[:space:]]/}" ]] || return 0
-  # First a check: a failure inside the process substitution below would go unnoticed.
-  printf '%s' "$2" | xargs printf '' 2>/dev/null ||
-    die "cannot split '$2' into words: check its quotes"
-  local word
-  while IFS= read -r -d '' word; do
-    _into+=("$word")
-  done < <(printf '%s' "$2" | xargs printf '%s\0')
+  mapfile -d '' _into < <(xargs printf '%s\0' <<<"$2" 2>/dev/null)
+  # xargs's own status (wait on the process substitution): unbalanced quotes fail it.
+  wait "$!" || die "cannot split '$2' into words: check its quotes"
 }
 
 # tasks_setting: the task names on stdin, one per line, as a TASKS value (each word quoted).
@@ -489,7 +508,8 @@ tasks_setting() {
 
 # Label values allow only letters, digits, '-' and '_' (HF Jobs stores them as tags).
 sanitize_label() {
-  printf '%s' "$1" | tr -c 'A-Za-z0-9_-' '-'
+  local LC_ALL=C # byte by byte, as HF counts them
+  printf '%s' "${1//[^A-Za-z0-9_-]/-}"
 }
 
 # requirement PACKAGE: its pinned line in env/requirements.txt, e.g. harbor[hf-sandbox]==0.25.0.
@@ -512,10 +532,18 @@ hf_token() {
 
 # quote_word WORD: WORD as bash reads it back: bare when it is plain, else in single quotes.
 quote_word() {
-  if [[ "$1" =~ ^[A-Za-z0-9_./:=@,+%-]+$ ]]; then
-    printf '%s' "$1"
+  local quoted
+  quote_word_to quoted "$1"
+  printf '%s' "$quoted"
+}
+
+# quote_word_to VAR WORD: quote_word's WORD in VAR, with no subshell (show_cmd quotes every word of
+# a long command line).
+quote_word_to() {
+  if [[ "$2" =~ ^[A-Za-z0-9_./:=@,+%-]+$ ]]; then
+    printf -v "$1" '%s' "$2"
   else
-    printf "'%s'" "${1//\'/\'\\\'\'}"
+    printf -v "$1" "'%s'" "${2//\'/\'\\\'\'}"
   fi
 }
 
@@ -523,14 +551,15 @@ quote_word() {
 # Environment assignments are printed as given: callers pass references such as
 # OPENAI_API_KEY="$(hf auth token)", never a secret's value.
 show_cmd() {
-  local out="" word
+  local out="" word quoted
   while [[ $# -gt 0 && "$1" != "--" ]]; do
     out+="$1 "
     shift
   done
   shift
   for word in "$@"; do
-    out+="$(quote_word "$word") "
+    quote_word_to quoted "$word"
+    out+="$quoted "
   done
   printf '%s\n' "${out% }"
 }
@@ -548,17 +577,19 @@ with_launch_label() {
 # value a line, continued with backslashes, so it still pastes as one command. A word that
 # is neither an option nor its value (an image, the command after --) starts its own line.
 show_cmd_wrapped() {
-  local out="" word line_words=0 after_dashes=0
+  local out="" word quoted line_words=0 after_dashes=0
   while [[ $# -gt 0 && "$1" != "--" ]]; do
     out+="$1 "
     shift
   done
   shift
-  out+="$(quote_word "$1")"
+  quote_word_to quoted "$1"
+  out+=$quoted
   shift
   # The command's own words (hf jobs run, harbor run) stay on the first line.
   while [[ $# -gt 0 && "$1" != -* ]]; do
-    out+=" $(quote_word "$1")"
+    quote_word_to quoted "$1"
+    out+=" $quoted"
     shift
   done
   for word in "$@"; do
@@ -569,7 +600,8 @@ show_cmd_wrapped() {
     else
       out+=" "
     fi
-    out+="$(quote_word "$word")"
+    quote_word_to quoted "$word"
+    out+=$quoted
     line_words=$((line_words + 1))
   done
   printf '%s\n' "$out"
@@ -651,40 +683,41 @@ stop_run_server() {
 # with the resolved settings, this repository's commit and the tool versions, so a result
 # can be traced to exactly what produced it. Never holds a secret: settings hold none.
 
-# manifest_tools: MANIFEST_TOOLS, {"harbor": version, "huggingface_hub": version} as installed in
-# .venv, or {}. Asked once per script (called outside $(…), so the value stays): a verb appends
-# several lines, and .venv does not change under it.
-MANIFEST_TOOLS=""
-manifest_tools() {
+# manifest_sources: MANIFEST_TOOLS, {"harbor": version, "huggingface_hub": version} as installed in
+# .venv, or {}; MANIFEST_COMMIT, this checkout's commit (-dirty with tracked changes, unknown
+# outside git); MANIFEST_LOCK_SHA256, the sha256 of env/requirements.lock (what make setup installs
+# into .venv), empty without it. Asked once per script (called outside $(…), so the values stay):
+# a verb appends several lines, and neither .venv nor the checkout it runs from changes under it.
+MANIFEST_TOOLS="" MANIFEST_COMMIT="" MANIFEST_LOCK_SHA256=""
+manifest_sources() {
   [[ -z "$MANIFEST_TOOLS" ]] || return 0
   MANIFEST_TOOLS=$("$REPO_ROOT/.venv/bin/python" - <<'PY' 2>/dev/null || echo '{}'
 import importlib.metadata as m, json
 print(json.dumps({p: m.version(p) for p in ("harbor", "huggingface_hub")}))
 PY
   )
+  MANIFEST_COMMIT=$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+  [[ -z "$(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] || MANIFEST_COMMIT+="-dirty"
+  MANIFEST_LOCK_SHA256=$(sha256sum "$ENV_DIR/requirements.lock" 2>/dev/null | cut -d' ' -f1) || MANIFEST_LOCK_SHA256=""
 }
 
 # append_manifest EVENT JSON_OBJECT: JSON_OBJECT's fields are added to the line.
 append_manifest() {
-  local event=$1 extra=${2:-'{}'} name settings commit tools lock_sha256
-  settings=$(while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names) |
-    jq -Rs 'split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add')
-  commit=$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
-  [[ -z "$(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] || commit+="-dirty"
-  manifest_tools
-  tools=$MANIFEST_TOOLS
-  # The sha256 of env/requirements.lock, what make setup installs into .venv; null without it.
-  lock_sha256=$(sha256sum "$ENV_DIR/requirements.lock" 2>/dev/null | cut -d' ' -f1) || lock_sha256=""
+  local event=$1 extra=${2:-'{}'} name
+  manifest_sources
   local manifest
   manifest="$(run_state_dir)/manifest.jsonl"
   mkdir -p "$(run_state_dir)"
   # A write cut short by a kill leaves a line without its newline: start a fresh line, so this
   # record is never glued to the broken one (readers skip that one).
   [[ ! -s "$manifest" || -z "$(tail -c1 "$manifest")" ]] || printf '\n' >>"$manifest"
-  jq -cn --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" --arg run "$RUN" \
-    --arg commit "$commit" --argjson tools "$tools" --argjson settings "$settings" \
-    --argjson extra "$extra" --arg lock_sha256 "$lock_sha256" \
-    '{at: $at, event: $event, run: $run, commit: $commit, lock_sha256: ($lock_sha256 | select(. != "") // null),
-      tools: $tools} + $extra + {settings: $settings}' \
-    >>"$manifest"
+  # The settings go in as NUL-separated name, value pairs on stdin: any value, as data.
+  while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names) |
+    jq -Rsc --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" --arg run "$RUN" \
+      --arg commit "$MANIFEST_COMMIT" --argjson tools "$MANIFEST_TOOLS" --argjson extra "$extra" \
+      --arg lock_sha256 "$MANIFEST_LOCK_SHA256" \
+      '(split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add) as $settings
+      | {at: $at, event: $event, run: $run, commit: $commit, lock_sha256: ($lock_sha256 | select(. != "") // null),
+        tools: $tools} + $extra + {settings: $settings}' \
+      >>"$manifest"
 }

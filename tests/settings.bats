@@ -151,9 +151,10 @@ in_lib() {
 }
 
 @test "duration_seconds is the shell's one duration parser: whole seconds, or nothing and status 1" {
-  run in_lib 'for v in 90 90s 10m 2h 1d 1.5h 2.5m 0 999999999d; do duration_seconds "$v"; echo " $v"; done'
+  # A whole number is read in base 10 (0900 is not octal), a fraction rounded to whole seconds.
+  run in_lib 'for v in 90 90s 10m 2h 1d 1.5h 2.5m 0 999999999d 0900 010m; do duration_seconds "$v"; echo " $v"; done'
   assert_success
-  assert_output $'90 90\n90 90s\n600 10m\n7200 2h\n86400 1d\n5400 1.5h\n150 2.5m\n0 0\n86399999913600 999999999d'
+  assert_output $'90 90\n90 90s\n600 10m\n7200 2h\n86400 1d\n5400 1.5h\n150 2.5m\n0 0\n86399999913600 999999999d\n900 0900\n600 010m'
   # Not a duration: nothing printed, status 1 (an awk fallback once read '90min' as 90 and 'abc' as 0).
   run in_lib 'for v in "" h 1w -1h 1e3 "1 h" 1,5h 1111111111 1.5.5 1. 90min " 1h"; do
     out=$(duration_seconds "$v") && echo "accepted '\''$v'\''"; [[ -z "$out" ]] || echo "printed $out for '\''$v'\''"; done; echo checked'
