@@ -31,6 +31,7 @@ from pathlib import Path
 
 import click
 import pytest
+from huggingface_hub import HfApi
 
 from tools.run import watchdog
 
@@ -78,14 +79,14 @@ class Fakes:
         self.record = tmp / "hf.jsonl"
         self.url = ""
 
-    def jobs_api(self, scenario: dict) -> watchdog.HfApi:
+    def jobs_api(self, scenario: dict) -> HfApi:
         (self.tmp / "scenario.json").write_text(json.dumps({"namespace": "alice", **scenario}))
         proc, port = start([sys.executable, str(REPO / "tests/fakes/fake_hf_jobs.py"), "--scenario",
                             str(self.tmp / "scenario.json"), "--record", str(self.record), "--port-file",
                             str(self.tmp / "hf.port"), "--max-lifetime", "300"], self.tmp / "hf.port")
         self.procs.append(proc)
         self.url = f"http://127.0.0.1:{port}"
-        return watchdog.HfApi(endpoint=self.url, token=TOKEN)
+        return HfApi(endpoint=self.url, token=TOKEN)
 
     def requests(self) -> list[dict]:
         return [json.loads(line) for line in self.record.read_text().splitlines()] if self.record.exists() else []
@@ -153,11 +154,11 @@ def play_the_scheduler(spec: dict, *, endpoint: str, token: str, tmp: Path) -> t
     return proc, started, time.time()
 
 
-def scheduled(api: watchdog.HfApi) -> dict[str, dict]:
+def scheduled(api: HfApi) -> dict[str, dict]:
     return {sj.id: dict(sj.job_spec.labels or {}) for sj in api.list_scheduled_jobs(namespace="alice")}
 
 
-def run_check(api: watchdog.HfApi, now: float, capsys) -> tuple[int, list[str]]:
+def run_check(api: HfApi, now: float, capsys) -> tuple[int, list[str]]:
     rc = watchdog.check(api, CFG, token=TOKEN, now=now)
     return rc, capsys.readouterr().out.splitlines()
 
@@ -404,7 +405,7 @@ def test_a_watchdog_removed_while_its_check_ran_does_nothing(fakes, capsys):
 
 
 def test_hf_unreachable_decides_nothing_and_says_so(capsys):
-    api = watchdog.HfApi(endpoint="http://127.0.0.1:9", token=TOKEN)
+    api = HfApi(endpoint="http://127.0.0.1:9", token=TOKEN)
     rc, out = run_check(api, T0, capsys)
     assert rc == 1 and len(out) == 1
     assert out[0].startswith("watchdog: run qwen-t2: cannot read the run's jobs (")

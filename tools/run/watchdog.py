@@ -46,15 +46,16 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import httpx2
-from huggingface_hub import HfApi, get_token
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-from huggingface_hub.utils import logging as hf_logging
 
 from tools import fmt
 from tools.safe_read import clip, printable
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 # Labels: what a beat writes on a server, what the watchdog keeps on itself and leaves on a
 # server it cancelled (make status reads them all).
@@ -488,6 +489,8 @@ def timeout_of(answer: dict) -> int | None:
 def job_answer(api: HfApi, namespace: str, job_id: str) -> dict:
     """GET /api/jobs/{ns}/{id} as HF answers it, through huggingface_hub's own session and headers:
     its JobInfo keeps no timeout."""
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status  # noqa: PLC0415
+
     response = get_session().get(f"{api.endpoint}/api/jobs/{namespace}/{job_id}", headers=build_hf_headers())
     hf_raise_for_status(response)
     answer = response.json()
@@ -513,12 +516,21 @@ def label_value(_ctx, param, value: str) -> str:
     return value
 
 
-@click.group()
-def cli():
-    """The run's watchdog: heartbeats, the check the scheduled job runs, its bundle."""
+def hf_api() -> HfApi:
+    """huggingface_hub's client. Imported here, not with the module: `bundle`, at every make serve,
+    needs none of it, and it is most of this module's start."""
+    from huggingface_hub import HfApi  # noqa: PLC0415
+    from huggingface_hub.utils import logging as hf_logging  # noqa: PLC0415
+
     # huggingface_hub's own retry notes ("Retrying in 1s") would come before the one line each
     # command says when HF cannot be reached.
     hf_logging.set_verbosity_error()
+    return HfApi()
+
+
+@click.group()
+def cli():
+    """The run's watchdog: heartbeats, the check the scheduled job runs, its bundle."""
 
 
 @cli.command("beat")
@@ -528,7 +540,7 @@ def cli():
 def beat_cmd(run, project, namespace):
     """heartbeat=<now> on the run's live server jobs (while a verb holds the run)."""
     try:
-        beaten = beat(HfApi(), run=run, project=project, namespace=namespace or None, now=time.time())
+        beaten = beat(hf_api(), run=run, project=project, namespace=namespace or None, now=time.time())
     except HF_ERRORS as e:
         raise click.ClickException(f"heartbeat of run {run} not written: {printable(clip(str(e), 300) or '')}") from e
     click.echo(f"heartbeat of run {run} on {' '.join(beaten) or 'no live server'}")
@@ -541,8 +553,10 @@ def beat_cmd(run, project, namespace):
 @click.option("--grace", envvar="WATCHDOG_GRACE", required=True, help="WATCHDOG_GRACE, e.g. 1h")
 def check_cmd(run, project, namespace, grace):
     """One check of the run (what the scheduled job runs; its settings come as its environment)."""
+    from huggingface_hub import get_token  # noqa: PLC0415
+
     cfg = Run(run=run, project=project, namespace=namespace, grace=duration_seconds(grace))
-    sys.exit(check(HfApi(), cfg, token=get_token(), now=time.time()))
+    sys.exit(check(hf_api(), cfg, token=get_token(), now=time.time()))
 
 
 @cli.command("bundle")
@@ -561,7 +575,7 @@ def timeout_cmd(job):
     if not m:
         raise click.BadParameter(f"{job!r} is not NAMESPACE/JOB_ID")
     try:
-        seconds = timeout_of(job_answer(HfApi(), m.group(1), m.group(2)))
+        seconds = timeout_of(job_answer(hf_api(), m.group(1), m.group(2)))
     except HF_ERRORS as e:
         raise click.ClickException(f"cannot read job {job}: {printable(clip(str(e), 300) or '')}") from e
     if seconds is not None:
