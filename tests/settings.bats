@@ -320,11 +320,10 @@ printed_block() {
 }
 
 @test "print WHERE=hf shows the hf jobs run line bench launches, word for word" {
-  local run_file run
-  for run_file in "$REPO"/runs/*.env; do
-    run=$(basename "$run_file" .env)
-    # The bundled examples are never benched (refuse_bundled_example): no golden need hold them.
-    [[ "$run" != example-* ]] || continue
+  local run
+  load golden
+  # benchable_runs: the bundled examples are never benched (refuse_bundled_example).
+  for run in $(tier_runs $(benchable_runs)); do
     run printed_block "$run" bench WHERE=hf BUCKET=alice/tb-results API_BASE="$TEST_ENDPOINT"
     assert_success
     # The launch label is unique to each launch: print shows the golden's placeholder for it.
