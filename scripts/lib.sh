@@ -499,9 +499,10 @@ split_words() {
 
 # tasks_setting: the task names on stdin, one per line, as a TASKS value (each word quoted).
 tasks_setting() {
-  local task words=()
+  local task quoted words=()
   while IFS= read -r task; do
-    words+=("$(quote_word "$task")")
+    quote_word_to quoted "$task"
+    words+=("$quoted")
   done
   printf '%s' "${words[*]}"
 }
