@@ -446,15 +446,28 @@ printed_block() {
   assert_success
   assert_equal "${#lines[@]}" 3
   assert_line --index 0 --regexp '^test: would run: \.venv/bin/shellcheck -x -f gcc --extended-analysis=false \.ci/run '
-  assert_line --index 1 "test: would run: .venv/bin/bats --tap --jobs 3 --filter-tags '!e2e,!full' tests/"
+  # Its bats files three at a time, each one's tests in turn (scripts/test.sh says why).
+  assert_line --index 1 "test: would run: .venv/bin/bats --tap --jobs 3 --no-parallelize-within-files --filter-tags '!e2e,!full' tests/"
   assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q -n 3 --dist loadgroup -m 'not e2e and not full' tests/"
   # One at a time, and a bad count refused.
   run mk test DRY_RUN=1 TEST_JOBS=1
   assert_line --index 1 "test: would run: .venv/bin/bats --tap tests/"
   assert_line --index 2 "test: would run: .venv/bin/python -m pytest -q tests/"
+  run mk check DRY_RUN=1 TEST_JOBS=1
+  assert_line --index 1 "test: would run: .venv/bin/bats --tap --filter-tags '!e2e,!full' tests/"
   run mk check DRY_RUN=1 TEST_JOBS=two
   assert_failure
   assert_output --partial "TEST_JOBS must be a positive whole number, got 'two'"
+}
+
+@test "make check's bats files take their tests in turn because the pinned bats polls for a free slot once a second" {
+  # bats-core 1.14.0 starts a file's next test beside the others once bats_semaphore_acquire_slot
+  # finds a slot free, and it looks once a second: longer than most fast-tier tests. A bats that
+  # waits on the slot instead would let scripts/test.sh run them side by side again.
+  assert_equal "$("$REPO/.venv/bin/bats" --version)" "Bats 1.14.0"
+  local semaphore=("$REPO"/.venv/lib/python3*/site-packages/bats_core/_bats/lib/bats-core/semaphore.bash)
+  run sed -n '/^bats_semaphore_acquire_slot() {$/,/^}$/p' "${semaphore[0]}"
+  assert_line "    sleep 1"
 }
 
 # scratch_suites SHELLCHECK BATS PYTEST: a scratch copy of scripts/test.sh whose three suites are
