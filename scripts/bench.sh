@@ -9,11 +9,11 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
-source "$(dirname "$0")/argv.sh"
+source "$REPO_ROOT/scripts/argv.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 # shellcheck source=lib-shards.sh
-source "$(dirname "$0")/lib-shards.sh"
+source "$REPO_ROOT/scripts/lib-shards.sh"
 
 # Launch make bench (or smoke) as an HF Job on BUCKET, from a copy of this checkout, and record
 # it; the job runs on after this returns (scripts/argv.sh, remote_bench_argv).

@@ -14,9 +14,9 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
-source "$(dirname "$0")/lib-server.sh"
+source "$REPO_ROOT/scripts/lib-server.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 
 # The tokenizer files of a model repo: what evalscope's prompts need, and nothing of the weights.
 readonly TOKENIZER_FILES=("tokenizer*" "*.jinja" "special_tokens_map.json" "vocab*" "merges.txt" "config.json")

@@ -11,7 +11,7 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
-source "$(dirname "$0")/lib-server.sh"
+source "$REPO_ROOT/scripts/lib-server.sh"
 
 # cost_args VAR VERB: the arguments tools/money/cost.py VERB needs for this run.
 cost_args() {

@@ -12,9 +12,9 @@ source "$(dirname "$0")/lib.sh"
 # HF_CALL_TIMEOUT says otherwise (a slow link; the tests, on a loaded machine).
 HF_CALL_TIMEOUT=${HF_CALL_TIMEOUT:-20}
 # shellcheck source=lib-server.sh
-source "$(dirname "$0")/lib-server.sh"
+source "$REPO_ROOT/scripts/lib-server.sh"
 # shellcheck source=argv.sh
-source "$(dirname "$0")/argv.sh"
+source "$REPO_ROOT/scripts/argv.sh"
 
 failures=0
 ok() { printf '  ok    %s\n' "$1"; }
@@ -47,25 +47,16 @@ pinned() {
   requirement "$1" | sed 's/.*==//'
 }
 
-# VENV_FACTS: what .venv holds, asked of its Python in one start: its version, then the installed
-# versions of harbor and huggingface_hub (an empty line for one that is missing). Empty when .venv
-# has no Python >= 3.12.
+# VENV_FACTS: what .venv holds: its Python's version (empty when .venv has no Python >= 3.12),
+# then the installed versions of harbor and huggingface_hub (venv_version, scripts/lib.sh; empty
+# for one that is missing).
 VENV_FACTS=()
 read_venv_facts() {
-  local py="$REPO_ROOT/.venv/bin/python"
-  [[ -x "$py" ]] || return 0
-  mapfile -t VENV_FACTS < <("$py" - harbor huggingface_hub 2>/dev/null <<'PY'
-import importlib.metadata, platform, sys
-if sys.version_info < (3, 12):
-    sys.exit(1)
-print(platform.python_version())
-for name in sys.argv[1:]:
-    try:
-        print(importlib.metadata.version(name))
-    except importlib.metadata.PackageNotFoundError:
-        print()
-PY
-  )
+  local py="$REPO_ROOT/.venv/bin/python" version=""
+  [[ ! -x "$py" ]] ||
+    version=$("$py" -c 'import platform, sys; sys.exit(1) if sys.version_info < (3, 12) else print(platform.python_version())' 2>/dev/null) ||
+    version=""
+  VENV_FACTS=("$version" "$(venv_version harbor)" "$(venv_version huggingface_hub)")
 }
 
 check_python() {

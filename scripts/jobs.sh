@@ -8,7 +8,7 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
-source "$(dirname "$0")/lib-server.sh"
+source "$REPO_ROOT/scripts/lib-server.sh"
 
 # known_servers: {"<job_id>": "<run>"} from every state/<run>/server.json.
 known_servers() {

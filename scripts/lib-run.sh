@@ -329,4 +329,4 @@ stop_at_ceiling() {
 
 # The run's watchdog and its heartbeat (docs/watchdog.md).
 # shellcheck source=lib-watchdog.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib-watchdog.sh"
+source "$REPO_ROOT/scripts/lib-watchdog.sh"

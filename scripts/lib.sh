@@ -8,13 +8,19 @@ set -euo pipefail
 # every script pins the format (-q, --json) and turns the update check off.
 export HF_HUB_DISABLE_UPDATE_CHECK=1
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The folder above this file's, found without a dirname process: every script starts here. A bare
+# `source lib.sh` run from scripts/ names no folder: it is this one.
+lib_path=${BASH_SOURCE[0]}
+[[ "$lib_path" == */* ]] || lib_path=./$lib_path
+REPO_ROOT=$(cd "${lib_path%/*}/.." && pwd)
 readonly REPO_ROOT
+unset lib_path
 readonly RUNS_DIR="$REPO_ROOT/runs"
 readonly ENV_DIR="$REPO_ROOT/env"
 STATE_ROOT="${STATE_ROOT:-$REPO_ROOT/state}"
 readonly STATE_ROOT
-SCRIPT_NAME=$(basename "$0" .sh)
+SCRIPT_NAME=${0##*/}
+SCRIPT_NAME=${SCRIPT_NAME%.sh}
 # make smoke is scripts/bench.sh --smoke: its messages say smoke (lib.sh sees the script's arguments).
 [[ "$SCRIPT_NAME" != bench || "${1:-}" != --smoke ]] || SCRIPT_NAME=smoke
 readonly SCRIPT_NAME
@@ -678,25 +684,38 @@ stop_run_server() {
   fi
 }
 
+# venv_version PACKAGE: the version of PACKAGE installed in .venv, as its METADATA's Version line
+# says (what importlib.metadata reads), or nothing when it is not installed or the line is not a
+# version. Read from the file, not asked of .venv's Python: every verb that writes the manifest
+# asks, and a Python start costs more than the whole read.
+venv_version() {
+  local metadata line
+  for metadata in "$REPO_ROOT"/.venv/lib/python3*/site-packages/"$1"-*.dist-info/METADATA; do
+    [[ -f "$metadata" ]] || continue
+    while IFS= read -r line && [[ -n "$line" ]]; do # the headers end at the first empty line
+      [[ "$line" =~ ^Version:\ ([0-9A-Za-z.+!_-]{1,64})$ ]] && { printf '%s' "${BASH_REMATCH[1]}"; return 0; }
+    done <"$metadata"
+  done
+}
+
 # --- the run manifest -------------------------------------------------------------------------
 #
 # state/<run>/manifest.jsonl, append-only: one line per launch (server job, bench, mop-up)
 # with the resolved settings, this repository's commit and the tool versions, so a result
 # can be traced to exactly what produced it. Never holds a secret: settings hold none.
 
-# manifest_sources: MANIFEST_TOOLS, {"harbor": version, "huggingface_hub": version} as installed in
-# .venv, or {}; MANIFEST_COMMIT, this checkout's commit (-dirty with tracked changes, unknown
-# outside git); MANIFEST_LOCK_SHA256, the sha256 of env/requirements.lock (what make setup installs
-# into .venv), empty without it. Asked once per script (called outside $(…), so the values stay):
-# a verb appends several lines, and neither .venv nor the checkout it runs from changes under it.
-MANIFEST_TOOLS="" MANIFEST_COMMIT="" MANIFEST_LOCK_SHA256=""
+# manifest_sources: MANIFEST_HARBOR and MANIFEST_HUB, the versions of harbor and huggingface_hub
+# installed in .venv (venv_version; empty for one that is missing); MANIFEST_COMMIT, this
+# checkout's commit (-dirty with tracked changes, unknown outside git); MANIFEST_LOCK_SHA256, the
+# sha256 of env/requirements.lock (what make setup installs into .venv), empty without it. Asked
+# once per script (called outside $(…), so the values stay): a verb appends several lines, and
+# neither .venv nor the checkout it runs from changes under it.
+MANIFEST_READ=0 MANIFEST_HARBOR="" MANIFEST_HUB="" MANIFEST_COMMIT="" MANIFEST_LOCK_SHA256=""
 manifest_sources() {
-  [[ -z "$MANIFEST_TOOLS" ]] || return 0
-  MANIFEST_TOOLS=$("$REPO_ROOT/.venv/bin/python" - <<'PY' 2>/dev/null || echo '{}'
-import importlib.metadata as m, json
-print(json.dumps({p: m.version(p) for p in ("harbor", "huggingface_hub")}))
-PY
-  )
+  ((!MANIFEST_READ)) || return 0
+  MANIFEST_READ=1
+  MANIFEST_HARBOR=$(venv_version harbor)
+  MANIFEST_HUB=$(venv_version huggingface_hub)
   MANIFEST_COMMIT=$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
   [[ -z "$(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] || MANIFEST_COMMIT+="-dirty"
   MANIFEST_LOCK_SHA256=$(sha256sum "$ENV_DIR/requirements.lock" 2>/dev/null | cut -d' ' -f1) || MANIFEST_LOCK_SHA256=""
@@ -715,10 +734,10 @@ append_manifest() {
   # The settings go in as NUL-separated name, value pairs on stdin: any value, as data.
   while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names) |
     jq -Rsc --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" --arg run "$RUN" \
-      --arg commit "$MANIFEST_COMMIT" --argjson tools "$MANIFEST_TOOLS" --argjson extra "$extra" \
-      --arg lock_sha256 "$MANIFEST_LOCK_SHA256" \
+      --arg commit "$MANIFEST_COMMIT" --arg harbor "$MANIFEST_HARBOR" --arg huggingface_hub "$MANIFEST_HUB" \
+      --argjson extra "$extra" --arg lock_sha256 "$MANIFEST_LOCK_SHA256" \
       '(split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add) as $settings
       | {at: $at, event: $event, run: $run, commit: $commit, lock_sha256: ($lock_sha256 | select(. != "") // null),
-        tools: $tools} + $extra + {settings: $settings}' \
+        tools: ({$harbor, $huggingface_hub} | with_entries(select(.value != "")))} + $extra + {settings: $settings}' \
       >>"$manifest"
 }

@@ -5,7 +5,7 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
-source "$(dirname "$0")/lib-server.sh"
+source "$REPO_ROOT/scripts/lib-server.sh"
 
 main() {
   is_dry_run || needs_setup hf

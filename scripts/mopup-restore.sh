@@ -7,7 +7,7 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 
 main() {
   (($# == 0)) || die "mopup-restore takes no arguments, got '$1' (make mopup-restore RUN=<run> TRIALS='<trial-dir> ...')"

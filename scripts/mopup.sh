@@ -14,8 +14,8 @@
 # leaves a job only by a move to state/<run>/archive/, recorded in state/<run>/manifest.jsonl.
 # Safe to run again at any time; with nothing left to retry it says so.
 source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/argv.sh"
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/argv.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 
 # WHERE=hf: the same mop-up, run by an HF Job on the bucket the remote bench wrote to. The job
 # gets a copy of this checkout's tracked files and runs make mopup there; its plan, archive

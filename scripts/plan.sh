@@ -11,7 +11,7 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
-source "$(dirname "$0")/argv.sh"
+source "$REPO_ROOT/scripts/argv.sh"
 
 # validate_plan_settings: the make plan block of env/defaults.env, each in one line.
 validate_plan_settings() {

@@ -7,11 +7,11 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
-source "$(dirname "$0")/argv.sh"
+source "$REPO_ROOT/scripts/argv.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 # shellcheck source=lib-shards.sh
-source "$(dirname "$0")/lib-shards.sh"
+source "$REPO_ROOT/scripts/lib-shards.sh"
 # The commands are built in a command substitution (see main): keep set -e inside it.
 shopt -s inherit_errexit
 

@@ -11,7 +11,7 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
-source "$(dirname "$0")/lib-server.sh"
+source "$REPO_ROOT/scripts/lib-server.sh"
 
 readonly PROBE_PROMPT="What is 2+2? Answer with the number only."
 

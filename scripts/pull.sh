@@ -9,7 +9,7 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 
 # default_pull: what an empty PULL means: results, or all for a run of N_ATTEMPTS > 1.
 default_pull() {

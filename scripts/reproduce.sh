@@ -12,11 +12,11 @@
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=argv.sh
-source "$(dirname "${BASH_SOURCE[0]}")/argv.sh"
+source "$REPO_ROOT/scripts/argv.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 # shellcheck source=lib-shards.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib-shards.sh"
+source "$REPO_ROOT/scripts/lib-shards.sh"
 
 # The supervisor's own settings, with their defaults until env/defaults.env catalogues them.
 supervisor_settings() {

@@ -7,9 +7,9 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
-source "$(dirname "$0")/argv.sh"
+source "$REPO_ROOT/scripts/argv.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 
 # Refuse to start a second GPU for a run whose server is still up, or may be: only a job
 # HF reports ended, or does not know (404), lets a new one start.

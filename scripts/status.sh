@@ -17,9 +17,9 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
-source "$(dirname "$0")/lib-server.sh"
+source "$REPO_ROOT/scripts/lib-server.sh"
 # shellcheck source=lib-watchdog.sh
-source "$(dirname "$0")/lib-watchdog.sh"
+source "$REPO_ROOT/scripts/lib-watchdog.sh"
 
 row() { printf '%-9s %s\n' "$1" "$2"; }
 

@@ -9,9 +9,9 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
-source "$(dirname "$0")/lib-server.sh"
+source "$REPO_ROOT/scripts/lib-server.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 
 # stop_supervisor: the remote supervisor of state/<run>/supervisor.json, if any, then the
 # servers it launched. Returns 1 when the run has no supervisor.

@@ -19,7 +19,7 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-run.sh
-source "$(dirname "$0")/lib-run.sh"
+source "$REPO_ROOT/scripts/lib-run.sh"
 
 # The three steps' settings, checked before anything runs.
 validate_submit_settings() {

@@ -171,6 +171,23 @@ in_lib() {
   done
 }
 
+@test "venv_version reads an installed package's version from its METADATA, as importlib.metadata does, and nothing else" {
+  # .venv's own packages: what its Python says; a package not installed: nothing.
+  run in_lib 'printf "%s|" "$(venv_version harbor)" "$(venv_version huggingface_hub)" "$(venv_version not_installed)"'
+  assert_output "$(cd "$REPO" && .venv/bin/python -c 'import importlib.metadata as m; print(m.version("harbor"), m.version("huggingface_hub"), "", sep="|", end="|")')"
+  # Only a Version line among the headers, and only a version: never a control character, never
+  # more than 64 characters (what it reads goes into the manifest and the doctor's lines).
+  local site="$BATS_TEST_TMPDIR/root/.venv/lib/python3.12/site-packages"
+  mkdir -p "$site"/{good,escape,long,body}-1.dist-info
+  printf 'Metadata-Version: 2.1\nName: good\nVersion: 1.2.3rc1+local\n\nVersion: 9\n' >"$site/good-1.dist-info/METADATA"
+  printf 'Name: escape\nVersion: 1.0\033[2J\n' >"$site/escape-1.dist-info/METADATA"
+  printf 'Name: long\nVersion: %s\n' "$(printf '1%.0s' {1..65})" >"$site/long-1.dist-info/METADATA"
+  printf 'Name: body\n\nVersion: 1.0\n' >"$site/body-1.dist-info/METADATA"
+  mkdir "$BATS_TEST_TMPDIR/root/scripts" && cp "$REPO/scripts/lib.sh" "$BATS_TEST_TMPDIR/root/scripts/"
+  run bash -c 'source "$1/scripts/lib.sh"; for p in good escape long body; do printf "%s|" "$(venv_version "$p")"; done' _ "$BATS_TEST_TMPDIR/root"
+  assert_output '1.2.3rc1+local||||'
+}
+
 @test "MAX_INFRA_RATE is a fraction from 0 to 1, both ends included" {
   # require_fraction (scripts/lib.sh), as watch, plan and a sharded bench check it.
   local value
