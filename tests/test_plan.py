@@ -454,12 +454,11 @@ def test_a_bad_setting_is_one_line_and_exit_1(setting, message, clean_env):
     assert direct.returncode == 1 and direct.stderr.splitlines() == [message]
 
 
-def test_the_whole_space_runs_in_seconds():
-    import time
-    start = time.monotonic()
+def test_the_whole_space_is_every_configuration_with_a_finite_p90():
+    # How long it takes is benchmarks/plan_speed.py's to measure (its baseline case is this input),
+    # never a bound asserted here.
     doc = plan_doc(tasks=89, k=5, reps=200)
     assert len(doc["configurations"]) == 112
-    assert time.monotonic() - start < 60  # a few seconds here; the bound only catches a blow-up
     assert math.isfinite(doc["baseline"]["wall_clock_p90_secs"])
 
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
 from tools import safe_read
 from tools.results import slots
 from tools.results.tally_jobs import TallyError
@@ -65,6 +63,8 @@ def _first_match(patterns: Iterable[Pattern], message: str | None) -> Pattern | 
 
 
 def _read_yaml(path: Path, where: str, fix: str) -> Any:
+    import yaml  # noqa: PLC0415  (only the tools that read a policy or verdicts need it: make print's estimate does not)
+
     try:
         return yaml.safe_load(safe_read.read_regular(path, safe_read.RESULT_CAP, "a YAML file").decode("utf-8"))
     except FileNotFoundError:
