@@ -47,30 +47,25 @@ pinned() {
   requirement "$1" | sed 's/.*==//'
 }
 
-# VENV_FACTS: what .venv holds: its Python's version (empty when .venv has no Python >= 3.12),
-# then the installed versions of harbor and huggingface_hub (venv_version, scripts/lib.sh; empty
-# for one that is missing).
-VENV_FACTS=()
-read_venv_facts() {
+# check_python: .venv's Python is 3.12 or later, its version asked of it in one start.
+check_python() {
   local py="$REPO_ROOT/.venv/bin/python" version=""
   [[ ! -x "$py" ]] ||
     version=$("$py" -c 'import platform, sys; sys.exit(1) if sys.version_info < (3, 12) else print(platform.python_version())' 2>/dev/null) ||
     version=""
-  VENV_FACTS=("$version" "$(venv_version harbor)" "$(venv_version huggingface_hub)")
-}
-
-check_python() {
-  if [[ -n "${VENV_FACTS[0]:-}" ]]; then
-    ok "python ${VENV_FACTS[0]} in .venv (>= 3.12)"
+  if [[ -n "$version" ]]; then
+    ok "python $version in .venv (>= 3.12)"
   else
     bad ".venv with Python >= 3.12 (harbor needs it)" "make setup"
   fi
 }
 
-# check_pin PACKAGE HAVE: the installed version HAVE is the one env/requirements.txt pins.
+# check_pin PACKAGE: the version of PACKAGE installed in .venv (venv_version, scripts/lib.sh) is
+# the one env/requirements.txt pins.
 check_pin() {
-  local package=$1 have=$2 want
+  local package=$1 have want
   want=$(pinned "$package")
+  have=$(venv_version "$package")
   if [[ -n "$have" && "$have" == "$want" ]]; then
     ok "$package $have (pinned)"
   else
@@ -285,10 +280,9 @@ main() {
   else
     printf 'doctor (%s):\n' "$scope"
   fi
-  read_venv_facts
   check_python
-  check_pin harbor "${VENV_FACTS[1]:-}"
-  check_pin huggingface_hub "${VENV_FACTS[2]:-}"
+  check_pin harbor
+  check_pin huggingface_hub
   check_command hf "make setup"
   check_command jq "apt-get install jq (or brew install jq)"
   check_git_lfs
