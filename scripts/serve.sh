@@ -65,8 +65,9 @@ main() {
   refuse_if_serving "$state"
 
   say "launching: $(show_cmd -- "${argv[@]}")"
-  # Until server.json is written nothing else knows this job: an interrupt at any instant
-  # cancels it (by its launch label when hf was cut off before printing the id).
+  # Until wait-ready takes over the job, an interrupt at any instant cancels it (by its launch
+  # label when hf was cut off before printing the id): while nothing else knows it, and while
+  # its record and its watchdog are written.
   launch_job server "${argv[@]}"
   local job_id=$LAUNCHED_JOB_ID
   mkdir -p "$state_dir"
@@ -80,12 +81,13 @@ main() {
       launch_id: $launch_id}' >"$state.tmp"
   mv "$state.tmp" "$state"
   append_manifest serve "$(jq -c '{role: "server", job_id, namespace, endpoint, launch_id}' "$state")"
-  launch_recorded
   remember_run
   say "server job $namespace/$job_id launched; endpoint $(jq -r .endpoint "$state") (state/$RUN/server.json)"
   # Before the wait: a serve killed while the server loads leaves it guarded.
   install_watchdog "$namespace"
-  # Waits for /health 200; on a failed load, a timeout or Ctrl-C it cancels the job.
+  # Waits for /health 200; on a failed load, a timeout or Ctrl-C it cancels the job (its traps
+  # are its first command).
+  launch_recorded
   RUN=$RUN "$REPO_ROOT/scripts/wait-ready.sh"
 }
 

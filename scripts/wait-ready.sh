@@ -60,8 +60,17 @@ give_up() {
 on_signal() {
   trap '' INT TERM # a second Ctrl-C must not cut the cancel short (it is bounded anyway)
   # Only while the sleep still runs: once it has ended and been reaped, its pid may name
-  # another process, which a kill by number would hit.
-  [[ -n "$SLEEP_PID" && " $(jobs -pr | tr '\n' ' ') " == *" $SLEEP_PID "* ]] && kill "$SLEEP_PID" 2>/dev/null
+  # another process, which a kill by number would hit. (It may end between the two: || true.)
+  if [[ -n "$SLEEP_PID" && " $(jobs -pr | tr '\n' ' ') " == *" $SLEEP_PID "* ]]; then
+    kill "$SLEEP_PID" 2>/dev/null || true
+  fi
+  is_dry_run && exit 130
+  # Cancelling writes the run's manifest: only with the job read and the run's lock held.
+  if [[ -z "${JOB:-}" ]] || ! holds_run_lock; then
+    end_progress
+    warn "interrupted ($1) before the wait began: nothing was cancelled. A server this run launched may still be starting, and billing: make status RUN=${RUN:-<run>} shows it, make stop RUN=${RUN:-<run>} stops it"
+    exit 130
+  fi
   give_up "interrupted ($1) while waiting for the server"
   exit 130
 }
@@ -150,6 +159,10 @@ job_stage() {
 }
 
 main() {
+  # Set first: bash drops a SIGINT sent to it alone while a command it waits for exits normally,
+  # and a Ctrl-C that ended the command ends an untrapped script with it, before its cancel.
+  trap 'on_signal INT' INT
+  trap 'on_signal TERM' TERM
   is_dry_run || needs_setup hf
   resolve_run
   load_settings
@@ -166,11 +179,9 @@ main() {
     print_polls "$url"
     return 0
   fi
-  load_token
   # It may cancel the job and writes the manifest: make serve's lock (inherited) or its own.
   hold_run_lock "make serve (waiting for readiness)"
-  trap 'on_signal INT' INT
-  trap 'on_signal TERM' TERM
+  load_token
 
   local deadline=$((SECONDS + READY_TIMEOUT)) stage="?" http="-" left ready wanted=""
   ((!ROUTER)) || wanted=", and its gateway to list $SERVER_DP healthy replicas"

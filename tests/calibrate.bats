@@ -54,7 +54,7 @@ readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUT
 # bats test_tags=e2e
 @test "calibrate: evalscope perf through the fake server at three levels records TTFT, time per output token and throughput, and make plan uses them" {
   tiny_tokenizer "$BATS_TEST_TMPDIR/tok"
-  FAKE_MAX_LIFETIME=300 start_fake_openai --model Qwen/Qwen3.8-27B-FP8 --decode-ms 5
+  start_fake_openai --model Qwen/Qwen3.8-27B-FP8 --decode-ms 5
   write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
 
   run env "${SMALL[@]}" RUN=qwen-t2 CALIBRATE_TOKENIZER="$BATS_TEST_TMPDIR/tok" CALIBRATE_LEVELS="1 2 3" "$REPO/scripts/calibrate.sh"

@@ -9,7 +9,7 @@ setup() {
   load fakes/fakes
   common_setup
   fakes_setup
-  export FAKE_MAX_LIFETIME=60 PROBE=0
+  export PROBE=0
 }
 
 teardown() { stop_fakes; }
@@ -30,13 +30,10 @@ os.execvp(sys.argv[1], sys.argv[1:])' "$@" >"$out" 2>&1 3>&- &
   LAUNCHER_PID=$!
 }
 
+# wait_for_run_request PID: until `hf jobs run`, started by PID, has reached the fake.
 wait_for_run_request() {
-  local i
-  for ((i = 0; i < 150; i++)); do
-    [[ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -ge 1 ]] && return 0
-    sleep 0.1
-  done
-  fail "hf jobs run never reached the fake: $(cat "$BATS_TEST_TMPDIR"/*.log 2>/dev/null | tail -n 5)"
+  run_requested() { (($(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice) >= 1)); }
+  wait_for --while "$1" "hf jobs run reaching the fake" run_requested
 }
 
 manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' ' '; }
@@ -44,7 +41,7 @@ manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' 
 @test "Ctrl-C while hf jobs run is in flight: the job HF created is found by its launch label and cancelled" {
   serve_slowly
   in_own_group "$BATS_TEST_TMPDIR/serve.log" env RUN=qwen-t2 "$REPO/scripts/serve.sh"
-  wait_for_run_request
+  wait_for_run_request "$LAUNCHER_PID"
   kill -INT -- "-$LAUNCHER_PID"
   local rc=0
   wait "$LAUNCHER_PID" || rc=$?
@@ -73,7 +70,7 @@ manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' 
   serve_slowly
   RUN=qwen-t2 "$REPO/scripts/serve.sh" >"$BATS_TEST_TMPDIR/serve.log" 2>&1 3>&- &
   local pid=$! rc=0
-  wait_for_run_request
+  wait_for_run_request "$pid"
   kill -TERM "$pid"
   wait "$pid" || rc=$?
   run cat "$BATS_TEST_TMPDIR/serve.log"
@@ -83,10 +80,32 @@ manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' 
   assert [ ! -e "$STATE_ROOT/qwen-t2/server.json" ]
 }
 
+@test "Ctrl-C after the job is recorded, while serve installs its watchdog: the job is cancelled" {
+  # The schedule call is held until the test ends: the interrupt lands inside it.
+  start_fake_hf_jobs "$(jq -n --arg hold "$BATS_TEST_TMPDIR/never" '{new_job: {id: "job-new"}, schedule_hold: $hold}')"
+  in_own_group "$BATS_TEST_TMPDIR/serve.log" env RUN=qwen-t2 "$REPO/scripts/serve.sh"
+  schedule_requested() { (($(count_requests "$FAKE_HF_RECORD" POST /api/scheduled-jobs/alice) >= 1)); }
+  wait_for --while "$LAUNCHER_PID" "the watchdog's schedule call" schedule_requested
+  kill -INT -- "-$LAUNCHER_PID"
+  local rc=0
+  wait "$LAUNCHER_PID" || rc=$?
+  run cat "$BATS_TEST_TMPDIR/serve.log"
+  [ "$rc" -eq 130 ]
+  assert_output --partial "serve: server job alice/job-new launched"
+  assert_output --partial "serve: interrupted (INT) while launching a server job: finding and cancelling it"
+  assert_output --partial "serve: cancelled job job-new (label launch="
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job-new/cancel)" -eq 1 ]
+  # The record stays (make status reads the job's end from HF); nothing waited on it.
+  run jq -r .job_id "$STATE_ROOT/qwen-t2/server.json"
+  assert_output job-new
+  [ "$(count_requests "$FAKE_HF_RECORD" GET /api/jobs/alice/job-new)" -eq 0 ]
+  [ "$(manifest_events)" == "launch-intent serve launch-cancelled " ]
+}
+
 @test "SIGKILL during the launch: the next make stop finds the job by its label and cancels it" {
   serve_slowly
   in_own_group "$BATS_TEST_TMPDIR/serve.log" env RUN=qwen-t2 "$REPO/scripts/serve.sh"
-  wait_for_run_request
+  wait_for_run_request "$LAUNCHER_PID"
   kill -KILL -- "-$LAUNCHER_PID"
   wait "$LAUNCHER_PID" || true
   assert [ ! -e "$STATE_ROOT/qwen-t2/server.json" ]
@@ -128,7 +147,7 @@ EOF
   hf_without_local_volumes
   in_own_group "$BATS_TEST_TMPDIR/bench.log" env RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb \
     API_BASE=https://x--8000.hf.jobs/v1 "$REPO/scripts/bench.sh"
-  wait_for_run_request
+  wait_for_run_request "$LAUNCHER_PID"
   kill -INT -- "-$LAUNCHER_PID"
   local rc=0
   wait "$LAUNCHER_PID" || rc=$?

@@ -49,9 +49,10 @@ health_answers() { jq -r 'select(.path == "/health") | "\(.status) \(.auth)"' "$
   write_server_state gptoss-t2 job1 "$FAKE_OPENAI_BASE"
 
   RUN=gptoss-t2 READY_POLL=1 "$REPO/scripts/wait-ready.sh" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
-  local pid=$! i status=0
+  local pid=$! status=0
   # One poll is an inspect, then /health: a second inspect means /health was refused at least once.
-  for ((i = 0; i < 600 && $(inspects) < 2; i++)); do sleep 0.1; done
+  second_inspect() { (($(inspects) >= 2)); }
+  wait_for --while "$pid" "a second inspect, after a refused /health" second_inspect
   : >"$BATS_TEST_TMPDIR/listen"
   wait "$pid" || status=$?
   output=$(<"$BATS_TEST_TMPDIR/out")
@@ -112,17 +113,18 @@ interrupt() {
   write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
   # A background job of a non-interactive shell starts with SIGINT ignored, and bash cannot
   # trap a signal ignored on entry: env restores the default, as a terminal's Ctrl-C has it.
-  RUN=qwen-t2 READY_TIMEOUT=60 env --default-signal=INT "$REPO/scripts/wait-ready.sh" \
+  RUN=qwen-t2 env --default-signal=INT "$REPO/scripts/wait-ready.sh" \
     >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
-  local pid=$! i
-  for ((i = 0; i < 100; i++)); do
-    [ "$(jq -s 'map(select(.path == "/health")) | length' "$FAKE_OPENAI_RECORD")" -ge 1 ] && break
-    sleep 0.1
-  done
+  local pid=$!
+  # Its first /health comes after its traps are set: the signal is sent into the wait itself.
+  health_asked() { [ "$(jq -s 'map(select(.path == "/health")) | length' "$FAKE_OPENAI_RECORD")" -ge 1 ]; }
+  wait_for --while "$pid" "wait-ready's first GET /health" health_asked
   kill -s "$1" "$pid"
   status=0
   wait "$pid" || status=$?
   output=$(<"$BATS_TEST_TMPDIR/out")
+  # Shown only when the test fails.
+  printf 'wait-ready exited %s, saying:\n%s\n' "$status" "$output"
 }
 
 @test "wait-ready: Ctrl-C (SIGINT) during the wait cancels the job" {
@@ -140,6 +142,43 @@ interrupt() {
   [ "$status" -eq 130 ]
   assert_output --partial "interrupted (TERM)"
   [ "$(cancels)" -eq 1 ]
+}
+
+@test "wait-ready: an INT sent to it alone before the wait, while hf looks up the token, is not lost: the job is cancelled" {
+  serve_job1 '["RUNNING"]'
+  start_fake_openai --health-503 1000
+  write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
+  # No HF_TOKEN: wait-ready asks `hf auth token`, which reads the login's token file. The real
+  # hf, behind one that first says it was asked and waits for the test's release.
+  unset HF_TOKEN
+  printf '%s' "$FAKE_TOKEN" >"$HF_HOME/token"
+  mkdir -p "$BATS_TEST_TMPDIR/bin"
+  cat >"$BATS_TEST_TMPDIR/bin/hf" <<EOF
+#!/usr/bin/env bash
+if [[ "\$1 \$2" == "auth token" ]]; then
+  : >"$BATS_TEST_TMPDIR/asked"
+  until [[ -e "$BATS_TEST_TMPDIR/released" ]]; do sleep 0.05; done
+fi
+exec "$REPO/.venv/bin/hf" "\$@"
+EOF
+  chmod +x "$BATS_TEST_TMPDIR/bin/hf"
+  # The deadline only ends a wait that lost the signal: it starts after the lookup.
+  PATH="$BATS_TEST_TMPDIR/bin:$REPO/.venv/bin:$PATH" RUN=qwen-t2 READY_TIMEOUT=5 env --default-signal=INT \
+    "$REPO/scripts/wait-ready.sh" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local pid=$!
+  wait_for --while "$pid" "wait-ready's hf auth token" test -e "$BATS_TEST_TMPDIR/asked"
+  # As a supervisor's kill would: to wait-ready alone, while the command it waits for runs on.
+  kill -INT "$pid"
+  : >"$BATS_TEST_TMPDIR/released"
+  status=0
+  wait "$pid" || status=$?
+  output=$(<"$BATS_TEST_TMPDIR/out")
+  printf 'wait-ready exited %s, saying:\n%s\n' "$status" "$output"
+
+  [ "$status" -eq 130 ]
+  assert_output --partial "interrupted (INT) while waiting for the server; cancelling job alice/job1"
+  [ "$(cancels)" -eq 1 ]
+  [ "$(jq -s 'map(select(.path == "/health")) | length' "$FAKE_OPENAI_RECORD")" -eq 0 ]
 }
 
 @test "wait-ready: a job unknown to HF (404) says the state is stale and how to clear it" {
@@ -219,16 +258,6 @@ scheduled_ids() {
   curl -s -H "Authorization: Bearer $FAKE_TOKEN" "$HF_ENDPOINT/api/scheduled-jobs/alice" | jq -r '[.[].id] | sort | join(" ")'
 }
 
-# wait_for_log FILE LINE_PATTERN: until a line of FILE matches (grep -E), bounded.
-wait_for_log() {
-  local i
-  for ((i = 0; i < 600; i++)); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  fail "no line matching '$2' in $1: $(cat "$1" 2>/dev/null)"
-}
-
 @test "serve installs the run's watchdog beside the server: its exact spec, the token only by name" {
   serve_world
   RUN=qwen-t2 HF_NAMESPACE=alice HEARTBEAT_EVERY=1s run "$REPO/scripts/serve.sh"
@@ -255,7 +284,7 @@ wait_for_log() {
   assert_output '["wd1","alice","*/15 * * * *",64]'
   # serve held the run and beat while it waited: srv1 carries a heartbeat, every other label kept;
   # the loop stopped once serve let go of the run.
-  wait_for_log "$STATE_ROOT/qwen-t2/heartbeat.log" 'heartbeat stopped \(pid [0-9]+\): nothing holds the run any more'
+  wait_for "the heartbeat's stop" grep -qE 'heartbeat stopped \(pid [0-9]+\): nothing holds the run any more' "$STATE_ROOT/qwen-t2/heartbeat.log"
   # (name: the one hf gives a job launched without --name.)
   run jq -c 'select(.method == "PUT" and .path == "/api/jobs/alice/srv1/labels") | .body.labels | del(.heartbeat, .launch, .name)' "$FAKE_HF_RECORD"
   assert_line --index 0 '{"project":"terminal-bench-harness","model":"qwen3_8-27b-fp8","run":"qwen-t2","role":"server"}'

@@ -20,24 +20,13 @@ teardown() {
   fi
 }
 
-# wait_until CONDITION...: until the command succeeds, failing after 60 s (a bound, never a
-# timing the test relies on: the condition is the event).
-wait_until() {
-  local i
-  for ((i = 0; i < 600; i++)); do
-    "$@" && return 0
-    sleep 0.1
-  done
-  fail "timed out waiting for: $*"
-}
-
 # hold_lock_in_background RUN OPERATION: a process that takes RUN's lock as OPERATION and
 # keeps it until the test ends (teardown kills it; ten minutes at most).
 hold_lock_in_background() {
   RUN=$1 bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"; hold_run_lock "$1"; exec sleep 600' \
     "$REPO" "$2" 3>&- &
   HOLDER_PID=$!
-  wait_until test -s "$STATE_ROOT/$1/lock.json"
+  wait_for --while "$HOLDER_PID" "the holder's lock.json" test -s "$STATE_ROOT/$1/lock.json"
 }
 
 # A snapshot of the state dir: names, sizes and contents, lock.json aside.
@@ -71,7 +60,7 @@ state_snapshot() {
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT STUB_HARBOR_UNTIL="$BATS_TEST_TMPDIR/harbor-may-exit" \
     "$REPO/scripts/bench.sh" >"$BATS_TEST_TMPDIR/first.log" 2>&1 3>&- &
   local first=$!
-  wait_until grep -q '^== harbor' "$STUB_LOG"
+  wait_for --while "$first" "the first bench's harbor" grep -q '^== harbor' "$STUB_LOG"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_failure 1
   assert_output --partial "run 'qwen-t2' is busy: make bench (pid $first) has held it since"
@@ -94,7 +83,7 @@ state_snapshot() {
   kill "$child"
   CHILD_PID="" # ended by the test itself: teardown must not signal its pid again
   # Once the last holder has exited (a zombie holds no fd), the run is free again.
-  wait_until bash -c '! grep -qs "^State:[[:space:]]*[RSDT]" "/proc/$0/status"' "$child"
+  wait_for "the child's exit" bash -c '! grep -qs "^State:[[:space:]]*[RSDT]" "/proc/$0/status"' "$child"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
 }
@@ -141,20 +130,20 @@ state_snapshot() {
   local child
   child=$(<"$BATS_TEST_TMPDIR/child.pid")
   CHILD_PID=$child
-  wait_until grep -q "heartbeat started" "$STATE_ROOT/qwen-t2/heartbeat.log"
+  wait_for "the heartbeat's start" grep -q "heartbeat started" "$STATE_ROOT/qwen-t2/heartbeat.log"
   # Only the child holds the run: the heartbeat is not named among its holders, and never keeps it.
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_failure 1
   assert_output --partial "has exited, but a process it started still holds the lock: $child(sleep) ($STATE_ROOT"
   # Beats come while the child lives: a second one after the verb is long gone.
   two_beats() { [ "$(count_requests "$FAKE_HF_RECORD" PUT /api/jobs/alice/srv1/labels)" -ge 2 ]; }
-  wait_until two_beats
+  wait_for "two heartbeats" two_beats
   run grep -c "heartbeat stopped" "$STATE_ROOT/qwen-t2/heartbeat.log"
   assert_output 0
   kill "$child"
   CHILD_PID=""
   # Once nothing holds the run, the heartbeat stops, and the run is free for the next verb.
-  wait_until grep -q "heartbeat stopped (pid [0-9]*): nothing holds the run any more" "$STATE_ROOT/qwen-t2/heartbeat.log"
+  wait_for "the heartbeat's stop" grep -q "heartbeat stopped (pid [0-9]*): nothing holds the run any more" "$STATE_ROOT/qwen-t2/heartbeat.log"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
 }
@@ -165,7 +154,7 @@ state_snapshot() {
   # Held by another process, and free: told apart.
   bash -c 'exec 9>>"$1"; flock -n 9; exec sleep 600' lock "$lock" 3>&- &
   HOLDER_PID=$!
-  wait_until bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; lock_is_held "$2"' x "$REPO" "$lock"
+  wait_for --while "$HOLDER_PID" "the holder's flock" bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; lock_is_held "$2"' x "$REPO" "$lock"
   kill_running_jobs "$HOLDER_PID"
   wait "$HOLDER_PID" || true
   run bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/lib-run.sh"; lock_is_held "$2"' x "$REPO" "$lock"

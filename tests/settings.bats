@@ -365,13 +365,14 @@ printed_block() {
   run wc -l <"$BATS_TEST_TMPDIR/head"
   assert_output 3
   # The reader is gone before the first write: SIGPIPE as inherited, then ignored. The reader
-  # closes its end, then says so in a file; make starts once the file is there.
+  # closes its end, then says so through a FIFO; make starts once it has read that.
   local gone="$BATS_TEST_TMPDIR/reader-gone" trap_pipe
   for trap_pipe in : "trap '' PIPE"; do
     rm -f "$gone"
+    mkfifo "$gone"
     run bash -c 'set -o pipefail
-      (eval "$1"; for ((i = 0; i < 600; i++)); do [[ -e "$0" ]] && break; sleep 0.1; done
-       exec make --no-print-directory print RUN=qwen-t2) | { exec 0<&-; : >"$0"; }' "$gone" "$trap_pipe"
+      (eval "$1"; read -r _ <"$0"
+       exec make --no-print-directory print RUN=qwen-t2) | { exec 0<&-; echo gone >"$0"; }' "$gone" "$trap_pipe"
     assert_success
     assert_output ""
   done

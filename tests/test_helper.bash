@@ -74,6 +74,35 @@ kill_running_jobs() {
   return 0
 }
 
+# wait_for [--while PID] WHAT CONDITION...: run CONDITION every 0.05 s until it succeeds. A test
+# waits for an event, never for a time: the wait fails, naming WHAT, when PID (a background job of
+# this shell, the process that brings the event about) has ended without it, or after WAIT_BOUND
+# seconds (600), a bound only a hang reaches. A loaded machine makes the wait longer, never a
+# failure, and a wait never goes on without its event.
+wait_for() {
+  local pid="" what deadline
+  if [[ "$1" == --while ]]; then
+    pid=$2
+    shift 2
+  fi
+  what=$1
+  shift
+  deadline=$((SECONDS + ${WAIT_BOUND:-600}))
+  until "$@"; do
+    # jobs, not kill -0: once reaped, the pid may name another process.
+    if [[ -n "$pid" && " $(jobs -pr | tr '\n' ' ') " != *" $pid "* ]]; then
+      "$@" && return 0 # it came just before the process ended
+      fail "waited for $what, but process $pid ended without it"
+      return 1
+    fi
+    if ((SECONDS >= deadline)); then
+      fail "waited for $what for ${WAIT_BOUND:-600} s: a hang"
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
 common_setup() {
   export STATE_ROOT="$BATS_TEST_TMPDIR/state"
   export HOME="$BATS_TEST_TMPDIR/home"

@@ -73,8 +73,11 @@ Scenario (JSON; every key optional):
       "new_jobs": [{"id": "srv1", ...}, {"id": "srv2", ...}],  # one per POST, in order (a
                                                  # relaunch gets a new job); when spent, "new_job"
       "new_job": {"id": "job9", ...same keys...}, # what POST /api/jobs/{ns} creates
-      "run_delay": 0                             # seconds a run waits, after creating the job,
-    }                                            # before it answers (an interrupt lands there)
+      "run_delay": 0,                            # seconds a run waits, after creating the job,
+                                                 # before it answers (an interrupt lands there)
+      "schedule_hold": "/tmp/x/release"          # POST /api/scheduled-jobs/{ns} is recorded, then
+    }                                            # answered only once this file exists: the client
+                                                 # is inside the call until the test says so
 
 Every request is appended to the --record file as one JSON line:
     {"method": "POST", "path": "/api/jobs/alice/job1/cancel", "query": {}, "body": null,
@@ -276,6 +279,7 @@ class FakeJobsAPI:
                           for sid, spec in (scenario.get("scheduled_jobs") or {}).items()}
         self.new_scheduled = list(scenario.get("new_scheduled_jobs") or [])
         self.schedule_refused = scenario.get("schedule_refused")
+        self.schedule_hold = scenario.get("schedule_hold")
         self.started = started
         self.record_path = record_path
         self.lock = threading.Lock()
@@ -411,6 +415,8 @@ class Handler(BaseHTTPRequestHandler):
             if method == "POST" and api.schedule_refused:
                 return self._reply(403, {"error": api.schedule_refused})
             if method == "POST":
+                while api.schedule_hold and not os.path.exists(api.schedule_hold):
+                    time.sleep(0.05)  # until the test releases it (the fake's lifetime bounds it)
                 with api.lock:
                     sid = api.new_scheduled.pop(0) if api.new_scheduled else f"sched-{len(api.scheduled) + 1}"
                     api.scheduled[sid] = Scheduled(sid, body or {}, api.namespace, _now_iso())

@@ -11,7 +11,8 @@
 #   write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
 #   count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job1/cancel   # prints a number
 #
-# Every fake binds 127.0.0.1 only, exits by itself after FAKE_MAX_LIFETIME seconds (60), and
+# Every fake binds 127.0.0.1 only, exits by itself after FAKE_MAX_LIFETIME seconds (600, a bound
+# only a hang reaches: a test on a loaded machine may run for minutes), and
 # is stopped by stop_fakes, by the pid this file started it with, only while it still runs (a
 # fake that ended by itself no longer owns its pid: kill_running_jobs, tests/test_helper.bash,
 # which every file that loads this one loads first).
@@ -43,22 +44,6 @@ fakes_setup() {
   unset AI_AGENT AGENT CLAUDECODE
 }
 
-# _wait_for_file FILE PID: until FILE exists, failing early if PID died. The 60 s are a bound
-# for a fake that hangs, not a timing: a loaded machine may take seconds to start Python.
-_wait_for_file() {
-  local i
-  for ((i = 0; i < 600; i++)); do
-    [[ -s "$1" ]] && return 0
-    kill -0 "$2" 2>/dev/null || {
-      echo "fake (pid $2) exited before writing $1" >&2
-      return 1
-    }
-    sleep 0.1
-  done
-  echo "fake (pid $2) did not write $1 within 60 s" >&2
-  return 1
-}
-
 # start_fake_hf_jobs SCENARIO_JSON: the scenario text (see fake_hf_jobs.py).
 start_fake_hf_jobs() {
   local dir="$BATS_TEST_TMPDIR/fake-hf-jobs"
@@ -70,9 +55,9 @@ start_fake_hf_jobs() {
   # 3>&- : bats waits for fd 3 to close before it finishes a test.
   "$FAKE_PYTHON" "$FAKES_DIR/fake_hf_jobs.py" --scenario "$dir/scenario.json" \
     --record "$FAKE_HF_RECORD" --port-file "$dir/port" \
-    --max-lifetime "${FAKE_MAX_LIFETIME:-60}" >"$dir/out.log" 2>&1 3>&- &
+    --max-lifetime "${FAKE_MAX_LIFETIME:-600}" >"$dir/out.log" 2>&1 3>&- &
   FAKE_PIDS+=("$!")
-  _wait_for_file "$dir/port" "$!"
+  wait_for --while "$!" "the fake Jobs API's port file" test -s "$dir/port"
   HF_ENDPOINT="http://127.0.0.1:$(<"$dir/port")"
   export HF_ENDPOINT HF_TOKEN=$FAKE_TOKEN
 }
@@ -86,9 +71,9 @@ start_fake_openai() {
   : >"$FAKE_OPENAI_RECORD"
   FAKE_OPENAI_EXPECT_TOKEN=$FAKE_TOKEN "$FAKE_PYTHON" "$FAKES_DIR/fake_openai.py" \
     --port-file "$dir/port" --record "$FAKE_OPENAI_RECORD" \
-    --max-lifetime "${FAKE_MAX_LIFETIME:-60}" "$@" >"$dir/out.log" 2>&1 3>&- &
+    --max-lifetime "${FAKE_MAX_LIFETIME:-600}" "$@" >"$dir/out.log" 2>&1 3>&- &
   FAKE_PIDS+=("$!")
-  _wait_for_file "$dir/port" "$!"
+  wait_for --while "$!" "the fake model server's port file" test -s "$dir/port"
   FAKE_OPENAI_BASE="http://127.0.0.1:$(<"$dir/port")/v1"
 }
 
