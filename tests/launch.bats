@@ -30,6 +30,15 @@ os.execvp(sys.argv[1], sys.argv[1:])' "$@" >"$out" 2>&1 3>&- &
   LAUNCHER_PID=$!
 }
 
+# ctrl_c_launcher LOG: SIGINT to the launcher's process group, as a terminal's Ctrl-C sends it;
+# then RC is its exit status, and output (run) its log.
+ctrl_c_launcher() {
+  kill -INT -- "-$LAUNCHER_PID"
+  RC=0
+  wait "$LAUNCHER_PID" || RC=$?
+  run cat "$1"
+}
+
 # wait_for_run_request PID: until `hf jobs run`, started by PID, has reached the fake.
 wait_for_run_request() {
   run_requested() { (($(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice) >= 1)); }
@@ -42,11 +51,8 @@ manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' 
   serve_slowly
   in_own_group "$BATS_TEST_TMPDIR/serve.log" env RUN=qwen-t2 "$REPO/scripts/serve.sh"
   wait_for_run_request "$LAUNCHER_PID"
-  kill -INT -- "-$LAUNCHER_PID"
-  local rc=0
-  wait "$LAUNCHER_PID" || rc=$?
-  run cat "$BATS_TEST_TMPDIR/serve.log"
-  [ "$rc" -eq 130 ]
+  ctrl_c_launcher "$BATS_TEST_TMPDIR/serve.log"
+  [ "$RC" -eq 130 ]
   assert_output --partial "serve: interrupted (INT) while launching a server job: finding and cancelling it"
   assert_output --partial "serve: cancelled job job-new (label launch="
   refute_output --partial "$FAKE_TOKEN"
@@ -86,11 +92,8 @@ manifest_events() { jq -r .event "$STATE_ROOT/qwen-t2/manifest.jsonl" | tr '\n' 
   in_own_group "$BATS_TEST_TMPDIR/serve.log" env RUN=qwen-t2 "$REPO/scripts/serve.sh"
   schedule_requested() { (($(count_requests "$FAKE_HF_RECORD" POST /api/scheduled-jobs/alice) >= 1)); }
   wait_for --while "$LAUNCHER_PID" "the watchdog's schedule call" schedule_requested
-  kill -INT -- "-$LAUNCHER_PID"
-  local rc=0
-  wait "$LAUNCHER_PID" || rc=$?
-  run cat "$BATS_TEST_TMPDIR/serve.log"
-  [ "$rc" -eq 130 ]
+  ctrl_c_launcher "$BATS_TEST_TMPDIR/serve.log"
+  [ "$RC" -eq 130 ]
   assert_output --partial "serve: server job alice/job-new launched"
   assert_output --partial "serve: interrupted (INT) while launching a server job: finding and cancelling it"
   assert_output --partial "serve: cancelled job job-new (label launch="
@@ -148,11 +151,8 @@ EOF
   in_own_group "$BATS_TEST_TMPDIR/bench.log" env RUN=gptoss-t2 WHERE=hf BUCKET=alice/tb \
     API_BASE=https://x--8000.hf.jobs/v1 "$REPO/scripts/bench.sh"
   wait_for_run_request "$LAUNCHER_PID"
-  kill -INT -- "-$LAUNCHER_PID"
-  local rc=0
-  wait "$LAUNCHER_PID" || rc=$?
-  run cat "$BATS_TEST_TMPDIR/bench.log"
-  [ "$rc" -eq 130 ]
+  ctrl_c_launcher "$BATS_TEST_TMPDIR/bench.log"
+  [ "$RC" -eq 130 ]
   assert_output --partial "bench: interrupted (INT) while launching a remote-bench job"
   assert_output --partial "bench: cancelled job job-new"
   [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job-new/cancel)" -eq 1 ]
