@@ -50,9 +50,10 @@ pinned() {
 # check_python: .venv's Python is 3.12 or later, its version asked of it in one start.
 check_python() {
   local py="$REPO_ROOT/.venv/bin/python" version=""
-  [[ ! -x "$py" ]] ||
+  if [[ -x "$py" ]]; then
     version=$("$py" -c 'import platform, sys; sys.exit(1) if sys.version_info < (3, 12) else print(platform.python_version())' 2>/dev/null) ||
-    version=""
+      version=""
+  fi
   if [[ -n "$version" ]]; then
     ok "python $version in .venv (>= 3.12)"
   else

@@ -24,6 +24,16 @@ inspects() { count_requests "$FAKE_HF_RECORD" GET /api/jobs/alice/job1; }
 cancels() { count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/job1/cancel; }
 health_answers() { jq -r 'select(.path == "/health") | "\(.status) \(.auth)"' "$FAKE_OPENAI_RECORD"; }
 
+# finish_wait PID: wait for the wait-ready started in the background as PID (its output in
+# $BATS_TEST_TMPDIR/out); status and output as `run` sets them, and printed, which bats shows only
+# when the test fails.
+finish_wait() {
+  status=0
+  wait "$1" || status=$?
+  output=$(<"$BATS_TEST_TMPDIR/out")
+  printf 'wait-ready exited %s, saying:\n%s\n' "$status" "$output"
+}
+
 @test "wait-ready: SCHEDULING, RUNNING, /health 503 twice, then 200: ready, nothing cancelled" {
   serve_job1 '["SCHEDULING", "RUNNING"]'
   start_fake_openai --health-503 2
@@ -49,13 +59,12 @@ health_answers() { jq -r 'select(.path == "/health") | "\(.status) \(.auth)"' "$
   write_server_state gptoss-t2 job1 "$FAKE_OPENAI_BASE"
 
   RUN=gptoss-t2 READY_POLL=1 "$REPO/scripts/wait-ready.sh" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
-  local pid=$! status=0
+  local pid=$!
   # One poll is an inspect, then /health: a second inspect means /health was refused at least once.
   second_inspect() { (($(inspects) >= 2)); }
   wait_for --while "$pid" "a second inspect, after a refused /health" second_inspect
   : >"$BATS_TEST_TMPDIR/listen"
-  wait "$pid" || status=$?
-  output=$(<"$BATS_TEST_TMPDIR/out")
+  finish_wait "$pid"
 
   [ "$status" -eq 0 ]
   assert_output --partial "/health refused"
@@ -120,11 +129,7 @@ interrupt() {
   health_asked() { [ "$(jq -s 'map(select(.path == "/health")) | length' "$FAKE_OPENAI_RECORD")" -ge 1 ]; }
   wait_for --while "$pid" "wait-ready's first GET /health" health_asked
   kill -s "$1" "$pid"
-  status=0
-  wait "$pid" || status=$?
-  output=$(<"$BATS_TEST_TMPDIR/out")
-  # Shown only when the test fails.
-  printf 'wait-ready exited %s, saying:\n%s\n' "$status" "$output"
+  finish_wait "$pid"
 }
 
 @test "wait-ready: Ctrl-C (SIGINT) during the wait cancels the job" {
@@ -170,10 +175,7 @@ EOF
   # As a supervisor's kill would: to wait-ready alone, while the command it waits for runs on.
   kill -INT "$pid"
   : >"$BATS_TEST_TMPDIR/released"
-  status=0
-  wait "$pid" || status=$?
-  output=$(<"$BATS_TEST_TMPDIR/out")
-  printf 'wait-ready exited %s, saying:\n%s\n' "$status" "$output"
+  finish_wait "$pid"
 
   [ "$status" -eq 130 ]
   assert_output --partial "interrupted (INT) while waiting for the server; cancelling job alice/job1"
