@@ -218,7 +218,10 @@ print(HFSandboxOptions.model_validate(json.loads(sys.argv[1])).namespace)' "$(jq
   done
 }
 
-# A one-task local dataset, so harbor --dry-run runs fully offline.
+# A one-task local dataset, so harbor --dry-run runs fully offline. The two tests that use it run
+# harbor's whole job start-up short of a sandbox, the agent's import of litellm included (some 4 s
+# of CPU each): they are make test's (e2e). make check keeps the same wiring in the JobConfig the
+# real harbor resolves above (templates forwarded, no literal key or endpoint).
 make_local_dataset() {
   local task="$BATS_TEST_TMPDIR/ds/hello"
   mkdir -p "$task/environment" "$task/tests"
@@ -242,6 +245,7 @@ wiring_dry_run() {
   COLUMNS=200 "${argv[@]}" --jobs-dir "$BATS_TEST_TMPDIR/jobs" --dry-run
 }
 
+# bats test_tags=e2e
 @test "terminus-2 takes the endpoint and key from harbor's own environment" {
   make_local_dataset
   run wiring_dry_run qwen-t2
@@ -253,6 +257,7 @@ wiring_dry_run() {
   assert [ ! -e "$BATS_TEST_TMPDIR/jobs" ]
 }
 
+# bats test_tags=e2e
 @test "mini-swe-agent gets the endpoint and key forwarded into the sandbox with --ae" {
   make_local_dataset
   run wiring_dry_run qwen-mswea
