@@ -120,12 +120,14 @@ new_launch_id() {
   od -An -N8 -tx1 /dev/urandom | tr -d ' \n'
 }
 
-# launch_label_lookup LAUNCH_ID: ids of jobs (any stage) carrying label launch=LAUNCH_ID.
+# launch_label_lookup LAUNCH_ID: ids of jobs (any stage) carrying label launch=LAUNCH_ID. This call
+# and the cancel are bounded by HF_CALL_TIMEOUT, as every hf call of the server's verbs is
+# (scripts/lib-server.sh; 60 s unless set).
 launch_label_lookup() {
   local ns_args=()
   local ns=${LAUNCH_NAMESPACE:-${HF_NAMESPACE:-}}
   [[ -z "$ns" ]] || ns_args=(--namespace "$ns")
-  timeout 60 hf jobs ps -a -q -l "launch=$1" "${ns_args[@]}" 2>/dev/null
+  timeout "${HF_CALL_TIMEOUT:-60}" hf jobs ps -a -q -l "launch=$1" "${ns_args[@]}" 2>/dev/null
 }
 
 # cancel_launch LAUNCH_ID [JOB_ID] : cancel the job(s) of one launch; say and record what was
@@ -140,7 +142,7 @@ cancel_launch() {
     ((${#ids[@]})) || sleep 2
   done
   for id in "${ids[@]}"; do
-    if timeout 60 hf jobs cancel -q "$id" "${ns_args[@]}" >/dev/null 2>&1; then
+    if timeout "${HF_CALL_TIMEOUT:-60}" hf jobs cancel -q "$id" "${ns_args[@]}" >/dev/null 2>&1; then
       cancelled+=("$id")
     else
       warn "could not cancel job $id (launch=$launch_id): it may be billing. Cancel it: hf jobs cancel $id"

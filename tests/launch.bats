@@ -170,3 +170,20 @@ EOF
   RUN=qwen-t2 run "$REPO/scripts/stop.sh"
   refute_output --partial "earlier launch"
 }
+
+@test "a launch's label lookup and cancel are bounded by HF_CALL_TIMEOUT, as every other hf call is" {
+  # timeout is replaced by a function that records its words and answers the lookup with one id.
+  local script='source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"
+    timeout() { printf "%s\n" "$*" >>"$CALLS"; [[ "$2 $3 $4" != "hf jobs ps" ]] || printf "job-new\n"; }
+    append_manifest() { :; }
+    cancel_launch 0123456789abcdef'
+  CALLS="$BATS_TEST_TMPDIR/calls" HF_CALL_TIMEOUT=7 RUN=qwen-t2 run bash -c "$script" "$REPO"
+  assert_success
+  assert_output --partial "cancelled job job-new (label launch=0123456789abcdef), so it does not bill unrecorded"
+  run cat "$BATS_TEST_TMPDIR/calls"
+  assert_output "$(printf '%s\n' "7 hf jobs ps -a -q -l launch=0123456789abcdef" "7 hf jobs cancel -q job-new")"
+  rm "$BATS_TEST_TMPDIR/calls"
+  CALLS="$BATS_TEST_TMPDIR/calls" RUN=qwen-t2 run env -u HF_CALL_TIMEOUT bash -c "$script" "$REPO"
+  run head -n 1 "$BATS_TEST_TMPDIR/calls"
+  assert_output "60 hf jobs ps -a -q -l launch=0123456789abcdef"
+}
