@@ -46,11 +46,12 @@ def fraction(trials: list) -> float | None:
     return sum(1 for r in scored if r == 1.0) / len(scored) if scored else None
 
 
-def bootstrap(values: list[float]) -> tuple[float, float]:
-    """The percentile interval of the mean, resampling tasks: numpy's default_rng(0), 10,000 draws."""
+def bootstrap(values: list[float], resamples: int = 10_000) -> tuple[float, float]:
+    """The percentile interval of the mean, resampling tasks: numpy's default_rng(0), one draw of
+    n task indices per resample (10,000 unless told), as tools/results/slots.py's doc defines it."""
     data = np.asarray(values, dtype=float)
     rng = np.random.default_rng(0)
-    means = [data[rng.integers(0, len(data), size=len(data))].mean() for _ in range(10_000)]
+    means = [data[rng.integers(0, len(data), size=len(data))].mean() for _ in range(resamples)]
     low, high = np.quantile(means, [0.025, 0.975])
     return float(low), float(high)
 

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, trial_name, write_job
 from tests.test_tally import TOP_FIELDS
+from test_report_slots import bootstrap
 from tools.results import slots
 from tools import tally as tally_cli
 from tools.results import tally_core
@@ -209,10 +210,8 @@ def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(
     assert lb["replicate_stderr"] == pytest.approx(se)
     assert (lb["interval95"]["low"], lb["interval95"]["high"]) == pytest.approx(
         (max(0, 18 / 45 - 2.776 * se), min(1, 18 / 45 + 2.776 * se)))
-    per_task = np.array([s.count("✓") / K for s in SLOTS.values()])
-    rng = np.random.default_rng(0)
-    means = [per_task[rng.integers(0, n, size=n)].mean() for _ in range(10_000)]
-    assert (lb["bootstrap95"]["low"], lb["bootstrap95"]["high"]) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
+    per_task = [s.count("✓") / K for s in SLOTS.values()]
+    assert (lb["bootstrap95"]["low"], lb["bootstrap95"]["high"]) == pytest.approx(bootstrap(per_task))
     # Shown first, before the outcome table, in the text and the Markdown; provisional said.
     md = tmp_path / "t.md"
     r = CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--run-name", "fx5",
@@ -228,31 +227,22 @@ def test_the_headline_is_the_boards_resolution_rate_with_its_replicate_interval(
     assert md.read_text().splitlines()[8].startswith("**Leaderboard resolution rate: 40.00%")
 
 
-# t(0.975, df) as the NIST/SEMATECH e-Handbook's table of the t distribution prints it (1.3.6.7.2),
-# every df it lists up to 99 = MAX_ATTEMPTS - 1: including those the old lookup table lacked (11,
-# k = 12) and those past 30, where 1.96 was used, below the true value.
-def one_resample_at_a_time(values: list[float], resamples: int) -> tuple[float, float]:
-    """The bootstrap as the module doc defines it: default_rng(0), one draw of n indices per resample."""
-    data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(0)
-    means = [data[rng.integers(0, len(data), size=len(data))].mean() for _ in range(resamples)]
-    low, high = np.quantile(means, [0.025, 0.975])
-    return float(low), float(high)
-
-
 @pytest.mark.parametrize("n", [1, 7, 89, 300])
 def test_the_bootstrap_draws_in_blocks_exactly_the_one_at_a_time_resamples(n, monkeypatch):
     """Equal, not approximately: the same indices in the same order, each mean summed alike, also
     when the draws are split over several blocks (a small block here; 2,000 resamples keep it quick)."""
     rng = random.Random(n)
     values = [rng.choice([0, 0.2, 0.4, 0.6, 0.8, 1]) for _ in range(n)] if n % 2 else [rng.random() for _ in range(n)]
-    want = one_resample_at_a_time(values, 2000)
+    want = bootstrap(values, 2000)
     assert slots.bootstrap_interval(values, resamples=2000) == want
     monkeypatch.setattr(slots, "BOOTSTRAP_BLOCK", 3 * n + 1)  # three resamples a block, the last one short
     assert slots.bootstrap_interval(values, resamples=2000) == want
     assert slots.bootstrap_interval([]) is None
 
 
+# t(0.975, df) as the NIST/SEMATECH e-Handbook's table of the t distribution prints it (1.3.6.7.2),
+# every df it lists up to 99 = MAX_ATTEMPTS - 1: including those the old lookup table lacked (11,
+# k = 12) and those past 30, where 1.96 was used, below the true value.
 PRINTED_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
                 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
                 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
