@@ -340,6 +340,23 @@ validate_values() {
   validate_api_base
   validate_job_name
   validate_max_task_retries
+  # The watchdog's and make reproduce's settings, for every verb: the same value gets the same
+  # answer from each (make serve installs the watchdog; make reproduce, bench and mop-up beat for it).
+  validate_watchdog
+  require_count MOPUP_PASSES MAX_RELAUNCHES
+  require_integer IDLE_STOP_AFTER HEALTH_POLL
+  [[ "$LINGER_GRACE" =~ ^[0-9]{1,9}$ ]] ||
+    die "setting LINGER_GRACE must be a whole number of seconds (0 or more, below 1000000000), got '$LINGER_GRACE' (run '$RUN')"
+}
+
+# require_count NAME...: a whole number from 0 to 1000 (MOPUP_PASSES=0: no mop-up pass; the bound is
+# tools/money/plan.py's, which takes the same setting).
+require_count() {
+  local name
+  for name in "$@"; do
+    [[ "${!name}" =~ ^(0|[1-9][0-9]{0,3})$ ]] && ((${!name} <= 1000)) ||
+      die "setting $name must be a whole number from 0 to 1000, got '${!name}' (run '$RUN')"
+  done
 }
 
 # validate_max_task_retries: MAX_TASK_RETRIES is 0 (no limit) or a count of attempts, as the tally
@@ -425,7 +442,6 @@ validate_job_name() {
       die "runs/$other.env's JOB_NAME $theirs is the name of $JOB_ROLE of run '$RUN' (runs/$RUN.env, JOB_NAME $name): run '$RUN' would count its trials as its own. Give runs/$other.env a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
     fi
   done
-  validate_watchdog
 }
 
 # Variables make's command line may carry that are not settings: what a verb acts on (RUN,

@@ -59,7 +59,6 @@ main() {
   validate_values
   require SERVER_FLAVOR
   require_number AGENT_TIMEOUT_MULTIPLIER
-  require_integer MOPUP_PASSES
   require_max_retries
   validate_plan_settings
   local args identity

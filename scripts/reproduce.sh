@@ -18,20 +18,6 @@ source "$REPO_ROOT/scripts/lib-run.sh"
 # shellcheck source=lib-shards.sh
 source "$REPO_ROOT/scripts/lib-shards.sh"
 
-# The supervisor's own settings, with their defaults until env/defaults.env catalogues them.
-supervisor_settings() {
-  MOPUP_PASSES=${MOPUP_PASSES:-3}
-  MAX_RELAUNCHES=${MAX_RELAUNCHES:-2}
-  IDLE_STOP_AFTER=${IDLE_STOP_AFTER:-600}
-  HEALTH_POLL=${HEALTH_POLL:-30}
-  local name
-  for name in MOPUP_PASSES MAX_RELAUNCHES; do
-    [[ "${!name}" =~ ^[0-9]+$ ]] ||
-      die "setting $name must be a whole number (0 or more), got '${!name}' (run '$RUN')"
-  done
-  require_integer IDLE_STOP_AFTER HEALTH_POLL
-}
-
 # retry_targets_argv VAR: mop-up's selection of what is left to retry (python -m tools.run.reproduce
 # targets), as the supervisor asks it before every pass.
 retry_targets_argv() {
@@ -180,7 +166,6 @@ main() {
   validate_settings
   validate_shard_settings
   refuse_bundled_example reproduce
-  supervisor_settings
   check_timeouts 0
   # The token before any HF call (MAX_COST's check asks hf for prices and jobs): a user without one
   # gets this one line, not the hf CLI's "Not logged in" first.

@@ -650,3 +650,37 @@ fix_ending="Give run 'qwen-t2' a JOB_NAME of its own that does not end in -shard
   assert_success
   assert_line "    --label model=qwen3_8-27b-fp8 \\"
 }
+
+@test "a bad watchdog or make reproduce setting gets the same one-line refusal from every verb, JOB_NAME on the command line or not" {
+  local setting expected verb job
+  local -A refusal=(
+    [WATCHDOG_EVERY=7m]="setting WATCHDOG_EVERY must be one a cron runs evenly: one of 5m 6m 10m 12m 15m 20m 30m 1h 2h 3h 4h 6h 8h 12h, got '7m' (run 'qwen-t2')"
+    [WATCHDOG_GRACE=abc]="setting WATCHDOG_GRACE must be a number with an optional unit s, m, h or d (e.g. 4h), got 'abc' (run 'qwen-t2')"
+    [WATCHDOG_GRACE=1m]="setting WATCHDOG_GRACE=1m must be longer than HEARTBEAT_EVERY=5m: a run that is held would look abandoned between two heartbeats (e.g. WATCHDOG_GRACE=1h HEARTBEAT_EVERY=5m) (run 'qwen-t2')"
+    [WATCHDOG=yes]="setting WATCHDOG must be 0 or 1, got 'yes' (run 'qwen-t2')"
+    [MOPUP_PASSES=x]="setting MOPUP_PASSES must be a whole number from 0 to 1000, got 'x' (run 'qwen-t2')"
+    [MAX_RELAUNCHES=-1]="setting MAX_RELAUNCHES must be a whole number from 0 to 1000, got '-1' (run 'qwen-t2')"
+    [HEALTH_POLL=0]="setting HEALTH_POLL must be a positive whole number below 1000000000, got '0' (run 'qwen-t2')"
+    [LINGER_GRACE=1.5]="setting LINGER_GRACE must be a whole number of seconds (0 or more, below 1000000000), got '1.5' (run 'qwen-t2')"
+  )
+  for setting in "${!refusal[@]}"; do
+    expected=${refusal[$setting]}
+    for verb in $(tier_cases "serve reproduce" print serve bench mopup reproduce plan status cost); do
+      # A JOB_NAME on the command line once let validate_job_name return before the watchdog's checks.
+      for job in "" JOB_NAME=mine; do
+        run mk "$verb" RUN=qwen-t2 "$setting" $job DRY_RUN=1
+        assert_failure
+        # The one line, then make's own "Error 1".
+        assert_line --index 0 "$verb: $expected"
+        assert_equal "${#lines[@]}" 2
+      done
+    done
+  done
+  # MOPUP_PASSES=0 (no mop-up pass) is one answer too: make plan and make reproduce both take it.
+  run mk plan RUN=qwen-t2 MOPUP_PASSES=0 DRY_RUN=1
+  assert_success
+  run mk reproduce RUN=qwen-t2 MOPUP_PASSES=0 DRY_RUN=1
+  assert_success
+  assert_output --partial "at most 0 pass(es)"
+  [[ ! -e "$STATE_ROOT" ]]
+}
