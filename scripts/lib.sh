@@ -123,6 +123,96 @@ remember_run() {
   printf '%s\n' "$RUN" >"$STATE_ROOT/last-run"
 }
 
+# --- settings files are settings, never code -----------------------------------------------------
+#
+# The layers are bash files, sourced, until one reader reads them as data. Before a file is sourced,
+# every line of it is checked to be a setting: NAME=value (one word, quoted as bash quotes it, a
+# quoted value may span lines), a comment, a blank line, and in a server profile the one include
+# line the profiles use. A bare word would be run as a command (a token pasted alone on a line, or
+# a run file that links to the token file, was printed in bash's "command not found"); `;`, `|`,
+# `&`, a redirection, a second word or a command substitution would run code. The line's text is
+# never shown: it may be the secret. A value that looks like a token is refused too, without it.
+
+# SETTINGS_FILE_AWK: for each file, one line FILE<TAB>include<TAB>NAME per profile it includes, then
+# FILE<TAB>ok, or FILE<TAB>bad<TAB>LINE<TAB>WHY at its first line that is not a setting.
+# shellcheck disable=SC2016  # awk's own $ fields
+readonly SETTINGS_FILE_AWK='
+# A token: hf_ or sk- and at least 20 more of its letters (no {20,}: mawk has no intervals).
+function token(text) {
+  while (match(text, /(hf_|sk-)[A-Za-z0-9_-]+/)) {
+    if (RLENGTH >= 23) return 1
+    text = substr(text, RSTART + RLENGTH)
+  }
+  return 0
+}
+function verdict(why) { if (!done) { printf "%s\tbad\t%d\t%s\n", FILENAME, FNR, why; done = 1 } }
+FNR == 1 { if (started && !done) finish(prev); started = 1; done = 0; quote = ""; more = 0 }
+{ prev = FILENAME; last = FNR }
+done { next }
+token($0) { verdict("holds what looks like a token (hf_… or sk-…): a run file or profile is committed, and copied into remote jobs; keep tokens out of it: export HF_TOKEN, or hf auth login"); next }
+{
+  line = $0
+  start = 1
+  if (quote == "" && !more) {
+    if (line ~ /^[ \t]*(#.*)?$/) next
+    if (includes && line ~ /^source "\$\{BASH_SOURCE\[0\]%\/\*\}\/[A-Za-z0-9._-]+\.env"$/) {
+      name = line; sub(/^source "\$\{BASH_SOURCE\[0\]%\/\*\}\//, "", name); sub(/"$/, "", name)
+      printf "%s\tinclude\t%s\n", FILENAME, name
+      next
+    }
+    if (!match(line, /^[A-Z][A-Z0-9_]*=/)) { verdict("is not a setting (NAME=value), a comment or a blank line"); next }
+    start = RLENGTH + 1
+  }
+  more = 0; ended = 0
+  for (i = start; i <= length(line); i++) {
+    c = substr(line, i, 1)
+    if (ended) {
+      if (c == " " || c == "\t") continue
+      if (c == "#") break
+      verdict("holds more than one NAME=value (a second word would run as a command): quote a value with spaces")
+      next
+    }
+    if (quote == "\047") { if (c == "\047") quote = ""; continue }
+    if (c == "\\") { if (i == length(line)) more = 1; i++; continue }
+    if (c == "`" || (c == "$" && substr(line, i + 1, 1) == "(")) { verdict("holds a command substitution ($(…) or `…`), which would run code"); next }
+    if (quote == "\"") { if (c == "\"") quote = ""; continue }
+    if (c == "\047" || c == "\"") { quote = c; continue }
+    if (c == " " || c == "\t") { ended = 1; continue }
+    if (index(";&|<>()", c)) { verdict("holds a shell operator (" c ") outside quotes, which would run code: quote the value"); next }
+  }
+}
+function finish(file) { if (quote != "" || more) printf "%s\tbad\t%d\t%s\n", file, last, "ends inside a quoted value: close its quote"; else printf "%s\tok\n", file }
+END { if (started && !done) finish(prev) }'
+
+# require_settings_files [--includes] FILE...: each FILE is settings (above), and so is every profile
+# it includes (with --includes: server profiles); else one line naming the file, the line and why.
+require_settings_files() {
+  local includes=0 file status line why name todo=() seen=" "
+  if [[ "$1" == --includes ]]; then
+    includes=1
+    shift
+  fi
+  todo=("$@")
+  while ((${#todo[@]})); do
+    local checking=("${todo[@]}")
+    todo=()
+    while IFS=$'\t' read -r file status line why; do
+      case "$status" in
+        ok) ;;
+        include)
+          name=${file%/*}/$line
+          [[ -f "$name" ]] || die "$(rel_settings_file "$file") includes ${name##*/}, which is not in ${file%/*}/"
+          [[ "$seen" == *" $name "* ]] || todo+=("$name")
+          seen+="$name "
+          ;;
+        *) die "$(rel_settings_file "$file") line $line $why. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)" ;;
+      esac
+    done < <(awk -v includes="$includes" "$SETTINGS_FILE_AWK" "${checking[@]}")
+  done
+}
+
+rel_settings_file() { printf '%s' "${1#"$REPO_ROOT"/}"; }
+
 # Load RUN's settings into this shell. Command-line values are captured first and put back
 # last, so they win over every file; other settings in the environment are noted and dropped.
 load_settings() {
@@ -143,6 +233,7 @@ load_settings() {
   # prefixes: to them, as to a script run directly, the environment is the command line.
   unset CLI_SETTINGS
 
+  require_settings_files "$ENV_DIR/defaults.env" "$RUNS_DIR/$RUN.env"
   # shellcheck source=../env/defaults.env
   source "$ENV_DIR/defaults.env"
   # The run file names its server profile; read it once to know which profile to layer under it.
@@ -154,6 +245,7 @@ load_settings() {
   done
   [[ "$server" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ && -f "$ENV_DIR/servers/$server.env" ]] ||
     die "run '$RUN' names server profile '$server', which is not in env/servers/ (have: $(basename -s .env "$ENV_DIR"/servers/*.env | tr '\n' ' '))"
+  require_settings_files --includes "$ENV_DIR/servers/$server.env"
   # shellcheck disable=SC1090
   source "$ENV_DIR/servers/$server.env"
   local profile_model=$MODEL profile_label=$MODEL_LABEL
@@ -354,8 +446,9 @@ validate_values() {
 require_count() {
   local name
   for name in "$@"; do
-    [[ "${!name}" =~ ^(0|[1-9][0-9]{0,3})$ ]] && ((${!name} <= 1000)) ||
+    if ! [[ "${!name}" =~ ^(0|[1-9][0-9]{0,3})$ ]] || ((${!name} > 1000)); then
       die "setting $name must be a whole number from 0 to 1000, got '${!name}' (run '$RUN')"
+    fi
   done
 }
 
@@ -401,17 +494,30 @@ job_of_run() {
 
 # file_job_names RUN...: each RUN and the JOB_NAME its files resolve to (env/defaults.env < its
 # server profile < runs/RUN.env; no command line), NUL-separated pairs in the order given; nothing
-# for a RUN whose files cannot be read. Read by one bash of its own, each run in a subshell of it,
-# so nothing of another run reaches this one's settings or the next run's.
+# for a RUN whose files cannot be read, or are not settings (require_settings_files: that run's own
+# verbs say why). Read by one bash of its own, each run in a subshell of it, so nothing of another
+# run reaches this one's settings or the next run's.
 file_job_names() {
+  local file status run_files=() readable=() profiles=1
+  run_files=("${@/%/.env}")
+  while IFS=$'\t' read -r file status _; do
+    if [[ "$file" != "$RUNS_DIR"/* ]]; then
+      # A profile may include another: the profiles are sourced only when every one is settings.
+      [[ "$status" != bad ]] || profiles=0
+    elif [[ "$status" == ok ]]; then
+      file=${file##*/}
+      readable+=("${file%.env}")
+    fi
+  done < <(awk -v includes=1 "$SETTINGS_FILE_AWK" "${run_files[@]/#/$RUNS_DIR/}" "$ENV_DIR"/servers/*.env 2>/dev/null)
+  ((${#readable[@]})) || return 0
   # shellcheck disable=SC2016  # expanded by that bash
-  bash -c 'env_dir=$1 runs_dir=$2
-    shift 2
+  bash -c 'env_dir=$1 runs_dir=$2 profiles=$3
+    shift 3
     for run_name in "$@"; do
       ( { source "$env_dir/defaults.env" && source "$runs_dir/$run_name.env" &&
-        { [[ ! -f "$env_dir/servers/$SERVER.env" ]] || source "$env_dir/servers/$SERVER.env"; } &&
+        { [[ "$profiles" == 0 || ! -f "$env_dir/servers/$SERVER.env" ]] || source "$env_dir/servers/$SERVER.env"; } &&
         source "$runs_dir/$run_name.env"; } >/dev/null && printf "%s\0%s\0" "$run_name" "${JOB_NAME:-$run_name}" )
-    done' file_job_names "$ENV_DIR" "$RUNS_DIR" "$@" 2>/dev/null
+    done' file_job_names "$ENV_DIR" "$RUNS_DIR" "$profiles" "${readable[@]}" 2>/dev/null
 }
 
 # validate_job_name: the run's job name is its own. It has no ending that discovery reads as

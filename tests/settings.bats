@@ -684,3 +684,70 @@ fix_ending="Give run 'qwen-t2' a JOB_NAME of its own that does not end in -shard
   assert_output --partial "at most 0 pass(es)"
   [[ ! -e "$STATE_ROOT" ]]
 }
+
+# --- a settings file is settings, never code ---------------------------------------------------
+
+@test "a run file line that is not a setting is refused by its number, its text never shown, and nothing of it runs" {
+  linked_checkout
+  local token=hf_pasteDalonebyMistake0123456789abcd marker="$BATS_TEST_TMPDIR/ran"
+  cp "$SCRATCH/runs/qwen-t2.env" "$SCRATCH/runs/mine.env"
+  sed -i 's/^JOB_NAME=.*/JOB_NAME=mine-job/' "$SCRATCH/runs/mine.env"
+  local -A why=(
+    ["$token"]="holds what looks like a token (hf_… or sk-…): a run file or profile is committed, and copied into remote jobs; keep tokens out of it: export HF_TOKEN, or hf auth login"
+    ["touch $marker"]="is not a setting (NAME=value), a comment or a blank line"
+    ["N_TASKS=1 touch $marker"]="holds more than one NAME=value (a second word would run as a command): quote a value with spaces"
+    ["N_TASKS=\$(touch $marker)"]='holds a command substitution ($(…) or `…`), which would run code'
+    ["N_TASKS=\"\`touch $marker\`\""]='holds a command substitution ($(…) or `…`), which would run code'
+    ["N_TASKS=1;touch $marker"]="holds a shell operator (;) outside quotes, which would run code: quote the value"
+    ["N_TASKS=1>$marker"]="holds a shell operator (>) outside quotes, which would run code: quote the value"
+    ["SUBMITTER=$token"]="holds what looks like a token (hf_… or sk-…): a run file or profile is committed, and copied into remote jobs; keep tokens out of it: export HF_TOKEN, or hf auth login"
+    ["N_TASKS=\"1"]="ends inside a quoted value: close its quote"
+  )
+  local line count
+  for line in "${!why[@]}"; do
+    cp "$SCRATCH/runs/mine.env" "$SCRATCH/runs/bad.env"
+    printf '%s\n' "$line" >>"$SCRATCH/runs/bad.env"
+    count=$(wc -l <"$SCRATCH/runs/bad.env")
+    RUN=bad run "$SCRATCH/scripts/print.sh"
+    assert_failure
+    assert_output "print: runs/bad.env line $count ${why[$line]}. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)"
+    [[ ! -e "$marker" ]] || fail "a line of runs/bad.env ran: $line"
+    # Another run's verbs read every run file's JOB_NAME: they skip this one, and run none of it.
+    RUN=mine run "$SCRATCH/scripts/print.sh"
+    assert_success
+    [[ ! -e "$marker" ]] || fail "reading the other run files ran a line of runs/bad.env: $line"
+  done
+  # A run file that links to the token file: its one line is the token, never printed.
+  printf '%s\n' "$token" >"$BATS_TEST_TMPDIR/token"
+  ln -sf "$BATS_TEST_TMPDIR/token" "$SCRATCH/runs/bad.env"
+  RUN=bad run "$SCRATCH/scripts/print.sh"
+  assert_failure
+  assert_output "print: runs/bad.env line 1 holds what looks like a token (hf_… or sk-…): a run file or profile is committed, and copied into remote jobs; keep tokens out of it: export HF_TOKEN, or hf auth login. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)"
+  [[ ! -e "$STATE_ROOT" ]]
+}
+
+@test "a server profile is checked as settings too, and so is every profile it includes" {
+  linked_checkout
+  rm "$SCRATCH/env"
+  cp -r "$REPO/env" "$SCRATCH/env"
+  local marker="$BATS_TEST_TMPDIR/ran"
+  printf 'touch %s\n' "$marker" >>"$SCRATCH/env/servers/qwen3.8-27b-fp8-sglang-h200.env"
+  local n
+  n=$(wc -l <"$SCRATCH/env/servers/qwen3.8-27b-fp8-sglang-h200.env")
+  RUN=qwen-t2 run "$SCRATCH/scripts/print.sh"
+  assert_failure
+  assert_output "print: env/servers/qwen3.8-27b-fp8-sglang-h200.env line $n is not a setting (NAME=value), a comment or a blank line. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)"
+  # The data-parallel profile includes it: refused for its include.
+  RUN=qwen-t2 SERVER=qwen3.8-27b-fp8-sglang-h200x2 run "$SCRATCH/scripts/print.sh"
+  assert_failure
+  assert_output "print: env/servers/qwen3.8-27b-fp8-sglang-h200.env line $n is not a setting (NAME=value), a comment or a blank line. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)"
+  [[ ! -e "$marker" ]]
+  # An include line is a profile's alone: in a run file it is not a setting.
+  cp "$REPO/env/servers/qwen3.8-27b-fp8-sglang-h200.env" "$SCRATCH/env/servers/"
+  # shellcheck disable=SC2016  # the include line as the profiles spell it
+  printf 'source "${BASH_SOURCE[0]%%/*}/x.env"\n' >>"$SCRATCH/runs/qwen-t2.env"
+  n=$(wc -l <"$SCRATCH/runs/qwen-t2.env")
+  RUN=qwen-t2 run "$SCRATCH/scripts/print.sh"
+  assert_failure
+  assert_output "print: runs/qwen-t2.env line $n is not a setting (NAME=value), a comment or a blank line. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)"
+}
