@@ -396,7 +396,8 @@ display_endpoint() {
 # remote_job_argv VAR MODE ROLE BASE SCRIPT [OPTION...]: hf jobs run (timeout BENCH_TIMEOUT, BASE
 # as OPENAI_BASE_URL unless empty) for a CPU job of this
 # project that works on BUCKET mounted at /data and runs SCRIPT under bash. The endpoint is not
-# secret and goes in with -e; the key is the job's own HF_TOKEN secret.
+# secret and goes in with -e; the key is the job's own HF_TOKEN secret. The run's instance goes in
+# as RUN_INSTANCE, which SCRIPT's make line names (REMOTE_INSTANCE).
 remote_job_argv() {
   # shellcheck disable=SC2178  # a nameref to the caller's array
   local -n _argv=$1
@@ -409,7 +410,8 @@ remote_job_argv() {
   esac
   _argv+=(--flavor "$BENCH_FLAVOR" --secrets HF_TOKEN --timeout "$BENCH_TIMEOUT")
   _argv+=(--label "project=$(sanitize_label "$PROJECT_LABEL")" --label "run=$(sanitize_label "$RUN")" --label "role=$role")
-  _argv+=(-v "hf://buckets/$BUCKET:/data" "$@")
+  # The run's instance, as data: the job's verbs label, beat and find the run's jobs by it.
+  _argv+=(-v "hf://buckets/$BUCKET:/data" "$@" -e "RUN_INSTANCE=$(instance_label)")
   [[ -z "$base" ]] || _argv+=(-e "OPENAI_BASE_URL=$base")
   [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
   _argv+=("$BENCH_IMAGE" -- bash -c "$script")
@@ -548,6 +550,10 @@ note_staged_run_files() {
 # shellcheck disable=SC2034  # read by the verbs that source this file
 readonly STAGE_PLACEHOLDER="<a copy of this checkout's tracked files>"
 
+# What the make line inside a remote job adds: the run's instance, which the job gets as data (-e).
+# shellcheck disable=SC2016  # expanded inside the job
+readonly REMOTE_INSTANCE=' "RUN_INSTANCE=$RUN_INSTANCE"'
+
 # What every remote job installs first: git-lfs, initialised (task fixtures), and jq.
 # shellcheck disable=SC2016
 readonly REMOTE_PREAMBLE='apt-get update -qq && apt-get install -y -qq git-lfs jq make >/dev/null && git lfs install'
@@ -580,7 +586,7 @@ remote_bench_argv() {
   ((smoke == 0)) || verb=smoke
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
   # shellcheck disable=SC2016  # expanded inside the job
-  script+="; make $verb"' "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" PROBE=0'
+  script+="; make $verb"' "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" PROBE=0'"$REMOTE_INSTANCE"
   extra=(-e "RUN=$RUN")
   forward_command_line extra script "WHERE JOBS_DIR API_BASE DRY_RUN PROBE"
   server_json="$(run_state_dir)/server.json"
@@ -604,7 +610,7 @@ remote_mopup_argv() {
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
   # The values are the job's environment (-e), named here, never pasted in.
   # shellcheck disable=SC2016  # expanded inside the job
-  script+='; make mopup "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" "MOPUP_MODE=$MOPUP_MODE" "N_CONCURRENT=$N_CONCURRENT"'
+  script+='; make mopup "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" "MOPUP_MODE=$MOPUP_MODE" "N_CONCURRENT=$N_CONCURRENT"'"$REMOTE_INSTANCE"
   remote_job_argv "$_name" "$mode" mopup "$base" "$script" -v "$stage:/repo" \
     -e "RUN=$RUN" -e "MOPUP_MODE=$MOPUP_MODE" -e "N_CONCURRENT=$N_CONCURRENT"
 }
@@ -628,7 +634,7 @@ readonly WATCHDOG_BUNDLE_PLACEHOLDER="<the watchdog's code: python -m tools.run.
 # watchdog_argv VAR MODE NAMESPACE SHA256 BUNDLE: hf jobs scheduled run for the run's watchdog
 # (MODE launch: -q, the id on stdout; dry-run: hf's --dry-run). Every WATCHDOG_EVERY (a cron),
 # on WATCHDOG_FLAVOR, each check bounded by the same interval and never two at once; labelled as
-# the run's other jobs (project, run, role=watchdog, so make cost counts its checks) and with its
+# the run's other jobs (project, run, instance, role=watchdog, so make cost counts its checks) and with its
 # code's sha256; the token by bare name (--secrets HF_TOKEN: hf reads its value, which never sits
 # in argv or in the job's command).
 watchdog_argv() {
@@ -643,10 +649,10 @@ watchdog_argv() {
     dry-run) _argv+=(--dry-run) ;;
   esac
   _argv+=(--flavor "$WATCHDOG_FLAVOR" --timeout "$WATCHDOG_EVERY" --no-concurrency --secrets HF_TOKEN)
-  _argv+=(--name "watchdog-$run" --label "project=$project" --label "run=$run" --label role=watchdog
-    --label "code=$sha")
-  _argv+=(-e "WATCHDOG_RUN=$run" -e "WATCHDOG_PROJECT=$project" -e "WATCHDOG_NAMESPACE=$namespace"
-    -e "WATCHDOG_GRACE=$WATCHDOG_GRACE" -e "WATCHDOG_BUNDLE=$bundle")
+  _argv+=(--name "watchdog-$run" --label "project=$project" --label "run=$run" --label "instance=$(instance_label)"
+    --label role=watchdog --label "code=$sha")
+  _argv+=(-e "WATCHDOG_RUN=$run" -e "WATCHDOG_PROJECT=$project" -e "WATCHDOG_INSTANCE=$(instance_label)"
+    -e "WATCHDOG_NAMESPACE=$namespace" -e "WATCHDOG_GRACE=$WATCHDOG_GRACE" -e "WATCHDOG_BUNDLE=$bundle")
   _argv+=(--namespace "$namespace" "$(watchdog_cron)" "$WATCHDOG_IMAGE" -- bash -c "$WATCHDOG_SCRIPT")
 }
 

@@ -60,7 +60,7 @@ main() {
     die "setting PRICES_MAX_AGE must be a whole number of seconds (0: always ask hf jobs hardware), got '$PRICES_MAX_AGE'"
   local args
   cost_args args cost
-  args+=(--project-label "$(sanitize_label "$PROJECT_LABEL")")
+  args+=(--project-label "$(sanitize_label "$PROJECT_LABEL")" --instance "${RUN_INSTANCE:-}")
   [[ "$RUN" == example-* ]] || args+=(--cache "$STATE_ROOT/prices.json" --max-age "$PRICES_MAX_AGE")
   run_cost_tool "" "hf jobs inspect and ps need it" "${args[@]}"
 }

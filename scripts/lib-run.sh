@@ -93,6 +93,10 @@ try_run_lock() {
   export RUN_LOCK_HELD
   # This verb took the lock itself (start_heartbeat beats for it and what it starts).
   RUN_LOCK_TAKEN=1
+  # The run's identity on HF, drawn by the first verb that holds the run, and handed to every verb
+  # it starts.
+  ensure_run_instance
+  export RUN_INSTANCE
   jq -n --arg operation "$operation" --argjson pid "$$" --arg since "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     '{operation: $operation, pid: $pid, since: $since}' >"$dir/lock.json.tmp" &&
     mv -f "$dir/lock.json.tmp" "$dir/lock.json"
@@ -106,7 +110,8 @@ hold_run_lock() {
 # --- launching a paid job ---------------------------------------------------------------------
 #
 # An HF Job bills from the moment HF accepts it, and `hf jobs run` may be interrupted before it
-# prints the job's id. So every launch carries a label unique to it (launch=<id>), its intent
+# prints the job's id. So every launch carries a label unique to it (launch=<id>), and the run's
+# instance (instance=<id>: which checkout's run it is, lib.sh), its intent
 # is in the manifest before the call, and an interrupt (Ctrl-C, TERM) finds the job by that
 # label and cancels it. A SIGKILL cannot be trapped: the intent stays in the manifest without
 # an outcome, and the next make serve or make stop finds the job by its label and cancels it.
@@ -172,9 +177,10 @@ launch_job() {
   LAUNCH_ROLE=$1
   shift
   [[ "$1 $2 $3" == "hf jobs run" ]] || die "launch_job: not an hf jobs run line: $*"
+  [[ "$RUN_INSTANCE" =~ $INSTANCE_SYNTAX ]] || die "launch_job: the run has no instance yet (a launch holds the run's lock, which draws it)"
   LAUNCH_ID=$(new_launch_id)
   LAUNCHED_JOB_ID=""
-  local argv=("$1" "$2" "$3" --label "launch=$LAUNCH_ID" "${@:4}") out rc=0
+  local argv=("$1" "$2" "$3" --label "launch=$LAUNCH_ID" --label "instance=$RUN_INSTANCE" "${@:4}") out rc=0
   append_manifest launch-intent "$(jq -cn --arg role "$LAUNCH_ROLE" --arg launch_id "$LAUNCH_ID" \
     '{role: $role, launch_id: $launch_id}')"
   trap 'on_launch_interrupt INT' INT
@@ -268,10 +274,10 @@ cost_scope_json() {
   [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || verdicts="$RUNS_DIR/$RUN.verdicts.yaml"
   [[ "$jobs_dir" == /* ]] || jobs_dir="$REPO_ROOT/$jobs_dir" # the settings give it relative to the repository
   jq -cn --arg run "$RUN" --arg state_dir "$(run_state_dir)" --arg jobs_dir "$jobs_dir" --arg job_name "$JOB_NAME" \
-    --arg namespace "${HF_NAMESPACE:-}" --arg project_label "$(sanitize_label "$PROJECT_LABEL")" \
+    --arg namespace "${HF_NAMESPACE:-}" --arg project_label "$(sanitize_label "$PROJECT_LABEL")" --arg instance "${RUN_INSTANCE:-}" \
     --arg verdicts "$verdicts" --arg prices_cache "$STATE_ROOT/prices.json" --argjson max_age "${PRICES_MAX_AGE:-86400}" \
     '{run: $run, state_dir: $state_dir, jobs_dir: $jobs_dir, job_name: $job_name, namespace: $namespace,
-      project_label: $project_label, verdicts: (if $verdicts == "" then null else $verdicts end), prices_cache: $prices_cache,
+      project_label: $project_label, instance: (if $instance == "" then null else $instance end), verdicts: (if $verdicts == "" then null else $verdicts end), prices_cache: $prices_cache,
       prices_max_age: $max_age}'
 }
 

@@ -95,10 +95,12 @@ load_supervisor() {
   SUP_JOB="$ns/$id"
 }
 
-# run_servers_argv VAR NS: hf jobs ps for the run's live server jobs in NS, by their labels.
+# run_servers_argv VAR NS: hf jobs ps for the run's live server jobs in NS, by their labels: this
+# instance's (lib.sh, load_run_instance), never another checkout's run of the same name.
 run_servers_argv() {
   local -n _ps=$1
-  _ps=(jobs ps -q --namespace "$2" -l "project=$(sanitize_label "$PROJECT_LABEL")" -l "run=$(sanitize_label "$RUN")" -l role=server)
+  _ps=(jobs ps -q --namespace "$2" -l "project=$(sanitize_label "$PROJECT_LABEL")" -l "run=$(sanitize_label "$RUN")"
+    -l "instance=$(instance_label)" -l role=server)
 }
 
 stale_state() {
@@ -173,13 +175,16 @@ inspect_or_die() {
   die "$HF_ERROR"
 }
 
-# foreign_labels: nothing when JOB_INFO (inspect_job) is labelled as this project's job of RUN, as
-# every job the scripts launch is (scripts/argv.sh); else its labels as JSON (never raw text), the
-# reason not to cancel it: a server.json can name any job, and a job of another project or run
-# is not make stop's to cancel.
+# foreign_labels: nothing when JOB_INFO (inspect_job) is labelled as this project's job of RUN, and
+# of this instance when it carries one (a job launched before instances were labelled carries
+# none), as every job the scripts launch is (scripts/argv.sh, launch_job); else its labels as JSON
+# (never raw text), the reason not to cancel it: a server.json can name any job, and a job of
+# another project, run or checkout is not make stop's to cancel.
 foreign_labels() {
   jq -r --arg project "$(sanitize_label "$PROJECT_LABEL")" --arg run "$(sanitize_label "$RUN")" \
-    'if (.labels | type) == "object" and .labels.project == $project and .labels.run == $run then empty
+    --arg instance "${RUN_INSTANCE:-}" \
+    'if (.labels | type) == "object" and .labels.project == $project and .labels.run == $run
+        and ((.labels | has("instance") | not) or .labels.instance == $instance) then empty
      else (.labels // {}) | tojson end' <<<"$JOB_INFO"
 }
 

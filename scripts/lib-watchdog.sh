@@ -22,7 +22,8 @@ bounded_hf() {
 # filters (-l KEY=VALUE each).
 watchdog_labels_args() {
   local -n _labels=$1
-  _labels=(-l "project=$(sanitize_label "$PROJECT_LABEL")" -l "run=$(sanitize_label "$RUN")" -l role=watchdog)
+  _labels=(-l "project=$(sanitize_label "$PROJECT_LABEL")" -l "run=$(sanitize_label "$RUN")" -l "instance=$(instance_label)"
+    -l role=watchdog)
 }
 
 # watchdog_ids NAMESPACE: the ids of the run's watchdogs (any status), one a line; status 1 when
@@ -53,6 +54,8 @@ install_watchdog() {
     show_watchdog_cmd "${argv[@]}"
     return 0
   fi
+  # It guards this instance's servers only: without one it would be told to guard none.
+  [[ "${RUN_INSTANCE:-}" =~ $INSTANCE_SYNTAX ]] || die "install_watchdog: the run has no instance yet (make serve holds the run's lock, which draws it)"
   if ! out=$(cd "$REPO_ROOT" && tool run.watchdog bundle) || [[ ! "$out" =~ ^[0-9a-f]{64}\ [A-Za-z0-9+/=]+$ ]]; then
     warn "the run's watchdog could not be packed (python -m tools.run.watchdog bundle, above), so none guards this server: only its --timeout ($SERVER_TIMEOUT) does. make stop RUN=$RUN stops it"
     return 0
@@ -150,7 +153,7 @@ heartbeat_loop() {
       next=$((SECONDS + every))
       ns=$(heartbeat_namespace)
       tool run.watchdog beat --run "$(sanitize_label "$RUN")" --project "$(sanitize_label "$PROJECT_LABEL")" \
-        ${ns:+--namespace "$ns"} >/dev/null || printf '%s: the heartbeat above was not written\n' "$(date -u +%FT%TZ)"
+        --instance "$RUN_INSTANCE" ${ns:+--namespace "$ns"} >/dev/null || printf '%s: the heartbeat above was not written\n' "$(date -u +%FT%TZ)"
     fi
     sleep "$((every < 5 ? every : 5))"
     [[ -e "$lock" ]] || return 0

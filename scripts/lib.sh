@@ -265,7 +265,61 @@ load_settings() {
   # A remote harbor job needs the server for as long as the server lives (check_bench_timeout).
   BENCH_TIMEOUT=${BENCH_TIMEOUT:-$SERVER_TIMEOUT}
   note_ignored "${from_shell[@]}"
+  load_run_instance
 }
+
+# --- the run's instance: its identity on HF ---------------------------------------------------
+#
+# A run's name is not unique on HF: two checkouts of this repository (two people in one org, or one
+# person on two machines) both have runs/qwen-t2.env. What finds a run's jobs on HF (the watchdog,
+# the heartbeat, make stop, the server lookup, make cost) selects by the run's instance, label
+# instance=<16 hex digits>, drawn once per state/<run>/ (state/<run>/instance) and carried by every
+# job the run launches (launch_job), its watchdog and the remote jobs its verbs start (which are
+# told it as RUN_INSTANCE). A second live server of the same run name in the namespace is refused
+# (make serve, refuse_other_servers).
+
+readonly INSTANCE_SYNTAX='^[0-9a-f]{16}$'
+# What a dry run or make print shows before the run's first locked verb has drawn it.
+readonly INSTANCE_PLACEHOLDER="<run instance id>"
+
+run_instance_file() { printf '%s/instance' "$(run_state_dir)"; }
+
+# load_run_instance: RUN_INSTANCE, this run's instance: RUN_INSTANCE from the environment (a remote
+# job of the run is told it; a checkout that takes over a run names it), else state/<run>/instance;
+# empty before the run's first locked verb (ensure_run_instance) draws it.
+load_run_instance() {
+  local file recorded=""
+  file=$(run_instance_file)
+  if [[ -f "$file" ]]; then
+    recorded=$(head -c 64 "$file" | tr -d '[:space:]')
+    [[ "$recorded" =~ $INSTANCE_SYNTAX ]] ||
+      die "state/$RUN/instance is not a run instance id (16 hex digits): it is how HF tells this checkout's jobs of run '$RUN' from another's. Put back the id its jobs carry (make jobs shows their instance= label), or remove the file when the run has no job left"
+  fi
+  RUN_INSTANCE=${RUN_INSTANCE:-}
+  if [[ -n "$RUN_INSTANCE" ]]; then
+    [[ "$RUN_INSTANCE" =~ $INSTANCE_SYNTAX ]] ||
+      die "RUN_INSTANCE must be a run instance id, 16 hex digits (the instance= label of the run's jobs), got '$RUN_INSTANCE'"
+    [[ -z "$recorded" || "$recorded" == "$RUN_INSTANCE" ]] ||
+      die "RUN_INSTANCE=$RUN_INSTANCE is not the instance of run '$RUN' recorded here (state/$RUN/instance holds $recorded): two instances would share one state. Use this state's instance, or another STATE_ROOT"
+  else
+    RUN_INSTANCE=$recorded
+  fi
+}
+
+# ensure_run_instance: draw the run's instance when it has none yet, and record it: by the verb that
+# has just taken the run's lock (try_run_lock), so two verbs never draw two.
+ensure_run_instance() {
+  local file
+  file=$(run_instance_file)
+  [[ ! -f "$file" ]] || return 0
+  [[ -n "${RUN_INSTANCE:-}" ]] || RUN_INSTANCE=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+  printf '%s\n' "$RUN_INSTANCE" >"$file.tmp"
+  mv -f "$file.tmp" "$file"
+}
+
+# instance_label: the label value of the run's instance, or the placeholder where a dry run or make
+# print shows a command before the instance is drawn.
+instance_label() { printf '%s' "${RUN_INSTANCE:-$INSTANCE_PLACEHOLDER}"; }
 
 # require NAME...: each setting must be non-empty; says which file sets it.
 require() {
@@ -552,9 +606,10 @@ validate_job_name() {
 
 # Variables make's command line may carry that are not settings: what a verb acts on (RUN,
 # RUNS, TASK), how it reports (JSON, TIMEOUTS, OUT, HTML), where things are (JOB_DIR, STATE_ROOT)
-# the Python make setup builds .venv with (PYTHON), and the server job a remote bench job is
-# told about (SERVER_JOB, set by make bench WHERE=hf). Any other name must be a setting.
-readonly NON_SETTINGS="RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK SERVER_JOB HTML"
+# the Python make setup builds .venv with (PYTHON), the server job a remote bench job is told about
+# (SERVER_JOB, set by make bench WHERE=hf), and the run's instance a remote job of the run is told
+# (RUN_INSTANCE). Any other name must be a setting.
+readonly NON_SETTINGS="RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK SERVER_JOB RUN_INSTANCE HTML"
 
 # closest_name NAME CANDIDATE...: the candidate nearest NAME (case-insensitive edit distance,
 # a swap of two letters counting one), when it is near enough to be a typo of it.
@@ -694,12 +749,13 @@ show_cmd() {
 }
 
 # with_launch_label VAR: the hf jobs run argv in array VAR as launch_job runs it, with the label
-# unique to each launch (launch=<id>, drawn at launch) shown as a placeholder: what a dry run or
-# make print shows is word for word what runs, but for that one value.
+# unique to each launch (launch=<id>, drawn at launch) shown as a placeholder, and the run's
+# instance (instance_label): what a dry run or make print shows is word for word what runs, but for
+# the launch's own value.
 with_launch_label() {
   local -n _launch=$1
   [[ "${_launch[*]:0:3}" == "hf jobs run" ]] || die "with_launch_label: not an hf jobs run line: ${_launch[*]}"
-  _launch=("${_launch[@]:0:3}" --label "launch=<unique per launch>" "${_launch[@]:3}")
+  _launch=("${_launch[@]:0:3}" --label "launch=<unique per launch>" --label "instance=$(instance_label)" "${_launch[@]:3}")
 }
 
 # show_cmd_wrapped [ENV=VALUE...] -- ARGV...: show_cmd folded for reading, one option and its

@@ -112,7 +112,7 @@ supervisor_argv() {
   validate_remote_settings
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
   # shellcheck disable=SC2016  # expanded inside the job
-  script+='; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state'
+  script+='; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state'"$REMOTE_INSTANCE"
   forward_command_line extra script "WHERE JOBS_DIR DRY_RUN"
   # The supervisor outlives every server it starts, so it gets the server's time budget.
   local BENCH_TIMEOUT=$SERVER_TIMEOUT

@@ -31,6 +31,31 @@ refuse_if_serving() {
   esac
 }
 
+# refuse_other_servers NAMESPACE: no other live server of the run's name in NAMESPACE, whoever
+# launched it. Another checkout's (another instance, or one launched before instances were
+# labelled) would share the run's name on HF: its jobs, its heartbeats, its watchdog and this run's
+# would be told apart only by instance, and the person reading make jobs could not. One of this
+# checkout's own that state/<run>/server.json does not name (a remote supervisor's) is a second GPU.
+refuse_other_servers() {
+  local ns=$1 out rows
+  out=$(timeout "${HF_CALL_TIMEOUT:-60}" hf jobs ps --json --namespace "$ns" -l "project=$(sanitize_label "$PROJECT_LABEL")" \
+    -l "run=$(sanitize_label "$RUN")" -l role=server 2>&1) ||
+    die "cannot tell whether run '$RUN' already has a live server in $ns (hf jobs ps failed: $(printf '%s' "$out" | tail -n1 | cut -c1-300)): check the network, then retry"
+  rows=$(jq -r --arg mine "$RUN_INSTANCE" '.[]? | select(type == "object")
+    | [(.id | tostring | gsub("[^A-Za-z0-9_-]"; "?")),
+       ((.labels.instance // "" | tostring | .[0:40] | gsub("[^A-Za-z0-9_-]"; "?")) as $i | if $i == "" then "none" else $i end),
+       ((.status | if type == "object" then .stage else . end) // "?" | tostring | .[0:20] | gsub("[^A-Z_]"; "?"))]
+    | @tsv' <<<"$out" 2>/dev/null) ||
+    die "cannot tell whether run '$RUN' already has a live server in $ns (hf jobs ps --json answered no JSON list): retry, or see make jobs"
+  local id instance stage
+  while IFS=$'\t' read -r id instance stage; do
+    [[ -n "$id" ]] || continue
+    [[ "$instance" != "$RUN_INSTANCE" ]] ||
+      die "run '$RUN' already has a live server, job $ns/$id ($stage), launched by this checkout (instance $instance) but not recorded in state/$RUN/server.json (a remote supervisor's, make reproduce WHERE=hf). Stop it first (make stop RUN=$RUN), or wait for it"
+    die "namespace $ns already has a live server of run '$RUN' that is not this checkout's: job $ns/$id ($stage, instance $instance; this checkout's is $RUN_INSTANCE). Two runs of one name in one namespace would be told apart only by that label. Give this run a name of its own (copy runs/$RUN.env to runs/<new name>.env, with a JOB_NAME of its own), or, if that server is yours and done, stop it: hf jobs cancel $ns/$id"
+  done <<<"$rows"
+}
+
 main() {
   is_dry_run || needs_setup hf
   resolve_run
@@ -63,6 +88,7 @@ main() {
   start_heartbeat
   reconcile_launches
   refuse_if_serving "$state"
+  refuse_other_servers "$namespace"
 
   say "launching: $(show_cmd -- "${argv[@]}")"
   # Until wait-ready takes over the job, an interrupt at any instant cancels it (by its launch

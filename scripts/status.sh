@@ -31,7 +31,8 @@ bench_activity() {
     printf 'files under %s/%s* changed in the last %dm' "$(rel "$jobs_dir")" "$JOB_NAME" "$minutes"
     return 0
   fi
-  if hf_run others jobs ps -q --namespace "$JOB_NS" -l "project=$(sanitize_label "$PROJECT_LABEL")" -l "run=$(sanitize_label "$RUN")"; then
+  if hf_run others jobs ps -q --namespace "$JOB_NS" -l "project=$(sanitize_label "$PROJECT_LABEL")" -l "run=$(sanitize_label "$RUN")" \
+    -l "instance=$(instance_label)"; then
     others=$(grep -vxF -- "$JOB_ID" <<<"$others" | grep -c . || true)
     ((others == 0)) || printf '%d other running job(s) labelled run=%s' "$others" "$RUN"
   else

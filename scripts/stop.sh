@@ -84,7 +84,7 @@ main() {
   fi
   local foreign
   foreign=$(foreign_labels)
-  [[ -z "$foreign" ]] || die "job $JOB, which $(rel "$(run_state_dir)")/server.json names, is not this run's server: its labels are $foreign, not project=$(sanitize_label "$PROJECT_LABEL") run=$(sanitize_label "$RUN"). Nothing was cancelled. If you mean to stop it: hf jobs cancel $JOB"
+  [[ -z "$foreign" ]] || die "job $JOB, which $(rel "$(run_state_dir)")/server.json names, is not this run's server: its labels are $foreign, not project=$(sanitize_label "$PROJECT_LABEL") run=$(sanitize_label "$RUN") instance=$(instance_label). Nothing was cancelled. If you mean to stop it: hf jobs cancel $JOB"
   local was=$STAGE
   cancel_job || {
     [[ "$HF_FAIL" == notfound ]] && stale_state

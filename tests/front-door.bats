@@ -50,7 +50,7 @@ assert_nothing_changed() {
 @test "DRY_RUN=1 serve and bench print the command, run nothing, write nothing" {
   DRY_RUN=1 RUN=qwen-mswea HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
   assert_success
-  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200"
+  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --label 'instance=<run instance id>' --detach -q --flavor h200"
   assert_output --partial "--default-chat-template-kwargs '{\"enable_thinking\": false}'"
   DRY_RUN=1 RUN=qwen-mswea HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
@@ -319,7 +319,7 @@ fresh_copy_without_setup() {
   assert_output --partial "# qwen-t2: bench"
   run env PATH="$NO_SETUP_PATH" make -C "$FRESH" --no-print-directory serve RUN=qwen-t2 DRY_RUN=1
   assert_success
-  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --detach"
+  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --label 'instance=<run instance id>' --detach"
   run env PATH="$NO_SETUP_PATH" make -C "$FRESH" --no-print-directory bench RUN=qwen-t2 DRY_RUN=1
   assert_success
   assert_output --partial "harbor run --agent terminus-2"

@@ -17,6 +17,8 @@ capture_argv() {
     awk 'BEGIN{RS="== "; ORS=""} NR>1 && ($0 ~ /^harbor\n/ || $0 ~ /^hf\njobs\nrun\n/) {print "== " $0}' |
     # Each launch carries a label unique to it (scripts/lib-run.sh): its value is not the command's.
     sed -E 's/^launch=[0-9a-f]{16}$/launch=<unique per launch>/' |
+    # And the run's instance, drawn by its first locked verb (scripts/lib.sh): shown as make print shows it.
+    sed -E "s/^(instance|RUN_INSTANCE)=[0-9a-f]{16}\$/\1=<run instance id>/" |
     # A remote job mounts a temporary copy of the checkout: its path is not the command's either.
     sed -E "s|^/[^:]+:/repo\$|<a copy of this checkout's tracked files>:/repo|"
 }

@@ -273,7 +273,11 @@ scheduled_ids() {
   run jq -c --arg b64 "$b64" '{schedule, concurrency, image: .jobSpec.dockerImage, flavor: .jobSpec.flavor,
     timeout: .jobSpec.timeoutSeconds, secrets: .jobSpec.secrets, labels: .jobSpec.labels,
     env: (.jobSpec.environment | .WATCHDOG_BUNDLE |= (. == $b64))}' "$body"
-  assert_output "{\"schedule\":\"*/15 * * * *\",\"concurrency\":false,\"image\":\"python:3.12-slim\",\"flavor\":\"cpu-basic\",\"timeout\":900,\"secrets\":{\"HF_TOKEN\":\"***\"},\"labels\":{\"project\":\"terminal-bench-harness\",\"run\":\"qwen-t2\",\"role\":\"watchdog\",\"code\":\"$sha\",\"name\":\"watchdog-qwen-t2\"},\"env\":{\"WATCHDOG_RUN\":\"qwen-t2\",\"WATCHDOG_PROJECT\":\"terminal-bench-harness\",\"WATCHDOG_NAMESPACE\":\"alice\",\"WATCHDOG_GRACE\":\"1h\",\"WATCHDOG_BUNDLE\":true}}"
+  # The run's instance, drawn by serve's lock: the watchdog guards that instance's servers only.
+  local instance
+  instance=$(<"$STATE_ROOT/qwen-t2/instance")
+  [[ "$instance" =~ ^[0-9a-f]{16}$ ]]
+  assert_output "{\"schedule\":\"*/15 * * * *\",\"concurrency\":false,\"image\":\"python:3.12-slim\",\"flavor\":\"cpu-basic\",\"timeout\":900,\"secrets\":{\"HF_TOKEN\":\"***\"},\"labels\":{\"project\":\"terminal-bench-harness\",\"run\":\"qwen-t2\",\"instance\":\"$instance\",\"role\":\"watchdog\",\"code\":\"$sha\",\"name\":\"watchdog-qwen-t2\"},\"env\":{\"WATCHDOG_RUN\":\"qwen-t2\",\"WATCHDOG_PROJECT\":\"terminal-bench-harness\",\"WATCHDOG_INSTANCE\":\"$instance\",\"WATCHDOG_NAMESPACE\":\"alice\",\"WATCHDOG_GRACE\":\"1h\",\"WATCHDOG_BUNDLE\":true}}"
   # The command names its settings and never holds a value: bash, its script, nothing else.
   run jq -r '.jobSpec.command | length, .[0], .[1]' "$body"
   assert_output $'3\nbash\n-c'
@@ -289,7 +293,7 @@ scheduled_ids() {
   wait_for "the heartbeat's stop" grep -qE 'heartbeat stopped \(pid [0-9]+\): nothing holds the run any more' "$STATE_ROOT/qwen-t2/heartbeat.log"
   # (name: the one hf gives a job launched without --name.)
   run jq -c 'select(.method == "PUT" and .path == "/api/jobs/alice/srv1/labels") | .body.labels | del(.heartbeat, .launch, .name)' "$FAKE_HF_RECORD"
-  assert_line --index 0 '{"project":"terminal-bench-harness","model":"qwen3_8-27b-fp8","run":"qwen-t2","role":"server"}'
+  assert_line --index 0 "{\"instance\":\"$instance\",\"project\":\"terminal-bench-harness\",\"model\":\"qwen3_8-27b-fp8\",\"run\":\"qwen-t2\",\"role\":\"server\"}"
 }
 
 @test "a second serve replaces the run's watchdog: never two, never none in between" {
@@ -336,14 +340,14 @@ scheduled_ids() {
   serve_world
   RUN=qwen-t2 DRY_RUN=1 run "$REPO/scripts/serve.sh"
   assert_success
-  assert_line --index 1 "hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency --secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness --label run=qwen-t2 --label role=watchdog --label 'code=<its sha256>' -e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness -e 'WATCHDOG_NAMESPACE=<namespace>' -e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.run.watchdog bundle>' --namespace '<namespace>' '*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; dir=\$(mktemp -d); printf %s \"\$WATCHDOG_BUNDLE\" | base64 -d | tar -xzf - -C \"\$dir\"; cd \"\$dir\"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.run.watchdog check'"
+  assert_line --index 1 "hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency --secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness --label run=qwen-t2 --label 'instance=<run instance id>' --label role=watchdog --label 'code=<its sha256>' -e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness -e 'WATCHDOG_INSTANCE=<run instance id>' -e 'WATCHDOG_NAMESPACE=<namespace>' -e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.run.watchdog bundle>' --namespace '<namespace>' '*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; dir=\$(mktemp -d); printf %s \"\$WATCHDOG_BUNDLE\" | base64 -d | tar -xzf - -C \"\$dir\"; cd \"\$dir\"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.run.watchdog check'"
   [ ! -s "$FAKE_HF_RECORD" ]
   [ ! -e "$STATE_ROOT/qwen-t2" ]
 }
 
 @test "wait-ready: a server cancelled before it was ready takes its watchdog with it" {
-  start_fake_hf_jobs '{"jobs": {"job1": {"stages": ["RUNNING"], "port": 30000}},
-    "scheduled_jobs": {"wd1": {"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "watchdog"}}}}'
+  start_fake_hf_jobs "{\"jobs\": {\"job1\": {\"stages\": [\"RUNNING\"], \"port\": 30000}},
+    \"scheduled_jobs\": {\"wd1\": {\"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$FAKE_INSTANCE\", \"role\": \"watchdog\"}}}}"
   start_fake_openai --health-503 1000
   write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
 

@@ -68,14 +68,14 @@ job_env_and_command() {
   local argv lines inner pairs local_argv expected
   mkdir -p "$BATS_TEST_TMPDIR/stage"
   # Settings given on the command line reach the job as data, quotes and all.
-  mapfile -d '' argv < <(RUN=qwen-mswea BUCKET=alice/tb-results TASKS="fix-git 'a b'" N_CONCURRENT=2 bash -c '
+  mapfile -d '' argv < <(RUN=qwen-mswea RUN_INSTANCE=0a1b2c3d4e5f6789 BUCKET=alice/tb-results TASKS="fix-git 'a b'" N_CONCURRENT=2 bash -c '
     source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"
     load_settings; remote_bench_argv argv dry-run "$1" "$2"; printf "%s\0" "${argv[@]}"' \
     "$REPO" "$TEST_ENDPOINT" "$BATS_TEST_TMPDIR/stage")
   mapfile -t lines < <(job_env_and_command "${argv[@]}")
   inner=${lines[-1]}
   pairs=("${lines[@]:0:${#lines[@]}-1}")
-  assert_equal "$inner" 'make bench "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" PROBE=0 "READY_POLL=$READY_POLL" "TASKS=$TASKS" "N_CONCURRENT=$N_CONCURRENT" "BUCKET=$BUCKET"'
+  assert_equal "$inner" 'make bench "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state "API_BASE=$OPENAI_BASE_URL" PROBE=0 "RUN_INSTANCE=$RUN_INSTANCE" "READY_POLL=$READY_POLL" "TASKS=$TASKS" "N_CONCURRENT=$N_CONCURRENT" "BUCKET=$BUCKET"'
   # What that make prints, run here in a clean environment holding only the job's -e pairs.
   run env -i PATH="$PATH" HOME="$HOME" STATE_ROOT="$BATS_TEST_TMPDIR/job-state" DRY_RUN=1 "${pairs[@]}" \
     bash -c "cd '$REPO' && $inner" 2>/dev/null
@@ -423,12 +423,13 @@ refute_anything_left() {
   hostile_launch_setup
   local leaked line
   leaked=$(leaked_token)
-  # A new run file with a token pasted in (it becomes $HF_TOKEN too: the run file is sourced).
+  # A new run file with a token pasted in: refused as a settings file (scripts/lib.sh), before anything
+  # is staged, for every verb (tests/settings.bats).
   { grep -v '^JOB_NAME=' "$SCRATCH/runs/qwen-t2.env"; echo "JOB_NAME=mine-job"; echo "HF_TOKEN=$leaked"; } >"$SCRATCH/runs/mine.env"
   line=$(grep -c '' "$SCRATCH/runs/mine.env")
   RUN=mine WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT run "$SCRATCH/scripts/bench.sh"
   assert_failure
-  assert_line "bench: make bench WHERE=hf refused: a credential may be in the files it would upload: runs/mine.env:$line: the value of \$HF_TOKEN (hf_A…6789); runs/mine.env:$line: what looks like an HF token (hf_A…6789). Nothing was uploaded. Redact each one (a key belongs in HF_TOKEN or \`hf auth login\`, never in a file of the checkout), then run make bench WHERE=hf again."
+  assert_line "bench: runs/mine.env line $line holds what looks like a token (hf_… or sk-…): a run file or profile is committed, and copied into remote jobs; keep tokens out of it: export HF_TOKEN, or hf auth login. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)"
   refute_output --partial "$leaked"
   refute_anything_left mine
   rm "$SCRATCH/runs/mine.env"

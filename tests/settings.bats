@@ -57,7 +57,7 @@ in_lib() {
   use_stubs
   DRY_RUN=1 HF_TOKEN=$TEST_TOKEN run mk serve RUN=qwen-t2
   assert_success
-  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200"
+  assert_output --partial "hf jobs run --label 'launch=<unique per launch>' --label 'instance=<run instance id>' --detach -q --flavor h200"
   run grep -c -x run "$STUB_LOG"
   assert_output 0
   assert [ ! -e "$STATE_ROOT" ]
@@ -689,7 +689,7 @@ fix_ending="Give run 'qwen-t2' a JOB_NAME of its own that does not end in -shard
 
 @test "a run file line that is not a setting is refused by its number, its text never shown, and nothing of it runs" {
   linked_checkout
-  local token=hf_pasteDalonebyMistake0123456789abcd marker="$BATS_TEST_TMPDIR/ran"
+  local token="hf_pasted${RANDOM}aloneByMistake0123456789" marker="$BATS_TEST_TMPDIR/ran"
   cp "$SCRATCH/runs/qwen-t2.env" "$SCRATCH/runs/mine.env"
   sed -i 's/^JOB_NAME=.*/JOB_NAME=mine-job/' "$SCRATCH/runs/mine.env"
   local -A why=(

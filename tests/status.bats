@@ -8,6 +8,9 @@ setup() {
   common_setup
   fakes_setup
   export JOBS_DIR="$BATS_TEST_TMPDIR/jobs"
+  # The run's watchdog, as make serve installs it beside the server (scripts/lib-watchdog.sh), with
+  # the instance write_server_state records.
+  WATCHDOG_JSON="{\"wd1\": {\"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$FAKE_INSTANCE\", \"role\": \"watchdog\"}, \"schedule\": \"*/15 * * * *\"}}"
 }
 
 teardown() { stop_fakes; }
@@ -16,16 +19,14 @@ readonly JOB_NAME_T2=qwen3_8-27b-fp8-terminus2-tb21-full-v2
 
 ago() { jq -rn --argjson s "$1" 'now - $s | strftime("%Y-%m-%dT%H:%M:%S.000Z")'; }
 
-# The run's watchdog, as make serve installs it beside the server (scripts/lib-watchdog.sh).
-WATCHDOG_JSON='{"wd1": {"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "watchdog"}, "schedule": "*/15 * * * *"}}'
-
 # jobs_api STAGE UP_SECONDS [EXTRA_JOBS_JSON [JOB1_JSON [SCHEDULED_JSON]]]: job1 is qwen-t2's
 # server, up that long, guarded by its watchdog wd1 (or SCHEDULED_JSON's).
 jobs_api() {
   start_fake_hf_jobs "$(jq -n --arg stage "$1" --arg created "$(ago "$2")" --argjson extra "${3:-{\}}" \
-    --argjson job1 "${4:-{\}}" --argjson scheduled "${5:-$WATCHDOG_JSON}" \
+    --argjson job1 "${4:-{\}}" --argjson scheduled "${5:-$WATCHDOG_JSON}" --arg instance "$FAKE_INSTANCE" \
     '{jobs: ({job1: ({stages: [$stage], flavor: "h200", port: 30000, created_at: $created,
-      labels: {project: "terminal-bench-harness", run: "qwen-t2"}} + $job1)} + $extra), scheduled_jobs: $scheduled}')"
+      labels: {project: "terminal-bench-harness", run: "qwen-t2", instance: $instance}} + $job1)} + $extra),
+      scheduled_jobs: $scheduled}')"
 }
 
 @test "status: a running, ready server: stage, endpoint health, price, time up and cost" {
@@ -50,8 +51,8 @@ jobs_api() {
 @test "status: the server's last heartbeat, and the watchdog's last check and verdict" {
   local beat checked
   beat=$(($(date +%s) - 3000)) checked=$(($(date +%s) - 600))
-  jobs_api RUNNING 600 '{}' "$(jq -n --arg hb "$beat" '{labels: {project: "terminal-bench-harness", run: "qwen-t2", role: "server", heartbeat: $hb}}')" \
-    "$(jq -n --arg c "$checked" '{wd1: {labels: {project: "terminal-bench-harness", run: "qwen-t2", role: "watchdog", checked: $c, verdict: "held"}, schedule: "*/15 * * * *"}}')"
+  jobs_api RUNNING 600 '{}' "$(jq -n --arg hb "$beat" --arg i "$FAKE_INSTANCE" '{labels: {project: "terminal-bench-harness", run: "qwen-t2", instance: $i, role: "server", heartbeat: $hb}}')" \
+    "$(jq -n --arg c "$checked" --arg i "$FAKE_INSTANCE" '{wd1: {labels: {project: "terminal-bench-harness", run: "qwen-t2", instance: $i, role: "watchdog", checked: $c, verdict: "held"}, schedule: "*/15 * * * *"}}')"
   start_fake_openai
   write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
 
@@ -65,7 +66,7 @@ jobs_api() {
 
 @test "status: a server the watchdog cancelled shows the verdict it left on the server's labels" {
   local checked=$(($(date +%s) - 1800))
-  jobs_api CANCELED 7200 '{}' "$(jq -n --arg c "$checked" '{labels: {project: "terminal-bench-harness", run: "qwen-t2", role: "server", watchdog_verdict: "cancelled", watchdog_checked: $c}}')" '{}'
+  jobs_api CANCELED 7200 '{}' "$(jq -n --arg c "$checked" --arg i "$FAKE_INSTANCE" '{labels: {project: "terminal-bench-harness", run: "qwen-t2", instance: $i, role: "server", watchdog_verdict: "cancelled", watchdog_checked: $c}}')" '{}'
   write_server_state qwen-t2 job1 "http://127.0.0.1:9/v1"
 
   RUN=qwen-t2 run "$REPO/scripts/status.sh"
@@ -122,7 +123,7 @@ jobs_api() {
 
   assert_success
   assert_output --partial "warning: the server has been up 2h00m and looks idle: nothing under $JOBS_DIR/$JOB_NAME_T2* changed in 30m00s and no other job labelled run=qwen-t2 is running. It bills \$5.00/h until stopped: make stop RUN=qwen-t2"
-  [ "$(jq -sc '[.[] | select(.path == "/api/jobs/alice") | .query]' "$FAKE_HF_RECORD")" = '[{"stage":["RUNNING","SCHEDULING"],"label":["project=terminal-bench-harness","run=qwen-t2"]}]' ]
+  [ "$(jq -sc '[.[] | select(.path == "/api/jobs/alice") | .query]' "$FAKE_HF_RECORD")" = "[{\"stage\":[\"RUNNING\",\"SCHEDULING\"],\"label\":[\"project=terminal-bench-harness\",\"run=qwen-t2\",\"instance=$FAKE_INSTANCE\"]}]" ]
 }
 
 @test "status: a bench writing under the run's job dir is activity, not idleness" {
@@ -140,7 +141,9 @@ jobs_api() {
 }
 
 @test "status: another running job of the run (a remote bench) is activity" {
-  jobs_api RUNNING 7200 '{"bench1": {"stages": ["RUNNING"], "flavor": "cpu-upgrade", "labels": {"project": "terminal-bench-harness", "run": "qwen-t2"}}}'
+  # Another checkout's bench of a run of the same name is not this run's activity.
+  jobs_api RUNNING 7200 "{\"bench1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"cpu-upgrade\", \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$FAKE_INSTANCE\"}},
+    \"bench9\": {\"stages\": [\"RUNNING\"], \"flavor\": \"cpu-upgrade\", \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"ffffffffffffffff\"}}}"
   start_fake_openai
   write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
 
@@ -198,12 +201,13 @@ jobs_api() {
 }
 
 @test "status: a remote supervisor shows its stage, where its progress is, and the run's live servers" {
-  local labels='"project": "terminal-bench-harness", "run": "qwen-t2"'
+  local labels="\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$FAKE_INSTANCE\""
   start_fake_hf_jobs "{\"jobs\": {
     \"sup1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"cpu-upgrade\", \"labels\": {$labels, \"role\": \"supervisor\"}},
     \"srv1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {$labels, \"role\": \"server\"}},
     \"other\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"gptoss-t2\", \"role\": \"server\"}}}}"
   mkdir -p "$STATE_ROOT/qwen-t2"
+  printf '%s\n' "$FAKE_INSTANCE" >"$STATE_ROOT/qwen-t2/instance"
   jq -n '{run: "qwen-t2", role: "supervisor", job_id: "sup1", namespace: "alice", bucket: "alice/tb",
     state: "hf://buckets/alice/tb/state/qwen-t2"}' >"$STATE_ROOT/qwen-t2/supervisor.json"
   RUN=qwen-t2 run "$REPO/scripts/status.sh"
@@ -220,9 +224,10 @@ jobs_api() {
   start_fake_openai
   # Created 5 h ago, yet HF says it has run 10 minutes (it waited for a GPU); HF reports its
   # endpoint (status.expose_urls), while serve recorded the hand-built one.
-  start_fake_hf_jobs "$(jq -n --arg created "$(ago 18000)" --arg url "${FAKE_OPENAI_BASE%/v1}" --argjson wd "$WATCHDOG_JSON" '{jobs: {job1: {
+  start_fake_hf_jobs "$(jq -n --arg created "$(ago 18000)" --arg url "${FAKE_OPENAI_BASE%/v1}" --argjson wd "$WATCHDOG_JSON" \
+    --arg instance "$FAKE_INSTANCE" '{jobs: {job1: {
     stages: ["RUNNING"], flavor: "h200", port: 30000, created_at: $created, running_secs: 600, expose_url: $url,
-    labels: {project: "terminal-bench-harness", run: "qwen-t2"}}}, scheduled_jobs: $wd}')"
+    labels: {project: "terminal-bench-harness", run: "qwen-t2", instance: $instance}}}, scheduled_jobs: $wd}')"
   write_server_state qwen-t2 job1 "https://job1--30000.hf.jobs/v1"
 
   RUN=qwen-t2 run "$REPO/scripts/status.sh"

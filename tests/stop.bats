@@ -6,14 +6,26 @@ setup() {
   load fakes/fakes
   common_setup
   fakes_setup
+  # Set here, once fakes.bash has given FAKE_INSTANCE.
+  run_labels
+}
+
+run_labels() {
+  # The labels every server make serve launches carries (scripts/argv.sh, launch_job), its instance
+  # the one write_server_state records.
+  RUN_LABELS="\"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$FAKE_INSTANCE\", \"role\": \"server\"}"
+
+  # The run's watchdog (docs/watchdog.md), as make serve installs it, and another run's.
+  # Another checkout's watchdog of a run of the same name is not this run's either.
+  WATCHDOGS="\"scheduled_jobs\": {
+    \"wd1\": {\"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$FAKE_INSTANCE\", \"role\": \"watchdog\"}, \"schedule\": \"*/15 * * * *\"},
+    \"wd-theirs\": {\"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"ffffffffffffffff\", \"role\": \"watchdog\"}, \"schedule\": \"*/15 * * * *\"},
+    \"wd-other\": {\"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"gptoss-t2\", \"role\": \"watchdog\"}, \"schedule\": \"*/15 * * * *\"}}"
 }
 
 teardown() { stop_fakes; }
 
 cancels() { count_requests "$FAKE_HF_RECORD" POST "/api/jobs/alice/$1/cancel"; }
-
-# The labels every server make serve launches carries (scripts/argv.sh).
-RUN_LABELS='"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "server"}'
 
 @test "stop: cancels a running server; a second stop says it is already stopped" {
   start_fake_hf_jobs "{\"jobs\": {\"job1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", $RUN_LABELS}}}"
@@ -39,18 +51,20 @@ RUN_LABELS='"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "r
   start_fake_hf_jobs '{"jobs": {
     "theirs": {"stages": ["RUNNING"], "flavor": "h200", "labels": {"project": "someone-else", "run": "qwen-t2"}},
     "other-run": {"stages": ["RUNNING"], "flavor": "h200", "labels": {"project": "terminal-bench-harness", "run": "gptoss-t2"}},
+    "other-checkout": {"stages": ["RUNNING"], "flavor": "h200", "labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "instance": "ffffffffffffffff"}},
     "bare": {"stages": ["RUNNING"], "flavor": "h200"}}}'
   local job want
-  for job in theirs other-run bare; do
+  for job in theirs other-run other-checkout bare; do
     write_server_state qwen-t2 "$job" "https://$job--30000.hf.jobs/v1"
     RUN=qwen-t2 run "$REPO/scripts/stop.sh"
     assert_failure 1
     case $job in
       theirs) want='{"project":"someone-else","run":"qwen-t2"}' ;;
       other-run) want='{"project":"terminal-bench-harness","run":"gptoss-t2"}' ;;
+      other-checkout) want='{"project":"terminal-bench-harness","run":"qwen-t2","instance":"ffffffffffffffff"}' ;;
       bare) want='{}' ;;
     esac
-    assert_output "stop: job alice/$job, which $STATE_ROOT/qwen-t2/server.json names, is not this run's server: its labels are $want, not project=terminal-bench-harness run=qwen-t2. Nothing was cancelled. If you mean to stop it: hf jobs cancel alice/$job"
+    assert_output "stop: job alice/$job, which $STATE_ROOT/qwen-t2/server.json names, is not this run's server: its labels are $want, not project=terminal-bench-harness run=qwen-t2 instance=$FAKE_INSTANCE. Nothing was cancelled. If you mean to stop it: hf jobs cancel alice/$job"
     [ "$(cancels "$job")" -eq 0 ]
   done
 }
@@ -97,22 +111,25 @@ RUN_LABELS='"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "r
   assert_success
   # Then the run's watchdog: every one its labels list is removed.
   assert_output "hf jobs cancel -q alice/job1
-hf jobs scheduled ps -a -q --namespace alice -l project=terminal-bench-harness -l run=qwen-t2 -l role=watchdog
+hf jobs scheduled ps -a -q --namespace alice -l project=terminal-bench-harness -l run=qwen-t2 -l instance=$FAKE_INSTANCE -l role=watchdog
 stop: dry run: each watchdog that lists is removed (hf jobs scheduled delete --namespace alice <id>)"
   [ ! -s "$FAKE_HF_RECORD" ]
 }
 
 # A run launched with make reproduce WHERE=hf: its supervisor job, two of its server jobs (one
-# already gone), and jobs stop must not touch (another run's server, this run's remote bench).
+# already gone), and jobs stop must not touch (another run's server, another checkout's server of
+# the same run name, this run's remote bench).
 supervised_run() {
-  local labels='"project": "terminal-bench-harness", "run": "qwen-t2"'
+  local labels="\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$FAKE_INSTANCE\""
   start_fake_hf_jobs "{\"jobs\": {
+    \"srv9\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"ffffffffffffffff\", \"role\": \"server\"}},
     \"sup1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"cpu-upgrade\", \"labels\": {$labels, \"role\": \"supervisor\"}},
     \"srv1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {$labels, \"role\": \"server\"}},
     \"srv0\": {\"stages\": [\"ERROR\"], \"flavor\": \"h200\", \"labels\": {$labels, \"role\": \"server\"}},
     \"bench1\": {\"stages\": [\"RUNNING\"], \"flavor\": \"cpu-upgrade\", \"labels\": {$labels, \"role\": \"bench\"}},
     \"other\": {\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"gptoss-t2\", \"role\": \"server\"}}}}"
   mkdir -p "$STATE_ROOT/qwen-t2"
+  printf '%s\n' "$FAKE_INSTANCE" >"$STATE_ROOT/qwen-t2/instance"
   jq -n '{run: "qwen-t2", role: "supervisor", job_id: "sup1", namespace: "alice", bucket: "alice/tb",
     state: "hf://buckets/alice/tb/state/qwen-t2"}' >"$STATE_ROOT/qwen-t2/supervisor.json"
 }
@@ -129,6 +146,7 @@ supervised_run() {
   [ "$(cancels srv0)" -eq 0 ]
   [ "$(cancels bench1)" -eq 0 ]
   [ "$(cancels other)" -eq 0 ]
+  [ "$(cancels srv9)" -eq 0 ]
   # The supervisor went first: it cannot launch a server after its servers were stopped.
   run jq -r 'select(.method == "POST") | .path' "$FAKE_HF_RECORD"
   assert_output $'/api/jobs/alice/sup1/cancel\n/api/jobs/alice/srv1/cancel'
@@ -147,15 +165,10 @@ supervised_run() {
   DRY_RUN=1 RUN=qwen-t2 run "$REPO/scripts/stop.sh"
   assert_success
   assert_line --index 0 "hf jobs cancel -q alice/sup1"
-  assert_line --index 1 "hf jobs ps -q --namespace alice -l project=terminal-bench-harness -l run=qwen-t2 -l role=server"
+  assert_line --index 1 "hf jobs ps -q --namespace alice -l project=terminal-bench-harness -l run=qwen-t2 -l instance=$FAKE_INSTANCE -l role=server"
   [ ! -s "$FAKE_HF_RECORD" ]
   [ ! -e "$STATE_ROOT/qwen-t2/manifest.jsonl" ]
 }
-
-# The run's watchdog (docs/watchdog.md), as make serve installs it, and another run's.
-WATCHDOGS='"scheduled_jobs": {
-  "wd1": {"labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "watchdog"}, "schedule": "*/15 * * * *"},
-  "wd-other": {"labels": {"project": "terminal-bench-harness", "run": "gptoss-t2", "role": "watchdog"}, "schedule": "*/15 * * * *"}}'
 
 scheduled_ids() {
   curl -s -H "Authorization: Bearer $FAKE_TOKEN" "$HF_ENDPOINT/api/scheduled-jobs/alice" | jq -r '[.[].id] | sort | join(" ")'
@@ -173,7 +186,7 @@ stop: removed the run's watchdog alice/wd1 (its server was stopped)"
   # The cancel first: the watchdog guards the server until it is stopped.
   run jq -r 'select(.method != "GET") | "\(.method) \(.path)"' "$FAKE_HF_RECORD"
   assert_output $'POST /api/jobs/alice/job1/cancel\nDELETE /api/scheduled-jobs/alice/wd1'
-  [ "$(scheduled_ids)" = "wd-other" ]
+  [ "$(scheduled_ids)" = "wd-other wd-theirs" ]
   run jq -c 'select(.event == "watchdog-remove") | [.scheduled_job_id, .namespace, .why]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
   assert_output '["wd1","alice","its server was stopped"]'
 }
@@ -190,7 +203,7 @@ stop: removed the run's watchdog alice/wd1 (its server was stopped)"
   assert_output "stop: job alice/job1 is already stopped (stage ERROR); nothing to do
 stop: removed the run's watchdog alice/wd1 (its server had stopped)"
   [ "$(cancels job1)" -eq 0 ]
-  [ "$(scheduled_ids)" = "wd-other" ]
+  [ "$(scheduled_ids)" = "wd-other wd-theirs" ]
 }
 
 @test "stop: a server that is not this run's is refused, and the watchdog stays" {
@@ -198,7 +211,7 @@ stop: removed the run's watchdog alice/wd1 (its server had stopped)"
   write_server_state qwen-t2 theirs "https://theirs--30000.hf.jobs/v1"
   RUN=qwen-t2 run "$REPO/scripts/stop.sh"
   assert_failure 1
-  [ "$(scheduled_ids)" = "wd-other wd1" ]
+  [ "$(scheduled_ids)" = "wd-other wd-theirs wd1" ]
 }
 
 # A server's lifecycle across verbs: make test.

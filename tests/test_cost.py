@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tools.money import cost
+from tools.money import cost_ceiling
 from tools.money import cost_hf
 from tools.money import cost_jobs
 from tools.money import cost_prices
@@ -482,6 +483,26 @@ def test_an_hf_answer_with_an_id_that_is_not_a_plain_name_is_left_out_and_said(t
         "hf jobs ps -a --json --limit 0 -l project=terminal-bench-harness -l run=r --namespace alice: 2 job(s) whose id "
         "is not a plain name, left out",
         "hf jobs ps -a --json --limit 0 -l hf-sandbox=1 --namespace alice: 1 job(s) whose id is not a plain name, left out"]
+
+
+def test_a_job_of_another_checkouts_run_of_the_same_name_is_not_this_runs_spend(tmp_path):
+    from tests.test_max_cost import job, recorded
+
+    hf, scope = recorded(tmp_path, [job("srv", "h200", "COMPLETED", 3600)])
+    labels = {"project": "terminal-bench-harness", "run": "r"}
+    hf.calls["jobs ps -a --json --limit 0 -l project=terminal-bench-harness -l run=r --namespace alice"] = [
+        {**job("theirs", "h200", "RUNNING", 7200), "labels": {**labels, "instance": "ffffffffffffffff"}},
+        {**job("mine", "cpu-upgrade", "COMPLETED", 60), "labels": {**labels, "instance": "0a1b2c3d4e5f6789"}},
+        {**job("legacy", "cpu-upgrade", "COMPLETED", 60), "labels": labels}]
+    jobs, problems, _ = cost_jobs.collect(hf, run="r", project_label="terminal-bench-harness", namespace="alice",
+                                          manifest=scope.state_dir / "manifest.jsonl", claims=[],
+                                          instance="0a1b2c3d4e5f6789")
+    # Labelled with this instance, or with none (launched before instances were labelled): counted.
+    assert sorted(j["id"] for j, _, _ in jobs) == ["legacy", "mine", "srv"] and problems == []
+    # MAX_COST's measure (the scope make bench and mop-up send) leaves it out the same way.
+    scope.instance = "0a1b2c3d4e5f6789"
+    spend = cost_ceiling.measure(hf, scope, now=datetime(2026, 12, 1, 12, tzinfo=timezone.utc))
+    assert spend.spent_usd == pytest.approx(5.0 + 2 * 0.03 / 60)
 
 
 @pytest.mark.e2e

@@ -648,7 +648,7 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert "'*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; " in watchdog
     assert watchdog.endswith("exec python -m tools.run.watchdog check'   (installed by make serve beside each server it "
                              "launches, replacing the run's earlier one; removed by stop; docs/watchdog.md)")
-    assert serve.startswith("serve    hf jobs run --label 'launch=<unique per launch>' --detach -q --flavor h200 --expose 30000 "
+    assert serve.startswith("serve    hf jobs run --label 'launch=<unique per launch>' --label 'instance=<run instance id>' --detach -q --flavor h200 --expose 30000 "
                             "--secrets HF_TOKEN --timeout 4d")
     assert "lmsysorg/sglang:latest -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8" in serve
     assert probe == "probe    RUN=qwen-t2 scripts/probe.sh"

@@ -39,10 +39,11 @@ REPO = Path(__file__).resolve().parents[1]
 TOKEN = "hf_fake-token-that-must-never-be-printed"
 T0 = 1_780_000_000  # when the scenario's server was created (2026-05-28)
 GRACE = 3600
-RUN_LABELS = {"project": "terminal-bench-harness", "run": "qwen-t2"}
+INSTANCE = "0a1b2c3d4e5f6789"  # the run's instance (scripts/lib.sh): which checkout's qwen-t2 this is
+RUN_LABELS = {"project": "terminal-bench-harness", "run": "qwen-t2", "instance": INSTANCE}
 SERVER_LABELS = {**RUN_LABELS, "role": "server", "model": "qwen3_8-27b-fp8", "launch": "0123456789abcdef"}
 WATCHDOG_LABELS = {**RUN_LABELS, "role": "watchdog", "name": "watchdog-qwen-t2", "code": "c0de"}
-CFG = watchdog.Run(run="qwen-t2", project="terminal-bench-harness", namespace="alice", grace=GRACE)
+CFG = watchdog.Run(run="qwen-t2", project="terminal-bench-harness", instance=INSTANCE, namespace="alice", grace=GRACE)
 
 
 def iso(epoch: float) -> str:
@@ -173,13 +174,25 @@ def srv(heartbeat=None, created=T0, sid="srv1") -> watchdog.Server:
 IDLE = watchdog.Metrics(running=0, tokens=500)
 
 
+def holder(stage="RUNNING", created=T0, role="supervisor", hid="sup1") -> watchdog.Holder:
+    return watchdog.Holder(id=hid, role=role, stage=stage, created=created)
+
+
 @pytest.mark.parametrize("case, servers, holders, metrics, last, verdict, cancel, remove", [
     ("heartbeat fresh", [srv(heartbeat=T0 + 7000)], [], {"srv1": IDLE}, {}, "held", False, False),
     ("heartbeat exactly at the grace", [srv(heartbeat=T0 + 7200 - GRACE)], [], {"srv1": IDLE}, {}, "held", False, False),
     ("heartbeat stale, metrics idle", [srv(heartbeat=T0 + 100)], [], {"srv1": IDLE}, {"srv1": 500}, "cancelled", True, True),
     ("heartbeat missing, server just created", [srv(created=T0 + 7000)], [], {"srv1": IDLE}, {}, "held", False, False),
     ("heartbeat missing, server old", [srv()], [], {"srv1": IDLE}, {"srv1": 500}, "cancelled", True, True),
-    ("a supervisor job runs", [srv(heartbeat=T0)], ["sup1 (supervisor)"], {"srv1": IDLE}, {}, "supervised", False, False),
+    ("a supervisor job runs", [srv(heartbeat=T0)], [holder()], {"srv1": IDLE}, {}, "supervised", False, False),
+    ("a bench job scheduled within the grace", [srv(heartbeat=T0)], [holder("SCHEDULING", T0 + 7200 - GRACE, "bench")],
+     {"srv1": IDLE}, {}, "supervised", False, False),
+    ("a bench job scheduled for longer than the grace", [srv(heartbeat=T0)], [holder("SCHEDULING", T0 + 100, "bench")],
+     {"srv1": IDLE}, {"srv1": 500}, "cancelled", True, True),
+    ("a mop-up job scheduled, its creation unknown", [srv(heartbeat=T0)], [holder("SCHEDULING", None, "mopup")],
+     {"srv1": IDLE}, {"srv1": 500}, "cancelled", True, True),
+    ("a supervisor running for days", [srv(heartbeat=T0)], [holder("RUNNING", T0 - 86400 * 3)], {"srv1": IDLE}, {},
+     "supervised", False, False),
     ("a request is running", [srv(heartbeat=T0)], [], {"srv1": watchdog.Metrics(running=2, tokens=500)}, {"srv1": 500}, "busy",
      False, False),
     ("tokens generated since the last check", [srv(heartbeat=T0)], [], {"srv1": watchdog.Metrics(running=0, tokens=900)},
@@ -239,6 +252,63 @@ def test_metrics_that_are_not_counts_are_unknown(text, problem):
     assert watchdog.parse_metrics(text) == watchdog.Metrics(problem=problem)
 
 
+def test_a_bad_label_set_does_not_hide_the_requests_another_shows_running():
+    text = ('vllm:num_requests_running{engine="0"} NaN\n'
+            'vllm:num_requests_running{engine="1"} 2\n'
+            'vllm:generation_tokens_total{engine="0"} nope\n'
+            'vllm:generation_tokens_total{engine="1"} 40\n')
+    assert watchdog.parse_metrics(text) == watchdog.Metrics(running=2, tokens=40)
+
+
+def test_a_label_value_may_hold_a_closing_brace_or_an_escaped_quote():
+    # The exposition format quotes label values; any character may sit inside, '}' included.
+    text = ('sglang:num_running_reqs{model_name="a}b",x="say \\"hi}\\""} 3\n'
+            'sglang:generation_tokens_total{model_name="}"} 9\n')
+    assert watchdog.parse_metrics(text) == watchdog.Metrics(running=3, tokens=9)
+
+
+def test_a_metrics_answer_that_trickles_is_cut_at_its_deadline():
+    import http.server
+    import socketserver
+    import threading
+
+    sent = threading.Event()
+    stop = threading.Event()
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            # A byte every 50 ms: each read returns in time, and the whole takes 20 s, far past the
+            # deadline (a watch without one ends the test then, failing, not hanging).
+            for _ in range(400):
+                if stop.is_set():
+                    return
+                try:
+                    self.wfile.write(b"#")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                sent.set()
+                stop.wait(0.05)
+
+        def log_message(self, *_args):
+            pass
+
+    server_ = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Trickle)
+    server_.daemon_threads = True
+    threading.Thread(target=server_.serve_forever, daemon=True).start()
+    try:
+        m = watchdog.fetch_metrics(f"http://127.0.0.1:{server_.server_address[1]}", None, deadline=0.5)
+    finally:
+        stop.set()
+        server_.shutdown()
+        server_.server_close()
+    assert sent.is_set()
+    assert m == watchdog.Metrics(problem="GET /metrics did not finish within 0.5 s")
+
+
 # --- labels ----------------------------------------------------------------------------------------
 
 
@@ -246,18 +316,48 @@ def test_relabel_writes_back_every_label_and_refuses_to_drop_the_runs_own():
     current = {**SERVER_LABELS, "heartbeat": "1"}
     assert watchdog.relabel(current, {"heartbeat": "2"}, {**RUN_LABELS, "role": "server"}) == {**SERVER_LABELS, "heartbeat": "2"}
     assert watchdog.relabel({**current, "tokens_x": "5"}, {"tokens_x": None}, RUN_LABELS) == current
-    with pytest.raises(ValueError, match="its labels lack run=qwen-t2: not rewritten"):
+    with pytest.raises(ValueError, match=f"its labels lack run=qwen-t2 instance={INSTANCE}: not rewritten"):
         watchdog.relabel({"project": "terminal-bench-harness"}, {"heartbeat": "2"}, RUN_LABELS)
+    # Another checkout's run of the same name (another instance) is not rewritten either.
+    with pytest.raises(ValueError, match=f"its labels lack instance={INSTANCE}: not rewritten"):
+        watchdog.relabel({**RUN_LABELS, "instance": "ffffffffffffffff"}, {"heartbeat": "2"}, RUN_LABELS)
     with pytest.raises(ValueError, match="are not letters, digits"):
         watchdog.relabel(dict(RUN_LABELS), {"heartbeat": "2 3"}, RUN_LABELS)
     with pytest.raises(ValueError, match="are not letters, digits"):
         watchdog.relabel(dict(RUN_LABELS), {"x" * 101: "1"}, RUN_LABELS)
 
 
+def test_relabel_checks_only_what_it_writes_and_gives_a_foreign_label_back_as_it_came():
+    # A label someone else put on the server (HF took it) once made every heartbeat fail, and the
+    # watchdog then cancelled a run that was held.
+    current = {**SERVER_LABELS, "team.name": "a b/c"}
+    assert watchdog.relabel(current, {"heartbeat": "2"}, {**RUN_LABELS, "role": "server"}) == \
+        {**current, "heartbeat": "2"}
+
+
 @pytest.mark.parametrize("value, read", [("1780000000", 1780000000.0), ("99", None), ("9999999999999", None),
-                                         ("17800000.5", None), ("", None), ("-1780000000", None)])
+                                         ("17800000.5", None), ("", None), ("-1780000000", None),
+                                         ("178000000²", None), ("١٧٨٠٠٠٠٠٠٠", None), ("1780000000\n", None)])
 def test_a_heartbeat_is_read_only_as_a_time_of_these_centuries(value, read):
     assert watchdog.epoch_label({"heartbeat": value}, "heartbeat") == read
+
+
+@pytest.mark.parametrize("value, read", [("120", 120.0), ("0", 0.0), ("²", None), ("1²", None), ("٣", None),
+                                         ("10000000000000000", None), ("1e3", None)])
+def test_a_token_count_is_ascii_digits_only(value, read):
+    # str.isdigit() takes '²', and int('²') raises: every check died with a traceback.
+    assert watchdog.count_label({"tokens_srv1": value}, "tokens_srv1") == read
+
+
+def test_labels_that_are_not_ascii_numbers_are_left_out_and_the_check_decides(fakes, capsys):
+    fakes.metrics.write_text(vllm_metrics(0, 120))
+    api = fakes.jobs_api(scenario(fakes, watchdog_labels={"tokens_srv1": "²"}, srv1=server(fakes, labels={"heartbeat": "²"})))
+    rc, out = run_check(api, T0 + 600, capsys)
+    assert rc == 0
+    assert out == ["watchdog: server srv1 RUNNING, created 10m00s ago, no heartbeat, metrics: 0 running, 120 tokens "
+                   "generated",
+                   "watchdog: run qwen-t2: held: the run was last held 10m00s ago, within WATCHDOG_GRACE (1h00m)"]
+    assert scheduled(api)["wd1"]["tokens_srv1"] == "120"
 
 
 # --- the check, through the real huggingface_hub against the fake Jobs API -------------------------------
@@ -367,12 +467,53 @@ def test_a_server_without_a_heartbeat_counts_from_its_creation(fakes, capsys):
 
 def test_a_running_supervisor_holds_the_run(fakes, capsys):
     fakes.metrics.write_text(vllm_metrics(0, 0))
-    sup = {"stages": ["RUNNING"], "flavor": "cpu-upgrade", "labels": {**RUN_LABELS, "role": "supervisor"}}
+    sup = {"stages": ["RUNNING"], "flavor": "cpu-upgrade", "created_at": iso(T0), "labels": {**RUN_LABELS, "role": "supervisor"}}
     api = fakes.jobs_api(scenario(fakes, srv1=server(fakes, heartbeat=T0), sup1=sup))
     rc, out = run_check(api, T0 + 7200, capsys)
-    assert out[1:] == ["watchdog: job sup1 (supervisor) of the run is running",
-                       "watchdog: run qwen-t2: supervised: job(s) of the run that hold it are running: sup1 (supervisor)"]
+    assert out[1:] == ["watchdog: job sup1 (supervisor) of the run is RUNNING, created 2h00m ago",
+                       "watchdog: run qwen-t2: supervised: job(s) of the run that hold it are sup1 (supervisor, running)"]
     assert fakes.writes() == [("PUT", "/api/scheduled-jobs/alice/wd1/labels")]
+
+
+def test_a_bench_job_stuck_in_scheduling_holds_the_run_only_for_the_grace(fakes, capsys):
+    fakes.metrics.write_text(vllm_metrics(0, 0))
+    bench = {"stages": ["SCHEDULING"], "flavor": "cpu-upgrade", "created_at": iso(T0 + 100),
+             "labels": {**RUN_LABELS, "role": "bench"}}
+    api = fakes.jobs_api(scenario(fakes, watchdog_labels={"tokens_srv1": "0"}, srv1=server(fakes, heartbeat=T0),
+                                  bench1=bench))
+    rc, out = run_check(api, T0 + 3000, capsys)
+    assert out[1:] == ["watchdog: job bench1 (bench) of the run is SCHEDULING, created 48m20s ago",
+                       "watchdog: run qwen-t2: held: the run was last held 50m00s ago, within WATCHDOG_GRACE (1h00m)"]
+    rc, out = run_check(api, T0 + 3600 + 50, capsys)
+    assert out[-1] == ("watchdog: run qwen-t2: supervised: job(s) of the run that hold it are bench1 (bench, scheduled "
+                       "59m10s ago)")
+    rc, out = run_check(api, T0 + 7200, capsys)
+    assert out[2] == ("watchdog: run qwen-t2: cancelled: nothing has held the run for 2h00m (WATCHDOG_GRACE 1h00m), no "
+                      "job of the run that holds it runs (bench1 (bench) has not started 1h58m after its creation, past "
+                      "WATCHDOG_GRACE: it no longer holds the run), and the servers' metrics show no trial under way")
+    assert ("POST", "/api/jobs/alice/srv1/cancel") in fakes.writes()
+
+
+def test_another_checkouts_run_of_the_same_name_is_neither_held_nor_cancelled_nor_beaten(fakes, capsys):
+    # Two checkouts with runs/qwen-t2.env in one org: the other's server is fresh and busy, its bench
+    # runs; ours is abandoned. Ours is cancelled; theirs is not touched and holds nothing of ours.
+    fakes.metrics.write_text(vllm_metrics(0, 0))
+    theirs = {**RUN_LABELS, "instance": "ffffffffffffffff"}
+    api = fakes.jobs_api(scenario(
+        fakes, watchdog_labels={"tokens_srv1": "0"}, srv1=server(fakes, heartbeat=T0),
+        srv9=server(fakes, heartbeat=T0 + 7100, labels={"instance": "ffffffffffffffff"}),
+        bench9={"stages": ["RUNNING"], "flavor": "cpu-upgrade", "labels": {**theirs, "role": "bench"}}))
+    rc, out = run_check(api, T0 + 7200, capsys)
+    assert rc == 0
+    assert out[0].startswith("watchdog: server srv1 RUNNING") and not any("srv9" in line or "bench9" in line for line in out)
+    assert out[1].startswith("watchdog: run qwen-t2: cancelled: nothing has held the run for 2h00m")
+    assert {j.id: j.status.stage for j in api.list_jobs(namespace="alice")} == {"srv1": "CANCELED", "srv9": "RUNNING",
+                                                                               "bench9": "RUNNING"}
+    listing = [r["query"] for r in fakes.requests() if r["path"] == "/api/jobs/alice" and r["method"] == "GET"]
+    assert listing[0]["label"] == ["project=terminal-bench-harness", "run=qwen-t2", f"instance={INSTANCE}"]
+    # Their watchdog's check (their instance) sees their servers only, and our heartbeat never reaches theirs.
+    assert watchdog.beat(api, run="qwen-t2", project="terminal-bench-harness", instance="ffffffffffffffff",
+                         namespace="alice", now=T0 + 7300) == ["srv9"]
 
 
 def test_the_watchdogs_own_running_check_does_not_hold_the_run(fakes, capsys):
@@ -423,8 +564,8 @@ def test_beat_writes_the_heartbeat_on_the_runs_live_servers_and_keeps_every_othe
     env = {**os.environ, "HF_ENDPOINT": fakes.url, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
     before = int(time.time())
     proc = subprocess.run([sys.executable, "-m", "tools.run.watchdog", "beat", "--run", "qwen-t2", "--project",
-                           "terminal-bench-harness", "--namespace", "alice"], env=env, capture_output=True, text=True,
-                          timeout=60)
+                           "terminal-bench-harness", "--instance", INSTANCE, "--namespace", "alice"], env=env,
+                          capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "heartbeat of run qwen-t2 on srv1\n", "")
     labels = {j.id: dict(j.labels) for j in api.list_jobs(namespace="alice")}
     beat = int(labels["srv1"].pop("heartbeat"))
@@ -433,14 +574,16 @@ def test_beat_writes_the_heartbeat_on_the_runs_live_servers_and_keeps_every_othe
     # The query asked HF for exactly the run's live servers.
     listing = next(r for r in fakes.requests() if r["path"] == "/api/jobs/alice")
     assert listing["query"] == {"stage": ["SCHEDULING", "RUNNING"],
-                                "label": ["project=terminal-bench-harness", "run=qwen-t2", "role=server"]}
+                                "label": ["project=terminal-bench-harness", "run=qwen-t2", f"instance={INSTANCE}",
+                                          "role=server"]}
 
 
 def test_beat_that_hf_refuses_is_one_line_and_exit_1(fakes):
     fakes.jobs_api({"reject_token": True})
     env = {**os.environ, "HF_ENDPOINT": fakes.url, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
     proc = subprocess.run([sys.executable, "-m", "tools.run.watchdog", "beat", "--run", "qwen-t2", "--project", "p",
-                           "--namespace", "alice"], env=env, capture_output=True, text=True, timeout=60)
+                           "--instance", INSTANCE, "--namespace", "alice"], env=env, capture_output=True, text=True,
+                          timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and proc.stdout == ""
     assert proc.stderr.startswith("Error: heartbeat of run qwen-t2 not written: Client error '401 Unauthorized'")
     assert proc.stderr.count("\n") == 1 and TOKEN not in proc.stderr
@@ -568,7 +711,7 @@ def install(fakes: Fakes, tmp: Path, **settings: str) -> subprocess.CompletedPro
     (hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}')
     env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "HF_NAMESPACE")}
     env.update(RUN="qwen-t2", HF_ENDPOINT=fakes.url, HF_TOKEN=TOKEN, HF_HOME=str(hf_home),
-               HF_HUB_DISABLE_UPDATE_CHECK="1", STATE_ROOT=str(tmp / "state"), **settings)
+               HF_HUB_DISABLE_UPDATE_CHECK="1", STATE_ROOT=str(tmp / "state"), RUN_INSTANCE=INSTANCE, **settings)
     script = ('source scripts/lib.sh; source scripts/argv.sh; source scripts/lib-run.sh; resolve_run; load_settings; '
               'validate_values; install_watchdog alice')
     return subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)

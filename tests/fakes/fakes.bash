@@ -86,9 +86,14 @@ stop_fakes() {
   FAKE_PIDS=()
 }
 
-# write_server_state RUN JOB_ID ENDPOINT [FLAVOR]: state/<run>/server.json as serve.sh writes it.
+# The run's instance (scripts/lib.sh) the tests' state records, and their fake jobs carry.
+export FAKE_INSTANCE=0a1b2c3d4e5f6789
+
+# write_server_state RUN JOB_ID ENDPOINT [FLAVOR]: state/<run>/server.json as serve.sh writes it, and
+# the run's instance, FAKE_INSTANCE, as serve's lock drew it.
 write_server_state() {
   mkdir -p "$STATE_ROOT/$1"
+  printf '%s\n' "$FAKE_INSTANCE" >"$STATE_ROOT/$1/instance"
   jq -n --arg run "$1" --arg id "$2" --arg endpoint "$3" --arg flavor "${4:-h200}" \
     '{run: $run, job_id: $id, namespace: "alice", endpoint: $endpoint, port: 30000,
       model: "Qwen/Qwen3-8B", flavor: $flavor, launched_at: "2026-01-01T00:00:00Z"}' \

@@ -125,10 +125,11 @@ def _prices_for(hf, dry_run: bool, cache: str | None, max_age: float) -> cost_pr
 @with_common
 @with_run
 @click.option("--project-label", default="terminal-bench-harness", show_default=True)
+@click.option("--instance", default="", help="the run's instance: jobs labelled with another are not its own")
 @click.option("--cache", type=click.Path(dir_okay=False))
 @click.option("--max-age", type=float, default=86400, show_default=True)
 def cost(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job_name, verdicts, namespace, model,
-         project_label, cache, max_age):
+         project_label, instance, cache, max_age):
     """Every job the run launched and every sandbox its trials used, with what each cost."""
     hf = make_hf(recorded, dry_run, call_timeout)
     try:
@@ -137,7 +138,7 @@ def cost(recorded, dry_run, call_timeout, as_json, run, state_dir, jobs_dir, job
         raise cost_hf.CostError(str(e)) from None
     prices_ = _prices_for(hf, dry_run, cache, max_age)
     doc = cost_jobs.cost_report(hf, prices_, run=run, project_label=project_label, namespace=namespace or None,
-                                manifest=Path(state_dir) / "manifest.jsonl", report=report)
+                                manifest=Path(state_dir) / "manifest.jsonl", report=report, instance=instance or None)
     if dry_run:
         return
     click.echo(json.dumps(doc, indent=1) if as_json else cost_jobs.render_cost(doc), nl=as_json)

@@ -89,6 +89,7 @@ class Scope:
     job_name: str
     namespace: str | None = None
     project_label: str = "terminal-bench-harness"
+    instance: str | None = None  # the run's instance (scripts/lib.sh): another checkout's same-named run is not it
     verdicts: str | None = None
     prices_cache: Path | None = None
     prices_max_age: float = 86400
@@ -108,7 +109,7 @@ def measure(hf, scope: Scope, *, running_since: datetime | None = None, now: dat
     # they did not hold yet, so it is not said to be another's (it is counted, or said, next time).
     jobs, problems, others = cost_jobs.collect(hf, run=scope.run, project_label=scope.project_label,
                                                namespace=scope.namespace, manifest=scope.state_dir / "manifest.jsonl",
-                                               claims=claims, since=running_since, until=now)
+                                               claims=claims, since=running_since, until=now, instance=scope.instance)
     spent = burn = 0.0
     unknown = [f"hf could not be asked: {p}" for p in problems]
     billing = []

@@ -213,11 +213,14 @@ def summarise(rows: list[dict], spans: list[TrialSpan], report: dict, now: datet
 
 
 def collect(hf, *, run: str, project_label: str, namespace: str | None, manifest: Path, claims: list[cost_sandboxes.Claim],
-            since: datetime | None = None, until: datetime | None = None,
+            since: datetime | None = None, until: datetime | None = None, instance: str | None = None,
             ) -> tuple[list[tuple[dict, str, str]], list[str], list[dict]]:
     """([(job, role, found_by)], problems, others). The manifest's jobs (inspected), the run's
     labelled jobs (listed), the sandboxes its trials prove its own (listed); others: the sandboxes
-    created while the run ran that none of its trials proves its own (attribute's since, until)."""
+    created while the run ran that none of its trials proves its own (attribute's since, until).
+    A listed job labelled with another INSTANCE is another checkout's run of the same name (scripts/
+    lib.sh): not this run's spend, whatever its run= label. One with no instance label was launched
+    before instances were labelled, and is counted as before."""
     problems: list[str] = []
     launched = manifest_jobs(manifest)
     ns = namespace or next((j.namespace for j in launched if j.namespace), None)
@@ -239,6 +242,8 @@ def collect(hf, *, run: str, project_label: str, namespace: str | None, manifest
             job = cost_hf.normalise_job(raw) if isinstance(raw, dict) else {"id": None}
             if job["id"] is None:
                 bad += 1
+            elif instance and job["labels"].get("instance", instance) != instance:
+                continue
             elif job["id"] not in found:  # one job, whether the answer spelt its id 123 or "123"
                 role = ROLE_OF_LABEL.get(job["labels"].get("role", ""), "server")
                 found[job["id"]] = (job, role, f"label run={run}")
@@ -255,12 +260,12 @@ def collect(hf, *, run: str, project_label: str, namespace: str | None, manifest
 
 
 def cost_report(hf, prices: cost_prices.Prices, *, run: str, project_label: str, namespace: str | None, manifest: Path,
-                report: dict, now: datetime | None = None) -> dict:
+                report: dict, now: datetime | None = None, instance: str | None = None) -> dict:
     now = now or fmt.utc_now()
     spans = trial_spans(report)
     claims = cost_sandboxes.run_claims(report, manifest.parent)
     jobs, problems, others = collect(hf, run=run, project_label=project_label, namespace=namespace,
-                                     manifest=manifest, claims=claims,
+                                     manifest=manifest, claims=claims, instance=instance,
                                      # the caller read the trial dirs a moment before `now`
                                      until=now - timedelta(seconds=cost_sandboxes.SLACK_SECS))
     rows = [job_row(j, role, found, prices, now) for j, role, found in jobs]

@@ -81,7 +81,14 @@ CLOCK_SKEW = 600  # seconds a heartbeat (another machine's clock) may be ahead o
 RUNNING_METRICS = ("vllm:num_requests_running", "sglang:num_running_reqs")
 TOKEN_METRICS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
 METRICS_CAP = 8 << 20  # bytes of /metrics read: vLLM's is tens of KB
-METRICS_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?[ \t]+(\S+)")
+# Seconds a check gives one server's /metrics in all (it answers tens of KB in well under a second),
+# and one socket read of it at most. A check runs every WATCHDOG_EVERY (5 min at the least) under
+# that --timeout: it must end, and decide, long before.
+METRICS_DEADLINE = 30.0
+METRICS_READ_WAIT = 10.0
+# A sample line: a name, a label set whose quoted values may hold any character ('}' and escaped
+# quotes included), then the value.
+METRICS_LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?[ \t]+(\S+)')
 HF_ERRORS = (httpx2.HTTPError, OSError, ValueError, KeyError, TypeError)
 
 # What `bundle` packs: the code the check runs, and its requirements (requirements.txt).
@@ -113,6 +120,14 @@ class Server:
 
 
 @dataclasses.dataclass
+class Holder:
+    id: str
+    role: str  # one of HOLDER_ROLES
+    stage: str
+    created: float | None
+
+
+@dataclasses.dataclass
 class Metrics:
     running: float | None = None  # requests running now
     tokens: float | None = None  # tokens generated since the server started
@@ -127,20 +142,22 @@ class Decision:
     remove: bool = False  # then delete the run's watchdog (this one)
 
 
+def digits_label(labels: dict, key: str, most: int) -> int | None:
+    """A label holding a whole number of at most MOST ASCII digits, else None. str.isdigit() also
+    takes '²' or '٣', which int() then refuses or reads as another number."""
+    value = labels.get(key)
+    return int(value) if isinstance(value, str) and re.fullmatch(rf"[0-9]{{1,{most}}}", value) else None
+
+
 def epoch_label(labels: dict, key: str) -> float | None:
     """A label holding unix seconds, when it is one in the years 2000-2199."""
-    value = labels.get(key)
-    if not isinstance(value, str) or not value.isdigit() or len(value) > 12:
-        return None
-    seconds = int(value)
-    return float(seconds) if EPOCH_RANGE[0] <= seconds <= EPOCH_RANGE[1] else None
+    seconds = digits_label(labels, key, 12)
+    return float(seconds) if seconds is not None and EPOCH_RANGE[0] <= seconds <= EPOCH_RANGE[1] else None
 
 
 def count_label(labels: dict, key: str) -> float | None:
-    value = labels.get(key)
-    if not isinstance(value, str) or not value.isdigit() or len(value) > 16:
-        return None
-    return float(value) if int(value) <= COUNT_CAP else None
+    count = digits_label(labels, key, 16)
+    return float(count) if count is not None and count <= COUNT_CAP else None
 
 
 def ago(seconds: float) -> str:
@@ -165,8 +182,11 @@ def server_of(job) -> Server:
 
 def parse_metrics(text: str) -> Metrics:
     """Requests running and tokens generated, summed over every label set, from a Prometheus
-    text exposition; a figure that is not a finite count is not one."""
+    text exposition. A sample that is not a finite count (NaN, a word) is left out alone: one bad
+    label set must not hide the requests another shows running. Only when a figure has no good
+    sample at all is it unknown, and then the bad one is named."""
     running = tokens = None
+    bad = None
     for line in text.splitlines():
         m = METRICS_LINE.match(line)
         if not m or m.group(1) not in RUNNING_METRICS + TOKEN_METRICS:
@@ -174,32 +194,50 @@ def parse_metrics(text: str) -> Metrics:
         try:
             value = float(m.group(2))
         except ValueError:
-            return Metrics(problem=f"{m.group(1)} is {printable(m.group(2))[:40]}, not a number")
+            bad = bad or f"{m.group(1)} is {printable(m.group(2))[:40]}, not a number"
+            continue
         if not (math.isfinite(value) and 0 <= value <= COUNT_CAP):
-            return Metrics(problem=f"{m.group(1)} is {m.group(2)[:40]}, not a count")
+            bad = bad or f"{m.group(1)} is {printable(m.group(2))[:40]}, not a count"
+            continue
         if m.group(1) in RUNNING_METRICS:
             running = (running or 0) + value
         else:
             tokens = (tokens or 0) + value
     if running is None and tokens is None:
-        return Metrics(problem=f"/metrics holds none of {', '.join(RUNNING_METRICS + TOKEN_METRICS)}")
+        return Metrics(problem=bad or f"/metrics holds none of {', '.join(RUNNING_METRICS + TOKEN_METRICS)}")
     return Metrics(running=running, tokens=tokens)
 
 
-def fetch_metrics(url: str, token: str | None, timeout: float = 10) -> Metrics:
-    """GET <url>/metrics through the jobs proxy (the token in a header, never in a URL or argv)."""
+def fetch_metrics(url: str, token: str | None, deadline: float = METRICS_DEADLINE) -> Metrics:
+    """GET <url>/metrics through the jobs proxy (the token in a header, never in a URL or argv), all
+    of it within DEADLINE seconds. A socket timeout bounds each read, not the answer: a server that
+    sends a byte every few seconds would hold every check until HF kills it at its --timeout, and
+    a check that never ends never cancels."""
     request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+    end = time.monotonic() + deadline
+    chunks, size = [], 0
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            raw = answer.read(METRICS_CAP + 1)
+        # Each socket operation waits at most METRICS_READ_WAIT: the whole answer ends within
+        # DEADLINE + METRICS_READ_WAIT, however it trickles.
+        with urllib.request.urlopen(request, timeout=min(METRICS_READ_WAIT, deadline)) as answer:
+            while size <= METRICS_CAP:
+                if time.monotonic() >= end:
+                    return Metrics(problem=f"GET /metrics did not finish within {deadline:g} s")
+                chunk = answer.read1(65536)  # what one read brings, not a whole 64 KB
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
     except urllib.error.HTTPError as e:
         return Metrics(problem=f"GET /metrics answered {e.code}" + (" (sglang serves it only with --enable-metrics)"
                                                                     if e.code == 404 else ""))
     except (urllib.error.URLError, OSError, ValueError) as e:
+        if time.monotonic() >= end:
+            return Metrics(problem=f"GET /metrics did not finish within {deadline:g} s")
         return Metrics(problem=f"GET /metrics failed: {printable(str(getattr(e, 'reason', e)))[:200]}")
-    if len(raw) > METRICS_CAP:
+    if size > METRICS_CAP:
         return Metrics(problem=f"GET /metrics answered more than {METRICS_CAP} bytes")
-    return parse_metrics(raw.decode("utf-8", "replace"))
+    return parse_metrics(b"".join(chunks).decode("utf-8", "replace"))
 
 
 # --- the decision ----------------------------------------------------------------------------------
@@ -227,18 +265,28 @@ def activity(servers: list[Server], metrics: dict[str, Metrics], last_tokens: di
     return None
 
 
-def decide(now: float, grace: float, servers: list[Server], holders: list[str], metrics: dict[str, Metrics],
+def stuck(h: Holder, now: float, grace: float) -> bool:
+    """A job of the run that has not started WATCHDOG_GRACE after its creation (or whose creation is
+    unknown) no longer holds the run: HF may keep it SCHEDULING for ever, and the idle server with it."""
+    return h.stage != "RUNNING" and (h.created is None or now - h.created > grace)
+
+
+def decide(now: float, grace: float, servers: list[Server], holders: list[Holder], metrics: dict[str, Metrics],
            last_tokens: dict[str, float]) -> Decision:
     """The run's live servers are cancelled only when nothing has held the run for longer than
-    `grace` seconds, no job of the run that holds it runs, and no trial is under way by the
-    servers' own figures. Figures that cannot be read are unknown: never taken for activity."""
+    `grace` seconds, no job of the run that holds it runs (or, scheduled, has had less than `grace`
+    to start), and no trial is under way by the servers' own figures. Figures that cannot be read
+    are unknown: never taken for activity."""
     if not servers:
         return Decision("no-server", "the run has no live server job", remove=True)
     held = last_held(servers, now)
     if held is not None and now - held <= grace:
         return Decision("held", f"the run was last held {ago(now - held)} ago, within WATCHDOG_GRACE ({ago(grace)})")
-    if holders:
-        return Decision("supervised", f"job(s) of the run that hold it are running: {' '.join(holders)}")
+    holding = [h for h in holders if not stuck(h, now, grace)]
+    if holding:
+        return Decision("supervised", "job(s) of the run that hold it are " + " ".join(
+            f"{h.id} ({h.role}, {'running' if h.stage == 'RUNNING' else f'scheduled {ago(now - h.created)} ago'})"
+            for h in holding))
     busy = activity(servers, metrics, last_tokens)
     if busy:
         return Decision("busy", f"a trial is under way: {busy}")
@@ -246,8 +294,11 @@ def decide(now: float, grace: float, servers: list[Server], holders: list[str], 
     unknown = [f"{s.id}: {metrics[s.id].problem}" for s in servers if s.id in metrics and metrics[s.id].problem]
     figures = (f"the servers' metrics are unknown ({'; '.join(unknown)}), which is not activity" if unknown
                else "the servers' metrics show no trial under way")
+    never = "".join(f" ({h.id} ({h.role}) has not started "
+                    + (f"{ago(now - h.created)} after its creation" if h.created is not None else "and its creation is unknown")
+                    + f", past WATCHDOG_GRACE: it no longer holds the run)" for h in holders)
     return Decision("cancelled", f"nothing has held the run {since} (WATCHDOG_GRACE {ago(grace)}), no job of the run "
-                                 f"that holds it runs, and {figures}", cancel=True, remove=True)
+                                 f"that holds it runs{never}, and {figures}", cancel=True, remove=True)
 
 
 # --- labels ----------------------------------------------------------------------------------------
@@ -260,21 +311,25 @@ def relabel(current: dict[str, str], changes: dict[str, str], required: dict[str
     missing = {k: v for k, v in required.items() if current.get(k) != v}
     if missing:
         raise ValueError(f"its labels lack {' '.join(f'{k}={v}' for k, v in missing.items())}: not rewritten")
-    out = {k: v for k, v in current.items() if k not in changes}
-    out.update({k: v for k, v in changes.items() if v is not None})
-    bad = [k for k, v in out.items() if not (LABEL.match(k) and (v == "" or LABEL.match(v)))]
+    # Only what this writer writes is checked: a label someone else put on the job (HF took it) goes
+    # back as it came. Refusing the whole write for it would leave the server without its heartbeat,
+    # and the watchdog would cancel a run that is held.
+    bad = [k for k, v in changes.items() if not (LABEL.match(k) and (v is None or v == "" or LABEL.match(v)))]
     if bad:
         raise ValueError(f"label(s) {' '.join(printable(k)[:100] for k in bad)} are not letters, digits, '-' "
                          "and '_' of at most 100 characters: not rewritten")
+    out = {k: v for k, v in current.items() if k not in changes}
+    out.update({k: v for k, v in changes.items() if v is not None})
     return out
 
 
 # --- beat ------------------------------------------------------------------------------------------
 
 
-def beat(api: HfApi, *, run: str, project: str, namespace: str | None, now: float) -> list[str]:
-    """heartbeat=<now> on each live server job of the run; the ids beaten."""
-    run_labels = {"project": project, "run": run, "role": "server"}
+def beat(api: HfApi, *, run: str, project: str, instance: str, namespace: str | None, now: float) -> list[str]:
+    """heartbeat=<now> on each live server job of the run's instance (never another checkout's run of
+    the same name); the ids beaten."""
+    run_labels = {"project": project, "run": run, "instance": instance, "role": "server"}
     beaten = []
     for job in api.list_jobs(status=list(LIVE), labels=run_labels, namespace=namespace):
         current = {str(k): str(v) for k, v in (job.labels or {}).items()}
@@ -291,12 +346,13 @@ def beat(api: HfApi, *, run: str, project: str, namespace: str | None, now: floa
 class Run:
     run: str
     project: str
+    instance: str  # the run's instance (scripts/lib.sh): two checkouts' runs of one name are two runs
     namespace: str
     grace: float
 
     @property
     def labels(self) -> dict[str, str]:
-        return {"project": self.project, "run": self.run}
+        return {"project": self.project, "run": self.run, "instance": self.instance}
 
 
 def describe(s: Server, now: float, m: Metrics | None, before: float | None) -> str:
@@ -334,14 +390,17 @@ def check(api: HfApi, cfg: Run, *, token: str | None, now: float) -> int:
         return 0
     roles = {j.id: str((j.labels or {}).get("role", "")) for j in jobs}
     servers = [server_of(j) for j in jobs if roles[j.id] == "server"]
-    holders = [f"{j.id} ({roles[j.id]})" for j in jobs if roles[j.id] in HOLDER_ROLES]
+    holders = [Holder(id=j.id, role=roles[j.id], stage=str(j.status.stage),
+                      created=j.created_at.timestamp() if j.created_at else None)
+               for j in jobs if roles[j.id] in HOLDER_ROLES]
     own = {str(k): str(v) for k, v in (mine[0].job_spec.labels or {}).items()}
     last_tokens = {s.id: t for s in servers if (t := count_label(own, TOKENS + s.id)) is not None}
     metrics = {s.id: fetch_metrics(s.url, token) for s in servers if s.stage == "RUNNING" and s.url}
     for s in servers:
         say(describe(s, now, metrics.get(s.id), last_tokens.get(s.id)))
     for h in holders:
-        say(f"job {h} of the run is running")
+        say(f"job {h.id} ({h.role}) of the run is {h.stage}"
+            + (f", created {ago(now - h.created)} ago" if h.created is not None else ""))
     d = decide(now, cfg.grace, servers, holders, metrics, last_tokens)
     say(f"run {cfg.run}: {d.verdict}: {d.reason}")
     if d.cancel and not cancel_servers(api, cfg, servers, now):
@@ -536,11 +595,13 @@ def cli():
 @cli.command("beat")
 @click.option("--run", required=True, callback=label_value, help="the run's label value (run=)")
 @click.option("--project", required=True, callback=label_value, help="the project's label value (project=)")
+@click.option("--instance", required=True, callback=label_value, help="the run's instance (instance=)")
 @click.option("--namespace", default=None, help="where the run's jobs are; default: the token's user")
-def beat_cmd(run, project, namespace):
+def beat_cmd(run, project, instance, namespace):
     """heartbeat=<now> on the run's live server jobs (while a verb holds the run)."""
     try:
-        beaten = beat(hf_api(), run=run, project=project, namespace=namespace or None, now=time.time())
+        beaten = beat(hf_api(), run=run, project=project, instance=instance, namespace=namespace or None,
+                      now=time.time())
     except HF_ERRORS as e:
         raise click.ClickException(f"heartbeat of run {run} not written: {printable(clip(str(e), 300) or '')}") from e
     click.echo(f"heartbeat of run {run} on {' '.join(beaten) or 'no live server'}")
@@ -549,13 +610,14 @@ def beat_cmd(run, project, namespace):
 @cli.command("check")
 @click.option("--run", envvar="WATCHDOG_RUN", required=True, callback=label_value)
 @click.option("--project", envvar="WATCHDOG_PROJECT", required=True, callback=label_value)
+@click.option("--instance", envvar="WATCHDOG_INSTANCE", required=True, callback=label_value)
 @click.option("--namespace", envvar="WATCHDOG_NAMESPACE", required=True, callback=label_value)
 @click.option("--grace", envvar="WATCHDOG_GRACE", required=True, help="WATCHDOG_GRACE, e.g. 1h")
-def check_cmd(run, project, namespace, grace):
+def check_cmd(run, project, instance, namespace, grace):
     """One check of the run (what the scheduled job runs; its settings come as its environment)."""
     from huggingface_hub import get_token  # noqa: PLC0415
 
-    cfg = Run(run=run, project=project, namespace=namespace, grace=duration_seconds(grace))
+    cfg = Run(run=run, project=project, instance=instance, namespace=namespace, grace=duration_seconds(grace))
     sys.exit(check(hf_api(), cfg, token=get_token(), now=time.time()))
 
 
