@@ -677,6 +677,12 @@ def test_hub_check_says_what_the_hub_holds_and_refuses_on_an_extra_trial(tmp_pat
     result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
     assert result.exit_code == 1
     assert "job 0000 (job) holds 1 trial(s) on Harbor Hub that the submission does not: t__c\\x1b[2J (1c)" in result.output
+    # As many trials on the Hub as in the tree, one of them not the tree's: the ids decide, not the counts.
+    hub["0000"] = [{"id": "1a", "trial_name": "t__a"}, {"id": "1d", "trial_name": "t__d"}]
+    result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: job 0000 (job) holds 1 trial(s) on Harbor Hub that the submission does "
+                                    "not: t__d (1d). The Hub never deletes a trial uploaded under a job id")
     hub.clear()
     result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
     assert (result.exit_code, result.output) == (0, "submit: Harbor Hub has no job 0000 (job) yet\n")
