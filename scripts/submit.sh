@@ -3,6 +3,7 @@
 # The run to the Terminal-Bench leaderboard through Harbor Hub, in three steps:
 #   1. make submission: the leaderboard's tree of the run (scripts/submission.sh), checked; a
 #      refusal stops here. OUT defaults to state/<run>/submission (rebuilt by every make submit).
+#      Before it, two job dirs of one job id are refused: both would go up under that one id.
 #   2. harbor upload of each job dir in that tree (private, harbor's default; HUB_ORG: --org),
 #      each job id it prints recorded in state/<run>/submit.json and the manifest. Before the
 #      uploads and again before step 3, what the Hub holds under each job id is compared with the
@@ -88,6 +89,9 @@ warn_several_ids() {
 
 dry_run() {
   local out=$1 default_out=$2 args paths dest job argv ids=() source rc=0
+  # As the real one: two job dirs of one job id are refused first (refuse_shared_job_id).
+  submission_args args "$out"
+  tool hub.submit plan "${args[@]}" >/dev/null || exit 1
   [[ "$default_out" != 1 || ! -e "$out" ]] || say "would remove $out (an earlier make submit's tree) and build it again with make submission"
   # make submission's dry run, asked as make submit asks it: a refusal (or a tree check-submission
   # would reject) is this dry run's exit code, and nothing after it is shown as if it would run.
@@ -96,7 +100,6 @@ dry_run() {
     say "make submission would refuse the run (above): a real make submit stops there, uploading nothing"
     exit "$rc"
   fi
-  submission_args args "$out"
   mapfile -d '' -t paths < <(tool hub.submit plan "${args[@]}") || true
   ((${#paths[@]} > 1)) || die "cannot tell which job dirs the submission would hold (above)"
   dest=${paths[0]}
@@ -227,6 +230,12 @@ main() {
   local source
   source=$(credential_source)
   say "Harbor Hub credential: $source"
+  # Two job dirs of one job id would both go up under it, and the Hub keeps every trial uploaded
+  # under a job id: refused here, in its own one line, before the tree is built or the lock taken,
+  # so nothing is written (tools/hub/submit.py plan, refuse_shared_job_id).
+  local args paths dest
+  submission_args args "$out"
+  tool hub.submit plan "${args[@]}" >/dev/null || exit 1
   # One writer: the tree and submit.json are the run's state.
   hold_run_lock "make submit"
   if [[ "$default_out" == 1 && -e "$out" ]]; then
@@ -241,8 +250,6 @@ main() {
     exit "$rc"
   fi
 
-  local args paths dest
-  submission_args args "$out"
   mapfile -d '' -t paths < <(tool hub.submit plan --built "${args[@]}") || true
   ((${#paths[@]} > 1)) || die "cannot find the job dirs of the built submission (above)"
   dest=${paths[0]}

@@ -121,6 +121,38 @@ check_goldens() {
   assert_output $'--n-tasks\n2'
 }
 
+# harbor_words: the argv words of each harbor call the stubs recorded, one a line (the "-- env" lines are
+# what harbor's environment held, not its argv).
+harbor_words() {
+  awk '/^== /{ keep = ($0 == "== harbor"); next } keep && !/^-- env /' "$STUB_LOG"
+}
+
+@test "mini-swe-agent: no key in harbor's argv, only the --ae template harbor expands from its environment" {
+  # Canaries in both places a key could come from: the HF token bench passes on, and an OPENAI_API_KEY of
+  # the caller's own. harbor gets the token in its environment (the stub says so, never its value); its
+  # argv holds only the template, as harbor's mini-swe-agent wants it (--ae NAME=${NAME}).
+  local hf_canary="hf_canary-$$-$RANDOM-hf-token" openai_canary="sk-canary-$$-$RANDOM-openai-key" verb words
+  for verb in bench smoke; do
+    : >"$STUB_LOG"
+    local args=()
+    [[ "$verb" == bench ]] || args=(--smoke)
+    RUN=qwen-mswea HF_TOKEN=$hf_canary OPENAI_API_KEY=$openai_canary API_BASE=$TEST_ENDPOINT \
+      run "$REPO/scripts/bench.sh" "${args[@]}"
+    assert_success
+    words=$(harbor_words)
+    [[ "$(head -n2 <<<"$words")" == $'run\n--agent' ]] || fail "$verb: no harbor run recorded: $words"
+    run grep -c -F -e "$hf_canary" -e "$openai_canary" <<<"$words"
+    assert_output 0
+    run grep -A1 -x -- '--ae' <<<"$words"
+    assert_output $'--ae\nOPENAI_API_KEY=${OPENAI_API_KEY}\n--ae\nOPENAI_BASE_URL=${OPENAI_BASE_URL}'
+    run grep -x -- '-- env OPENAI_API_KEY=.*' "$STUB_LOG"
+    assert_output '-- env OPENAI_API_KEY=<the HF token>'
+    # Nor any other call the stubs saw (hf, curl): no word anywhere holds either canary.
+    run grep -c -F -e "$hf_canary" -e "$openai_canary" "$STUB_LOG"
+    assert_output 0
+  done
+}
+
 @test "serve and bench append what they launched to state/<run>/manifest.jsonl, with no secret" {
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
   assert_success

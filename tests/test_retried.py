@@ -5,7 +5,8 @@ harbor 0.26.0 retries a trial inside its job when every exception it recorded is
 same name (harbor/trial/queue.py). The end-to-end tests run the real `harbor run -k 3
 --max-retries 2` (and mop-up's real `harbor job resume`) on tests/datasets/mopup with
 tests/harbor_env/scripted_env.py, as tests/test_mopup.py does, and read what harbor executed from
-the scripted environment's log; the rest pin the harbor facts the plugin stands on.
+the scripted environment's log; the rest pin the harbor facts the plugin stands on, and drive its
+hook with the END events harbor's own Trial._emit builds, on a job written with harbor's models.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import json
 import subprocess
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from tests.fixtures.harbor_jobs import TrialSpec
 from tests.test_mopup import JOB, MODEL, FakeServer, Tree
 from tools.results import retried
 from tools.results import tally_jobs
@@ -220,3 +223,145 @@ def test_a_copy_is_whole_or_absent_and_never_follows_a_link(tmp_path):
     with pytest.raises(retried.KeepRetriedError, match="harbor stops here rather than lose it"):
         retried.keep(src, blocked / "j" / "t__abc.1")
     assert not list(tmp_path.glob("**/.t__abc.1.tmp-*"))
+
+
+# --------------------------------------------------------------------------- the hook, driven with harbor's events
+#
+# A job written with harbor's own models (tests/fixtures/harbor_jobs.py, lock.json included), and the
+# END events harbor's own Trial._emit builds from a trial's config, result and lock (the TrialHookEvent
+# every hook receives), awaited as harbor awaits them: no harbor run, so make check runs these.
+
+RETRY = {"max_retries": 2, "include_exceptions": ["ReadTimeout", "SandboxError"]}
+
+
+class HookJob:
+    """What the plugin reads of harbor's Job (harbor/job.py): its config, job_dir, on_trial_ended."""
+
+    def __init__(self, config):
+        self.config = config
+        self.job_dir = config.jobs_dir / config.job_name
+        self.ended: list = []
+
+    def on_trial_ended(self, callback):
+        self.ended.append(callback)
+        return self
+
+
+def hook_job(tmp_path: Path, specs) -> HookJob:
+    from harbor.models.job.config import JobConfig, RetryConfig
+
+    from tests.fixtures.harbor_jobs import write_job
+
+    job_dir = write_job(tmp_path / "jobs", "hook-job", specs, lock=True)
+    config = JobConfig.model_validate_json((job_dir / "config.json").read_text())
+    return HookJob(config.model_copy(update={"retry": RetryConfig.model_validate(RETRY)}))
+
+
+def trial_dir_of(job: HookJob, task: str) -> Path:
+    [trial] = [p for p in job.job_dir.iterdir() if p.name.startswith(f"{task}__")]
+    return trial
+
+
+async def harbor_emits_end(job: HookJob, trial: Path) -> None:
+    """harbor's own Trial._emit(END) for the attempt in trial's dir, to every hook the plugin registered."""
+    from harbor.models.job.lock import JobLock
+    from harbor.models.trial.config import TrialConfig
+    from harbor.models.trial.result import TrialResult
+    from harbor.trial.hooks import TrialEvent
+    from harbor.trial.trial import Trial
+
+    result = TrialResult.model_validate_json((trial / "result.json").read_text())
+    [lock] = [t for t in JobLock.model_validate_json((job.job_dir / "lock.json").read_text()).trials
+              if t.task.name == result.task_name]
+    emitter = SimpleNamespace(task=SimpleNamespace(name=result.task_name), result=result, _trial_lock=lock,
+                              config=TrialConfig.model_validate_json((trial / "config.json").read_text()),
+                              _hooks={TrialEvent.END: job.ended})
+    await Trial._emit(emitter, TrialEvent.END)
+
+
+def rerun(trial: Path) -> str:
+    """What harbor's queue does to a retried attempt: deletes its dir and runs the trial again under the
+    same name (harbor/trial/queue.py); the new attempt passes, under a new id. Returns that id."""
+    import shutil
+    import uuid
+
+    from harbor.models.trial.result import TrialResult
+    from harbor.models.verifier.result import VerifierResult
+
+    failed = TrialResult.model_validate_json((trial / "result.json").read_text())
+    again = failed.model_copy(update={"id": uuid.uuid4(), "exception_info": None,
+                                      "verifier_result": VerifierResult(rewards={"reward": 1.0})})
+    config = (trial / "config.json").read_text()
+    shutil.rmtree(trial)
+    trial.mkdir()
+    (trial / "config.json").write_text(config)
+    (trial / "result.json").write_text(again.model_dump_json(indent=4))
+    return str(again.id)
+
+
+def test_the_hook_keeps_each_retryable_attempt_and_at_the_end_removes_only_those_harbor_kept(tmp_path):
+    """A ReadTimeout attempt harbor then deletes and runs again: its copy stays, the one place it is
+    left. A SandboxError attempt harbor keeps (no retry left): its copy is the same attempt twice, removed.
+    A NonZeroAgentExitCodeError and a pass: never copied. A copy another harbor process left is not this
+    one's to remove, though its trial dir holds that very attempt."""
+    import asyncio
+
+    from harbor.models.job.result import JobResult
+
+    job = hook_job(tmp_path, [TrialSpec("t-readtimeout", exc="ReadTimeout"), TrialSpec("t-sandbox", exc="SandboxError"),
+                              TrialSpec("t-apt", exc="NonZeroAgentExitCodeError"), TrialSpec("t-pass", reward=1.0)])
+    timeout, sandbox, apt, passed = (trial_dir_of(job, t) for t in ("t-readtimeout", "t-sandbox", "t-apt", "t-pass"))
+    ids = {t: json.loads((t / "result.json").read_text())["id"] for t in (timeout, sandbox, apt)}
+    kept_dir = tally_jobs.retried_attempts_dir(job.job_dir)
+    earlier = kept_dir / f"{apt.name}.{ids[apt]}"  # left by an earlier harbor of this job
+    retried.keep(apt, earlier)
+    first_attempt = {p.name: p.read_bytes() for p in timeout.iterdir() if p.is_file()}
+    plugin = retried.KeepRetried()
+
+    async def the_job() -> tuple[list[str], str]:
+        await plugin.on_job_start(job)
+        assert len(job.ended) == 1  # one hook, on END
+        await harbor_emits_end(job, timeout)
+        second = rerun(timeout)
+        await harbor_emits_end(job, timeout)
+        for trial in (sandbox, apt, passed):
+            await harbor_emits_end(job, trial)
+        before_end = sorted(p.name for p in kept_dir.iterdir())
+        await plugin.on_job_end(JobResult.model_validate_json((job.job_dir / "result.json").read_text()))
+        return before_end, second
+
+    before_end, second = asyncio.run(the_job())
+    copy = kept_dir / f"{timeout.name}.{ids[timeout]}"
+    assert before_end == sorted([copy.name, f"{sandbox.name}.{ids[sandbox]}", earlier.name])
+    assert sorted(p.name for p in kept_dir.iterdir()) == sorted([copy.name, earlier.name])
+    # The retried attempt's copy is that attempt whole; the job holds the attempt that replaced it.
+    assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == first_attempt
+    assert json.loads((timeout / "result.json").read_text())["id"] == second != ids[timeout]
+    assert json.loads((sandbox / "result.json").read_text())["id"] == ids[sandbox]
+    assert not list(kept_dir.parent.glob("**/.*.tmp-*"))
+
+
+def test_a_copy_the_hook_cannot_make_stops_harbor_with_the_attempt_in_place(tmp_path):
+    """.retried/ is a file: the copy cannot be made, and the hook's error leaves harbor's own Trial._emit
+    (which the trial's run does not catch before the queue's rmtree: test_the_harbor_facts_the_plugin_stands_on),
+    naming the attempt and the fix; the attempt is untouched and no partial copy is left."""
+    import asyncio
+
+    job = hook_job(tmp_path, [TrialSpec("t-readtimeout", exc="ReadTimeout")])
+    trial = trial_dir_of(job, "t-readtimeout")
+    blocked = job.job_dir.parent / tally_jobs.RETRIED_DIR
+    blocked.write_text("a file where the kept attempts would go\n")
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    plugin = retried.KeepRetried()
+
+    async def the_job() -> None:
+        await plugin.on_job_start(job)
+        await harbor_emits_end(job, trial)
+
+    with pytest.raises(retried.KeepRetriedError) as raised:
+        asyncio.run(the_job())
+    assert str(raised.value) == (
+        f"tools.results.retried: could not keep {trial} before harbor's retry deletes it ([Errno 20] Not a directory: "
+        f"'{blocked / job.job_dir.name}'); harbor stops here rather than lose it. Free the space (or fix "
+        f"{blocked / job.job_dir.name}), then run the same make verb again: its trials are resumed")
+    assert {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before

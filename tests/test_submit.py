@@ -459,6 +459,40 @@ def test_no_credential_is_refused_with_the_fix_and_nothing_is_written(tmp_path, 
     assert not (tree.root / "state").exists()
 
 
+def shared_id_refusal(first: Path, second: Path, jid: str, done: str) -> str:
+    return (f"Error: job dirs {first} and {second} hold one job id, {jid} (their result.json), so harbor upload would "
+            "put both under that one job on Harbor Hub, which never deletes a trial uploaded under a job id. harbor "
+            "gives each job its own id, so one is a copy of the other: move the copy out of the run's jobs dir and "
+            f"run make submit again; {done}")
+
+
+def test_two_job_dirs_of_one_job_id_are_refused_before_anything_is_built_or_uploaded(tmp_path):
+    """A job dir copied under the run's next retry name (its config.json made to name it, so make
+    submission takes it): both would go up under the one job id, the Hub check passing each (the Hub
+    holds neither yet), and the Hub keeps both for good. Refused in one line naming both dirs, the
+    dry run as the real one: the fake Hub is never called, and nothing is written."""
+    jobs = copy_example(tmp_path, COMPLETE_EXAMPLE)
+    original, copy = jobs / f"{JOB}-retry-1", jobs / f"{JOB}-retry-3"
+    shutil.copytree(original, copy, symlinks=True)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps(dict(config, job_name=copy.name), indent=4))
+    refusal = shared_id_refusal(original, copy, job_id(jobs, original.name), "nothing was built, uploaded or written")
+    key = new_key()
+    hub = Hub(tmp_path, key)
+    tree = Tree(tmp_path, jobs)
+    try:
+        proc = tree.make(env_extra={"HARBOR_API_KEY": key, "HARBOR_SUPABASE_URL": hub.url})
+        dry = tree.make("DRY_RUN=1", env_extra={"HARBOR_API_KEY": key, "HARBOR_SUPABASE_URL": hub.url})
+    finally:
+        hub.stop()
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # make's own code for a recipe that failed
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines()[:2] == ["submit: Harbor Hub credential: HARBOR_API_KEY", refusal]
+    assert (dry.returncode, dry.stdout, dry.stderr.splitlines()[0]) == (2, "", refusal)
+    assert hub.requests() == []
+    assert not (tree.root / "state").exists()
+
+
 @pytest.mark.e2e
 def test_a_rejected_key_stops_at_the_hub_check_and_records_no_id(tmp_path, jobs_dir):
     hub = Hub(tmp_path, new_key())
@@ -643,6 +677,12 @@ def test_hub_check_says_what_the_hub_holds_and_refuses_on_an_extra_trial(tmp_pat
     result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
     assert result.exit_code == 1
     assert "job 0000 (job) holds 1 trial(s) on Harbor Hub that the submission does not: t__c\\x1b[2J (1c)" in result.output
+    # As many trials on the Hub as in the tree, one of them not the tree's: the ids decide, not the counts.
+    hub["0000"] = [{"id": "1a", "trial_name": "t__a"}, {"id": "1d", "trial_name": "t__d"}]
+    result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: job 0000 (job) holds 1 trial(s) on Harbor Hub that the submission does "
+                                    "not: t__d (1d). The Hub never deletes a trial uploaded under a job id")
     hub.clear()
     result = CliRunner().invoke(submit.cli, ["hub-check", "--run", "r", str(job)])
     assert (result.exit_code, result.output) == (0, "submit: Harbor Hub has no job 0000 (job) yet\n")
@@ -770,3 +810,29 @@ def test_plan_leaves_out_a_built_job_dir_that_holds_no_counted_trial(tmp_path):
     assert result.stdout.split("\0")[:-1] == [str(dest), str(dest / JOBS[0])]
     assert (f"submit: left out {JOBS[1]}: it holds no counted trial, so there is nothing of it to upload"
             in result.stderr)
+
+
+def test_plan_refuses_two_built_job_dirs_of_one_job_id(tmp_path):
+    """The built tree checked again before its Hub check: two of its job dirs of one id are refused, named."""
+    from click.testing import CliRunner
+
+    from tools.hub import submit
+
+    jobs = tmp_path / "jobs"
+    for job in JOBS:
+        (jobs / job).mkdir(parents=True)
+    out = tmp_path / "out"
+    dest = out / DEST_REL
+    jid = "d9fda20d-e564-4f94-a8ed-bcc3496f8aec"
+    for job in JOBS:
+        (dest / job / "t-pass__abc").mkdir(parents=True)
+        (dest / job / "config.json").write_text("{}")
+        (dest / job / "t-pass__abc" / "result.json").write_text("{}")
+    (dest / JOBS[0] / "result.json").write_text(json.dumps({"id": jid}))
+    (dest / JOBS[1] / "result.json").write_text(json.dumps({"id": jid.upper()}))  # a UUID's case is not its own
+    result = CliRunner().invoke(submit.cli, [
+        "plan", "--built", "--out", str(out), "--jobs-dir", str(jobs), "--job-name", JOB, "--agent", "oracle",
+        "--model", "fake-org/fake-model", "--version", "2.1", "--agent-display-name", "Oracle",
+        "--agent-org-display-name", "Terminal-Bench", "--agent-url", "https://example.org"])
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == shared_id_refusal(dest / JOBS[0], dest / JOBS[1], jid, "nothing was uploaded") + "\n"

@@ -21,7 +21,8 @@ ids then go to `harbor leaderboard submit --leaderboard ... --job-id ... --metad
   OUT/submissions/terminal-bench/<version>/<agent>__<model>/) and its job dirs, NUL-separated:
   the dir first, then each job dir. Without --built, the run's job dirs as the submission would
   copy them (for a dry run: nothing is built yet); with --built, the job dirs the built tree
-  holds (a dir with result.json and config.json, what harbor upload takes).
+  holds (a dir with result.json and config.json, what harbor upload takes). Either way, two job
+  dirs of one job id are refused (their dirs named): harbor upload would put both under one id.
 - job-id: the job id `harbor upload` printed (the UUID of its last "View at" line), checked
   against the job's result.json id, which is the id harbor uploads the job under
   (upload/uploader.py upload_job: job_result.id). Terminal escapes are taken out first: a harbor
@@ -120,6 +121,30 @@ def built_job_dirs(dest: Path, run_order: list[str]) -> list[Path]:
     return sorted((p for p in found if p not in empty), key=lambda p: (rank.get(p.name, len(rank)), p.name))
 
 
+def refuse_shared_job_id(job_dirs: list[Path], done: str) -> None:
+    """Refuse two job dirs of one job id (their result.json's id, which harbor upload puts the job's
+    trials under), before anything goes up. harbor gives a new job its own id (uuid4) and a resumed
+    one keeps it (harbor/job.py), so two dirs of one id are a job and a copy of it. Both would go up
+    under that one id, and the Hub never deletes a trial uploaded under a job id: the id is spoiled
+    for good. The Hub check cannot see it coming, since neither is on the Hub yet. A result.json
+    that cannot be read is left to make submission, which judges every job dir's files."""
+    seen: dict[str, Path] = {}
+    for job_dir in job_dirs:
+        try:
+            value = safe_read.read_json_object(job_dir / "result.json").get("id")
+        except (OSError, safe_read.Unreadable):
+            continue
+        if not isinstance(value, str) or not value:
+            continue
+        first = seen.setdefault(value.lower(), job_dir)
+        if first != job_dir:
+            fail(f"job dirs {safe_read.printable(str(first))} and {safe_read.printable(str(job_dir))} hold one job "
+                 f"id, {safe_read.printable(value.lower())} (their result.json), so harbor upload would put both "
+                 "under that one job on Harbor Hub, which never deletes a trial uploaded under a job id. harbor gives "
+                 "each job its own id, so one is a copy of the other: move the copy out of the run's jobs dir and "
+                 f"run make submit again; {done}")
+
+
 @cli.command("plan")
 @click.option("--out", required=True, type=click.Path(path_type=Path))
 @click.option("--jobs-dir", required=True, type=click.Path(path_type=Path))
@@ -133,7 +158,13 @@ def plan_cmd(out, jobs_dir, job_name, built, **settings):
         run_jobs = [d for d in tally_jobs.run_job_dirs(jobs_dir, job_name) if not d.is_symlink()]
     except tally_jobs.TallyError as e:
         fail(str(e))
-    jobs = built_job_dirs(dest, [d.name for d in run_jobs]) if built else [dest / d.name for d in run_jobs]
+    if built:
+        jobs = built_job_dirs(dest, [d.name for d in run_jobs])
+        refuse_shared_job_id(jobs, "nothing was uploaded")
+    else:
+        # The run's own job dirs: make submit asks this before it builds the tree or takes the lock.
+        refuse_shared_job_id(run_jobs, "nothing was built, uploaded or written")
+        jobs = [dest / d.name for d in run_jobs]
     if not jobs:
         fail(f"no job dir of {job_name!r} {'in ' + str(dest) if built else 'under ' + str(jobs_dir)}: nothing to upload")
     sys.stdout.write("".join(f"{p}\0" for p in [dest, *jobs]))
