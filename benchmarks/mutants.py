@@ -159,6 +159,9 @@ MUTANTS = [
            'settled = report["tasks"] * k - sum(e["open_slots"] for e in report["per_task"])',
            'settled = report["passed"] + report["failed"] + report["unclassified"] + errored["final"]', "check",
            (pytest("tests/test_tally_slots.py", "consumer"),)),
+    # --- make calibrate: a key among evalscope's arguments is in every process listing
+    Mutant("calibrate-api-key-accepted", "tools/money/calibrate.py", "    if ns.api_key:\n", "    if False:\n", "check",
+           (pytest("tests/test_calibrate.py", "key_among"),)),
 ]
 
 
