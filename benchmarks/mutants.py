@@ -159,6 +159,25 @@ MUTANTS = [
            'settled = report["tasks"] * k - sum(e["open_slots"] for e in report["per_task"])',
            'settled = report["passed"] + report["failed"] + report["unclassified"] + errored["final"]', "check",
            (pytest("tests/test_tally_slots.py", "consumer"),)),
+    # --- make calibrate: a key among evalscope's arguments is in every process listing
+    Mutant("calibrate-api-key-accepted", "tools/money/calibrate.py", "    if ns.api_key:\n", "    if False:\n", "check",
+           (pytest("tests/test_calibrate.py", "key_among"),)),
+    # --- ... and the token it is sent, wherever evalscope would print, log or keep it
+    Mutant("calibrate-records-unredacted", "tools/money/calibrate_evalscope.py",
+           "with captured_output(log, redactor), redacted_records(redactor):", "with captured_output(log, redactor):",
+           "check", (pytest("tests/test_calibrate.py", "evalscope_runs"),)),
+    Mutant("calibrate-output-on-terminal", "tools/money/calibrate_evalscope.py",
+           "with captured_output(log, redactor), redacted_records(redactor):", "with redacted_records(redactor):",
+           "check", (pytest("tests/test_calibrate.py", "evalscope_runs"),
+                     "bats tests/calibrate.bats -f 'rejects the token'")),
+    Mutant("calibrate-files-unredacted", "tools/money/calibrate_evalscope.py", "        redact_tree(raw, redactor)\n",
+           "        pass\n", "check", (pytest("tests/test_calibrate.py", "evalscope_runs"),)),
+    Mutant("calibrate-answer-unredacted", "tools/money/calibrate_evalscope.py",
+           "output.error = redactor.text(output.error)", "output.error = output.error", "check",
+           (pytest("tests/test_calibrate.py", "each_request"),)),
+    Mutant("calibrate-401-a-timeout", "tools/money/calibrate_evalscope.py", "    if failure.status is not None:\n",
+           "    if False:\n", "check", (pytest("tests/test_calibrate.py", "failed_request"),
+                                       "bats tests/calibrate.bats -f 'rejects the token'")),
 ]
 
 

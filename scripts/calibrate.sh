@@ -9,8 +9,11 @@
 # roofline by what was measured, and says so (docs/plan.md §4). The prompts are made with the
 # model's own tokenizer: its files fetched with hf download into state/<run>/tokenizer (or
 # CALIBRATE_TOKENIZER, a local dir). The key is the HF token, handed to evalscope through the
-# environment, never a command line (tools/money/calibrate.py). Holds the run's lock (it writes the
-# run's state). DRY_RUN=1 prints the commands and runs nothing.
+# environment, never a command line (tools/money/calibrate.py). evalscope's output goes to
+# state/<run>/calibration/evalscope.log, not the terminal, and the token is taken out of it, of its
+# log and of every file it leaves, even when the endpoint repeats it in an error body
+# (tools/money/calibrate_evalscope.py); a failure is one line with its cause. Holds the run's lock
+# (it writes the run's state). DRY_RUN=1 prints the commands and runs nothing.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-server.sh
@@ -102,7 +105,7 @@ main() {
     hf_or_die - "${fetch[@]}" >/dev/null
   fi
   [[ -d "$tokenizer" ]] || die "CALIBRATE_TOKENIZER=$tokenizer is no directory: give a local tokenizer dir, or leave it empty to fetch $MODEL's"
-  say "load-testing $base at ${levels[*]} request(s) at once with evalscope perf (its log and outputs: $(rel "$raw"))"
+  say "load-testing $base at ${levels[*]} request(s) at once with evalscope perf (its output, as it comes: $(rel "$raw")/evalscope.log)"
   OPENAI_API_KEY=$HF_BEARER "${argv[@]}"
 }
 

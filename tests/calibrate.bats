@@ -2,7 +2,8 @@
 # make calibrate (scripts/calibrate.sh, tools/money/calibrate.py): the real evalscope perf against the
 # loopback fake OpenAI server (streaming a token every few milliseconds), at three concurrency
 # levels; what it records, that the key never reaches a command line or a file, that make plan
-# then uses it, and the dry run's commands.
+# then uses it, and the dry run's commands; an endpoint that rejects the token and repeats it in
+# its error body: one line naming the cause, the token in no output and no file.
 
 setup() {
   load test_helper
@@ -28,6 +29,10 @@ f.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
 f.save_pretrained(sys.argv[1])
 PY
 }
+
+# A token of the HF shape, made for these tests alone: the endpoint is sent it, repeats it, and
+# nothing the verb prints or leaves may hold it, nor any part of it.
+readonly CANARY=hf_CANARYcanaryCANARYcanary0123456789
 
 # CALIBRATE_TIMEOUT=60: a request of the fake's takes well under a second, and a server that never
 # answers is given up at once (evalscope's connection check retries until this timeout).
@@ -60,7 +65,14 @@ readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUT
   run env "${SMALL[@]}" RUN=qwen-t2 CALIBRATE_TOKENIZER="$BATS_TEST_TMPDIR/tok" CALIBRATE_LEVELS="1 2 3" "$REPO/scripts/calibrate.sh"
 
   assert_success
-  assert_line "calibrate: wrote $STATE_ROOT/qwen-t2/calibration.json; make plan RUN=qwen-t2 uses it"
+  # calibrate's lines alone: evalscope's output is in its log, not on the terminal.
+  assert_line --index 0 "calibrate: load-testing $FAKE_OPENAI_BASE at 1 2 3 request(s) at once with evalscope perf (its output, as it comes: $STATE_ROOT/qwen-t2/calibration/evalscope.log)"
+  local level
+  for level in 1 2 3; do
+    assert_line --index "$level" --regexp "^calibrate: $level at once: $((2 * level)) of $((2 * level)) requests, TTFT [0-9.]+ ms, [0-9.]+ ms per output token, [0-9.]+ output tokens/s\$"
+  done
+  assert_line --index 4 "calibrate: wrote $STATE_ROOT/qwen-t2/calibration.json; make plan RUN=qwen-t2 uses it"
+  [ "${#lines[@]}" -eq 5 ]
   local cal="$STATE_ROOT/qwen-t2/calibration.json"
   [ "$(jq -c '[.levels[] | [.concurrency, .requests, .succeeded, .failed]]' "$cal")" = '[[1,2,2,0],[2,4,4,0],[3,6,6,0]]' ]
   # Every level measured a time to first token, a time per output token (at least the fake's 5 ms
@@ -83,12 +95,41 @@ readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUT
   assert_output --partial ", what make calibrate measured on qwen3.8-27b-fp8-sglang-h200 ($STATE_ROOT/qwen-t2/calibration.json, "
 }
 
+# The fast tier's one real evalscope run (about 3 s of CPU): the fake endpoint answers 401 with a
+# body that repeats the Authorization header it was sent, as an error page may, and evalscope logs
+# error bodies verbatim. The causes evalscope reports no better (a refused connection, a timeout)
+# are tests/test_calibrate.py's, on what evalscope logged for each.
+@test "calibrate: an endpoint that rejects the token and repeats it: one line with the cause, the token nowhere" {
+  tiny_tokenizer "$BATS_TEST_TMPDIR/tok"
+  start_fake_openai --echo-auth
+  write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"
+  local raw="$STATE_ROOT/qwen-t2/calibration"
+
+  HF_TOKEN=$CANARY run env "${SMALL[@]}" RUN=qwen-t2 CALIBRATE_TOKENIZER="$BATS_TEST_TMPDIR/tok" CALIBRATE_LEVELS=1 "$REPO/scripts/calibrate.sh"
+
+  assert_failure 1
+  assert_output "calibrate: load-testing $FAKE_OPENAI_BASE at 1 request(s) at once with evalscope perf (its output, as it comes: $raw/evalscope.log)
+calibrate: the endpoint answered 401 Unauthorized: it rejects the HF token (the token needs read access to the job's namespace): hf auth login, or set HF_TOKEN; nothing recorded (evalscope's output: $raw/evalscope.log)"
+  # The endpoint was sent the canary, once (evalscope's connection check), and answered with it.
+  [ "$(jq -r '"\(.path) \(.status) \(.auth)"' "$FAKE_OPENAI_RECORD")" = "/v1/chat/completions 401 wrong" ]
+  # evalscope's own line, in its log and in its output (after its progress bar, in the output),
+  # says so, with the token redacted.
+  local said='[0-9]{2}:[0-9]{2}:[0-9]{2} - evalscope - ERROR: Non-retryable error \(HTTP 401\): \{"error": "Invalid credentials in Authorization header: Bearer \[redacted\]"\}\. Please check your --model, --url and --api settings\.$'
+  [ "$(grep -cE "$said" "$raw/evalscope.log")" -eq 1 ]
+  [ "$(grep -cE "$said" "$raw/Qwen3.8-27B-FP8/benchmark.log")" -eq 1 ]
+  refute_output --partial CANARYcanary
+  run grep -rl CANARYcanary "$STATE_ROOT"
+  assert_output ""
+  [ ! -e "$STATE_ROOT/qwen-t2/calibration.json" ]
+}
+
 # bats test_tags=e2e
-@test "calibrate: a server that answers nothing records nothing and says why in one line" {
+@test "calibrate: a server that answers nothing records nothing and says so in one line" {
   tiny_tokenizer "$BATS_TEST_TMPDIR/tok"
   write_server_state qwen-t2 job1 "http://127.0.0.1:1/v1"
   run env "${SMALL[@]}" CALIBRATE_TIMEOUT=1 RUN=qwen-t2 CALIBRATE_TOKENIZER="$BATS_TEST_TMPDIR/tok" CALIBRATE_LEVELS="1" "$REPO/scripts/calibrate.sh"
   assert_failure 1
-  assert_line --regexp '^calibrate: evalscope perf (failed against|measured no time per output token at) http://127\.0\.0\.1:1/v1/chat/completions'
+  assert_output "calibrate: load-testing http://127.0.0.1:1/v1 at 1 request(s) at once with evalscope perf (its output, as it comes: $STATE_ROOT/qwen-t2/calibration/evalscope.log)
+calibrate: the connection to 127.0.0.1:1 was refused: nothing listens there (is the server up? make status RUN=qwen-t2); nothing recorded (evalscope's output: $STATE_ROOT/qwen-t2/calibration/evalscope.log)"
   [ ! -e "$STATE_ROOT/qwen-t2/calibration.json" ]
 }

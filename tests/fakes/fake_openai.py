@@ -5,7 +5,7 @@ Usage:
         [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-until FILE]
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
         [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE] [--metrics FILE]
-        [--decode-ms MS]
+        [--decode-ms MS] [--echo-auth]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -53,7 +53,10 @@ Every request is appended to --record as one JSON line:
 "auth" is "missing", "ok" (the Bearer value equals $FAKE_OPENAI_EXPECT_TOKEN, or any value
 when that variable is unset) or "wrong". The token itself is never written anywhere.
 With $FAKE_OPENAI_EXPECT_TOKEN set, requests without the right token answer 401, as the
-jobs proxy does. The server exits by itself after --max-lifetime seconds.
+jobs proxy does; with --echo-auth that 401's body repeats the Authorization header it was
+sent, token and all, as an error page may: what a client that logs error bodies verbatim
+(evalscope perf) then writes wherever it logs. The server exits by itself after --max-lifetime
+seconds.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class State:
                 self.workers_body = f.read()
         self.metrics = args.metrics
         self.expect_token = os.environ.get("FAKE_OPENAI_EXPECT_TOKEN")
+        self.echo_auth = args.echo_auth
         self.lock = threading.Lock()
 
     def auth(self, header: str | None) -> str:
@@ -169,7 +173,8 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError:
                 return self._reply(400, {"error": {"message": "body is not JSON"}}, auth=auth)
         if state.expect_token is not None and auth != "ok":
-            return self._reply(401, {"error": "Invalid credentials in Authorization header"}, body, auth)
+            sent = f": {self.headers.get('Authorization')}" if state.echo_auth else ""
+            return self._reply(401, {"error": f"Invalid credentials in Authorization header{sent}"}, body, auth)
 
         if self.command == "GET" and self.path == "/health":
             with state.lock:
@@ -245,6 +250,7 @@ def main() -> None:
     parser.add_argument("--workers-body")
     parser.add_argument("--decode-ms", type=float, default=0.0)
     parser.add_argument("--metrics")
+    parser.add_argument("--echo-auth", action="store_true")
     args = parser.parse_args()
 
     Handler.state = State(args)

@@ -10,8 +10,12 @@ runner (evalscope.perf.main.run_perf_benchmark), exactly as `evalscope perf <arg
 but for one thing: the endpoint's key. The HF jobs proxy wants the HF token as a bearer, and
 evalscope takes it only as --api-key, an argument every local user could read in the process
 list; so it is read here from OPENAI_API_KEY (scripts/calibrate.sh puts the token there, never on
-a command line) and handed to evalscope's Arguments as data. evalscope writes it redacted
-("**********") in its own outputs.
+a command line) and handed to evalscope's Arguments as data, and a key among the arguments is
+refused. evalscope masks it in the arguments it logs, not in an error body that repeats it; so
+evalscope runs under tools/money/calibrate_evalscope.py, which keeps the token out of what it prints,
+logs and leaves, and its output (state/<run>/calibration/evalscope.log) off the terminal: a
+failure is one line with its cause (a 401, a refused connection, a timeout), where evalscope says
+"TimeoutError: Test connection failed" for each.
 
 What is recorded, per concurrency level: the requests, how many succeeded, the mean time to
 first token, time per output token and output throughput, as evalscope measured them; with the
@@ -33,6 +37,7 @@ from pathlib import Path
 import click
 
 from tools import safe_read
+from tools.money import calibrate_evalscope
 
 
 class CalibrateError(click.ClickException):
@@ -103,25 +108,30 @@ def levels_of(results: dict) -> list[dict]:
 @click.argument("evalscope_argv", nargs=-1, type=click.UNPROCESSED)
 def cli(out_path, run, profile, flavor, dp, tp, prompt_tokens, shared_prefix_tokens, output_tokens, evalscope_argv):
     """Run evalscope perf with EVALSCOPE_ARGV against the live server; record its levels in --out."""
-    from evalscope.perf.main import run_perf_benchmark
-
-    args = evalscope_arguments(list(evalscope_argv), os.environ.get("OPENAI_API_KEY"))
+    key = os.environ.get("OPENAI_API_KEY")
+    redactor = calibrate_evalscope.Redactor([key, os.environ.get("HF_TOKEN")])
+    try:
+        args = evalscope_arguments(list(evalscope_argv), key)
+    except CalibrateError as e:  # an argument evalscope refused may be a key: calibrate's own output is redacted
+        raise CalibrateError(redactor.text(e.message)) from None
+    url = redactor.text(safe_read.printable(args.url))
+    log, failure = Path(args.outputs_dir) / "evalscope.log", calibrate_evalscope.LastFailure()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     try:
-        results = run_perf_benchmark(args)
+        calibrate_evalscope.redacting_api(args.api, redactor, failure)
+        results = calibrate_evalscope.run_perf(args, redactor, log)
     except Exception as e:  # evalscope's own failure (no connection, a refused request): one line
-        raise CalibrateError(f"evalscope perf failed against {safe_read.printable(args.url)}: "
-                             f"{type(e).__name__}: {safe_read.clip(str(e), 300)}") from None
+        raise CalibrateError(calibrate_evalscope.failure_line(failure, e, url, args.total_timeout, run, str(log))) \
+            from None
     levels = levels_of(results or {})
     if not levels or not any(level["tpot_ms"] for level in levels):
-        raise CalibrateError(f"evalscope perf measured no time per output token at {safe_read.printable(args.url)} "
-                             f"(every request failed?): nothing recorded; its log is under {args.outputs_dir}")
+        raise CalibrateError(calibrate_evalscope.failure_line(failure, None, url, args.total_timeout, run, str(log)))
     doc = {
         "run": run,
         "measured_at": started,
         "tool": f"evalscope {metadata.version('evalscope')} (evalscope perf)",
         "server": {"profile": profile, "flavor": flavor, "dp": dp, "tp": tp, "model": args.model,
-                   "endpoint": args.url},
+                   "endpoint": url},
         "workload": {"prompt_tokens": prompt_tokens, "shared_prefix_tokens": shared_prefix_tokens,
                      "output_tokens": output_tokens,
                      "why": "an agent turn: a long conversation whose history the server has cached (the shared "
