@@ -178,6 +178,29 @@ def test_the_run_s_own_job_dirs_are_fitted_by_side_at_their_trials_at_once(tmp_p
     assert e.server_rate == pytest.approx(1 / 6)
 
 
+def test_a_settled_trial_with_an_agent_time_of_0_s_is_no_duration_to_fit(tmp_path):
+    """A result.json whose agent started and finished at the same instant (anyone can write one)
+    once divided the plan by a mean agent time of 0 s. It is left out of the fit, with a note; its
+    outcome still counts towards the infra rate."""
+    jobs, s = tmp_path / "jobs", TrialSpec
+    zero = ("1 settled trial has an agent time of 0 s (the agent started and finished at the same instant): no "
+            "duration, left out of the agent-time fit")
+    write_job(jobs, "r", [s("a", 1.0, agent_minutes=0), s("b", 0.0, agent_minutes=40),
+                          s("c", None, "SandboxError", "503", agent_minutes=10)], multiplier=4.0)
+    e = plan_evidence.choose(str(jobs), "r", QWEN, "h200", 1, 1)
+    assert (e.source, e.settled, e.finished, e.mean_agent_secs) == ("the run's own job dirs", 1, 3, 2400.0)
+    assert e.infra_fraction == 10 / 40 and e.sandbox_rate == 1 / 3
+    assert e.notes == [zero]
+    # Only such trials: nothing of the run's own to fit, so the reference's figures, the note kept.
+    write_job(jobs, "z", [s("a", 1.0, agent_minutes=0), s("c", None, "SandboxError", "503", agent_minutes=10)],
+              multiplier=4.0)
+    result = CliRunner().invoke(plan.cli, ["--run", "z", "--tasks", "10", "--model", QWEN, "--server-flavor", "h200",
+                                           "--job-name", "z", "--jobs-dir", str(jobs), "--reps", "5"])
+    assert result.exit_code == 0, result.output
+    assert "fitted to the reference (Run 1, and Runs 2 and 3's infra rates)" in result.output
+    assert result.output.splitlines()[-1] == f"note: {zero}"
+
+
 # --------------------------------------------------------------------------- the server: roofline and candidates
 
 
