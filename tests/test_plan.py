@@ -534,6 +534,56 @@ def test_a_flavor_with_no_gpu_is_refused_and_a_profile_that_cannot_run_is_no_can
     (tmp_path / "r.env").write_text("MODEL=m\nSERVER_FLAVOR=h200x4\nSERVER_DP=2\nSERVER_TP=1\n")
     (tmp_path / "s.env").write_text("MODEL=m\nSERVER_FLAVOR=h200x4\nSERVER_DP=99999\n")
     assert [(p.name, p.dp, p.tp) for p in plan_server.profiles_for("m", tmp_path)] == [("p", 2, 1)]
+    # A flavor of no family: the examples are the flavors the model's own profiles are served on, never
+    # an empty name pasted into the sentence ("e.g.  or x2").
+    proc = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=x0", env=clean_env)
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
+        "plan: SERVER_FLAVOR=x0 names no GPU (x0): name the flavor the model is served on, e.g. h200 or h200x2"]
+
+
+UNPRICED = ("has no price in env/flavor-prices.tsv, the price list make plan reads (copied from HF's Jobs pricing "
+            "page).{guess} Set {name} to a flavor it lists, or add {flavor}'s hourly price to it if HF Jobs offers "
+            "it (hf jobs hardware)")
+
+
+def test_an_unpriced_server_flavor_is_one_line_naming_the_closest_priced_one_in_every_verb(clean_env):
+    """A typo of a flavor (h200x3) once put a KeyError's traceback inside make print's estimate and
+    make reproduce's plan, which still exited 0."""
+    why = "SERVER_FLAVOR=h200x3 " + UNPRICED.format(guess=" Did you mean h200x2?", name="SERVER_FLAVOR",
+                                                    flavor="h200x3")
+    proc = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=h200x3", env=clean_env)
+    assert (proc.returncode, proc.stdout, proc.stderr.splitlines()[0]) == (2, "", f"plan: {why}")
+    printed = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=h200x3", env=clean_env, target="print")
+    assert printed.returncode == 0 and "Traceback" not in printed.stdout + printed.stderr
+    assert f"# estimate: the run's length is not estimated: {why}" in printed.stdout.splitlines()
+    # The closest priced flavor, case and spaces forgiven; none when nothing is close.
+    assert plan.closest_flavor("H200", ["cpu-basic", "h200", "h200x2"]) == "h200"
+    assert plan.closest_flavor("h200 ", ["cpu-basic", "h200", "h200x2"]) == "h200"
+    assert plan.closest_flavor("l40x4", ["l40sx1", "l40sx4", "h200x4"]) == "l40sx4"
+    assert plan.closest_flavor("zzz", ["cpu-basic", "h200", "h200x2"]) is None
+    proc = plan_cli("--server-flavor", "\x1b[31m")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SERVER_FLAVOR='\\x1b[31m' " + UNPRICED.format(
+        guess="", name="SERVER_FLAVOR", flavor="'\\x1b[31m'") + "\n")
+
+
+def test_a_price_list_of_one_s_own_is_named_as_itself(tmp_path):
+    """--prices PATH: every message and the page name PATH, never env/flavor-prices.tsv."""
+    own = tmp_path / "prices.tsv"
+    own.write_text("h200x2\t9.00\ncpu-upgrade\t0.05\nexposed-ports\t0.01\n")
+    proc = plan_cli("--prices", str(own))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SERVER_FLAVOR=h200 " + UNPRICED.format(
+        guess=" Did you mean h200x2?", name="SERVER_FLAVOR", flavor="h200").replace(
+        "env/flavor-prices.tsv, the price list make plan reads (copied from HF's Jobs pricing page)",
+        f"{own}, the price list make plan reads (--prices)") + "\n")
+    proc = plan_cli("--prices", str(own), "--server-flavor", "h200x2", "--sandbox-flavor", "cpu-upgrad")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SANDBOX_FLAVOR=cpu-upgrad " + UNPRICED.format(
+        guess=" Did you mean cpu-upgrade?", name="SANDBOX_FLAVOR", flavor="cpu-upgrad").replace(
+        "env/flavor-prices.tsv, the price list make plan reads (copied from HF's Jobs pricing page)",
+        f"{own}, the price list make plan reads (--prices)") + "\n")
+    proc = plan_cli("--prices", str(own), "--server-flavor", "h200x2", "--server-dp", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert f"- prices: {own} (--prices): h200x2 $9/h, exposed port $0.01/h, sandbox cpu-upgrade $0.05/h" \
+        in proc.stdout.splitlines()
 
 
 def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path):

@@ -86,11 +86,62 @@ def deadline_seconds(text: str) -> float:
     return secs
 
 
-def require_gpus(flavor: str) -> None:
-    """A server flavor holds at least one GPU: `h200x0` would plan zero replicas."""
+def flavor_word(flavor: str) -> str:
+    """A flavor as a message shows it: printable, and quoted as a shell would need it (`'h200 '`)."""
+    return shlex.quote(safe_read.clip(safe_read.printable(flavor), 60))
+
+
+def flavor_distance(a: str, b: str) -> int:
+    """Edit distance, case-insensitive, a swap of two neighbours counting one (scripts/lib.sh's
+    closest_name, the rule every other "did you mean" here follows)."""
+    a, b = a.casefold(), b.casefold()
+    d = [[i + j if not i * j else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+def closest_flavor(flavor: str, known: list[str]) -> str | None:
+    """The known flavor `flavor` most likely meant: one of its family (any case) with the nearest
+    count of GPUs (h200x3: h200x2, the first of the two as near), else the nearest by name when it
+    is near enough to be a typo of it (as closest_name: at most 1 + a fifth of its length apart;
+    ties to the same length, then the list's order)."""
+    name = flavor.strip()[:60]  # a flavor name is short: a long value is no typo of one, and costs no more
+    if not name:
+        return None
+    family = plan_server.family_of(name).casefold()
+    same = [k for k in known if family and plan_server.family_of(k).casefold() == family]
+    if same:
+        return min(same, key=lambda k: abs(plan_server.gpus_of(k) - plan_server.gpus_of(name)))
+    best = min(known, key=lambda k: (flavor_distance(name, k), abs(len(k) - len(name))), default=None)
+    return best if best is not None and flavor_distance(name, best) <= 1 + len(name) // 5 else None
+
+
+def require_priced(setting: str, flavor: str, costs: Costs) -> None:
+    """A flavor the price list prices, else one line: where the prices come from, the closest
+    priced flavor, and the fix. Every dollar of the plan is a price from that list."""
+    if flavor in costs.gpu_usd:
+        return
+    guess = closest_flavor(flavor, list(costs.gpu_usd))
+    raise PlanError(f"{setting}={flavor_word(flavor)} has no price in {costs.source}, the price list make plan reads "
+                    f"({costs.origin})." + (f" Did you mean {guess}?" if guess else "")
+                    + f" Set {setting} to a flavor it lists, or add {flavor_word(flavor)}'s hourly price to it if HF "
+                      f"Jobs offers it (hf jobs hardware)")
+
+
+def require_gpus(flavor: str, costs: Costs, profiles: list[plan_server.Profile]) -> None:
+    """A server flavor holds at least one GPU: `h200x0` would plan zero replicas. The examples are
+    the priced flavors of its family, else the flavors the model's own profiles are served on."""
     if plan_server.gpus_of(flavor) == 0:
-        raise PlanError(f"SERVER_FLAVOR={safe_read.printable(flavor)} names no GPU (x0): name the flavor the model is "
-                        f"served on, e.g. {plan_server.family_of(flavor)} or {plan_server.family_of(flavor)}x2")
+        family = plan_server.family_of(flavor)
+        examples = [f for f in costs.gpu_usd if family and plan_server.family_of(f) == family] or \
+            list(dict.fromkeys(p.flavor for p in sorted(profiles, key=lambda p: (p.gpus, p.flavor))))
+        fix = f"e.g. {' or '.join(examples[:2])}" if examples else f"one {costs.source} prices"
+        raise PlanError(f"SERVER_FLAVOR={flavor_word(flavor)} names no GPU (x0): name the flavor the model is "
+                        f"served on, {fix}")
 
 
 def shard_counts(replicas: int) -> list[int]:
@@ -125,6 +176,8 @@ class Costs:
     sandbox_usd: float
     sandbox_flavor: str
     label: str
+    source: str = "env/flavor-prices.tsv"  # the price list, as messages name it
+    origin: str = "copied from HF's Jobs pricing page"  # where its prices come from
 
 
 class _ReadPrices:
@@ -155,10 +208,15 @@ def read_price_list(path: Path) -> _ReadPrices:
 def load_costs(path: Path, sandbox_flavor: str) -> Costs:
     prices = cost_prices.tsv_prices(read_price_list(path))
     port = prices.pop("exposed-ports", 0.0)
-    if sandbox_flavor not in prices:
-        raise PlanError(f"the sandbox flavor '{sandbox_flavor}' has no price in {safe_read.shown(str(path))}: add it there")
-    return Costs(prices, port, prices[sandbox_flavor], sandbox_flavor,
-                 f"{cost_hf.rel(path)} (tools/money/cost.py's offline price list)")
+    source = safe_read.printable(cost_hf.rel(path))
+    # The bundled list is make cost's offline one (its header names the Hub page it was copied
+    # from); any other is the user's own, named as itself.
+    default = Path(path).resolve() == cost_prices.TSV_PRICES.resolve()
+    costs = Costs(prices, port, prices.get(sandbox_flavor, 0.0), sandbox_flavor,
+                  f"{source} (tools/money/cost.py's offline price list)" if default else f"{source} (--prices)",
+                  source, "copied from HF's Jobs pricing page" if default else "--prices")
+    require_priced("SANDBOX_FLAVOR", sandbox_flavor, costs)
+    return costs
 
 
 def candidate_profiles(own: plan_server.Profile, profiles: list[plan_server.Profile], costs: Costs,
@@ -171,8 +229,6 @@ def candidate_profiles(own: plan_server.Profile, profiles: list[plan_server.Prof
         if (p.name not in out and plan_server.family_of(p.flavor) == plan_server.family_of(own.flavor) and p.flavor in costs.gpu_usd
                 and (not p.speculative or p.name == calibrated)):
             out[p.name] = p
-    if own.flavor not in costs.gpu_usd:
-        raise PlanError(f"the run's server flavor '{own.flavor}' has no price in env/flavor-prices.tsv: add it there")
     return sorted(out.values(), key=lambda p: (p.gpus, p.tp, p.name))
 
 
@@ -378,10 +434,13 @@ def check_work(tasks: int, k: int, reps: int) -> None:
 # --------------------------------------------------------------------------- the plan
 
 
-def own_profile(server: str, model: str, flavor: str, dp: int, tp: int, servers_dir: Path) -> plan_server.Profile:
+def own_profile(server: str, model: str, flavor: str, dp: int, tp: int, servers_dir: Path, costs: Costs,
+                profiles: list[plan_server.Profile]) -> plan_server.Profile:
     """The run's own server as its settings resolve it (SERVER_FLAVOR, SERVER_DP, SERVER_TP win
-    over the profile's plain lines), speculative when its profile is."""
-    require_gpus(flavor)
+    over the profile's plain lines), speculative when its profile is; on a priced GPU flavor, else
+    one line (checked here, so the table and make print's own row refuse it alike)."""
+    require_gpus(flavor, costs, profiles)
+    require_priced("SERVER_FLAVOR", flavor, costs)
     read = plan_server.read_profile(servers_dir / f"{server}.env") if server else None
     return plan_server.Profile(server or "(the run's server)", model, flavor, dp, tp, bool(read and read.speculative))
 
@@ -405,8 +464,8 @@ def inputs(*, model: str, server: str, server_flavor: str, server_dp: int, serve
            jobs_dir: str, job_name: str, mult: float, timeout_estimate: float, ready_timeout: float,
            prices_path: Path, servers_dir: Path, calibration_path: Path | None) -> Inputs:
     costs = load_costs(prices_path, sandbox_flavor)
-    own = own_profile(server, model, server_flavor, server_dp, server_tp, servers_dir)
     profiles = plan_server.profiles_for(model, servers_dir)
+    own = own_profile(server, model, server_flavor, server_dp, server_tp, servers_dir, costs, profiles)
     calibration, cal_note = plan_server.read_calibration(calibration_path) if calibration_path else (None, None)
     roofline = plan_server.roofline_for(model, own.flavor)
     try:
