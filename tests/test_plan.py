@@ -380,6 +380,19 @@ def test_the_sandboxes_bind_and_the_plan_says_why():
     assert f"the attempts that hit their timeout {b['baseline_timeout_share']:.0%} → {b['fastest_timeout_share']:.0%}" in line
 
 
+def test_without_a_deadline_what_binds_still_names_the_sandboxes_limit():
+    """With no DEADLINE there is no row to judge; the line once read "the sandboxes allow  trials
+    at once keep …", its number cut off."""
+    doc = plan_doc(tasks=89, k=5, reps=20)
+    assert (doc["recommendation"], doc["binding"]["resource"], doc["binding"]["at_once_limit"]) == (None, None, 4)
+    line = next(x for x in plan_render.render(doc).splitlines() if x.startswith("what binds: "))
+    assert line == ("what binds: no DEADLINE, so no configuration to judge; the sandboxes allow at most 4 trials at "
+                    "once at or below 30% infra errors (the governor's MAX_INFRA_RATE, or the baseline's own rate). "
+                    "A faster server shortens a trial by its decode share only (47%): the fastest here, "
+                    "qwen3.8-27b-fp8-sglang-h200x4-tp4, makes a trial 36% shorter and the attempts that hit their "
+                    "timeout 65% → 51%.")
+
+
 # --------------------------------------------------------------------------- the verb
 
 
