@@ -205,7 +205,7 @@ def test_a_settled_trial_with_an_agent_time_of_0_s_is_no_duration_to_fit(tmp_pat
 
 
 def test_the_roofline_s_constants_and_steps():
-    assert plan_server.GPU_BANDWIDTH["h200"] == pytest.approx(27e9 / 7.0e-3)       # 3.86 TB/s, the H200 measurement
+    assert plan_server.GPUS["h200"].bandwidth == pytest.approx(27e9 / 7.0e-3)       # 3.86 TB/s, the H200 measurement
     n = plan_server.MODELS[QWEN]
     assert (n.weight_bytes, n.kv_bytes_per_token, n.state_bytes_per_sequence) == (27e9, 32_768, 150_994_944)
     r = plan_server.roofline_for(QWEN, "h200x4")
@@ -270,6 +270,51 @@ def test_a_calibration_scales_the_roofline_and_the_plan_says_so(tmp_path):
     bad = plan_doc(calibration_path=cal, tasks=10, reps=5)
     assert bad["server_model"]["note"] == "the roofline alone (no calibration)"
     assert any("is not a calibration make calibrate writes" in n for n in bad["evidence"]["notes"])
+
+
+def write_calibration(path: Path, profile: str, *tpot_ms: float) -> Path:
+    path.write_text(json.dumps({"server": {"profile": profile}, "measured_at": "2026-12-04T10:00:00Z",
+                                "levels": [{"concurrency": c, "tpot_ms": t} for c, t in zip((1, 3, 6), tpot_ms)]}))
+    return path
+
+
+def test_a_calibration_no_server_could_have_measured_is_refused_in_one_line(tmp_path):
+    """0.01 ms a token once scaled the roofline by 0.00, and 59,999 ms by 7,795, without a word. A
+    step reads every weight once: its floor is the model's weight bytes over the GPUs' peak bandwidth
+    (27 GB over one H200's 4.8 TB/s: 5.6 ms; a TP-2 split halves the bytes each GPU reads)."""
+    one, tp2, spec = ("qwen3.8-27b-fp8-sglang-h200", "qwen3.8-27b-fp8-sglang-h200x2-tp2",
+                      "qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash")
+    assert (plan_server.GPUS["h200"].peak_bandwidth, plan_server.MAX_TPOT_SECS) == (4.8e12, 10.0)
+    fix = ". Run make calibrate again with the run's server up, or remove the file to plan from the roofline alone"
+    cases = [
+        (one, (0.01, 8.0, 8.5), "at concurrency 1 it measured 0.01 ms per output token on qwen3.8-27b-fp8-sglang-h200, "
+                                "under the 5.6 ms a decode step takes at the least (27 GB of Qwen/Qwen3.8-27B-FP8's "
+                                "weights streamed over 1 GPU at the h200's peak 4.8 TB/s): no server decodes that fast"),
+        (tp2, (4.0, 2.7, 5.0), "at concurrency 3 it measured 2.7 ms per output token on qwen3.8-27b-fp8-sglang-h200x2-tp2, "
+                               "under the 2.8 ms a decode step takes at the least (27 GB of Qwen/Qwen3.8-27B-FP8's "
+                               "weights streamed over 2 GPUs at the h200's peak 4.8 TB/s): no server decodes that fast"),
+        (one, (8.0, 9.0, 59_999), "at concurrency 6 it measured 59999 ms per output token on "
+                                  "qwen3.8-27b-fp8-sglang-h200, over the 10 s a token past which a server is stalled, "
+                                  "not decoding"),
+    ]
+    for profile, tpots, why in cases:
+        cal = write_calibration(tmp_path / "calibration.json", profile, *tpots)
+        with pytest.raises(plan.PlanError) as refused:
+            plan_doc(calibration_path=cal, tasks=10, reps=5)
+        assert refused.value.message == f"the calibration {cal} is refused: {why}{fix}"
+    # Through the command line, as make plan and make print's estimate run it: one line, exit 1.
+    proc = plan_cli("--calibration", str(cal), "--own", "1", "3", "--json")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", f"plan: the calibration {cal} is refused: {why}{fix}\n")
+    # At the floor and above it, used: 2.9 ms on two GPUs; a speculative profile decodes several tokens a
+    # step, so no weight-streaming floor holds for it (the ceiling does).
+    for profile, tpots in ((tp2, (2.9, 3.0, 3.2)), (spec, (1.0, 1.2, 1.5))):
+        cal = write_calibration(tmp_path / "calibration.json", profile, *tpots)
+        assert plan_doc(calibration_path=cal, tasks=10, reps=5)["server_model"]["note"].startswith(
+            "the roofline scaled by ")
+    cal = write_calibration(tmp_path / "calibration.json", spec, 1.0, 10_001, 1.5)
+    with pytest.raises(plan.PlanError, match=r"at concurrency 3 it measured 10001 ms per output token on "
+                                             r"qwen3\.8-27b-fp8-sglang-h200x2-tp2-dflash, over the 10 s a token"):
+        plan_doc(calibration_path=cal, tasks=10, reps=5)
 
 
 # --------------------------------------------------------------------------- the recommendation

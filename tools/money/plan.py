@@ -18,6 +18,7 @@ Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -267,11 +268,20 @@ def server_model(evidence: plan_evidence.Evidence, own: plan_server.Profile, cal
     note = "the roofline alone (no calibration)"
     if calibration:
         measured = next((p for p in profiles if p.name == calibration.profile), None)
+        # The measured server's own roofline: its GPUs are what its floor and its scale are read against.
+        measured_roofline = measured and plan_server.roofline_for(measured.model, measured.flavor)
         if measured is None:
             note = f"the roofline alone: the calibration {calibration.path} measured {calibration.profile}, no profile here"
+        elif measured_roofline is None:
+            note = (f"the roofline alone: the calibration {calibration.path} measured {calibration.profile}, on "
+                    f"{plan_server.family_of(measured.flavor)}, a GPU with no roofline numbers here")
         else:
-            scale = plan_server.calibration_scale(calibration, roofline, measured)
-            roofline = plan_server.Roofline(roofline.numbers, roofline.bandwidth, scale=scale)
+            refused = plan_server.calibration_refused(calibration, measured_roofline, measured)
+            if refused:
+                raise PlanError(f"the calibration {calibration.path} is refused: {refused}. Run make calibrate again "
+                                f"with the run's server up, or remove the file to plan from the roofline alone")
+            scale = plan_server.calibration_scale(calibration, measured_roofline, measured)
+            roofline = dataclasses.replace(roofline, scale=scale)
             note = (f"the roofline scaled by {scale:.2f}, what make calibrate measured on {calibration.profile} "
                     f"({calibration.path}, {calibration.measured_at}) against it")
     source_tp = evidence.source_tp
