@@ -664,6 +664,95 @@ def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path)
                            f"(the default is env/flavor-prices.tsv)\n")
 
 
+# Every option a setting reaches (scripts/argv.sh, plan_args), and odd values for it: make print and
+# make reproduce run the plan before any check of some of them, and keep its last line as the reason
+# their estimate is missing.
+SETTING_OPTIONS = ("--tasks", "--attempts", "--multiplier", "--timeout-estimate", "--model", "--server",
+                   "--server-flavor", "--server-dp", "--server-tp", "--sandbox-flavor", "--jobs-dir", "--job-name",
+                   "--deadline", "--reps", "--seed", "--mopup-passes", "--max-infra-rate", "--ready-timeout",
+                   "--max-retries", "--calibration")
+ODD_VALUES = ("", " ", "0", "-1", "0.5", "1e3", "nan", "inf", "-inf", "1e309", "9" * 30, "x", "\x1b[31m", "h200x3",
+              "x0", "../x", "/", "/dev/zero", "a" * 5000, "0s", "-1h", "1e400h", "64", "65", "1000", "10000", "100000")
+
+
+def plan_outcome(*args: str) -> list[str]:
+    """plan.cli on the leaderboard's small settings and `args`: a result (exit 0, every figure of the
+    JSON finite), or one line in the verb's voice with exit 1 or 2, never a traceback. Its lines."""
+    def finite_only(constant):
+        raise AssertionError(f"{constant} in the plan's JSON")
+
+    base = ["--run", "r", "--tasks", "3", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
+            "--server-flavor", "h200", "--job-name", "nothing", "--jobs-dir", NO_JOBS, "--reps", "2", "--json"]
+    result = CliRunner().invoke(plan.cli, base + list(args))
+    lines = result.output.splitlines()
+    if result.exit_code == 0:
+        assert result.exception is None
+        json.loads(result.output, parse_constant=finite_only)
+    else:
+        assert isinstance(result.exception, SystemExit), (args[:2], result.exc_info)
+        assert result.exit_code in (1, 2) and len(lines) == 1 and lines[0].startswith("plan: "), (args[:2], lines)
+    return lines
+
+
+@pytest.mark.parametrize("option", SETTING_OPTIONS)
+def test_every_odd_value_of_a_setting_is_a_result_or_one_line_for_make_print_s_estimate(option):
+    """The run's own row alone (--own, what make print and make reproduce ask), so the whole sweep is fast."""
+    for value in ODD_VALUES:
+        plan_outcome(option, value, "--own", "1", "3")
+
+
+@pytest.mark.parametrize("option", [pytest.param(o, marks=pytest.mark.full) if o not in ("--deadline", "--max-infra-rate")
+                                    else o for o in SETTING_OPTIONS])
+def test_every_odd_value_of_a_setting_is_a_result_or_one_line_for_make_plan(option):
+    """The table (make plan), every candidate; make check takes the two settings only the table reads."""
+    for value in ODD_VALUES:
+        plan_outcome(option, value)
+
+
+def test_a_setting_out_of_make_plan_s_range_is_named_in_one_line(tmp_path, clean_env):
+    """Click's usage error was five lines ("Usage: …", "Error: Invalid value for '--reps' …"), and make
+    print kept all of it as the reason its estimate is missing; nan passed every range unchecked."""
+    assert plan_outcome("--reps", "0") == [
+        "plan: setting PLAN_REPS must be a whole number from 1 to 10,000, got '0' (--reps)"]
+    assert plan_outcome("--multiplier", "nan") == [
+        "plan: setting AGENT_TIMEOUT_MULTIPLIER must be a number from 0.01 to 100, got 'nan' (--multiplier)"]
+    assert plan_outcome("--tasks", "1e3") == [
+        "plan: the run's task count (TASKS, N_TASKS or DATASET_TASKS) must be a whole number from 1 to 100,000, "
+        "got '1e3' (--tasks)"]
+    assert plan_outcome("--own", "1", "1001") == [
+        "plan: setting N_SHARDS or N_CONCURRENT must be a whole number from 1 to 1,000, got '1001' (--own)"]
+    assert plan_outcome("--max-retries", "\x1b[31m") == [
+        "plan: setting MAX_RETRIES must be a whole number from 0 to 10, got '\\x1b[31m' (--max-retries)"]
+    assert plan_outcome("--no-such-option") == ["plan: No such option '--no-such-option'."]
+    # A JOBS_DIR or calibration path the system cannot look up (too long a name): one line, not OSError.
+    long = "a" * 5000
+    assert plan_outcome("--jobs-dir", long) == [
+        f"plan: the run's job dirs cannot be looked for under JOBS_DIR={long[:200]}… (truncated, 5,000 chars): "
+        f"File name too long; set JOBS_DIR to the directory harbor writes them to"]
+    doc = json.loads("\n".join(plan_outcome("--calibration", long, "--own", "1", "3")))
+    assert doc["evidence"]["notes"] == [f"{long[:200]}… (truncated, 5,000 chars) cannot be read (File name too "
+                                        f"long); not used"]
+    printed = make("RUN=qwen-t2-leaderboard", "PLAN_REPS=0", f"JOBS_DIR={tmp_path / 'no-jobs'}", env=clean_env,
+                   target="print")
+    assert "# estimate: the run's length is not estimated: setting PLAN_REPS must be a whole number from 1 to 10,000, " \
+           "got '0' (--reps)" in printed.stdout.splitlines()
+
+
+def test_a_run_s_own_configuration_past_its_tasks_simulates_only_what_can_run():
+    """N_SHARDS=64 × N_CONCURRENT=1000 on one task at 10,000 repetitions once asked numpy for 5 GB of
+    idle slots: a shard with no task and a slot with no attempt hold nothing, so neither is kept.
+    The figures are those of the one shard and slot that run."""
+    one = plan_sim.simulate(np.array([600.0]), 1, 1, 1, 1, never, 4, np.random.default_rng(0))
+    wide = plan_sim.simulate(np.array([600.0]), 1, 1, 64, 1000, never, 4, np.random.default_rng(0))
+    assert wide.makespan.tolist() == one.makespan.tolist() == [600.0] * 4
+    assert plan_sim.pass_makespan(np.full((2, 1, 3), 10.0), 1000).tolist() == [10.0, 10.0]
+    # Its address space capped at 2 GiB (plan_cli), as the idle slots would not fit.
+    proc = plan_cli("--tasks", "1", "--attempts", "1", "--reps", "10000", "--own", "64", "1000", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["own"]["shards"], doc["own"]["n_concurrent"], doc["reps"]) == (64, 1000, 10_000)
+
+
 def test_the_run_s_own_job_dirs_of_another_model_are_refused_not_planned_from():
     """A run file copied from another keeps its JOB_NAME: the job dirs found are the other model's,
     whose durations say nothing of this run's. Refused with the fix, as the tally refuses them."""

@@ -75,6 +75,61 @@ class PlanError(click.ClickException):
         click.echo(f"plan: {self.message}", file=file, err=True)
 
 
+class PlanUsageError(PlanError):
+    """A command line the tool cannot take: exit 2, as click's own usage errors, but one line."""
+
+    exit_code = 2
+
+
+class OutOfRange(click.BadParameter):
+    """A value outside what make plan takes, its message already naming the setting."""
+
+
+def number_text(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+class Bounded(click.ParamType):
+    """A whole number, or a finite one, from `lo` to `hi`, refused as the settings' own checks word
+    it ("setting PLAN_REPS must be a whole number from 1 to 10,000, got '0'"): the values come from
+    settings, and make print and make reproduce run the plan before checking some of them. click's
+    ranges let nan through (every comparison with it is false)."""
+
+    name = "number"
+
+    def __init__(self, lo: float, hi: float, subject: str, whole: bool = True):
+        self.lo, self.hi, self.subject, self.whole = lo, hi, subject, whole
+
+    def convert(self, value, param, ctx):
+        number = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = value  # a default
+        else:
+            try:
+                number = int(value) if self.whole else float(value)
+            except (TypeError, ValueError):
+                pass
+        if number is None or not math.isfinite(number) or not self.lo <= number <= self.hi:
+            raise OutOfRange(f"{self.subject} must be {'a whole number' if self.whole else 'a number'} from "
+                             f"{number_text(self.lo)} to {number_text(self.hi)}, got "
+                             f"'{safe_read.clip(safe_read.printable(str(value)), 40)}' ({param.opts[0]})",
+                             ctx=ctx, param=param)
+        return number
+
+
+class PlanCommand(click.Command):
+    """click's usage errors on one line, in the verb's voice: make print and make reproduce keep the
+    tool's output after "plan: " as the reason their estimate is missing (scripts/argv.sh,
+    plan_estimate), and click's own is five lines ("Usage: …", "Try …", "Error: …")."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            message = e.message if isinstance(e, OutOfRange) else e.format_message()
+            raise PlanUsageError(" ".join(message.splitlines())) from None
+
+
 # --------------------------------------------------------------------------- small checks
 
 
@@ -391,7 +446,7 @@ def read_run_files(path: str | None) -> list[dict]:
     for line in text.splitlines():
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's depth
             continue
         if isinstance(doc, dict) and isinstance(doc.get("run"), str) and isinstance(doc.get("settings"), dict):
             out.append(doc)
@@ -559,31 +614,37 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
 # --------------------------------------------------------------------------- command line
 
 
-@click.command()
+@click.command(cls=PlanCommand)
 @click.option("--run", required=True, help="the run's name, for the title")
-@click.option("--tasks", type=click.IntRange(1, 100_000), help="tasks in the run (empty: the run's job's plan)")
-@click.option("--attempts", "k", type=click.IntRange(1, tally_trials.MAX_ATTEMPTS), default=1, show_default=True,
+@click.option("--tasks", type=Bounded(1, 100_000, "the run's task count (TASKS, N_TASKS or DATASET_TASKS)"),
+              help="tasks in the run (empty: the run's job's plan)")
+@click.option("--attempts", "k", type=Bounded(1, tally_trials.MAX_ATTEMPTS, "setting N_ATTEMPTS"), default=1,
+              show_default=True,
               help="N_ATTEMPTS, harbor's -k")
-@click.option("--multiplier", type=click.FloatRange(*plan_evidence.MULTIPLIER_RANGE), default=1.0, show_default=True,
+@click.option("--multiplier", type=Bounded(*plan_evidence.MULTIPLIER_RANGE, "setting AGENT_TIMEOUT_MULTIPLIER",
+                                           whole=False), default=1.0, show_default=True,
               help="AGENT_TIMEOUT_MULTIPLIER")
-@click.option("--timeout-estimate", type=click.FloatRange(1, 86400 * 7), default=900.0, show_default=True,
+@click.option("--timeout-estimate", type=Bounded(1, 86400 * 7, "setting AGENT_TIMEOUT_ESTIMATE", whole=False),
+              default=900.0, show_default=True,
               help="AGENT_TIMEOUT_ESTIMATE: one trial's agent timeout (s) at multiplier 1")
 @click.option("--model", required=True, help="MODEL: the candidates are the bundled profiles that serve it")
 @click.option("--server", default="", help="SERVER, the run's own profile")
 @click.option("--server-flavor", required=True, help="SERVER_FLAVOR of the run's own server")
-@click.option("--server-dp", type=click.IntRange(1, 64), default=1, show_default=True, help="SERVER_DP")
-@click.option("--server-tp", type=click.IntRange(1, 64), default=1, show_default=True, help="SERVER_TP")
+@click.option("--server-dp", type=Bounded(1, 64, "setting SERVER_DP"), default=1, show_default=True, help="SERVER_DP")
+@click.option("--server-tp", type=Bounded(1, 64, "setting SERVER_TP"), default=1, show_default=True, help="SERVER_TP")
 @click.option("--sandbox-flavor", default="cpu-upgrade", show_default=True, help="SANDBOX_FLAVOR")
 @click.option("--jobs-dir", default="jobs", show_default=True)
 @click.option("--job-name", required=True)
 @click.option("--deadline", help="an hf-style duration (24h, 90m, 2d); empty: no recommendation")
-@click.option("--reps", type=click.IntRange(1, MAX_REPS), default=200, show_default=True, help="PLAN_REPS")
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="PLAN_SEED")
-@click.option("--mopup-passes", type=click.IntRange(0, 1000), default=3, show_default=True,
+@click.option("--reps", type=Bounded(1, MAX_REPS, "setting PLAN_REPS"), default=200, show_default=True, help="PLAN_REPS")
+@click.option("--seed", type=Bounded(0, 2**32 - 1, "setting PLAN_SEED"), default=0, show_default=True, help="PLAN_SEED")
+@click.option("--mopup-passes", type=Bounded(0, 1000, "setting MOPUP_PASSES"), default=3, show_default=True,
               help="MOPUP_PASSES: make reproduce's limit, compared with the passes needed")
-@click.option("--max-infra-rate", type=click.FloatRange(0, 1), default=0.3, show_default=True,
+@click.option("--max-infra-rate", type=Bounded(0, 1, "setting MAX_INFRA_RATE", whole=False), default=0.3,
+              show_default=True,
               help="MAX_INFRA_RATE: the highest infra rate a recommendation may run at (or the baseline's)")
-@click.option("--ready-timeout", type=click.FloatRange(1, 10**9), default=2700.0, show_default=True,
+@click.option("--ready-timeout", type=Bounded(1, 10**9, "setting READY_TIMEOUT", whole=False), default=2700.0,
+              show_default=True,
               help="READY_TIMEOUT: bounds the server's loading time")
 @click.option("--prices", "prices_path", type=click.Path(path_type=Path), default=cost_prices.TSV_PRICES,
               help="the price list (default: env/flavor-prices.tsv)")
@@ -591,9 +652,9 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
               help="state/<run>/calibration.json (make calibrate); used when it exists")
 @click.option("--run-files", help="the run files' settings, one JSON object a line (scripts/plan.sh); - for stdin")
 @click.option("--identity", help="the planned run's identity settings as a JSON object (scripts/plan.sh)")
-@click.option("--own", nargs=2, type=click.IntRange(1, 1000), default=None,
+@click.option("--own", nargs=2, type=Bounded(1, 1000, "setting N_SHARDS or N_CONCURRENT"), default=None,
               help="SHARDS N_CONCURRENT: plan the run's own configuration only, in one line")
-@click.option("--max-retries", type=click.IntRange(0, 10), default=0, show_default=True,
+@click.option("--max-retries", type=Bounded(0, 10, "setting MAX_RETRIES"), default=0, show_default=True,
               help="MAX_RETRIES: harbor's in-run retries of an infra-errored attempt")
 @click.option("--json", "as_json", is_flag=True, help="the whole plan as JSON")
 def cli(run, tasks, k, multiplier, timeout_estimate, model, server, server_flavor, server_dp, server_tp, sandbox_flavor,
@@ -605,7 +666,7 @@ def cli(run, tasks, k, multiplier, timeout_estimate, model, server, server_flavo
     tasks = tasks or planned_tasks(jobs_dir, job_name, k)
     try:
         ident = json.loads(identity) if identity else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the decoder's depth
         raise PlanError("--identity is not a JSON object (scripts/plan.sh builds it)") from None
     doc = plan(run=run, tasks=tasks, k=k, mult=multiplier, timeout_estimate=timeout_estimate, model=model,
                server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,

@@ -219,6 +219,9 @@ def choose(jobs_dir: str, job_name: str, model: str, flavor: str, dp: int, tp: i
         own = tally_jobs.run_job_dirs(jobs_dir, job_name)
     except tally_jobs.TallyError:
         own = []
+    except OSError as e:  # a JOBS_DIR the system cannot even look up: planning from the reference would hide it
+        raise EvidenceError(f"the run's job dirs cannot be looked for under JOBS_DIR={safe_read.clip(jobs_dir, 200)}: "
+                            f"{e.strerror or e}; set JOBS_DIR to the directory harbor writes them to") from None
     try:
         tally_jobs.refuse_foreign_job_dirs(own, model)
     except tally_jobs.TallyError as e:

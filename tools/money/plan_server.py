@@ -244,11 +244,14 @@ class Calibration:
 
 def read_calibration(path: Path) -> tuple[Calibration | None, str | None]:
     """(the run's calibration, None) or (None, why it is not used): a missing file is no note."""
-    if not path.exists():
-        return None, None
+    try:
+        if not path.exists():
+            return None, None
+    except OSError as e:  # a path the system cannot look up (too long a name): no calibration to read
+        return None, f"{safe_read.clip(str(path), 200)} cannot be read ({e.strerror or e}); not used"
     try:
         doc = json.loads(safe_read.read_regular(path, CALIBRATION_CAP, "a calibration").decode("utf-8"))
-    except (OSError, safe_read.Unreadable, UnicodeDecodeError, ValueError) as e:
+    except (OSError, safe_read.Unreadable, UnicodeDecodeError, ValueError, RecursionError) as e:
         return None, f"{safe_read.shown(str(path))} is not a calibration make calibrate writes ({safe_read.clip(str(e), 120)}); not used"
     levels = doc.get("levels") if isinstance(doc, dict) else None
     server = doc.get("server") if isinstance(doc, dict) else None
