@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, write_job
 from tools.money import plan
+from tools.money import plan_checks
 from tools.money import plan_render
 from tools.money import plan_sim
 from tools.money import plan_evidence
@@ -349,7 +350,7 @@ def test_dollars_come_from_the_price_list_of_env_flavor_prices_tsv(tmp_path):
     assert re.search(r"^h200\t5\.00$", tsv, re.M)
     dearer = tmp_path / "prices.tsv"
     dearer.write_text(re.sub(r"^h200\t5\.00$", "h200\t7.00", tsv, flags=re.M))
-    costs = plan.load_costs(dearer, "cpu-upgrade")
+    costs = plan_checks.load_costs(dearer, "cpu-upgrade")
     assert costs.gpu_usd["h200"] == 7.0 and costs.port_usd == 0.01 and costs.sandbox_usd == 0.03
     e = plan_evidence.choose(NO_JOBS, "nothing", QWEN, "h200", 1, 1)
     curve = plan_evidence.fit_curve(e)
@@ -615,10 +616,10 @@ def test_an_unpriced_server_flavor_is_one_line_naming_the_closest_priced_one_in_
     assert printed.returncode == 0 and "Traceback" not in printed.stdout + printed.stderr
     assert f"# estimate: the run's length is not estimated: {why}" in printed.stdout.splitlines()
     # The closest priced flavor, case and spaces forgiven; none when nothing is close.
-    assert plan.closest_flavor("H200", ["cpu-basic", "h200", "h200x2"]) == "h200"
-    assert plan.closest_flavor("h200 ", ["cpu-basic", "h200", "h200x2"]) == "h200"
-    assert plan.closest_flavor("l40x4", ["l40sx1", "l40sx4", "h200x4"]) == "l40sx4"
-    assert plan.closest_flavor("zzz", ["cpu-basic", "h200", "h200x2"]) is None
+    assert plan_checks.closest_flavor("H200", ["cpu-basic", "h200", "h200x2"]) == "h200"
+    assert plan_checks.closest_flavor("h200 ", ["cpu-basic", "h200", "h200x2"]) == "h200"
+    assert plan_checks.closest_flavor("l40x4", ["l40sx1", "l40sx4", "h200x4"]) == "l40sx4"
+    assert plan_checks.closest_flavor("zzz", ["cpu-basic", "h200", "h200x2"]) is None
     proc = plan_cli("--server-flavor", "\x1b[31m")
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SERVER_FLAVOR='\\x1b[31m' " + UNPRICED.format(
         guess="", name="SERVER_FLAVOR", flavor="'\\x1b[31m'") + "\n")

@@ -11,9 +11,11 @@ once over every shard, and the server, whose decode step sets how long a trial's
 take. Nothing is launched, read from the Hub or written: the numbers come from the run's own job
 dirs, else the reference, a calibration (make calibrate) when there is one, and the prices from
 env/flavor-prices.tsv through tools/money/cost_prices.py. The model, its constants and the validation:
-docs/plan.md. The simulation is tools/money/plan_sim.py, the page tools/money/plan_render.py.
+docs/plan.md. The simulation is tools/money/plan_sim.py, the page tools/money/plan_render.py, what
+it takes (its values, the price list and the flavors it prices) tools/money/plan_checks.py.
 
-Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix), 2 usage.
+Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix), 2 usage (also
+one line, naming the setting). Nothing else: whatever a setting holds, a result or one line.
 """
 
 from __future__ import annotations
@@ -30,9 +32,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from tools.money import cost_hf
 from tools.money import cost_prices
-from tools import fmt
+from tools.money import plan_checks
 from tools.money import plan_evidence
 from tools.money import plan_render
 from tools.money import plan_server
@@ -40,6 +41,7 @@ from tools.money import plan_sim
 from tools import safe_read
 from tools.results import tally_jobs
 from tools.results import tally_trials
+from tools.money.plan_checks import Bounded, Costs, PlanError
 
 # The reference's configuration, every plan's baseline row: one GPU, one job, -n 3
 # (docs/reference-runs.md §1, "concurrency 3").
@@ -57,9 +59,6 @@ MAX_REPS = 10_000
 # anything is drawn.
 ATTEMPTS_CAP = 10_000        # tasks × k
 WORK_CAP = 500_000           # tasks × k × repetitions
-# A price list is a table of a few dozen flavors (env/flavor-prices.tsv: 1.3 KB); it is read as a
-# regular file of at most this size, never a FIFO or a device.
-PRICES_CAP = 64 * 1024
 # The identity of a run: a run file is "the run made for" a server when these settings are the
 # planned run's (its SERVER and JOB_NAME may differ). scripts/plan.sh sends them for every run file.
 IDENTITY = ("MODEL", "AGENT", "DATASET", "DATASET_REPO", "DATASET_PATH", "DATASET_REF", "TASKS", "N_TASKS",
@@ -68,136 +67,7 @@ IDENTITY = ("MODEL", "AGENT", "DATASET", "DATASET_REPO", "DATASET_PATH", "DATASE
 RUN_FILES_CAP = 1 << 20
 
 
-class PlanError(click.ClickException):
-    """A user-facing error: one line saying what and how to fix."""
-
-    def show(self, file=None) -> None:  # in the verb's voice, not click's "Error: "
-        click.echo(f"plan: {self.message}", file=file, err=True)
-
-
-class PlanUsageError(PlanError):
-    """A command line the tool cannot take: exit 2, as click's own usage errors, but one line."""
-
-    exit_code = 2
-
-
-class OutOfRange(click.BadParameter):
-    """A value outside what make plan takes, its message already naming the setting."""
-
-
-def number_text(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
-
-
-class Bounded(click.ParamType):
-    """A whole number, or a finite one, from `lo` to `hi`, refused as the settings' own checks word
-    it ("setting PLAN_REPS must be a whole number from 1 to 10,000, got '0'"): the values come from
-    settings, and make print and make reproduce run the plan before checking some of them. click's
-    ranges let nan through (every comparison with it is false)."""
-
-    name = "number"
-
-    def __init__(self, lo: float, hi: float, subject: str, whole: bool = True):
-        self.lo, self.hi, self.subject, self.whole = lo, hi, subject, whole
-
-    def convert(self, value, param, ctx):
-        number = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = value  # a default
-        else:
-            try:
-                number = int(value) if self.whole else float(value)
-            except (TypeError, ValueError):
-                pass
-        if number is None or not math.isfinite(number) or not self.lo <= number <= self.hi:
-            raise OutOfRange(f"{self.subject} must be {'a whole number' if self.whole else 'a number'} from "
-                             f"{number_text(self.lo)} to {number_text(self.hi)}, got "
-                             f"'{safe_read.clip(safe_read.printable(str(value)), 40)}' ({param.opts[0]})",
-                             ctx=ctx, param=param)
-        return number
-
-
-class PlanCommand(click.Command):
-    """click's usage errors on one line, in the verb's voice: make print and make reproduce keep the
-    tool's output after "plan: " as the reason their estimate is missing (scripts/argv.sh,
-    plan_estimate), and click's own is five lines ("Usage: …", "Try …", "Error: …")."""
-
-    def make_context(self, info_name, args, parent=None, **extra):
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except click.UsageError as e:
-            message = e.message if isinstance(e, OutOfRange) else e.format_message()
-            raise PlanUsageError(" ".join(message.splitlines())) from None
-
-
 # --------------------------------------------------------------------------- small checks
-
-
-def deadline_seconds(text: str) -> float:
-    """DEADLINE in seconds: a positive hf-style duration (fmt.parse_duration), else one line naming the fix."""
-    secs = fmt.parse_duration(text)
-    if not secs:
-        raise PlanError(f"DEADLINE must be a number with an optional unit s, m, h or d (e.g. 24h), "
-                        f"got '{safe_read.clip(text, 40)}'")
-    return secs
-
-
-def flavor_word(flavor: str) -> str:
-    """A flavor as a message shows it: printable, and quoted as a shell would need it (`'h200 '`)."""
-    return shlex.quote(safe_read.clip(safe_read.printable(flavor), 60))
-
-
-def flavor_distance(a: str, b: str) -> int:
-    """Edit distance, case-insensitive, a swap of two neighbours counting one (scripts/lib.sh's
-    closest_name, the rule every other "did you mean" here follows)."""
-    a, b = a.casefold(), b.casefold()
-    d = [[i + j if not i * j else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
-    for i in range(1, len(a) + 1):
-        for j in range(1, len(b) + 1):
-            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
-    return d[len(a)][len(b)]
-
-
-def closest_flavor(flavor: str, known: list[str]) -> str | None:
-    """The known flavor `flavor` most likely meant: one of its family (any case) with the nearest
-    count of GPUs (h200x3: h200x2, the first of the two as near), else the nearest by name when it
-    is near enough to be a typo of it (as closest_name: at most 1 + a fifth of its length apart;
-    ties to the same length, then the list's order)."""
-    name = flavor.strip()[:60]  # a flavor name is short: a long value is no typo of one, and costs no more
-    if not name:
-        return None
-    family = plan_server.family_of(name).casefold()
-    same = [k for k in known if family and plan_server.family_of(k).casefold() == family]
-    if same:
-        return min(same, key=lambda k: abs(plan_server.gpus_of(k) - plan_server.gpus_of(name)))
-    best = min(known, key=lambda k: (flavor_distance(name, k), abs(len(k) - len(name))), default=None)
-    return best if best is not None and flavor_distance(name, best) <= 1 + len(name) // 5 else None
-
-
-def require_priced(setting: str, flavor: str, costs: Costs) -> None:
-    """A flavor the price list prices, else one line: where the prices come from, the closest
-    priced flavor, and the fix. Every dollar of the plan is a price from that list."""
-    if flavor in costs.gpu_usd:
-        return
-    guess = closest_flavor(flavor, list(costs.gpu_usd))
-    raise PlanError(f"{setting}={flavor_word(flavor)} has no price in {costs.source}, the price list make plan reads "
-                    f"({costs.origin})." + (f" Did you mean {guess}?" if guess else "")
-                    + f" Set {setting} to a flavor it lists, or add {flavor_word(flavor)}'s hourly price to it if HF "
-                      f"Jobs offers it (hf jobs hardware)")
-
-
-def require_gpus(flavor: str, costs: Costs, profiles: list[plan_server.Profile]) -> None:
-    """A server flavor holds at least one GPU: `h200x0` would plan zero replicas. The examples are
-    the priced flavors of its family, else the flavors the model's own profiles are served on."""
-    if plan_server.gpus_of(flavor) == 0:
-        family = plan_server.family_of(flavor)
-        examples = [f for f in costs.gpu_usd if family and plan_server.family_of(f) == family] or \
-            list(dict.fromkeys(p.flavor for p in sorted(profiles, key=lambda p: (p.gpus, p.flavor))))
-        fix = f"e.g. {' or '.join(examples[:2])}" if examples else f"one {costs.source} prices"
-        raise PlanError(f"SERVER_FLAVOR={flavor_word(flavor)} names no GPU (x0): name the flavor the model is "
-                        f"served on, {fix}")
 
 
 def shard_counts(replicas: int) -> list[int]:
@@ -223,56 +93,6 @@ class Config:
     def per_replica(self) -> float:
         """Trials per replica: the sequences each replica's decode step runs (at most)."""
         return self.at_once / self.profile.dp
-
-
-@dataclass
-class Costs:
-    gpu_usd: dict[str, float]  # flavor -> USD/h
-    port_usd: float
-    sandbox_usd: float
-    sandbox_flavor: str
-    label: str
-    source: str = "env/flavor-prices.tsv"  # the price list, as messages name it
-    origin: str = "copied from HF's Jobs pricing page"  # where its prices come from
-
-
-class _ReadPrices:
-    """A price list already read here (a regular file under PRICES_CAP), in the one form
-    tools/money/cost_prices.py's tsv_prices reads a path: read_text. So the bytes checked are the bytes
-    parsed, by the same parser as make cost's offline prices."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def read_text(self, encoding: str = "utf-8") -> str:
-        return self.data.decode(encoding, "replace")
-
-
-def read_price_list(path: Path) -> _ReadPrices:
-    """The price list's bytes: a regular file of at most PRICES_CAP (a FIFO or a device would
-    hang the plan, /dev/zero never ends), else one line saying which."""
-    try:
-        return _ReadPrices(safe_read.read_regular(path, PRICES_CAP, "a price list"))
-    except FileNotFoundError:
-        raise PlanError(f"the price list {safe_read.printable(str(path))} does not exist: pass an existing file "
-                        f"(the default is env/flavor-prices.tsv)") from None
-    except safe_read.Unreadable as e:
-        raise PlanError(f"the price list {safe_read.printable(str(path))} is refused: {e} (a price list is a "
-                        f"regular file of at most {PRICES_CAP // 1024} KiB, as env/flavor-prices.tsv)") from None
-
-
-def load_costs(path: Path, sandbox_flavor: str) -> Costs:
-    prices = cost_prices.tsv_prices(read_price_list(path))
-    port = prices.pop("exposed-ports", 0.0)
-    source = safe_read.printable(cost_hf.rel(path))
-    # The bundled list is make cost's offline one (its header names the Hub page it was copied
-    # from); any other is the user's own, named as itself.
-    default = Path(path).resolve() == cost_prices.TSV_PRICES.resolve()
-    costs = Costs(prices, port, prices.get(sandbox_flavor, 0.0), sandbox_flavor,
-                  f"{source} (tools/money/cost.py's offline price list)" if default else f"{source} (--prices)",
-                  source, "copied from HF's Jobs pricing page" if default else "--prices")
-    require_priced("SANDBOX_FLAVOR", sandbox_flavor, costs)
-    return costs
 
 
 def candidate_profiles(own: plan_server.Profile, profiles: list[plan_server.Profile], costs: Costs,
@@ -504,8 +324,8 @@ def own_profile(server: str, model: str, flavor: str, dp: int, tp: int, servers_
     """The run's own server as its settings resolve it (SERVER_FLAVOR, SERVER_DP, SERVER_TP win
     over the profile's plain lines), speculative when its profile is; on a priced GPU flavor, else
     one line (checked here, so the table and make print's own row refuse it alike)."""
-    require_gpus(flavor, costs, profiles)
-    require_priced("SERVER_FLAVOR", flavor, costs)
+    plan_checks.require_gpus(flavor, costs, profiles)
+    plan_checks.require_priced("SERVER_FLAVOR", flavor, costs)
     read = plan_server.read_profile(servers_dir / f"{server}.env") if server else None
     return plan_server.Profile(server or "(the run's server)", model, flavor, dp, tp, bool(read and read.speculative))
 
@@ -528,7 +348,7 @@ class Inputs:
 def inputs(*, model: str, server: str, server_flavor: str, server_dp: int, server_tp: int, sandbox_flavor: str,
            jobs_dir: str, job_name: str, mult: float, timeout_estimate: float, ready_timeout: float,
            prices_path: Path, servers_dir: Path, calibration_path: Path | None) -> Inputs:
-    costs = load_costs(prices_path, sandbox_flavor)
+    costs = plan_checks.load_costs(prices_path, sandbox_flavor)
     profiles = plan_server.profiles_for(model, servers_dir)
     own = own_profile(server, model, server_flavor, server_dp, server_tp, servers_dir, costs, profiles)
     calibration, cal_note = plan_server.read_calibration(calibration_path) if calibration_path else (None, None)
@@ -614,7 +434,7 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
 # --------------------------------------------------------------------------- command line
 
 
-@click.command(cls=PlanCommand)
+@click.command(cls=plan_checks.PlanCommand)
 @click.option("--run", required=True, help="the run's name, for the title")
 @click.option("--tasks", type=Bounded(1, 100_000, "the run's task count (TASKS, N_TASKS or DATASET_TASKS)"),
               help="tasks in the run (empty: the run's job's plan)")
@@ -671,7 +491,7 @@ def cli(run, tasks, k, multiplier, timeout_estimate, model, server, server_flavo
     doc = plan(run=run, tasks=tasks, k=k, mult=multiplier, timeout_estimate=timeout_estimate, model=model,
                server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,
                sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name,
-               deadline=deadline_seconds(deadline) if deadline else None, reps=reps, seed=seed,
+               deadline=plan_checks.deadline_seconds(deadline) if deadline else None, reps=reps, seed=seed,
                mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout,
                prices_path=prices_path, calibration_path=calibration_path, run_files=read_run_files(run_files),
                identity=ident if isinstance(ident, dict) else {}, own=tuple(own) if own else None,
