@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Usage: make plan RUN=<run> [DEADLINE=24h] [PLAN_REPS=200] [PLAN_SEED=0] [JSON=1]
-# Which GPU flavor (one data-parallel replica per GPU), how many shards (harbor jobs) and which
-# N_CONCURRENT finish RUN by DEADLINE, and what each costs: a simulation of RUN's tasks ×
-# N_ATTEMPTS attempts, repeated PLAN_REPS times from PLAN_SEED (python -m tools.money.plan). Durations
-# come from RUN's job dirs, else the bundled examples; prices from env/flavor-prices.tsv.
+# Which server (every bundled profile of RUN's model: data-parallel replicas, tensor-parallel GPUs),
+# how many shards (harbor jobs) and which N_CONCURRENT finish RUN by DEADLINE, and what each costs:
+# a simulation of RUN's tasks × N_ATTEMPTS attempts, repeated PLAN_REPS times from PLAN_SEED
+# (python -m tools.money.plan). Durations come from RUN's job dirs, else the reference's figures
+# (never a bundled example's); prices from env/flavor-prices.tsv.
 # Prints a table and, with DEADLINE, the cheapest configuration that meets it at p90.
 # Launches nothing, asks no service, writes nothing (not even state/last-run). Its work is bounded:
 # tasks × N_ATTEMPTS at most 10,000, × PLAN_REPS at most 500,000, else one line (docs/plan.md §7).

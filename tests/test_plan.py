@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from tests.fixtures.harbor_jobs import TrialSpec, write_job
 from tools.money import plan
+from tools.money import plan_checks
 from tools.money import plan_render
 from tools.money import plan_sim
 from tools.money import plan_evidence
@@ -178,11 +179,34 @@ def test_the_run_s_own_job_dirs_are_fitted_by_side_at_their_trials_at_once(tmp_p
     assert e.server_rate == pytest.approx(1 / 6)
 
 
+def test_a_settled_trial_with_an_agent_time_of_0_s_is_no_duration_to_fit(tmp_path):
+    """A result.json whose agent started and finished at the same instant (anyone can write one)
+    once divided the plan by a mean agent time of 0 s. It is left out of the fit, with a note; its
+    outcome still counts towards the infra rate."""
+    jobs, s = tmp_path / "jobs", TrialSpec
+    zero = ("1 settled trial has an agent time of 0 s (the agent started and finished at the same instant): no "
+            "duration, left out of the agent-time fit")
+    write_job(jobs, "r", [s("a", 1.0, agent_minutes=0), s("b", 0.0, agent_minutes=40),
+                          s("c", None, "SandboxError", "503", agent_minutes=10)], multiplier=4.0)
+    e = plan_evidence.choose(str(jobs), "r", QWEN, "h200", 1, 1)
+    assert (e.source, e.settled, e.finished, e.mean_agent_secs) == ("the run's own job dirs", 1, 3, 2400.0)
+    assert e.infra_fraction == 10 / 40 and e.sandbox_rate == 1 / 3
+    assert e.notes == [zero]
+    # Only such trials: nothing of the run's own to fit, so the reference's figures, the note kept.
+    write_job(jobs, "z", [s("a", 1.0, agent_minutes=0), s("c", None, "SandboxError", "503", agent_minutes=10)],
+              multiplier=4.0)
+    result = CliRunner().invoke(plan.cli, ["--run", "z", "--tasks", "10", "--model", QWEN, "--server-flavor", "h200",
+                                           "--job-name", "z", "--jobs-dir", str(jobs), "--reps", "5"])
+    assert result.exit_code == 0, result.output
+    assert "fitted to the reference (Run 1, and Runs 2 and 3's infra rates)" in result.output
+    assert result.output.splitlines()[-1] == f"note: {zero}"
+
+
 # --------------------------------------------------------------------------- the server: roofline and candidates
 
 
 def test_the_roofline_s_constants_and_steps():
-    assert plan_server.GPU_BANDWIDTH["h200"] == pytest.approx(27e9 / 7.0e-3)       # 3.86 TB/s, the H200 measurement
+    assert plan_server.GPUS["h200"].bandwidth == pytest.approx(27e9 / 7.0e-3)       # 3.86 TB/s, the H200 measurement
     n = plan_server.MODELS[QWEN]
     assert (n.weight_bytes, n.kv_bytes_per_token, n.state_bytes_per_sequence) == (27e9, 32_768, 150_994_944)
     r = plan_server.roofline_for(QWEN, "h200x4")
@@ -249,6 +273,51 @@ def test_a_calibration_scales_the_roofline_and_the_plan_says_so(tmp_path):
     assert any("is not a calibration make calibrate writes" in n for n in bad["evidence"]["notes"])
 
 
+def write_calibration(path: Path, profile: str, *tpot_ms: float) -> Path:
+    path.write_text(json.dumps({"server": {"profile": profile}, "measured_at": "2026-12-04T10:00:00Z",
+                                "levels": [{"concurrency": c, "tpot_ms": t} for c, t in zip((1, 3, 6), tpot_ms)]}))
+    return path
+
+
+def test_a_calibration_no_server_could_have_measured_is_refused_in_one_line(tmp_path):
+    """0.01 ms a token once scaled the roofline by 0.00, and 59,999 ms by 7,795, without a word. A
+    step reads every weight once: its floor is the model's weight bytes over the GPUs' peak bandwidth
+    (27 GB over one H200's 4.8 TB/s: 5.6 ms; a TP-2 split halves the bytes each GPU reads)."""
+    one, tp2, spec = ("qwen3.8-27b-fp8-sglang-h200", "qwen3.8-27b-fp8-sglang-h200x2-tp2",
+                      "qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash")
+    assert (plan_server.GPUS["h200"].peak_bandwidth, plan_server.MAX_TPOT_SECS) == (4.8e12, 10.0)
+    fix = ". Run make calibrate again with the run's server up, or remove the file to plan from the roofline alone"
+    cases = [
+        (one, (0.01, 8.0, 8.5), "at concurrency 1 it measured 0.01 ms per output token on qwen3.8-27b-fp8-sglang-h200, "
+                                "under the 5.6 ms a decode step takes at the least (27 GB of Qwen/Qwen3.8-27B-FP8's "
+                                "weights streamed over 1 GPU at the h200's peak 4.8 TB/s): no server decodes that fast"),
+        (tp2, (4.0, 2.7, 5.0), "at concurrency 3 it measured 2.7 ms per output token on qwen3.8-27b-fp8-sglang-h200x2-tp2, "
+                               "under the 2.8 ms a decode step takes at the least (27 GB of Qwen/Qwen3.8-27B-FP8's "
+                               "weights streamed over 2 GPUs at the h200's peak 4.8 TB/s): no server decodes that fast"),
+        (one, (8.0, 9.0, 59_999), "at concurrency 6 it measured 59999 ms per output token on "
+                                  "qwen3.8-27b-fp8-sglang-h200, over the 10 s a token past which a server is stalled, "
+                                  "not decoding"),
+    ]
+    for profile, tpots, why in cases:
+        cal = write_calibration(tmp_path / "calibration.json", profile, *tpots)
+        with pytest.raises(plan.PlanError) as refused:
+            plan_doc(calibration_path=cal, tasks=10, reps=5)
+        assert refused.value.message == f"the calibration {cal} is refused: {why}{fix}"
+    # Through the command line, as make plan and make print's estimate run it: one line, exit 1.
+    proc = plan_cli("--calibration", str(cal), "--own", "1", "3", "--json")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", f"plan: the calibration {cal} is refused: {why}{fix}\n")
+    # At the floor and above it, used: 2.9 ms on two GPUs; a speculative profile decodes several tokens a
+    # step, so no weight-streaming floor holds for it (the ceiling does).
+    for profile, tpots in ((tp2, (2.9, 3.0, 3.2)), (spec, (1.0, 1.2, 1.5))):
+        cal = write_calibration(tmp_path / "calibration.json", profile, *tpots)
+        assert plan_doc(calibration_path=cal, tasks=10, reps=5)["server_model"]["note"].startswith(
+            "the roofline scaled by ")
+    cal = write_calibration(tmp_path / "calibration.json", spec, 1.0, 10_001, 1.5)
+    with pytest.raises(plan.PlanError, match=r"at concurrency 3 it measured 10001 ms per output token on "
+                                             r"qwen3\.8-27b-fp8-sglang-h200x2-tp2-dflash, over the 10 s a token"):
+        plan_doc(calibration_path=cal, tasks=10, reps=5)
+
+
 # --------------------------------------------------------------------------- the recommendation
 
 
@@ -281,7 +350,7 @@ def test_dollars_come_from_the_price_list_of_env_flavor_prices_tsv(tmp_path):
     assert re.search(r"^h200\t5\.00$", tsv, re.M)
     dearer = tmp_path / "prices.tsv"
     dearer.write_text(re.sub(r"^h200\t5\.00$", "h200\t7.00", tsv, flags=re.M))
-    costs = plan.load_costs(dearer, "cpu-upgrade")
+    costs = plan_checks.load_costs(dearer, "cpu-upgrade")
     assert costs.gpu_usd["h200"] == 7.0 and costs.port_usd == 0.01 and costs.sandbox_usd == 0.03
     e = plan_evidence.choose(NO_JOBS, "nothing", QWEN, "h200", 1, 1)
     curve = plan_evidence.fit_curve(e)
@@ -355,6 +424,19 @@ def test_the_sandboxes_bind_and_the_plan_says_why():
     line = next(x for x in plan_render.render(doc).splitlines() if x.startswith("what binds: "))
     assert line.startswith("what binds: the sandboxes: at most 4 trials at once keep the infra rate at or below 30% ")
     assert f"the attempts that hit their timeout {b['baseline_timeout_share']:.0%} → {b['fastest_timeout_share']:.0%}" in line
+
+
+def test_without_a_deadline_what_binds_still_names_the_sandboxes_limit():
+    """With no DEADLINE there is no row to judge; the line once read "the sandboxes allow  trials
+    at once keep …", its number cut off."""
+    doc = plan_doc(tasks=89, k=5, reps=20)
+    assert (doc["recommendation"], doc["binding"]["resource"], doc["binding"]["at_once_limit"]) == (None, None, 4)
+    line = next(x for x in plan_render.render(doc).splitlines() if x.startswith("what binds: "))
+    assert line == ("what binds: no DEADLINE, so no configuration to judge; the sandboxes allow at most 4 trials at "
+                    "once at or below 30% infra errors (the governor's MAX_INFRA_RATE, or the baseline's own rate). "
+                    "A faster server shortens a trial by its decode share only (47%): the fastest here, "
+                    "qwen3.8-27b-fp8-sglang-h200x4-tp4, makes a trial 36% shorter and the attempts that hit their "
+                    "timeout 65% → 51%.")
 
 
 # --------------------------------------------------------------------------- the verb
@@ -511,6 +593,56 @@ def test_a_flavor_with_no_gpu_is_refused_and_a_profile_that_cannot_run_is_no_can
     (tmp_path / "r.env").write_text("MODEL=m\nSERVER_FLAVOR=h200x4\nSERVER_DP=2\nSERVER_TP=1\n")
     (tmp_path / "s.env").write_text("MODEL=m\nSERVER_FLAVOR=h200x4\nSERVER_DP=99999\n")
     assert [(p.name, p.dp, p.tp) for p in plan_server.profiles_for("m", tmp_path)] == [("p", 2, 1)]
+    # A flavor of no family: the examples are the flavors the model's own profiles are served on, never
+    # an empty name pasted into the sentence ("e.g.  or x2").
+    proc = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=x0", env=clean_env)
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
+        "plan: SERVER_FLAVOR=x0 names no GPU (x0): name the flavor the model is served on, e.g. h200 or h200x2"]
+
+
+UNPRICED = ("has no price in env/flavor-prices.tsv, the price list make plan reads (copied from HF's Jobs pricing "
+            "page).{guess} Set {name} to a flavor it lists, or add {flavor}'s hourly price to it if HF Jobs offers "
+            "it (hf jobs hardware)")
+
+
+def test_an_unpriced_server_flavor_is_one_line_naming_the_closest_priced_one_in_every_verb(clean_env):
+    """A typo of a flavor (h200x3) once put a KeyError's traceback inside make print's estimate and
+    make reproduce's plan, which still exited 0."""
+    why = "SERVER_FLAVOR=h200x3 " + UNPRICED.format(guess=" Did you mean h200x2?", name="SERVER_FLAVOR",
+                                                    flavor="h200x3")
+    proc = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=h200x3", env=clean_env)
+    assert (proc.returncode, proc.stdout, proc.stderr.splitlines()[0]) == (2, "", f"plan: {why}")
+    printed = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=h200x3", env=clean_env, target="print")
+    assert printed.returncode == 0 and "Traceback" not in printed.stdout + printed.stderr
+    assert f"# estimate: the run's length is not estimated: {why}" in printed.stdout.splitlines()
+    # The closest priced flavor, case and spaces forgiven; none when nothing is close.
+    assert plan_checks.closest_flavor("H200", ["cpu-basic", "h200", "h200x2"]) == "h200"
+    assert plan_checks.closest_flavor("h200 ", ["cpu-basic", "h200", "h200x2"]) == "h200"
+    assert plan_checks.closest_flavor("l40x4", ["l40sx1", "l40sx4", "h200x4"]) == "l40sx4"
+    assert plan_checks.closest_flavor("zzz", ["cpu-basic", "h200", "h200x2"]) is None
+    proc = plan_cli("--server-flavor", "\x1b[31m")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SERVER_FLAVOR='\\x1b[31m' " + UNPRICED.format(
+        guess="", name="SERVER_FLAVOR", flavor="'\\x1b[31m'") + "\n")
+
+
+def test_a_price_list_of_one_s_own_is_named_as_itself(tmp_path):
+    """--prices PATH: every message and the page name PATH, never env/flavor-prices.tsv."""
+    own = tmp_path / "prices.tsv"
+    own.write_text("h200x2\t9.00\ncpu-upgrade\t0.05\nexposed-ports\t0.01\n")
+    proc = plan_cli("--prices", str(own))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SERVER_FLAVOR=h200 " + UNPRICED.format(
+        guess=" Did you mean h200x2?", name="SERVER_FLAVOR", flavor="h200").replace(
+        "env/flavor-prices.tsv, the price list make plan reads (copied from HF's Jobs pricing page)",
+        f"{own}, the price list make plan reads (--prices)") + "\n")
+    proc = plan_cli("--prices", str(own), "--server-flavor", "h200x2", "--sandbox-flavor", "cpu-upgrad")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SANDBOX_FLAVOR=cpu-upgrad " + UNPRICED.format(
+        guess=" Did you mean cpu-upgrade?", name="SANDBOX_FLAVOR", flavor="cpu-upgrad").replace(
+        "env/flavor-prices.tsv, the price list make plan reads (copied from HF's Jobs pricing page)",
+        f"{own}, the price list make plan reads (--prices)") + "\n")
+    proc = plan_cli("--prices", str(own), "--server-flavor", "h200x2", "--server-dp", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert f"- prices: {own} (--prices): h200x2 $9/h, exposed port $0.01/h, sandbox cpu-upgrade $0.05/h" \
+        in proc.stdout.splitlines()
 
 
 def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path):
@@ -531,6 +663,95 @@ def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path)
     proc = plan_cli("--prices", str(tmp_path / "none.tsv"))
     assert proc.stderr == (f"plan: the price list {tmp_path / 'none.tsv'} does not exist: pass an existing file "
                            f"(the default is env/flavor-prices.tsv)\n")
+
+
+# Every option a setting reaches (scripts/argv.sh, plan_args), and odd values for it: make print and
+# make reproduce run the plan before any check of some of them, and keep its last line as the reason
+# their estimate is missing.
+SETTING_OPTIONS = ("--tasks", "--attempts", "--multiplier", "--timeout-estimate", "--model", "--server",
+                   "--server-flavor", "--server-dp", "--server-tp", "--sandbox-flavor", "--jobs-dir", "--job-name",
+                   "--deadline", "--reps", "--seed", "--mopup-passes", "--max-infra-rate", "--ready-timeout",
+                   "--max-retries", "--calibration")
+ODD_VALUES = ("", " ", "0", "-1", "0.5", "1e3", "nan", "inf", "-inf", "1e309", "9" * 30, "x", "\x1b[31m", "h200x3",
+              "x0", "../x", "/", "/dev/zero", "a" * 5000, "0s", "-1h", "1e400h", "64", "65", "1000", "10000", "100000")
+
+
+def plan_outcome(*args: str) -> list[str]:
+    """plan.cli on the leaderboard's small settings and `args`: a result (exit 0, every figure of the
+    JSON finite), or one line in the verb's voice with exit 1 or 2, never a traceback. Its lines."""
+    def finite_only(constant):
+        raise AssertionError(f"{constant} in the plan's JSON")
+
+    base = ["--run", "r", "--tasks", "3", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
+            "--server-flavor", "h200", "--job-name", "nothing", "--jobs-dir", NO_JOBS, "--reps", "2", "--json"]
+    result = CliRunner().invoke(plan.cli, base + list(args))
+    lines = result.output.splitlines()
+    if result.exit_code == 0:
+        assert result.exception is None
+        json.loads(result.output, parse_constant=finite_only)
+    else:
+        assert isinstance(result.exception, SystemExit), (args[:2], result.exc_info)
+        assert result.exit_code in (1, 2) and len(lines) == 1 and lines[0].startswith("plan: "), (args[:2], lines)
+    return lines
+
+
+@pytest.mark.parametrize("option", SETTING_OPTIONS)
+def test_every_odd_value_of_a_setting_is_a_result_or_one_line_for_make_print_s_estimate(option):
+    """The run's own row alone (--own, what make print and make reproduce ask), so the whole sweep is fast."""
+    for value in ODD_VALUES:
+        plan_outcome(option, value, "--own", "1", "3")
+
+
+@pytest.mark.parametrize("option", [pytest.param(o, marks=pytest.mark.full) if o not in ("--deadline", "--max-infra-rate")
+                                    else o for o in SETTING_OPTIONS])
+def test_every_odd_value_of_a_setting_is_a_result_or_one_line_for_make_plan(option):
+    """The table (make plan), every candidate; make check takes the two settings only the table reads."""
+    for value in ODD_VALUES:
+        plan_outcome(option, value)
+
+
+def test_a_setting_out_of_make_plan_s_range_is_named_in_one_line(tmp_path, clean_env):
+    """Click's usage error was five lines ("Usage: …", "Error: Invalid value for '--reps' …"), and make
+    print kept all of it as the reason its estimate is missing; nan passed every range unchecked."""
+    assert plan_outcome("--reps", "0") == [
+        "plan: setting PLAN_REPS must be a whole number from 1 to 10,000, got '0' (--reps)"]
+    assert plan_outcome("--multiplier", "nan") == [
+        "plan: setting AGENT_TIMEOUT_MULTIPLIER must be a number from 0.01 to 100, got 'nan' (--multiplier)"]
+    assert plan_outcome("--tasks", "1e3") == [
+        "plan: the run's task count (TASKS, N_TASKS or DATASET_TASKS) must be a whole number from 1 to 100,000, "
+        "got '1e3' (--tasks)"]
+    assert plan_outcome("--own", "1", "1001") == [
+        "plan: setting N_SHARDS or N_CONCURRENT must be a whole number from 1 to 1,000, got '1001' (--own)"]
+    assert plan_outcome("--max-retries", "\x1b[31m") == [
+        "plan: setting MAX_RETRIES must be a whole number from 0 to 10, got '\\x1b[31m' (--max-retries)"]
+    assert plan_outcome("--no-such-option") == ["plan: No such option '--no-such-option'."]
+    # A JOBS_DIR or calibration path the system cannot look up (too long a name): one line, not OSError.
+    long = "a" * 5000
+    assert plan_outcome("--jobs-dir", long) == [
+        f"plan: the run's job dirs cannot be looked for under JOBS_DIR={long[:200]}… (truncated, 5,000 chars): "
+        f"File name too long; set JOBS_DIR to the directory harbor writes them to"]
+    doc = json.loads("\n".join(plan_outcome("--calibration", long, "--own", "1", "3")))
+    assert doc["evidence"]["notes"] == [f"{long[:200]}… (truncated, 5,000 chars) cannot be read (File name too "
+                                        f"long); not used"]
+    printed = make("RUN=qwen-t2-leaderboard", "PLAN_REPS=0", f"JOBS_DIR={tmp_path / 'no-jobs'}", env=clean_env,
+                   target="print")
+    assert "# estimate: the run's length is not estimated: setting PLAN_REPS must be a whole number from 1 to 10,000, " \
+           "got '0' (--reps)" in printed.stdout.splitlines()
+
+
+def test_a_run_s_own_configuration_past_its_tasks_simulates_only_what_can_run():
+    """N_SHARDS=64 × N_CONCURRENT=1000 on one task at 10,000 repetitions once asked numpy for 5 GB of
+    idle slots: a shard with no task and a slot with no attempt hold nothing, so neither is kept.
+    The figures are those of the one shard and slot that run."""
+    one = plan_sim.simulate(np.array([600.0]), 1, 1, 1, 1, never, 4, np.random.default_rng(0))
+    wide = plan_sim.simulate(np.array([600.0]), 1, 1, 64, 1000, never, 4, np.random.default_rng(0))
+    assert wide.makespan.tolist() == one.makespan.tolist() == [600.0] * 4
+    assert plan_sim.pass_makespan(np.full((2, 1, 3), 10.0), 1000).tolist() == [10.0, 10.0]
+    # Its address space capped at 2 GiB (plan_cli), as the idle slots would not fit.
+    proc = plan_cli("--tasks", "1", "--attempts", "1", "--reps", "10000", "--own", "64", "1000", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["own"]["shards"], doc["own"]["n_concurrent"], doc["reps"]) == (64, 1000, 10_000)
 
 
 def test_the_run_s_own_job_dirs_of_another_model_are_refused_not_planned_from():

@@ -11,13 +11,16 @@ once over every shard, and the server, whose decode step sets how long a trial's
 take. Nothing is launched, read from the Hub or written: the numbers come from the run's own job
 dirs, else the reference, a calibration (make calibrate) when there is one, and the prices from
 env/flavor-prices.tsv through tools/money/cost_prices.py. The model, its constants and the validation:
-docs/plan.md. The simulation is tools/money/plan_sim.py, the page tools/money/plan_render.py.
+docs/plan.md. The simulation is tools/money/plan_sim.py, the page tools/money/plan_render.py, what
+it takes (its values, the price list and the flavors it prices) tools/money/plan_checks.py.
 
-Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix), 2 usage.
+Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix), 2 usage (also
+one line, naming the setting). Nothing else: whatever a setting holds, a result or one line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -29,9 +32,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from tools.money import cost_hf
 from tools.money import cost_prices
-from tools import fmt
+from tools.money import plan_checks
 from tools.money import plan_evidence
 from tools.money import plan_render
 from tools.money import plan_server
@@ -39,6 +41,7 @@ from tools.money import plan_sim
 from tools import safe_read
 from tools.results import tally_jobs
 from tools.results import tally_trials
+from tools.money.plan_checks import Bounded, Costs, PlanError
 
 # The reference's configuration, every plan's baseline row: one GPU, one job, -n 3
 # (docs/reference-runs.md §1, "concurrency 3").
@@ -56,9 +59,6 @@ MAX_REPS = 10_000
 # anything is drawn.
 ATTEMPTS_CAP = 10_000        # tasks × k
 WORK_CAP = 500_000           # tasks × k × repetitions
-# A price list is a table of a few dozen flavors (env/flavor-prices.tsv: 1.3 KB); it is read as a
-# regular file of at most this size, never a FIFO or a device.
-PRICES_CAP = 64 * 1024
 # The identity of a run: a run file is "the run made for" a server when these settings are the
 # planned run's (its SERVER and JOB_NAME may differ). scripts/plan.sh sends them for every run file.
 IDENTITY = ("MODEL", "AGENT", "DATASET", "DATASET_REPO", "DATASET_PATH", "DATASET_REF", "TASKS", "N_TASKS",
@@ -67,30 +67,7 @@ IDENTITY = ("MODEL", "AGENT", "DATASET", "DATASET_REPO", "DATASET_PATH", "DATASE
 RUN_FILES_CAP = 1 << 20
 
 
-class PlanError(click.ClickException):
-    """A user-facing error: one line saying what and how to fix."""
-
-    def show(self, file=None) -> None:  # in the verb's voice, not click's "Error: "
-        click.echo(f"plan: {self.message}", file=file, err=True)
-
-
 # --------------------------------------------------------------------------- small checks
-
-
-def deadline_seconds(text: str) -> float:
-    """DEADLINE in seconds: a positive hf-style duration (fmt.parse_duration), else one line naming the fix."""
-    secs = fmt.parse_duration(text)
-    if not secs:
-        raise PlanError(f"DEADLINE must be a number with an optional unit s, m, h or d (e.g. 24h), "
-                        f"got '{safe_read.clip(text, 40)}'")
-    return secs
-
-
-def require_gpus(flavor: str) -> None:
-    """A server flavor holds at least one GPU: `h200x0` would plan zero replicas."""
-    if plan_server.gpus_of(flavor) == 0:
-        raise PlanError(f"SERVER_FLAVOR={safe_read.printable(flavor)} names no GPU (x0): name the flavor the model is "
-                        f"served on, e.g. {plan_server.family_of(flavor)} or {plan_server.family_of(flavor)}x2")
 
 
 def shard_counts(replicas: int) -> list[int]:
@@ -118,49 +95,6 @@ class Config:
         return self.at_once / self.profile.dp
 
 
-@dataclass
-class Costs:
-    gpu_usd: dict[str, float]  # flavor -> USD/h
-    port_usd: float
-    sandbox_usd: float
-    sandbox_flavor: str
-    label: str
-
-
-class _ReadPrices:
-    """A price list already read here (a regular file under PRICES_CAP), in the one form
-    tools/money/cost_prices.py's tsv_prices reads a path: read_text. So the bytes checked are the bytes
-    parsed, by the same parser as make cost's offline prices."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def read_text(self, encoding: str = "utf-8") -> str:
-        return self.data.decode(encoding, "replace")
-
-
-def read_price_list(path: Path) -> _ReadPrices:
-    """The price list's bytes: a regular file of at most PRICES_CAP (a FIFO or a device would
-    hang the plan, /dev/zero never ends), else one line saying which."""
-    try:
-        return _ReadPrices(safe_read.read_regular(path, PRICES_CAP, "a price list"))
-    except FileNotFoundError:
-        raise PlanError(f"the price list {safe_read.printable(str(path))} does not exist: pass an existing file "
-                        f"(the default is env/flavor-prices.tsv)") from None
-    except safe_read.Unreadable as e:
-        raise PlanError(f"the price list {safe_read.printable(str(path))} is refused: {e} (a price list is a "
-                        f"regular file of at most {PRICES_CAP // 1024} KiB, as env/flavor-prices.tsv)") from None
-
-
-def load_costs(path: Path, sandbox_flavor: str) -> Costs:
-    prices = cost_prices.tsv_prices(read_price_list(path))
-    port = prices.pop("exposed-ports", 0.0)
-    if sandbox_flavor not in prices:
-        raise PlanError(f"the sandbox flavor '{sandbox_flavor}' has no price in {safe_read.shown(str(path))}: add it there")
-    return Costs(prices, port, prices[sandbox_flavor], sandbox_flavor,
-                 f"{cost_hf.rel(path)} (tools/money/cost.py's offline price list)")
-
-
 def candidate_profiles(own: plan_server.Profile, profiles: list[plan_server.Profile], costs: Costs,
                        calibrated: str | None) -> list[plan_server.Profile]:
     """The run's own server and every bundled profile of its model on a priced flavor of the same
@@ -171,8 +105,6 @@ def candidate_profiles(own: plan_server.Profile, profiles: list[plan_server.Prof
         if (p.name not in out and plan_server.family_of(p.flavor) == plan_server.family_of(own.flavor) and p.flavor in costs.gpu_usd
                 and (not p.speculative or p.name == calibrated)):
             out[p.name] = p
-    if own.flavor not in costs.gpu_usd:
-        raise PlanError(f"the run's server flavor '{own.flavor}' has no price in env/flavor-prices.tsv: add it there")
     return sorted(out.values(), key=lambda p: (p.gpus, p.tp, p.name))
 
 
@@ -211,11 +143,20 @@ def server_model(evidence: plan_evidence.Evidence, own: plan_server.Profile, cal
     note = "the roofline alone (no calibration)"
     if calibration:
         measured = next((p for p in profiles if p.name == calibration.profile), None)
+        # The measured server's own roofline: its GPUs are what its floor and its scale are read against.
+        measured_roofline = measured and plan_server.roofline_for(measured.model, measured.flavor)
         if measured is None:
             note = f"the roofline alone: the calibration {calibration.path} measured {calibration.profile}, no profile here"
+        elif measured_roofline is None:
+            note = (f"the roofline alone: the calibration {calibration.path} measured {calibration.profile}, on "
+                    f"{plan_server.family_of(measured.flavor)}, a GPU with no roofline numbers here")
         else:
-            scale = plan_server.calibration_scale(calibration, roofline, measured)
-            roofline = plan_server.Roofline(roofline.numbers, roofline.bandwidth, scale=scale)
+            refused = plan_server.calibration_refused(calibration, measured_roofline, measured)
+            if refused:
+                raise PlanError(f"the calibration {calibration.path} is refused: {refused}. Run make calibrate again "
+                                f"with the run's server up, or remove the file to plan from the roofline alone")
+            scale = plan_server.calibration_scale(calibration, measured_roofline, measured)
+            roofline = dataclasses.replace(roofline, scale=scale)
             note = (f"the roofline scaled by {scale:.2f}, what make calibrate measured on {calibration.profile} "
                     f"({calibration.path}, {calibration.measured_at}) against it")
     source_tp = evidence.source_tp
@@ -325,7 +266,7 @@ def read_run_files(path: str | None) -> list[dict]:
     for line in text.splitlines():
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's depth
             continue
         if isinstance(doc, dict) and isinstance(doc.get("run"), str) and isinstance(doc.get("settings"), dict):
             out.append(doc)
@@ -378,10 +319,13 @@ def check_work(tasks: int, k: int, reps: int) -> None:
 # --------------------------------------------------------------------------- the plan
 
 
-def own_profile(server: str, model: str, flavor: str, dp: int, tp: int, servers_dir: Path) -> plan_server.Profile:
+def own_profile(server: str, model: str, flavor: str, dp: int, tp: int, servers_dir: Path, costs: Costs,
+                profiles: list[plan_server.Profile]) -> plan_server.Profile:
     """The run's own server as its settings resolve it (SERVER_FLAVOR, SERVER_DP, SERVER_TP win
-    over the profile's plain lines), speculative when its profile is."""
-    require_gpus(flavor)
+    over the profile's plain lines), speculative when its profile is; on a priced GPU flavor, else
+    one line (checked here, so the table and make print's own row refuse it alike)."""
+    plan_checks.require_gpus(flavor, costs, profiles)
+    plan_checks.require_priced("SERVER_FLAVOR", flavor, costs)
     read = plan_server.read_profile(servers_dir / f"{server}.env") if server else None
     return plan_server.Profile(server or "(the run's server)", model, flavor, dp, tp, bool(read and read.speculative))
 
@@ -404,9 +348,9 @@ class Inputs:
 def inputs(*, model: str, server: str, server_flavor: str, server_dp: int, server_tp: int, sandbox_flavor: str,
            jobs_dir: str, job_name: str, mult: float, timeout_estimate: float, ready_timeout: float,
            prices_path: Path, servers_dir: Path, calibration_path: Path | None) -> Inputs:
-    costs = load_costs(prices_path, sandbox_flavor)
-    own = own_profile(server, model, server_flavor, server_dp, server_tp, servers_dir)
+    costs = plan_checks.load_costs(prices_path, sandbox_flavor)
     profiles = plan_server.profiles_for(model, servers_dir)
+    own = own_profile(server, model, server_flavor, server_dp, server_tp, servers_dir, costs, profiles)
     calibration, cal_note = plan_server.read_calibration(calibration_path) if calibration_path else (None, None)
     roofline = plan_server.roofline_for(model, own.flavor)
     try:
@@ -490,31 +434,37 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
 # --------------------------------------------------------------------------- command line
 
 
-@click.command()
+@click.command(cls=plan_checks.PlanCommand)
 @click.option("--run", required=True, help="the run's name, for the title")
-@click.option("--tasks", type=click.IntRange(1, 100_000), help="tasks in the run (empty: the run's job's plan)")
-@click.option("--attempts", "k", type=click.IntRange(1, tally_trials.MAX_ATTEMPTS), default=1, show_default=True,
+@click.option("--tasks", type=Bounded(1, 100_000, "the run's task count (TASKS, N_TASKS or DATASET_TASKS)"),
+              help="tasks in the run (empty: the run's job's plan)")
+@click.option("--attempts", "k", type=Bounded(1, tally_trials.MAX_ATTEMPTS, "setting N_ATTEMPTS"), default=1,
+              show_default=True,
               help="N_ATTEMPTS, harbor's -k")
-@click.option("--multiplier", type=click.FloatRange(*plan_evidence.MULTIPLIER_RANGE), default=1.0, show_default=True,
+@click.option("--multiplier", type=Bounded(*plan_evidence.MULTIPLIER_RANGE, "setting AGENT_TIMEOUT_MULTIPLIER",
+                                           whole=False), default=1.0, show_default=True,
               help="AGENT_TIMEOUT_MULTIPLIER")
-@click.option("--timeout-estimate", type=click.FloatRange(1, 86400 * 7), default=900.0, show_default=True,
+@click.option("--timeout-estimate", type=Bounded(1, 86400 * 7, "setting AGENT_TIMEOUT_ESTIMATE", whole=False),
+              default=900.0, show_default=True,
               help="AGENT_TIMEOUT_ESTIMATE: one trial's agent timeout (s) at multiplier 1")
 @click.option("--model", required=True, help="MODEL: the candidates are the bundled profiles that serve it")
 @click.option("--server", default="", help="SERVER, the run's own profile")
 @click.option("--server-flavor", required=True, help="SERVER_FLAVOR of the run's own server")
-@click.option("--server-dp", type=click.IntRange(1, 64), default=1, show_default=True, help="SERVER_DP")
-@click.option("--server-tp", type=click.IntRange(1, 64), default=1, show_default=True, help="SERVER_TP")
+@click.option("--server-dp", type=Bounded(1, 64, "setting SERVER_DP"), default=1, show_default=True, help="SERVER_DP")
+@click.option("--server-tp", type=Bounded(1, 64, "setting SERVER_TP"), default=1, show_default=True, help="SERVER_TP")
 @click.option("--sandbox-flavor", default="cpu-upgrade", show_default=True, help="SANDBOX_FLAVOR")
 @click.option("--jobs-dir", default="jobs", show_default=True)
 @click.option("--job-name", required=True)
 @click.option("--deadline", help="an hf-style duration (24h, 90m, 2d); empty: no recommendation")
-@click.option("--reps", type=click.IntRange(1, MAX_REPS), default=200, show_default=True, help="PLAN_REPS")
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="PLAN_SEED")
-@click.option("--mopup-passes", type=click.IntRange(0, 1000), default=3, show_default=True,
+@click.option("--reps", type=Bounded(1, MAX_REPS, "setting PLAN_REPS"), default=200, show_default=True, help="PLAN_REPS")
+@click.option("--seed", type=Bounded(0, 2**32 - 1, "setting PLAN_SEED"), default=0, show_default=True, help="PLAN_SEED")
+@click.option("--mopup-passes", type=Bounded(0, 1000, "setting MOPUP_PASSES"), default=3, show_default=True,
               help="MOPUP_PASSES: make reproduce's limit, compared with the passes needed")
-@click.option("--max-infra-rate", type=click.FloatRange(0, 1), default=0.3, show_default=True,
+@click.option("--max-infra-rate", type=Bounded(0, 1, "setting MAX_INFRA_RATE", whole=False), default=0.3,
+              show_default=True,
               help="MAX_INFRA_RATE: the highest infra rate a recommendation may run at (or the baseline's)")
-@click.option("--ready-timeout", type=click.FloatRange(1, 10**9), default=2700.0, show_default=True,
+@click.option("--ready-timeout", type=Bounded(1, 10**9, "setting READY_TIMEOUT", whole=False), default=2700.0,
+              show_default=True,
               help="READY_TIMEOUT: bounds the server's loading time")
 @click.option("--prices", "prices_path", type=click.Path(path_type=Path), default=cost_prices.TSV_PRICES,
               help="the price list (default: env/flavor-prices.tsv)")
@@ -522,9 +472,9 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
               help="state/<run>/calibration.json (make calibrate); used when it exists")
 @click.option("--run-files", help="the run files' settings, one JSON object a line (scripts/plan.sh); - for stdin")
 @click.option("--identity", help="the planned run's identity settings as a JSON object (scripts/plan.sh)")
-@click.option("--own", nargs=2, type=click.IntRange(1, 1000), default=None,
+@click.option("--own", nargs=2, type=Bounded(1, 1000, "setting N_SHARDS or N_CONCURRENT"), default=None,
               help="SHARDS N_CONCURRENT: plan the run's own configuration only, in one line")
-@click.option("--max-retries", type=click.IntRange(0, 10), default=0, show_default=True,
+@click.option("--max-retries", type=Bounded(0, 10, "setting MAX_RETRIES"), default=0, show_default=True,
               help="MAX_RETRIES: harbor's in-run retries of an infra-errored attempt")
 @click.option("--json", "as_json", is_flag=True, help="the whole plan as JSON")
 def cli(run, tasks, k, multiplier, timeout_estimate, model, server, server_flavor, server_dp, server_tp, sandbox_flavor,
@@ -536,12 +486,12 @@ def cli(run, tasks, k, multiplier, timeout_estimate, model, server, server_flavo
     tasks = tasks or planned_tasks(jobs_dir, job_name, k)
     try:
         ident = json.loads(identity) if identity else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the decoder's depth
         raise PlanError("--identity is not a JSON object (scripts/plan.sh builds it)") from None
     doc = plan(run=run, tasks=tasks, k=k, mult=multiplier, timeout_estimate=timeout_estimate, model=model,
                server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,
                sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name,
-               deadline=deadline_seconds(deadline) if deadline else None, reps=reps, seed=seed,
+               deadline=plan_checks.deadline_seconds(deadline) if deadline else None, reps=reps, seed=seed,
                mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout,
                prices_path=prices_path, calibration_path=calibration_path, run_files=read_run_files(run_files),
                identity=ident if isinstance(ident, dict) else {}, own=tuple(own) if own else None,

@@ -144,6 +144,7 @@ def read_own(job_dirs: list[Path], job_name: str, flavor: str, dp: int, tp: int,
     sides = dict.fromkeys(tally_policy.SIDES, 0)
     at_once_sum, at_once_n = 0.0, 0
     tokens_out, tokens_secs = 0, 0.0
+    instant = 0  # settled trials whose agent started and finished at the same instant
     for job_dir in job_dirs:
         mult, conc = job_settings(str(job_dir), notes)
         if mult is None:
@@ -160,6 +161,11 @@ def read_own(job_dirs: list[Path], job_name: str, flavor: str, dp: int, tp: int,
                 sides[side] += 1
                 if trial.agent_seconds is not None:
                     infra_secs.append(trial.agent_seconds)
+            elif trial.agent_seconds == 0:
+                # No agent runs in no time: such a result.json records no duration (a hand-made
+                # or broken one), and a mean of 0 s is no exponential law. Left out of the fit,
+                # as a trial with no agent time is; its outcome still counts below.
+                instant += 1
             elif trial.agent_seconds is not None:
                 settled += 1
                 agent_sum += trial.agent_seconds
@@ -172,6 +178,10 @@ def read_own(job_dirs: list[Path], job_name: str, flavor: str, dp: int, tp: int,
             if at_once:
                 at_once_sum, at_once_n = at_once_sum + at_once, at_once_n + 1
     notes.extend(scan_notes.warnings + scan_notes.unreadable_warnings)
+    if instant:
+        notes.append(f"{instant} settled trial{'s' * (instant > 1)} {'have' if instant > 1 else 'has'} an agent time "
+                     f"of 0 s (the agent started and finished at the same instant): no duration, left out of the "
+                     f"agent-time fit")
     at_once = at_once_sum / at_once_n if at_once_n else None
     ended = settled - timed_out
     if settled and not ended:
@@ -209,15 +219,22 @@ def choose(jobs_dir: str, job_name: str, model: str, flavor: str, dp: int, tp: i
         own = tally_jobs.run_job_dirs(jobs_dir, job_name)
     except tally_jobs.TallyError:
         own = []
+    except OSError as e:  # a JOBS_DIR the system cannot even look up: planning from the reference would hide it
+        raise EvidenceError(f"the run's job dirs cannot be looked for under JOBS_DIR={safe_read.clip(jobs_dir, 200)}: "
+                            f"{e.strerror or e}; set JOBS_DIR to the directory harbor writes them to") from None
     try:
         tally_jobs.refuse_foreign_job_dirs(own, model)
     except tally_jobs.TallyError as e:
         raise EvidenceError(str(e)) from None
+    notes = []
     if own:
         evidence = read_own(own, job_name, flavor, dp, tp, step_secs)
         if evidence.settled:
             return evidence
-    return reference(model)
+        notes = evidence.notes  # why the run's own trials gave nothing to fit, said beside the reference's
+    fallback = reference(model)
+    fallback.notes.extend(notes)
+    return fallback
 
 
 # --------------------------------------------------------------------------- the sandbox curve

@@ -99,7 +99,10 @@ def binding_line(doc: dict) -> str:
         return (f"what binds: the sandboxes: {allows}, whatever the GPUs; more replicas add no trial at once.{speed}")
     if b["resource"] == "server":
         return f"what binds: the server and the deadline, not the sandboxes ({allows}).{speed}"
-    return f"what binds: the sandboxes allow {allows[9:]}.{speed}"
+    # No DEADLINE: no row to judge, so only the sandboxes' limit, which holds whatever the GPUs.
+    return (f"what binds: no DEADLINE, so no configuration to judge; the sandboxes allow at most "
+            f"{b['at_once_limit']} trials at once at or below {ceiling:.0%} infra errors (the governor's "
+            f"MAX_INFRA_RATE, or the baseline's own rate).{speed}")
 
 
 def render(doc: dict) -> str:

@@ -43,8 +43,23 @@ SERVERS_DIR = REPO_ROOT / "env" / "servers"
 # sequences. TP's all-reduces were not in the measurement: a TP step here is a lower bound.
 REFERENCE_STEP_BYTES = 27e9
 REFERENCE_STEP_SECS = 7.0e-3
-GPU_BANDWIDTH = {"h200": REFERENCE_STEP_BYTES / REFERENCE_STEP_SECS}
 MAX_ROOFLINE_SEQUENCES = 64  # the measured flat range; more sequences per replica are not planned
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """What a GPU family streams: the rate a decode step reaches (the roofline's, measured) and the
+    most its memory can deliver (a calibration's floor: no step reads its bytes faster)."""
+
+    bandwidth: float       # bytes/s
+    peak_bandwidth: float  # bytes/s
+
+
+# The H200: 3.86 TB/s is the reference's measurement above. Its peak, 4.8 TB/s of HBM3e, is
+# NVIDIA's published figure (the H200 datasheet, nvidia.com/en-us/data-center/h200): not a
+# measurement, but the one number that bounds every kernel, where any measurement is only what one
+# kernel reached (the reference's copies ran at 3.7 to 4.3 TB/s, its decode step at 3.86).
+GPUS = {"h200": Gpu(bandwidth=REFERENCE_STEP_BYTES / REFERENCE_STEP_SECS, peak_bandwidth=4.8e12)}
 
 
 @dataclass(frozen=True)
@@ -158,9 +173,13 @@ class Roofline:
     """Decode steps of one model on one GPU family; None of it when either is not known here."""
 
     numbers: ModelNumbers
-    bandwidth: float
+    gpu: Gpu
     context: float = AGENT_CONTEXT_TOKENS
     scale: float = 1.0  # a calibration's measured step over this roofline's (1: none)
+
+    @property
+    def bandwidth(self) -> float:
+        return self.gpu.bandwidth
 
     def step_secs(self, tp: int, sequences: float) -> float:
         """One decode step of a replica over `tp` GPUs running `sequences` sequences."""
@@ -168,10 +187,15 @@ class Roofline:
         per_sequence = self.context * n.kv_bytes_per_token + 2 * n.state_bytes_per_sequence
         return self.scale * (n.weight_bytes + sequences * per_sequence) / tp / self.bandwidth
 
+    def floor_secs(self, tp: int) -> float:
+        """The shortest a decode step can be on `tp` GPUs: each reads its share of the weights once,
+        at its memory's peak. A lower bound of the true one (the KV and state reads left out)."""
+        return self.numbers.weight_bytes / tp / self.gpu.peak_bandwidth
+
 
 def roofline_for(model: str, flavor: str) -> Roofline | None:
-    numbers, bandwidth = MODELS.get(model), GPU_BANDWIDTH.get(family_of(flavor))
-    return Roofline(numbers, bandwidth) if numbers and bandwidth else None
+    numbers, gpu = MODELS.get(model), GPUS.get(family_of(flavor))
+    return Roofline(numbers, gpu) if numbers and gpu else None
 
 
 def smoke_decode_share(roofline: Roofline) -> float:
@@ -202,6 +226,12 @@ def timeout_share(mean_secs: float, factor: float, cap_secs: float) -> float:
 # A calibration is read as data: at most this big, at most this many levels, finite figures.
 CALIBRATION_CAP = 64 * 1024
 MAX_LEVELS = 32
+# The slowest time per output token a calibration may say: past it a server is stalled (swapping,
+# queueing behind a hung request), not decoding, and no roofline is scaled by it. 10 s is 1,400
+# times one H200's step, and at it one of make calibrate's replies (1,024 tokens by default) would
+# take 2.8 h, past the 1,800 s CALIBRATE_TIMEOUT that bounds each request: no level of a default
+# calibration can have succeeded that slowly.
+MAX_TPOT_SECS = 10.0
 
 
 @dataclass(frozen=True)
@@ -214,11 +244,14 @@ class Calibration:
 
 def read_calibration(path: Path) -> tuple[Calibration | None, str | None]:
     """(the run's calibration, None) or (None, why it is not used): a missing file is no note."""
-    if not path.exists():
-        return None, None
+    try:
+        if not path.exists():
+            return None, None
+    except OSError as e:  # a path the system cannot look up (too long a name): no calibration to read
+        return None, f"{safe_read.clip(str(path), 200)} cannot be read ({e.strerror or e}); not used"
     try:
         doc = json.loads(safe_read.read_regular(path, CALIBRATION_CAP, "a calibration").decode("utf-8"))
-    except (OSError, safe_read.Unreadable, UnicodeDecodeError, ValueError) as e:
+    except (OSError, safe_read.Unreadable, UnicodeDecodeError, ValueError, RecursionError) as e:
         return None, f"{safe_read.shown(str(path))} is not a calibration make calibrate writes ({safe_read.clip(str(e), 120)}); not used"
     levels = doc.get("levels") if isinstance(doc, dict) else None
     server = doc.get("server") if isinstance(doc, dict) else None
@@ -231,12 +264,31 @@ def read_calibration(path: Path) -> tuple[Calibration | None, str | None]:
         tpot = level.get("tpot_ms") if isinstance(level, dict) else None
         if (isinstance(c, (int, float)) and not isinstance(c, bool) and 0 < c <= 10_000
                 and isinstance(tpot, (int, float)) and not isinstance(tpot, bool) and math.isfinite(tpot)
-                and 0 < tpot < 60_000):
+                and tpot > 0):  # how slow a level may be is calibration_refused's to say, in a line
             out.append((float(c), tpot / 1000))
     if not out:
         return None, f"{safe_read.shown(str(path))} has no level with a concurrency and a time per output token; not used"
     return Calibration(safe_read.printable(profile)[:100], out, safe_read.printable(str(doc.get("measured_at", "?")))[:40],
                        safe_read.shown(str(path))), None
+
+
+def calibration_refused(cal: Calibration, roofline: Roofline, profile: Profile) -> str | None:
+    """Why `cal` cannot be a measurement of `profile`'s decode (None: it can): a level slower than
+    MAX_TPOT_SECS a token, or faster than the step's floor (its weights streamed at the GPUs' peak).
+    A speculative profile decodes several tokens a step, as many as its drafts get accepted, which
+    no number here bounds: only the ceiling holds for it."""
+    floor = roofline.floor_secs(profile.tp)
+    for c, tpot in cal.levels:
+        measured = f"at concurrency {c:g} it measured {tpot * 1000:g} ms per output token on {cal.profile}"
+        if tpot > MAX_TPOT_SECS:
+            return f"{measured}, over the {MAX_TPOT_SECS:g} s a token past which a server is stalled, not decoding"
+        if tpot < floor and not profile.speculative:
+            n = roofline.numbers
+            return (f"{measured}, under the {floor * 1000:.1f} ms a decode step takes at the least "
+                    f"({n.weight_bytes / 1e9:g} GB of {profile.model}'s weights streamed over {profile.tp} GPU"
+                    f"{'s' * (profile.tp > 1)} at the {family_of(profile.flavor)}'s peak "
+                    f"{roofline.gpu.peak_bandwidth / 1e12:g} TB/s): no server decodes that fast")
+    return None
 
 
 def calibration_scale(cal: Calibration, roofline: Roofline, profile: Profile) -> float:

@@ -54,11 +54,13 @@ def pass_makespan(durations: np.ndarray, slots: int) -> np.ndarray:
     """
     reps, shards, m = durations.shape
     queues = durations.reshape(reps * shards, m)  # one row per (repetition, shard)
-    free = np.zeros((reps * shards, slots))
+    # More slots than attempts change nothing (each attempt has one at once) and cost memory: -n 1000
+    # on one task at 10,000 repetitions asked numpy for 5 GB of slots that would stay idle.
+    free = np.zeros((reps * shards, max(1, min(slots, m))))
     rows = np.arange(reps * shards)
     for j in range(m):  # two numpy calls per attempt: this loop is most of a plan's time
         free[rows, free.argmin(axis=1)] += queues[:, j]
-    return free.reshape(reps, shards, slots).max(axis=(1, 2))
+    return free.reshape(reps, shards, -1).max(axis=(1, 2))
 
 
 def compact(durations: np.ndarray) -> np.ndarray:
@@ -107,6 +109,9 @@ def simulate(pool, tasks: int, k: int, shards: int, slots: int,
     """
     if not isinstance(pool, Durations):
         pool = np.maximum(np.asarray(pool, dtype=float), 1.0)
+    # A shard with no task runs nothing and strains nothing: only as many shards as tasks are kept,
+    # so 64 shards of one task hold one queue, not 63 empty ones.
+    shards = max(1, min(shards, tasks))
     todo = queues(pool, tasks, k, shards, reps, rng)
     makespan, sandbox = np.zeros(reps), np.zeros(reps)
     mopups, left = np.zeros(reps, dtype=int), np.zeros(reps, dtype=int)
