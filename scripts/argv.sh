@@ -668,15 +668,15 @@ show_watchdog_cmd() {
   show_cmd -- "${words[@]}"
 }
 
-# timeout_probe_argv VAR LAUNCH_ID: make doctor CHECK_TIMEOUT=1's job: the cheapest there is
-# (WATCHDOG_FLAVOR, WATCHDOG_IMAGE, a sleep), with the run's SERVER_TIMEOUT, to read back what HF
-# records of it; cancelled at once. Labelled project= and role=doctor (no run: no run's cost), and
-# launch=LAUNCH_ID, by which an interrupted doctor finds it.
+# timeout_probe_argv VAR: make doctor CHECK_TIMEOUT=1's job: the cheapest there is (WATCHDOG_FLAVOR,
+# WATCHDOG_IMAGE, a sleep), with the run's SERVER_TIMEOUT, to read back what HF records of it;
+# cancelled at once. Labelled project= and role=doctor (no run: no run's cost); launch_job adds the
+# launch's own label and the run's instance, by which an interrupted doctor's job is found.
 timeout_probe_argv() {
   # shellcheck disable=SC2178  # a nameref to the caller's array
   local -n _argv=$1
   _argv=(hf jobs run --detach -q --flavor "$WATCHDOG_FLAVOR" --timeout "$SERVER_TIMEOUT"
-    --label "project=$(sanitize_label "$PROJECT_LABEL")" --label role=doctor --label "launch=$2")
+    --label "project=$(sanitize_label "$PROJECT_LABEL")" --label role=doctor)
   [[ -z "$HF_NAMESPACE" ]] || _argv+=(--namespace "$HF_NAMESPACE")
   _argv+=("$WATCHDOG_IMAGE" -- sleep 600)
 }

@@ -15,6 +15,8 @@ HF_CALL_TIMEOUT=${HF_CALL_TIMEOUT:-20}
 source "$REPO_ROOT/scripts/lib-server.sh"
 # shellcheck source=argv.sh
 source "$REPO_ROOT/scripts/argv.sh"
+# shellcheck source=lib-run.sh
+source "$REPO_ROOT/scripts/lib-run.sh"
 
 failures=0
 ok() { printf '  ok    %s\n' "$1"; }
@@ -197,39 +199,48 @@ check_run() {
 # SERVER_TIMEOUT? The reference's 24 h server billed about 91 h. A cpu-basic job asks for it, what
 # HF recorded is read back (python -m tools.run.watchdog timeout: hf jobs inspect shows no timeout) and
 # the job is cancelled at once, before or soon after it starts: it bills a few seconds of
-# cpu-basic ($0.01/h), under a cent. What HF then enforces, and when, only a real run shows: the
-# run's watchdog stops an abandoned server either way (docs/watchdog.md).
-PROBE_JOB="" PROBE_LAUNCH=""
+# cpu-basic ($0.01/h), under a cent. It is a paid launch like any other: made under the run's lock,
+# recorded in the run's manifest before the call, cancelled by its label if anything interrupts it,
+# and found by the next make serve or make stop after a SIGKILL (launch_job, scripts/lib-run.sh). A
+# dry run shows the command and launches nothing. What HF then enforces, and when, only a real run
+# shows: the run's watchdog stops an abandoned server either way (docs/watchdog.md).
 check_timeout_kept() {
   [[ "${CHECK_TIMEOUT:-0}" == 1 ]] || return 0
   if [[ -z "${RUN:-}" ]]; then
     bad "CHECK_TIMEOUT=1 checks a run's SERVER_TIMEOUT, and no run is named" "make doctor CHECK_TIMEOUT=1 RUN=<run>"
     return 0
   fi
-  local argv asked recorded errfile rc=0 ns=${HF_NAMESPACE:-}
+  local argv asked recorded errfile ns=${HF_NAMESPACE:-}
   asked=$(duration_seconds "$SERVER_TIMEOUT")
-  PROBE_LAUNCH=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
-  timeout_probe_argv argv "$PROBE_LAUNCH"
-  printf '  ...   launching %s to read back its --timeout %s (cancelled at once; under a cent)\n' "$WATCHDOG_FLAVOR" "$SERVER_TIMEOUT"
-  trap 'cancel_timeout_probe; exit 130' INT TERM
-  errfile=$(mktemp)
-  PROBE_JOB=$("${BOUNDED[@]}" "${argv[@]}" 2>"$errfile" | tail -n1 | tr -d '[:space:]') || rc=$?
-  if ((rc != 0)) || [[ ! "$PROBE_JOB" =~ ^[A-Za-z0-9_-]+$ ]]; then
-    PROBE_JOB=""
-    cancel_timeout_probe
-    trap - INT TERM
-    note "could not launch the timeout check: $(error_detail "$errfile")"
-    rm -f "$errfile"
+  timeout_probe_argv argv
+  if is_dry_run; then
+    with_launch_label argv
+    printf '  ...   dry run: would launch %s to read back its --timeout %s, then cancel it (under a cent): %s
+' \
+      "$WATCHDOG_FLAVOR" "$SERVER_TIMEOUT" "$(show_cmd -- "${argv[@]}")"
     return 0
   fi
   [[ -n "$ns" ]] || ns=$("${BOUNDED[@]}" hf auth whoami -q 2>/dev/null | head -n1) || ns=""
-  recorded=$(tool run.watchdog timeout "$ns/$PROBE_JOB" 2>"$errfile") || recorded="?"
-  cancel_timeout_probe
-  trap - INT TERM
+  if [[ ! "$ns" =~ ^[A-Za-z0-9._-]+$ ]]; then
+    note "could not launch the timeout check: hf auth whoami named no namespace (set HF_NAMESPACE)"
+    return 0
+  fi
+  LAUNCH_NAMESPACE=$ns
+  hold_run_lock "make doctor CHECK_TIMEOUT=1"
+  printf '  ...   launching %s to read back its --timeout %s (cancelled at once; under a cent)\n' "$WATCHDOG_FLAVOR" "$SERVER_TIMEOUT"
+  # Until its cancel is recorded, an interrupt cancels it (launch_job's trap).
+  launch_job doctor "${argv[@]}"
+  errfile=$(mktemp)
+  recorded=$(tool run.watchdog timeout "$ns/$LAUNCHED_JOB_ID" 2>"$errfile") || recorded="?"
+  trap '' INT TERM # the cancel is bounded; a second Ctrl-C must not cut it short
+  # Its cancel (or the warning that it could not be, with the command) is the launch's outcome in the
+  # manifest.
+  cancel_launch "$LAUNCH_ID" "$LAUNCHED_JOB_ID"
+  launch_recorded
   if [[ "$recorded" == "?" ]]; then
-    note "could not read back job $ns/$PROBE_JOB's timeout: $(error_detail "$errfile")"
+    note "could not read back job $ns/$LAUNCHED_JOB_ID's timeout: $(error_detail "$errfile")"
   elif [[ -z "$recorded" ]]; then
-    note "HF's answer about job $ns/$PROBE_JOB holds no timeout: what it keeps of SERVER_TIMEOUT=$SERVER_TIMEOUT cannot be told"
+    note "HF's answer about job $ns/$LAUNCHED_JOB_ID holds no timeout: what it keeps of SERVER_TIMEOUT=$SERVER_TIMEOUT cannot be told"
   elif ((recorded >= asked)); then
     ok "HF kept --timeout $SERVER_TIMEOUT ($recorded s) on a test job (SERVER_TIMEOUT of run '$RUN')"
   else
@@ -237,19 +248,6 @@ check_timeout_kept() {
       "plan for it: SERVER_TIMEOUT=${recorded}s in runs/$RUN.env states what HF keeps; make reproduce relaunches a server that ends (MAX_RELAUNCHES) and mop-up retries its unfinished trials"
   fi
   rm -f "$errfile"
-}
-
-# cancel_timeout_probe: cancel the timeout check's job, by its id, else by its launch label.
-cancel_timeout_probe() {
-  local ids=("$PROBE_JOB") id ns_args=()
-  [[ -z "${HF_NAMESPACE:-}" ]] || ns_args=(--namespace "$HF_NAMESPACE")
-  [[ -n "$PROBE_JOB" ]] ||
-    mapfile -t ids < <("${BOUNDED[@]}" hf jobs ps -a -q -l "launch=$PROBE_LAUNCH" "${ns_args[@]}" 2>/dev/null | grep -E '^[A-Za-z0-9_-]+$' || true)
-  for id in "${ids[@]}"; do
-    [[ -n "$id" ]] || continue
-    "${BOUNDED[@]}" hf jobs cancel -q "$id" "${ns_args[@]}" >/dev/null 2>&1 ||
-      printf '  FAIL  could not cancel the timeout check'"'"'s job %s: it bills until its --timeout\n        fix: hf jobs cancel %s\n' "$id" "$id"
-  done
 }
 
 check_make() {
@@ -277,6 +275,8 @@ main() {
   if [[ -n "${RUN:-}" || -f "$STATE_ROOT/last-run" ]]; then
     resolve_run
     load_settings
+    # The run's settings, checked as every verb checks them (a bad CHECK_TIMEOUT is one line).
+    validate_values
     printf 'doctor (%s, run %s):\n' "$scope" "$RUN"
   else
     printf 'doctor (%s):\n' "$scope"

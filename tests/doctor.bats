@@ -204,6 +204,35 @@ check_timeout() {
   run jq -c 'select(.method == "POST" and .path == "/api/jobs/alice") | .body | [.flavor, .timeoutSeconds, .labels.role, .labels.project, (.labels | has("run")), .command]' "$FAKE_HF_RECORD"
   assert_output '["cpu-basic",345600,"doctor","terminal-bench-harness",false,["sleep","600"]]'
   [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice/probe1/cancel)" -eq 1 ]
+  # A paid launch like any other: its intent in the run's manifest before the call, its cancel after,
+  # both by its launch label, which the job carries with the run's instance.
+  run jq -c '[.event, .role, (.launch_id | test("^[0-9a-f]{16}$")), .job_ids]' "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  assert_output $'["launch-intent","doctor",true,null]\n["launch-cancelled","doctor",true,["probe1"]]'
+  run jq -r 'select(.method == "POST" and .path == "/api/jobs/alice") | .body.labels | [.launch == $id, .instance == $i] | @tsv' \
+    --arg id "$(jq -r .launch_id "$STATE_ROOT/qwen-t2/manifest.jsonl" | head -n1)" --arg i "$(<"$STATE_ROOT/qwen-t2/instance")" "$FAKE_HF_RECORD"
+  assert_output $'true\ttrue'
+}
+
+@test "doctor CHECK_TIMEOUT=1 DRY_RUN=1 shows the job it would launch and launches, cancels and writes nothing" {
+  start_fake_hf_jobs '{"namespace": "alice", "new_job": {"id": "probe1"}}'
+  RUN=qwen-t2 CHECK_TIMEOUT=1 DRY_RUN=1 run "$REPO/scripts/doctor.sh"
+  assert_line "  ...   dry run: would launch cpu-basic to read back its --timeout 4d, then cancel it (under a cent): hf jobs run --label 'launch=<unique per launch>' --label 'instance=<run instance id>' --detach -q --flavor cpu-basic --timeout 4d --label project=terminal-bench-harness --label role=doctor python:3.12-slim -- sleep 600"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -eq 0 ]
+  run jq -r 'select(.method != "GET") | .path' "$FAKE_HF_RECORD"
+  assert_output ""
+  [ ! -e "$STATE_ROOT/qwen-t2" ]
+}
+
+@test "doctor CHECK_TIMEOUT=1 refuses while another verb holds the run, and launches nothing" {
+  start_fake_hf_jobs '{"namespace": "alice", "new_job": {"id": "probe1"}}'
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  exec 8>>"$STATE_ROOT/qwen-t2/lock"
+  flock -n 8
+  RUN=qwen-t2 CHECK_TIMEOUT=1 run "$REPO/scripts/doctor.sh"
+  exec 8>&-
+  assert_failure 1
+  assert_output --partial "doctor: run 'qwen-t2' is busy:"
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -eq 0 ]
 }
 
 @test "doctor CHECK_TIMEOUT=1: a timeout HF cut short fails, with what to plan for" {
