@@ -307,8 +307,7 @@ stage_checkout() {
   git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
     die "WHERE=hf uploads this checkout's tracked files, and $REPO_ROOT is not a git checkout"
   _stage=$(mktemp -d)
-  # shellcheck disable=SC2064  # expand now: the path is this call's
-  trap "rm -rf -- '$_stage'" EXIT
+  remove_on_exit "$_stage"
   # The run's own files git does not track yet (note_staged_run_files said so): the job gets them.
   local path also=() out
   while IFS=$'\t' read -r path _; do

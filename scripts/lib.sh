@@ -67,6 +67,36 @@ die() {
 
 is_dry_run() { [[ "${DRY_RUN:-0}" != "0" && -n "${DRY_RUN:-}" ]]; }
 
+# remove_on_exit PATH...: remove each PATH when the script exits, however it exits. One EXIT trap
+# for every script: a second `trap … EXIT` would replace the first and leave its path behind.
+EXIT_REMOVALS=()
+remove_on_exit() {
+  EXIT_REMOVALS+=("$@")
+  trap remove_exit_paths EXIT
+}
+remove_exit_paths() {
+  ((${#EXIT_REMOVALS[@]} == 0)) || rm -rf -- "${EXIT_REMOVALS[@]}"
+}
+
+# dry_run_home: a dry run writes nothing outside the repository either. The pinned CLIs write under
+# $HOME on their own: the hf CLI caches the Hub's agent-harness registry in HF_HOME at every start
+# (huggingface_hub/utils/_detect_agent.py), and harbor writes an install id under ~/.config/harbor
+# before it sends its telemetry (harbor/telemetry.py). So for a dry run, and every verb it starts,
+# harbor's telemetry is off (HARBOR_TELEMETRY=0, its own switch) and so is huggingface_hub's
+# (HF_HUB_DISABLE_TELEMETRY=1, which skips the agent lookup in its user agent); HF_HOME is a
+# scratch dir, removed at the end, holding a copy of the registry the user has; the token is
+# still read where it is (HF_TOKEN_PATH, whose directory also holds the stored tokens).
+dry_run_home() {
+  [[ -z "${DRY_RUN_HOME:-}" ]] || return 0 # a parent dry run made it: its verbs share it
+  local home=${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}
+  export HF_TOKEN_PATH=${HF_TOKEN_PATH:-$home/token}
+  DRY_RUN_HOME=$(mktemp -d "${TMPDIR:-/tmp}/tb-dry-run.XXXXXX")
+  remove_on_exit "$DRY_RUN_HOME"
+  [[ ! -f "$home/.agent_harnesses.json" ]] || cp "$home/.agent_harnesses.json" "$DRY_RUN_HOME/" 2>/dev/null || true
+  export DRY_RUN_HOME HF_HOME=$DRY_RUN_HOME HARBOR_TELEMETRY=0 HF_HUB_DISABLE_TELEMETRY=1
+}
+! is_dry_run || dry_run_home
+
 # --- settings -----------------------------------------------------------------------------
 #
 # A run's settings come from four layers, later wins:

@@ -51,7 +51,7 @@ main() {
     return 0
   fi
   TMP_DIR=$(mktemp -d)
-  trap 'rm -rf "$TMP_DIR"' EXIT
+  remove_on_exit "$TMP_DIR"
   local uv
   uv=$(find_uv "$version")
   # The current lock is uv's starting point (-o reads its pins as preferences): changing one pin

@@ -80,8 +80,7 @@ mopup_work_dir() {
   local state=$2
   if is_dry_run; then
     _work=$(mktemp -d)
-    # shellcheck disable=SC2064  # expand now: the path is this run's
-    trap "rm -rf -- '$_work'" EXIT
+    remove_on_exit "$_work"
   else
     _work="$state/.mopup-work"
     rm -rf -- "$_work"

@@ -76,7 +76,7 @@ main() {
 
   local code rc=0
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
+  remove_on_exit "$tmp"
   code=$(proxy_curl -sS -o "$tmp/models.json" -w '%{http_code}' --connect-timeout 10 -m 30 "$base/models" 2>"$tmp/err") || rc=$?
   ((rc == 0)) || die "cannot reach $base/models ($(tr -d '\n' <"$tmp/err")): is the server up? make status RUN=$RUN"
   case "$code" in

@@ -189,7 +189,7 @@ main() {
   want="$(sha256sum "$LOCK" | cut -d' ' -f1) $INSTALL_KIND"
   if [[ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]]; then
     TMP_DIR=$(mktemp -d)
-    trap 'rm -rf "$TMP_DIR"' EXIT
+    remove_on_exit "$TMP_DIR"
     if [[ "$installer" == pip ]]; then
       install_with_pip
     elif ! install_with_uv; then

@@ -78,6 +78,7 @@ cleanup() {
     kill "$pid" 2>/dev/null || true
   done
   rm -rf -- "$LOG_DIR"
+  remove_exit_paths # lib.sh's, which this trap replaces
 }
 
 # counts NAME: "PASSED FAILED" of one suite, from its kept output (bats runs with --tap for it). A suite that failed (non-zero

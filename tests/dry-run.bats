@@ -46,3 +46,29 @@ snapshot() {
   [[ -z "$failures" ]] || fail "$failures"
   assert_equal "$(snapshot)" "$before"
 }
+
+@test "a dry run writes nothing under HOME either: the CLIs' caches and telemetry go to a scratch dir it removes, the token is still read" {
+  load fakes/fakes
+  fakes_setup
+  start_fake_hf_jobs '{"namespace": "alice"}'
+  # The fake serves the agent-harness registry, which the hf CLI caches in HF_HOME at every start;
+  # the login's token is in HF_HOME/token, not in the environment.
+  rm "$HF_HOME/.agent_harnesses.json"
+  printf '%s\n' "$FAKE_TOKEN" >"$HF_HOME/token"
+  unset HF_TOKEN
+  export TMPDIR="$BATS_TEST_TMPDIR/tmp"
+  mkdir -p "$TMPDIR"
+  local before
+  before=$(find "$HOME" "$HF_HOME" | LC_ALL=C sort)
+  # doctor asks hf for the token and HF for its owner; mop-up's plan loads harbor, which wrote its
+  # install id even for a run with no job yet.
+  run make -C "$REPO" --no-print-directory doctor RUN=qwen-t2 DRY_RUN=1
+  assert_line "  ok    HF token present (hf auth login)"
+  assert_line "  ok    HF token accepted (whoami: alice)"
+  run make -C "$REPO" --no-print-directory mopup RUN=gptoss-t2 DRY_RUN=1
+  assert_line --index 0 --partial "Error: no job 'gpt-oss-20b-terminus2-tb21-full' under "
+  assert_equal "$(find "$HOME" "$HF_HOME" | LC_ALL=C sort)" "$before"
+  run find "$TMPDIR" -mindepth 1
+  assert_output ""
+  stop_fakes
+}
