@@ -619,7 +619,7 @@ remote_mopup_argv() {
 
 # What each of the watchdog's checks runs, in WATCHDOG_IMAGE: the bundle its job spec carries
 # (WATCHDOG_BUNDLE: tools/run/watchdog.py, tools/safe_read.py and huggingface_hub's requirements with
-# their hashes from env/requirements.lock, as python -m tools.run.watchdog bundle packs them), unpacked
+# their hashes from env/requirements.lock, as python -m tools.run.watchdog_bundle packs them), unpacked
 # and installed as make setup installs the lock (hash-checked), then the check. Its settings are
 # its environment (-e), named here, never pasted in.
 # shellcheck disable=SC2016  # expanded inside the job
@@ -628,7 +628,7 @@ readonly WATCHDOG_SCRIPT='set -euo pipefail; dir=$(mktemp -d); printf %s "$WATCH
 # What a dry run shows for the bundle and its sha256, which it does not compute (a dry run needs
 # no .venv): the values a real installation puts there.
 # shellcheck disable=SC2034  # read by lib-watchdog.sh
-readonly WATCHDOG_BUNDLE_PLACEHOLDER="<the watchdog's code: python -m tools.run.watchdog bundle>" \
+readonly WATCHDOG_BUNDLE_PLACEHOLDER="<the watchdog's code: python -m tools.run.watchdog_bundle>" \
   WATCHDOG_CODE_PLACEHOLDER="<its sha256>"
 
 # watchdog_argv VAR MODE NAMESPACE SHA256 BUNDLE: hf jobs scheduled run for the run's watchdog
@@ -662,7 +662,7 @@ show_watchdog_cmd() {
   for word in "$@"; do
     value=${word#WATCHDOG_BUNDLE=}
     [[ "$word" != WATCHDOG_BUNDLE=* || "$value" == "$WATCHDOG_BUNDLE_PLACEHOLDER" ]] ||
-      word="WATCHDOG_BUNDLE=<the watchdog's code, ${#value} bytes of base64: python -m tools.run.watchdog bundle>"
+      word="WATCHDOG_BUNDLE=<the watchdog's code, ${#value} bytes of base64: python -m tools.run.watchdog_bundle>"
     words+=("$word")
   done
   show_cmd -- "${words[@]}"

@@ -56,8 +56,8 @@ install_watchdog() {
   fi
   # It guards this instance's servers only: without one it would be told to guard none.
   [[ "${RUN_INSTANCE:-}" =~ $INSTANCE_SYNTAX ]] || die "install_watchdog: the run has no instance yet (make serve holds the run's lock, which draws it)"
-  if ! out=$(cd "$REPO_ROOT" && tool run.watchdog bundle) || [[ ! "$out" =~ ^[0-9a-f]{64}\ [A-Za-z0-9+/=]+$ ]]; then
-    warn "the run's watchdog could not be packed (python -m tools.run.watchdog bundle, above), so none guards this server: only its --timeout ($SERVER_TIMEOUT) does. make stop RUN=$RUN stops it"
+  if ! out=$(cd "$REPO_ROOT" && tool run.watchdog_bundle) || [[ ! "$out" =~ ^[0-9a-f]{64}\ [A-Za-z0-9+/=]+$ ]]; then
+    warn "the run's watchdog could not be packed (python -m tools.run.watchdog_bundle, above), so none guards this server: only its --timeout ($SERVER_TIMEOUT) does. make stop RUN=$RUN stops it"
     return 0
   fi
   sha=${out%% *} bundle=${out#* }

@@ -269,7 +269,7 @@ scheduled_ids() {
   [ "$(count_requests "$FAKE_HF_RECORD" POST /api/scheduled-jobs/alice)" -eq 1 ]
   local body="$BATS_TEST_TMPDIR/body.json" sha b64
   jq -c 'select(.method == "POST" and .path == "/api/scheduled-jobs/alice") | .body' "$FAKE_HF_RECORD" >"$body"
-  read -r sha b64 < <(cd "$REPO" && .venv/bin/python -m tools.run.watchdog bundle)
+  read -r sha b64 < <(cd "$REPO" && .venv/bin/python -m tools.run.watchdog_bundle)
   run jq -c --arg b64 "$b64" '{schedule, concurrency, image: .jobSpec.dockerImage, flavor: .jobSpec.flavor,
     timeout: .jobSpec.timeoutSeconds, secrets: .jobSpec.secrets, labels: .jobSpec.labels,
     env: (.jobSpec.environment | .WATCHDOG_BUNDLE |= (. == $b64))}' "$body"
@@ -340,7 +340,7 @@ scheduled_ids() {
   serve_world
   RUN=qwen-t2 DRY_RUN=1 run "$REPO/scripts/serve.sh"
   assert_success
-  assert_line --index 1 "hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency --secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness --label run=qwen-t2 --label 'instance=<run instance id>' --label role=watchdog --label 'code=<its sha256>' -e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness -e 'WATCHDOG_INSTANCE=<run instance id>' -e 'WATCHDOG_NAMESPACE=<namespace>' -e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.run.watchdog bundle>' --namespace '<namespace>' '*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; dir=\$(mktemp -d); printf %s \"\$WATCHDOG_BUNDLE\" | base64 -d | tar -xzf - -C \"\$dir\"; cd \"\$dir\"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.run.watchdog check'"
+  assert_line --index 1 "hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency --secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness --label run=qwen-t2 --label 'instance=<run instance id>' --label role=watchdog --label 'code=<its sha256>' -e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness -e 'WATCHDOG_INSTANCE=<run instance id>' -e 'WATCHDOG_NAMESPACE=<namespace>' -e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.run.watchdog_bundle>' --namespace '<namespace>' '*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; dir=\$(mktemp -d); printf %s \"\$WATCHDOG_BUNDLE\" | base64 -d | tar -xzf - -C \"\$dir\"; cd \"\$dir\"; pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements.txt; exec python -m tools.run.watchdog check'"
   [ ! -s "$FAKE_HF_RECORD" ]
   [ ! -e "$STATE_ROOT/qwen-t2" ]
 }

@@ -121,7 +121,10 @@ state_snapshot() {
 @test "the heartbeat holds no lock: it beats while whatever a killed verb started still holds the run, and stops after" {
   # The run's server, on the fake Jobs API: each heartbeat is a label write it records.
   load fakes/fakes
-  start_fake_hf_jobs '{"jobs": {"srv1": {"stages": ["RUNNING"], "labels": {"project": "terminal-bench-harness", "run": "qwen-t2", "role": "server"}}}}'
+  start_fake_hf_jobs "{\"jobs\": {\"srv1\": {\"stages\": [\"RUNNING\"], \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$FAKE_INSTANCE\", \"role\": \"server\"}}}}"
+  # The run's instance, as its serve drew it: the heartbeat beats that instance's servers.
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  printf '%s\n' "$FAKE_INSTANCE" >"$STATE_ROOT/qwen-t2/instance"
   # A verb takes the run and starts the heartbeat (docs/watchdog.md), starts a harbor-like child
   # that inherits the lock, and is gone: the child alone holds the run.
   RUN=qwen-t2 WATCHDOG=1 HEARTBEAT_EVERY=1s bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"
@@ -146,6 +149,32 @@ state_snapshot() {
   wait_for "the heartbeat's stop" grep -q "heartbeat stopped (pid [0-9]*): nothing holds the run any more" "$STATE_ROOT/qwen-t2/heartbeat.log"
   RUN=qwen-t2 HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$REPO/scripts/bench.sh"
   assert_success
+}
+
+@test "the heartbeat beats while anything holds the run, and ends at its next look once nothing does" {
+  # The beat itself (python -m tools.run.watchdog beat, which asks HF) is a recorder here: this is the
+  # loop's life, whatever HF says. The e2e test above beats through the real client.
+  local beats="$BATS_TEST_TMPDIR/beats" log="$STATE_ROOT/qwen-t2/heartbeat.log"
+  BEATS=$beats RUN=qwen-t2 WATCHDOG=1 HEARTBEAT_EVERY=1s bash -c 'source "$0/scripts/lib.sh"; source "$0/scripts/lib-run.sh"
+    load_settings; tool() { printf "%s\n" "$*" >>"$BEATS"; }; hold_run_lock "make bench"; start_heartbeat
+    sleep 600 & echo $! >"$1"' "$REPO" "$BATS_TEST_TMPDIR/child.pid" 3>&-
+  CHILD_PID=$(<"$BATS_TEST_TMPDIR/child.pid")
+  # While the child holds the run, it beats, again and again, for the run's own instance.
+  two_beats() { [ "$(grep -c . "$beats" 2>/dev/null)" -ge 2 ]; }
+  wait_for "two heartbeats" two_beats
+  run sort -u "$beats"
+  assert_output "run.watchdog beat --run qwen-t2 --project terminal-bench-harness --instance $(<"$STATE_ROOT/qwen-t2/instance")"
+  run grep -c "heartbeat stopped" "$log"
+  assert_output 0
+  kill "$CHILD_PID"
+  CHILD_PID=""
+  # It looks at the lock every HEARTBEAT_EVERY (1 s here; 5 s at most): a loop that never ends fails
+  # here after a minute, not the suite's ten.
+  WAIT_BOUND=60 wait_for "the heartbeat's stop" grep -q "heartbeat stopped (pid [0-9]*): nothing holds the run any more" "$log"
+  local pid
+  pid=$(sed -n 's/.*heartbeat started (pid \([0-9]*\)).*/\1/p' "$log")
+  gone() { ! kill -0 "$pid" 2>/dev/null; }
+  WAIT_BOUND=60 wait_for "the heartbeat's process to end" gone
 }
 
 @test "asking whether the run is held never takes its lock: a verb starting meanwhile is never refused" {

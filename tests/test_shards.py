@@ -713,7 +713,8 @@ def test_the_sharded_bench_refuses_before_any_harbor_runs_and_writes_nothing(tmp
     assert ("run mopup-test already has 2 settled trial(s) (scored, or a genuine limit) of 2 task(s) that its shard(s) "
             f"{JOB}-shard-1, {JOB}-shard-2 would run again, in {JOB}: continue it with make mopup RUN=mopup-test") in out
     assert sorted(p.name for p in (one.root / "jobs").iterdir()) == [JOB]
-    assert sorted(p.name for p in one.state.iterdir()) == ["lock", "lock.json"]  # the run's lock, held by the bench
+    # The run's lock, held by the bench, and the instance its lock drew (scripts/lib.sh).
+    assert sorted(p.name for p in one.state.iterdir()) == ["instance", "lock", "lock.json"]
     assert one.executed("bench") == []
 
     two = Tree(tmp_path / "two", DEFAULT_PLAN, server)
@@ -730,7 +731,7 @@ def test_the_sharded_bench_refuses_before_any_harbor_runs_and_writes_nothing(tmp
     assert bench.returncode == 1, out
     assert "run mopup-test's task list changed since it was split" in out and "added t-new, removed none" in out
     after = {p.name: p.read_bytes() for p in two.state.iterdir()}
-    assert {k: v for k, v in after.items() if k not in ("lock", "lock.json")} == before
+    assert {k: v for k, v in after.items() if k not in ("instance", "lock", "lock.json")} == before
     assert sorted(p.name for p in (two.root / "jobs").iterdir()) == [f"{JOB}-shard-1"]
     assert two.executed("bench") == []
 

@@ -33,7 +33,7 @@ import click
 import pytest
 from huggingface_hub import HfApi
 
-from tools.run import watchdog
+from tools.run import watchdog, watchdog_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "hf_fake-token-that-must-never-be-printed"
@@ -613,14 +613,14 @@ def unpack(data: bytes) -> dict[str, bytes]:
 
 
 def test_the_bundle_is_this_checkouts_watchdog_and_huggingface_hubs_hash_pinned_requirements():
-    data = watchdog.bundle(REPO)
-    assert watchdog.bundle(REPO) == data  # the same bytes for the same files: its sha256 names the code
+    data = watchdog_bundle.bundle(REPO)
+    assert watchdog_bundle.bundle(REPO) == data  # the same bytes for the same files: its sha256 names the code
     files = unpack(data)
     assert sorted(files) == ["requirements.txt", "tools/__init__.py", "tools/fmt.py", "tools/run/__init__.py",
                             "tools/run/watchdog.py", "tools/safe_read.py"]
-    for name in watchdog.BUNDLE_FILES:
+    for name in watchdog_bundle.BUNDLE_FILES:
         assert files[name] == (REPO / name).read_bytes()
-    entries = watchdog.lock_entries((REPO / "env/requirements.lock").read_text())
+    entries = watchdog_bundle.lock_entries((REPO / "env/requirements.lock").read_text())
     want = ["anyio", "click", "filelock", "fsspec", "h11", "hf-xet", "httpcore2", "httpx2", "huggingface-hub", "idna",
             "packaging", "pyyaml", "tqdm", "truststore", "typing-extensions"]
     assert files["requirements.txt"].decode() == "\n".join(entries[n] for n in want) + "\n"
@@ -637,13 +637,13 @@ def test_the_watchdog_imports_nothing_the_bundle_lacks():
                "urllib.error", "urllib.request", "pathlib", "click", "httpx2", "huggingface_hub",
                "huggingface_hub.utils", "tools.safe_read", "__future__", "importlib.metadata",
                "packaging.requirements", "datetime"}
-    for name in watchdog.BUNDLE_FILES:
+    for name in watchdog_bundle.BUNDLE_FILES:
         tree = ast.parse((REPO / name).read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module != "tools"}
         imported |= {f"tools.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "tools"
                      for a in n.names}
-        bundled = {f"tools.{Path(f).stem}" for f in watchdog.BUNDLE_FILES}
+        bundled = {f"tools.{Path(f).stem}" for f in watchdog_bundle.BUNDLE_FILES}
         stdlib = {"contextlib", "errno", "json", "os", "shutil", "stat", "tempfile", "typing"}
         assert imported - bundled - allowed - stdlib == set(), name
 
@@ -653,7 +653,7 @@ def test_a_lock_without_an_entry_the_closure_needs_is_refused():
     without = "\n".join(line for line in lock.splitlines() if not line.startswith("tqdm=="))
     with pytest.raises(click.ClickException, match="env/requirements.lock has no entry for tqdm, which huggingface_hub "
                                                    "needs: run make lock"):
-        watchdog.requirements(without)
+        watchdog_bundle.requirements(without)
 
 
 # --- the facts of huggingface_hub 2.4.0 the watchdog relies on -------------------------------------------
@@ -687,17 +687,17 @@ def test_the_huggingface_hub_names_it_relies_on():
     assert 'job_spec["timeoutSeconds"]' in inspect.getsource(_jobs_api._create_job_spec)
     # hf's -e reads each value as a dotenv line: the bundle goes in as one line of base64.
     assert "load_dotenv(env_value" in inspect.getsource(_cli_utils.parse_env_map)
-    b64 = base64.b64encode(watchdog.bundle(REPO)).decode()
+    b64 = base64.b64encode(watchdog_bundle.bundle(REPO)).decode()
     assert _cli_utils.parse_env_map([f"WATCHDOG_BUNDLE={b64}"]) == {"WATCHDOG_BUNDLE": b64}
     # A scheduled job's labels are its job spec's.
     assert "scheduled_job.job_spec.labels" in inspect.getsource(HfApi.list_scheduled_jobs)
 
 
 def test_bundle_command_prints_its_sha256_and_its_base64():
-    proc = subprocess.run([sys.executable, "-m", "tools.run.watchdog", "bundle"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "tools.run.watchdog_bundle"], capture_output=True, text=True, timeout=60)
     sha, encoded = proc.stdout.split()
     data = base64.b64decode(encoded)
-    assert hashlib.sha256(data).hexdigest() == sha and data == watchdog.bundle(REPO)
+    assert hashlib.sha256(data).hexdigest() == sha and data == watchdog_bundle.bundle(REPO)
 
 
 # --- the installed job, run as HF runs it ------------------------------------------------------------
@@ -730,7 +730,7 @@ def test_the_installed_job_unpacks_its_bundle_installs_its_hash_pinned_requireme
     assert scheduled(api)["wd1"]["verdict"] == "held" and scheduled(api)["wd1"]["tokens_srv1"] == "7"
     assert (tmp_path / "pip-argv").read_text() == ("install --quiet --disable-pip-version-check --root-user-action=ignore "
                                                    "--no-deps --require-hashes -r requirements.txt\n")
-    assert (tmp_path / "pip-requirements.txt").read_text() == watchdog.requirements((REPO / "env/requirements.lock").read_text())
+    assert (tmp_path / "pip-requirements.txt").read_text() == watchdog_bundle.requirements((REPO / "env/requirements.lock").read_text())
     assert TOKEN not in run.stdout + run.stderr + proc.stdout + proc.stderr
 
 

@@ -9,13 +9,10 @@ that runs `check` below. docs/watchdog.md says how it decides and what it costs.
   beat     here, and inside a remote job, while a verb holds the run's lock (scripts/lib-watchdog.sh
            runs it every HEARTBEAT_EVERY): heartbeat=<unix seconds> on each live server of the run
   check    the scheduled job, on HF: reads the facts, decides (decide()), acts, records
-  bundle   here, at make serve: what the scheduled job runs (this file, tools/safe_read.py,
-           tools/fmt.py and huggingface_hub's hash-pinned requirements from
-           env/requirements.lock), as one line
   timeout  here (make doctor CHECK_TIMEOUT=1, make status): a job's --timeout as HF's answer holds it
 
-The scheduled job runs only what `bundle` packs, so this module imports nothing of the
-repository but tools.safe_read and tools.fmt (the standard library only), and of the world only
+The scheduled job runs only what tools/run/watchdog_bundle.py packs at make serve, so this module
+imports nothing of the repository but tools.safe_read and tools.fmt (the standard library only), and of the world only
 huggingface_hub and what it depends on (click, httpx2). Facts relied on, in huggingface_hub
 2.4.0 (tests/test_watchdog.py asserts each in the installed source):
   - HfApi.list_jobs(status=, labels=, namespace=), cancel_job(job_id=, namespace=);
@@ -33,19 +30,13 @@ what; check: nothing decided, the next run tries again), 2 usage.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import gzip
-import hashlib
-import io
 import math
 import re
 import sys
-import tarfile
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -90,17 +81,6 @@ METRICS_READ_WAIT = 10.0
 # quotes included), then the value.
 METRICS_LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?[ \t]+(\S+)')
 HF_ERRORS = (httpx2.HTTPError, OSError, ValueError, KeyError, TypeError)
-
-# What `bundle` packs: the code the check runs, and its requirements (requirements.txt).
-BUNDLE_FILES = ("tools/__init__.py", "tools/fmt.py", "tools/safe_read.py", "tools/run/__init__.py",
-                "tools/run/watchdog.py")
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# The platform the scheduled job runs on (the image python:3.12, as env/requirements.lock is
-# resolved for): the markers of huggingface_hub's requirements are read for it.
-JOB_PLATFORM = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-                "os_name": "posix", "python_version": "3.12", "python_full_version": "3.12.0",
-                "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
-
 
 def say(text: str) -> None:
     print(f"watchdog: {text}", flush=True)
@@ -460,74 +440,6 @@ def record(api: HfApi, cfg: Run, sj, changes: dict[str, str | None]) -> None:
         say(f"could not record this check on its labels ({printable(clip(str(e), 200) or '')})")
 
 
-# --- the bundle the scheduled job runs -------------------------------------------------------------
-
-
-def lock_entries(lock_text: str) -> dict[str, str]:
-    """env/requirements.lock's entries by normalised name: `name==version \\` and its hash lines."""
-    entries: dict[str, str] = {}
-    name, lines = None, []
-    for line in lock_text.splitlines():
-        if m := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", line):
-            if name:
-                entries[name] = "\n".join(lines)
-            name, lines = normalise(m.group(1)), [line]
-        elif name and line.lstrip().startswith("--hash="):
-            lines.append(line)
-    if name:
-        entries[name] = "\n".join(lines)
-    return entries
-
-
-def normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def closure(root: str) -> list[str]:
-    """ROOT and every package it needs on the job's platform, by the installed metadata."""
-    import importlib.metadata as md  # noqa: PLC0415
-
-    from packaging.requirements import Requirement  # noqa: PLC0415
-
-    seen: set[str] = set()
-    todo = [root]
-    while todo:
-        name = normalise(todo.pop())
-        if name in seen:
-            continue
-        seen.add(name)
-        for text in md.requires(name) or []:
-            req = Requirement(text)
-            if req.marker is None or req.marker.evaluate(JOB_PLATFORM):
-                todo.append(req.name)
-    return sorted(seen)
-
-
-def requirements(lock_text: str, root: str = "huggingface_hub") -> str:
-    """The lock's entries (hashes and all) of ROOT and what it needs: pip --require-hashes input."""
-    entries = lock_entries(lock_text)
-    names = closure(root)
-    missing = [n for n in names if n not in entries]
-    if missing:
-        raise click.ClickException(f"env/requirements.lock has no entry for {' '.join(missing)}, which {root} "
-                                   "needs: run make lock")
-    return "\n".join(entries[n] for n in names) + "\n"
-
-
-def bundle(repo: Path) -> bytes:
-    """A gzipped tar of BUNDLE_FILES and requirements.txt, the same bytes for the same inputs."""
-    files = {name: (repo / name).read_bytes() for name in BUNDLE_FILES}
-    files["requirements.txt"] = requirements((repo / "env" / "requirements.lock").read_text()).encode()
-    raw = io.BytesIO()
-    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w",
-                                                                             format=tarfile.PAX_FORMAT) as tar:
-        for name in sorted(files):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(files[name]), 0o644, 0
-            tar.addfile(info, io.BytesIO(files[name]))
-    return raw.getvalue()
-
-
 # --- a job's timeout, as HF's answer holds it -------------------------------------------------------
 
 
@@ -576,8 +488,8 @@ def label_value(_ctx, param, value: str) -> str:
 
 
 def hf_api() -> HfApi:
-    """huggingface_hub's client. Imported here, not with the module: `bundle`, at every make serve,
-    needs none of it, and it is most of this module's start."""
+    """huggingface_hub's client. Imported here, not with the module: it is most of this module's
+    start, and `check` alone of the commands needs its HfApi before it has read its settings."""
     from huggingface_hub import HfApi  # noqa: PLC0415
     from huggingface_hub.utils import logging as hf_logging  # noqa: PLC0415
 
@@ -589,7 +501,7 @@ def hf_api() -> HfApi:
 
 @click.group()
 def cli():
-    """The run's watchdog: heartbeats, the check the scheduled job runs, its bundle."""
+    """The run's watchdog: heartbeats, the check the scheduled job runs, a job's timeout."""
 
 
 @cli.command("beat")
@@ -619,14 +531,6 @@ def check_cmd(run, project, instance, namespace, grace):
 
     cfg = Run(run=run, project=project, instance=instance, namespace=namespace, grace=duration_seconds(grace))
     sys.exit(check(hf_api(), cfg, token=get_token(), now=time.time()))
-
-
-@cli.command("bundle")
-@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=REPO_ROOT)
-def bundle_cmd(repo):
-    """Print '<sha256> <base64>' of what the scheduled job runs (tools/run/watchdog.py's bundle)."""
-    data = bundle(repo)
-    click.echo(f"{hashlib.sha256(data).hexdigest()} {base64.b64encode(data).decode()}")
 
 
 @cli.command("timeout")
