@@ -178,6 +178,36 @@ MUTANTS = [
     Mutant("calibrate-401-a-timeout", "tools/money/calibrate_evalscope.py", "    if failure.status is not None:\n",
            "    if False:\n", "check", (pytest("tests/test_calibrate.py", "failed_request"),
                                        "bats tests/calibrate.bats -f 'rejects the token'")),
+    # --- hardening IV (issue 41): every verb checks the watchdog's settings, a settings file is
+    # data, a run's identity is its instance, the watchdog's reads are bounded, a dry run launches
+    # and writes nothing
+    Mutant("watchdog-settings-per-verb", "scripts/lib.sh", "  validate_watchdog\n  require_count", "  require_count",
+           "check", ("bats tests/settings.bats -f 'bad watchdog or make reproduce'",)),
+    Mutant("settings-file-sourced-unchecked", "scripts/lib.sh",
+           '  require_settings_files "$ENV_DIR/defaults.env" "$RUNS_DIR/$RUN.env"\n', "", "check",
+           ("bats tests/settings.bats -f 'is not a setting is refused'",)),
+    Mutant("watchdog-any-instance", "tools/run/watchdog.py",
+           'return {"project": self.project, "run": self.run, "instance": self.instance}',
+           'return {"project": self.project, "run": self.run}', "check",
+           (pytest("tests/test_watchdog.py", "another_checkout"),)),
+    Mutant("serve-beside-another-instance", "scripts/serve.sh", '  refuse_other_servers "$namespace"\n', "", "check",
+           ("bats tests/identity.bats -f 'serve refuses'",)),
+    Mutant("cost-counts-another-instance", "tools/money/cost_jobs.py",
+           'elif instance and job["labels"].get("instance", instance) != instance:', "elif False:", "check",
+           (pytest("tests/test_cost.py", "another_checkouts"),)),
+    Mutant("metrics-no-deadline", "tools/run/watchdog.py",
+           "                if time.monotonic() >= end:\n                    return Metrics(",
+           "                if False:\n                    return Metrics(", "check",
+           (pytest("tests/test_watchdog.py", "trickles"),)),
+    Mutant("holder-scheduled-for-ever", "tools/run/watchdog.py", 'return h.stage != "RUNNING" and', "return False and",
+           "check", (pytest("tests/test_watchdog.py", "scheduling or decision_table"),)),
+    Mutant("doctor-dry-run-launches", "scripts/doctor.sh", "  if is_dry_run; then\n    with_launch_label argv",
+           "  if false; then\n    with_launch_label argv", "check",
+           ("bats tests/doctor.bats -f 'CHECK_TIMEOUT=1 DRY_RUN=1'",)),
+    Mutant("dry-run-writes-home", "scripts/lib.sh", "! is_dry_run || dry_run_home\n", "", "check",
+           ("bats tests/dry-run.bats -f 'writes nothing under HOME'",)),
+    Mutant("heartbeat-never-ends", "scripts/lib-watchdog.sh", '    lock_is_held "$lock" || return 0',
+           '    lock_is_held "$lock" || true', "check", ("bats tests/lock.bats -f 'heartbeat beats while anything'",)),
 ]
 
 

@@ -472,7 +472,7 @@ def test_make_watch_refuses_a_fifo_before_a_frame_is_printed(tmp_path):
     fifo = tmp_path / "fifo.html"
     os.mkfifo(fifo)
     env = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "MAX_COST", "HTML",
-                                                            "ONCE", "MAKEFLAGS")}
+                                                            "ONCE", "MAKEFLAGS", "MAKELEVEL")}
     env["STATE_ROOT"] = str(tmp_path / "state")
     proc = subprocess.run(["make", "-C", str(REPO), "--no-print-directory", "watch", "RUN=example-terminus2", "ONCE=1",
                            f"HTML={fifo}"], capture_output=True, text=True, env=env, timeout=120)
