@@ -109,6 +109,8 @@ validate_server_dp() {
     esac
   done
   ((SERVER_DP > 1 || SERVER_TP > 1)) || return 0
+  ((SERVER_DP == 1 || PORT + DP_PORT_OFFSET + SERVER_DP - 1 <= 65535)) ||
+    die "setting PORT=$PORT leaves no room for SERVER_DP=$SERVER_DP replicas: they listen from PORT + $DP_PORT_OFFSET on (127.0.0.1 inside the job), past 65535. Pick a PORT below $((65536 - DP_PORT_OFFSET - SERVER_DP)) (run '$RUN')"
   gpus=$(flavor_gpus "$SERVER_FLAVOR")
   ((gpus > 0)) ||
     die "setting SERVER_DP=$SERVER_DP needs GPUs, but SERVER_FLAVOR=$SERVER_FLAVOR has none: pick a GPU flavor with $((SERVER_DP * SERVER_TP)) GPUs (env/flavor-prices.tsv lists them) (run '$RUN')"
@@ -167,11 +169,11 @@ validate_settings() {
 }
 
 # The engine's own command line, run inside the server job. SERVER_TP > 1 splits each replica over
-# that many GPUs (the engine's tensor parallelism); SERVER_DP > 1 serves that many replicas behind
-# SMG's gateway on the one exposed port (gateway_command; docs/data-parallel.md).
+# that many GPUs (the engine's tensor parallelism); SERVER_DP > 1 runs that many replicas of it
+# behind SMG's router on the one exposed port (dp_command, lib-dp.sh; docs/data-parallel.md).
 server_command() {
   local -n _cmd=$1
-  local args extra tp=()
+  local args extra tp=() engine
   split_words args "$SERVER_ARGS"
   split_words extra "$SERVER_EXTRA_ARGS"
   if ((SERVER_TP > 1)); then
@@ -180,64 +182,21 @@ server_command() {
       vllm) tp=(--tensor-parallel-size "$SERVER_TP") ;;
     esac
   fi
+  case "$SERVER_ENGINE" in
+    sglang) engine=(sglang serve --model-path "$MODEL" "${args[@]}" "${extra[@]}" "${tp[@]}") ;;
+    vllm) engine=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" "${tp[@]}") ;;
+  esac
   if ((SERVER_DP > 1)); then
-    gateway_command _cmd "${args[@]}" "${extra[@]}" "${tp[@]}"
+    dp_command _cmd "${engine[@]}"
     return 0
   fi
-  case "$SERVER_ENGINE" in
-    # sglang binds 127.0.0.1 by default, which the jobs proxy cannot reach.
-    sglang) _cmd=(sglang serve --model-path "$MODEL" "${args[@]}" "${extra[@]}" "${tp[@]}" --host 0.0.0.0 --port "$PORT") ;;
-    vllm) _cmd=(vllm serve "$MODEL" "${args[@]}" "${extra[@]}" "${tp[@]}" --host 0.0.0.0 --port "$PORT") ;;
-  esac
+  # sglang binds 127.0.0.1 by default, which the jobs proxy cannot reach.
+  _cmd=("${engine[@]}" --host 0.0.0.0 --port "$PORT")
 }
 
-# The SMG wheel the gateway runs from, recorded from PyPI with its sha256 and file list
-# (docs/data-parallel.md §2; make doctor checks it offline).
-readonly GATEWAY_RECORD_DEFAULT="$ENV_DIR/gateway-smg.json"
-
-# gateway_requirement: the pinned wheel as one pip requirement line with its hash; fails when the
-# record is not one (a package name, a version, 64 hex digits).
-gateway_requirement() {
-  jq -er 'select((.package | test("^[A-Za-z0-9_.-]+$")) and (.version | test("^[0-9A-Za-z.+!-]+$"))
-    and (.sha256 | test("^[0-9a-f]{64}$"))) | "\(.package)==\(.version) --hash=sha256:\(.sha256)"' \
-    "${GATEWAY_RECORD:-$GATEWAY_RECORD_DEFAULT}" 2>/dev/null
-}
-
-# What the job runs first: install the pinned wheel (its hash checked, nothing else pulled in: the
-# engine's image already has setproctitle, the one package SMG's http mode imports besides its own),
-# then become SMG's `smg serve`. The requirement arrives as $1 and the gateway's words as the rest:
-# data, never pasted into this script's text.
-# shellcheck disable=SC2016  # expanded by the job's sh, not here
-readonly GATEWAY_SCRIPT='printf "%s\n" "$1" | python3 -m pip install --quiet --no-cache-dir --no-deps --require-hashes -r /dev/stdin && shift && exec python3 -m smg serve "$@"'
-
-# gateway_command VAR ENGINE_WORDS...: `smg serve` (SMG 1.13.0, smg/serve.py) starting SERVER_DP
-# independent engines, each on its own GPUs (CUDA_VISIBLE_DEVICES = rank × SERVER_TP onwards, set
-# by smg per worker) at 127.0.0.1:31000 onwards with the profile's exact flags, then its gateway on
-# 0.0.0.0:PORT. Each setting is written out rather than left to a default that does not fit:
-#   --connection-mode http   the engines' own OpenAI servers, as one GPU serves (the default, grpc,
-#                            needs a gRPC-mode engine);
-#   --host 0.0.0.0           the jobs proxy's reach (the default is 127.0.0.1);
-#   --worker-startup-timeout, --router-worker-startup-timeout-secs READY_TIMEOUT: smg's own wait
-#                            (default 300 s) and the gateway's (1800 s) last as long as make serve's;
-#   --router-disable-retries one attempt per request (the default retries up to 5 times: a long
-#                            generation could run twice, and a retry hides a failing replica);
-#   --router-policy cache_aware  each agent turn to the replica holding its conversation's prefix;
-#   --router-reasoning-parser/--router-tool-call-parser passthrough: the gateway falls back to the
-#                            engine's flags of the same name (RouterArgs.from_cli_args), and
-#                            qwen3_coder is not one of its parsers; the engines parse, it passes.
-gateway_command() {
-  local -n _gw=$1
-  shift
-  local model=(--model-path "$MODEL") requirement
-  [[ "$SERVER_ENGINE" != vllm ]] || model=(--model "$MODEL")
-  requirement=$(gateway_requirement) ||
-    die "${GATEWAY_RECORD:-env/gateway-smg.json} is not the gateway record (package, version, sha256) the data-parallel command installs: restore it (git checkout env/gateway-smg.json)"
-  _gw=(sh -c "$GATEWAY_SCRIPT" smg-gateway "$requirement"
-    --backend "$SERVER_ENGINE" --connection-mode http --host 0.0.0.0 --port "$PORT"
-    --dp-size "$SERVER_DP" --worker-startup-timeout "$READY_TIMEOUT" "${model[@]}" "$@"
-    --router-policy cache_aware --router-worker-startup-timeout-secs "$READY_TIMEOUT" --router-disable-retries
-    --router-reasoning-parser passthrough --router-tool-call-parser passthrough)
-}
+# The data-parallel server's command.
+# shellcheck source=lib-dp.sh
+source "$REPO_ROOT/scripts/lib-dp.sh"
 
 # serve_argv VAR MODE: the hf jobs run line. MODE launch captures the job id (-q prints
 # only the id); MODE dry-run asks the real CLI to resolve the spec without submitting.
@@ -258,6 +217,9 @@ serve_argv() {
   # role=server: how make stop finds the servers a remote supervisor launched (their
   # server.json is in the bucket, not here).
   _argv+=(--label role=server)
+  # gateway=smg: SMG routes between the replicas, and the run's watchdog reads their figures where
+  # SMG merges them (GET /engine_metrics; its own port has no /metrics).
+  ((SERVER_DP == 1)) || _argv+=(--label gateway=smg)
   split_words labels "$SERVER_LABELS"
   for word in "${labels[@]}"; do
     [[ "$word" == ?*=* ]] || die "SERVER_LABELS entry '$word' is not key=value (run '$RUN')"

@@ -157,8 +157,9 @@ check_docker() {
   fi
 }
 
-# The files `python3 -m smg serve` runs: the package's __main__, its CLI and the serve command.
-readonly GATEWAY_MODULES="smg/__main__.py smg/cli.py smg/serve.py"
+# The files `python3 -m smg.launch_router` runs (SMG as a router only): the module, its arguments and
+# the compiled router.
+readonly GATEWAY_MODULES="smg/launch_router.py smg/router_args.py smg/smg_rs.abi3.so"
 
 # check_gateway: a data-parallel server runs SMG's gateway from the wheel its command installs at
 # the job's start. Offline, against the wheel's contents as recorded from PyPI
@@ -176,16 +177,16 @@ check_gateway() {
   missing=$(jq -r --arg want "$GATEWAY_MODULES" '($want | split(" ")) - ((.files // []) | map(strings)) | join(" ")' "$record" 2>/dev/null) ||
     missing=$GATEWAY_MODULES
   if [[ -n "$missing" ]]; then
-    bad "run '$RUN': the gateway wheel recorded in $shown lacks $missing, so python3 -m smg serve would fail in the job after the GPUs are paid for" "$fix"
+    bad "run '$RUN': the gateway wheel recorded in $shown lacks $missing, so python3 -m smg.launch_router would fail in the job after the GPUs are paid for" "$fix"
     return 0
   fi
   server_command cmd
-  if [[ "${cmd[0]} ${cmd[1]}" != "sh -c" || "${cmd[2]}" != "$GATEWAY_SCRIPT" || "${cmd[4]}" != "$requirement" ]]; then
-    bad "run '$RUN': its server command does not install the recorded gateway wheel ($requirement) before python3 -m smg serve" "make print RUN=$RUN shows the command; scripts/argv.sh, gateway_command builds it"
+  if [[ "${cmd[0]} ${cmd[1]}" != "bash -c" || "${cmd[2]}" != "$DP_SCRIPT" || "${cmd[4]}" != "$requirement" ]]; then
+    bad "run '$RUN': its server command does not install the recorded gateway wheel ($requirement) before python3 -m smg.launch_router" "make print RUN=$RUN shows the command; scripts/lib-dp.sh, dp_command builds it"
     return 0
   fi
   version=$(jq -r .version "$record") sha=$(jq -r .sha256 "$record")
-  ok "run '$RUN' serves SERVER_DP=$SERVER_DP replicas through SMG's gateway: the job's command installs smg $version (sha256 ${sha:0:12}…, hash-checked, no dependency pulled) and the recorded wheel holds $GATEWAY_MODULES (python3 -m smg serve): checked offline against $shown, recorded from PyPI; no job launched, \$0"
+  ok "run '$RUN' serves SERVER_DP=$SERVER_DP replicas through SMG's gateway: the job's command installs smg $version (sha256 ${sha:0:12}…, hash-checked, no dependency pulled) and the recorded wheel holds $GATEWAY_MODULES (python3 -m smg.launch_router, SMG as a router only): checked offline against $shown, recorded from PyPI; no job launched, \$0"
 }
 
 # The run-specific checks, for the run named by RUN or state/last-run; none without one.

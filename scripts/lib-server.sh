@@ -296,3 +296,46 @@ router_workers() {
   rm -rf "$tmp"
   [[ -z "$REPLICAS_ERROR" ]]
 }
+
+# --- the engine's own version --------------------------------------------------------------------
+
+# An answer about the server is read whole, but never more than this (sglang's server info, with its
+# arguments, is a few KB): past it, it is not one.
+readonly SERVER_INFO_MAX_BYTES=1048576
+
+# engine_version ENDPOINT: ENGINE_VERSION, the engine's version as the server reports it: sglang's
+# GET /get_server_info "version" (sglang/srt/entrypoints/http_server.py), vLLM's GET /version
+# "version" (vllm/entrypoints/openai/api_server.py). Empty, with ENGINE_VERSION_WHY one line, when the
+# server says none (a gateway in front of data-parallel engines may not pass the route on).
+ENGINE_VERSION="" ENGINE_VERSION_WHY=""
+engine_version() {
+  local base=${1%/} route tmp code version
+  base=${base%/v1}
+  ENGINE_VERSION="" ENGINE_VERSION_WHY=""
+  case "$SERVER_ENGINE" in
+    sglang) route=/get_server_info ;;
+    vllm) route=/version ;;
+    *) ENGINE_VERSION_WHY="no version route known for engine '$SERVER_ENGINE'" && return 0 ;;
+  esac
+  tmp=$(mktemp -d)
+  # head, not only --max-filesize: curl enforces that only when the size is announced.
+  proxy_curl -s -D "$tmp/headers" --max-filesize "$SERVER_INFO_MAX_BYTES" --connect-timeout 5 -m 10 "$base$route" 2>/dev/null |
+    head -c $((SERVER_INFO_MAX_BYTES + 1)) >"$tmp/body" || true
+  code=$(awk '/^HTTP\// { code = $2 } END { print code }' "$tmp/headers" 2>/dev/null) || code=""
+  version=$(jq -r 'if type == "object" and (.version | type) == "string" then .version else empty end' "$tmp/body" 2>/dev/null |
+    head -n1) || version=""
+  rm -rf "$tmp"
+  if [[ "$code" == 200 && "$version" =~ ^[0-9A-Za-z.+-]{1,40}$ ]]; then
+    ENGINE_VERSION=$version
+  else
+    ENGINE_VERSION_WHY="GET $route answered ${code:-nothing}$([[ "$code" != 200 ]] || printf ' with no version in it')"
+  fi
+}
+
+# version_warning VERSION: one line when the server's engine VERSION is not the release the profile's
+# command is proven against (SERVER_ENGINE_VERSION); nothing when they agree, or either is unknown.
+version_warning() {
+  [[ -n "$1" && -n "$SERVER_ENGINE_VERSION" && "$1" != "$SERVER_ENGINE_VERSION" ]] || return 0
+  printf 'the server runs %s %s, not %s, the release its command is proven against (tests/test_engine_contracts.py parses it with that release'"'"'s own parser): a flag may mean something else there, or be refused. Pin SERVER_IMAGE to the proven release (env/servers/%s.env), or prove the command against %s first' \
+    "$SERVER_ENGINE" "$1" "$SERVER_ENGINE_VERSION" "$SERVER" "$1"
+}

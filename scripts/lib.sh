@@ -511,6 +511,8 @@ validate_values() {
   [[ -z "$DATASET_TASKS" ]] || require_integer DATASET_TASKS
   [[ -z "$MAX_COST" || ( "$MAX_COST" =~ ^[0-9]+([.][0-9]+)?$ && ! "$MAX_COST" =~ ^0+([.]0+)?$ ) ]] ||
     die "setting MAX_COST must be a positive number of US dollars (e.g. MAX_COST=50 or MAX_COST=12.5), or empty for no ceiling; got '$MAX_COST' (run '$RUN')"
+  [[ -z "$SERVER_ENGINE_VERSION" || "$SERVER_ENGINE_VERSION" =~ ^[0-9][0-9A-Za-z.+-]{0,40}$ ]] ||
+    die "setting SERVER_ENGINE_VERSION must be an engine release such as 0.5.23 (the one the profile's command is proven against), or empty, got '$SERVER_ENGINE_VERSION' (run '$RUN')"
   [[ "$WHERE" == local || "$WHERE" == hf ]] ||
     die "setting WHERE must be local or hf, got '$WHERE' (run '$RUN')"
   validate_api_base

@@ -211,6 +211,25 @@ billing_rows() {
   fi
 }
 
+# engine_row: the engine version the server reported at readiness (the manifest's server-ready of
+# this job, wait-ready.sh), and a warning when it is not the release the command is proven against.
+engine_row() {
+  local manifest version why warning
+  manifest="$(run_state_dir)/manifest.jsonl"
+  [[ -f "$manifest" ]] || return 0
+  # Fields apart by the unit separator: a tab is blank to read, and an empty first field would vanish.
+  IFS=$'\x1f' read -r version why < <(jq -rs --arg id "$JOB_ID" '[.[] | objects | select(.event == "server-ready" and .job_id == $id)]
+    | last // empty | [(.engine_version // "" | tostring | .[0:40] | gsub("[^0-9A-Za-z.+-]"; "?")),
+      (.engine_version_why // "" | tostring | .[0:200] | gsub("[[:cntrl:]]"; "?"))] | join("\u001f")' "$manifest" 2>/dev/null) || return 0
+  if [[ -n "$version" ]]; then
+    row engine "$SERVER_ENGINE $version${SERVER_ENGINE_VERSION:+ (proven: $SERVER_ENGINE_VERSION)}"
+  elif [[ -n "$why" ]]; then
+    row engine "$SERVER_ENGINE, version not reported ($why)"
+  fi
+  warning=$(version_warning "$version")
+  [[ -z "$warning" ]] || warn "$warning"
+}
+
 main() {
   is_dry_run || needs_setup hf
   resolve_run
@@ -249,6 +268,7 @@ main() {
     row flavor "$flavor  (price unknown: not in the price list, $PRICES_LABEL)"
   fi
   progress_row
+  engine_row
   watchdog_rows
   if is_terminal "$STAGE"; then
     row billing "stopped"

@@ -158,6 +158,25 @@ job_stage() {
   fi
 }
 
+# record_ready: the engine version the server reports, in the run's manifest beside the release its
+# command is proven against (make status compares them again); said when they differ.
+record_ready() {
+  local warning
+  engine_version "$ENDPOINT"
+  append_manifest server-ready "$(jq -cn --arg job_id "$JOB_ID" --arg namespace "$JOB_NS" --arg version "$ENGINE_VERSION" \
+    --arg proven "$SERVER_ENGINE_VERSION" --arg why "$ENGINE_VERSION_WHY" \
+    '{role: "server", job_id: $job_id, namespace: $namespace, engine_version: ($version | select(. != "") // null),
+      engine_version_proven: ($proven | select(. != "") // null)} + (if $why == "" then {} else {engine_version_why: $why} end)')"
+  warning=$(version_warning "$ENGINE_VERSION")
+  if [[ -n "$warning" ]]; then
+    warn "$warning"
+  elif [[ -n "$ENGINE_VERSION" ]]; then
+    say "the server runs $SERVER_ENGINE $ENGINE_VERSION${SERVER_ENGINE_VERSION:+, the release its command is proven against}"
+  else
+    say "the server did not say which $SERVER_ENGINE it runs ($ENGINE_VERSION_WHY)"
+  fi
+}
+
 main() {
   # Set first: bash drops a SIGINT sent to it alone while a command it waits for exits normally,
   # and a Ctrl-C that ended the command ends an untrapped script with it, before its cancel.
@@ -203,6 +222,7 @@ main() {
     if ((ready)); then
       end_progress
       say "ready after $(duration "$SECONDS"): $ENDPOINT (job $JOB${REPLICAS:+; replicas healthy $REPLICAS}). Next: make probe RUN=$RUN"
+      record_ready
       return 0
     fi
     left=$((deadline - SECONDS))

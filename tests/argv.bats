@@ -164,10 +164,12 @@ harbor_words() {
   assert_output --partial "bench: AUTO_STOP=1: nothing left to retry; stopping the server"
   local manifest="$STATE_ROOT/qwen-t2/manifest.jsonl"
   run jq -c 'select(.event != "launch-intent") | [.event, .role, .job_id // .job_name, .endpoint]' "$manifest"
-  # The stop is recorded too: the endpoint's time range is in the manifest. So is the run's watchdog.
-  assert_output "$(printf '%s\n%s\n%s\n%s' \
+  # The stop is recorded too: the endpoint's time range is in the manifest. So is the run's watchdog,
+  # and the server's readiness (the stub reports no engine version).
+  assert_output "$(printf '%s\n%s\n%s\n%s\n%s' \
     '["serve","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]' \
     '["watchdog-install","watchdog",null,null]' \
+    '["server-ready","server","stubjob0123456789",null]' \
     '["bench","bench","qwen3_8-27b-fp8-terminus2-tb21-full-v2","https://stubjob0123456789--30000.hf.jobs/v1"]' \
     '["server-stop","server","stubjob0123456789","https://stubjob0123456789--30000.hf.jobs/v1"]')"
   run jq -r '[.settings.N_CONCURRENT, .settings.MODEL, .tools.harbor, (.commit | length > 0)] | @tsv' "$manifest"

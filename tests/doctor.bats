@@ -163,7 +163,7 @@ gateway_line() { grep -A1 -E "^  (ok|FAIL) .*(gateway|SMG)" <<<"$output"; }
 @test "doctor: a data-parallel run's gateway wheel is checked offline against its recorded contents, for nothing" {
   use_unreachable_hf
   run env RUN=qwen-t2-leaderboard-h200x4 "$REPO/scripts/doctor.sh"
-  assert_line "  ok    run 'qwen-t2-leaderboard-h200x4' serves SERVER_DP=4 replicas through SMG's gateway: the job's command installs smg 1.13.0 (sha256 cfae8171dac6…, hash-checked, no dependency pulled) and the recorded wheel holds smg/__main__.py smg/cli.py smg/serve.py (python3 -m smg serve): checked offline against env/gateway-smg.json, recorded from PyPI; no job launched, \$0"
+  assert_line "  ok    run 'qwen-t2-leaderboard-h200x4' serves SERVER_DP=4 replicas through SMG's gateway: the job's command installs smg 1.13.0 (sha256 cfae8171dac6…, hash-checked, no dependency pulled) and the recorded wheel holds smg/launch_router.py smg/router_args.py smg/smg_rs.abi3.so (python3 -m smg.launch_router, SMG as a router only): checked offline against env/gateway-smg.json, recorded from PyPI; no job launched, \$0"
   # A one-GPU run has no gateway to check.
   run env RUN=qwen-t2 "$REPO/scripts/doctor.sh"
   refute_output --partial gateway
@@ -174,12 +174,12 @@ gateway_line() { grep -A1 -E "^  (ok|FAIL) .*(gateway|SMG)" <<<"$output"; }
 @test "doctor: a recorded gateway wheel without the module the command runs, or no record, fails with the fix" {
   use_unreachable_hf
   local record="$BATS_TEST_TMPDIR/gateway.json"
-  # The wheel as a release that dropped smg/serve.py would be (as 1.13.0 has no smg/launch_server.py).
-  jq '.files -= ["smg/serve.py"]' "$REPO/env/gateway-smg.json" >"$record"
+  # The wheel as a release that dropped smg/launch_router.py would be (as 1.13.0 has no smg/launch_server.py).
+  jq '.files -= ["smg/launch_router.py"]' "$REPO/env/gateway-smg.json" >"$record"
   run env RUN=qwen-t2-leaderboard-h200x4 GATEWAY_RECORD="$record" "$REPO/scripts/doctor.sh"
   assert_failure
   run gateway_line
-  assert_output "  FAIL  run 'qwen-t2-leaderboard-h200x4': the gateway wheel recorded in $record lacks smg/serve.py, so python3 -m smg serve would fail in the job after the GPUs are paid for
+  assert_output "  FAIL  run 'qwen-t2-leaderboard-h200x4': the gateway wheel recorded in $record lacks smg/launch_router.py, so python3 -m smg.launch_router would fail in the job after the GPUs are paid for
         fix: restore it (git checkout env/gateway-smg.json), or record the wheel again as docs/data-parallel.md §2 says"
   # A record with no sha256 of 64 hex digits is no pin.
   jq '.sha256 = "cfae"' "$REPO/env/gateway-smg.json" >"$record"

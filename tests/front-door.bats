@@ -40,7 +40,7 @@ assert_nothing_changed() {
   assert_line --index 0 --partial "# settings: env/defaults.env < "
   assert_line --index 1 "# qwen-t2: serve (Qwen/Qwen3.8-27B-FP8 on h200)"
   assert_line "OPENAI_API_KEY=\"\$(hf auth token)\" OPENAI_BASE_URL='https://<job_id>--30000.hf.jobs/v1' harbor run \\"
-  assert_line "    lmsysorg/sglang:latest \\"
+  assert_line "    lmsysorg/sglang:v0.5.23 \\"
   assert_line "    -- sglang serve \\"
   assert_line "    --model-path Qwen/Qwen3.8-27B-FP8 \\"
   refute_output --partial "$TEST_TOKEN"

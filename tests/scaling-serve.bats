@@ -15,11 +15,16 @@ teardown() { stop_fakes; }
 readonly DP_RUN=qwen-t2-leaderboard-h200x4
 readonly DP_PROFILE=qwen3.8-27b-fp8-sglang-h200x4
 
-# engine_words RUN [SETTING=value...]: the engine command of RUN's serve argv (after --), one word a line.
+# engine_words RUN [SETTING=value...]: the engine command of RUN's serve argv (after --), each word
+# ended by a NUL (a data-parallel server's script spans lines): read it with mapfile -d ''.
 engine_words() {
-  local run=$1
+  local run=$1 argv i
   shift
-  env "$@" RUN="$run" "$REPO/tests/bin/argv-of" serve-dry-run | tr '\0' '\n' | sed '1,/^--$/d'
+  mapfile -d '' argv < <(env "$@" RUN="$run" "$REPO/tests/bin/argv-of" serve-dry-run)
+  for ((i = 0; i < ${#argv[@]}; i++)); do
+    [[ "${argv[i]}" != -- ]] || break
+  done
+  printf '%s\0' "${argv[@]:i+1}"
 }
 
 # refused SETTING=value...: serve for the data-parallel run with those settings; the one line it
@@ -32,89 +37,63 @@ refused() {
   [ ! -s "$STUB_LOG" ] || fail "something ran: $(cat "$STUB_LOG")"
 }
 
-# The gateway's fixed words, after the engine's flags (scripts/argv.sh, gateway_command).
-readonly GATEWAY_TAIL="--router-policy cache_aware --router-worker-startup-timeout-secs 2700 --router-disable-retries --router-reasoning-parser passthrough --router-tool-call-parser passthrough"
-
-# gateway_head ENGINE PORT DP: the words from sh to the engine's model flag.
-gateway_head() {
+# dp_head REPLICAS TP PORT TIMEOUT: the data-parallel job's words before the engine's command
+# (scripts/lib-dp.sh, dp_command): bash, its script, and its arguments as data.
+dp_head() {
   local script requirement
-  script=$(RUN=$DP_RUN bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/argv.sh"; printf "%s" "$GATEWAY_SCRIPT"' _ "$REPO")
+  script=$(RUN=$DP_RUN bash -c 'source "$1/scripts/lib.sh"; source "$1/scripts/argv.sh"; printf "%s" "$DP_SCRIPT"' _ "$REPO")
   requirement="smg==$(jq -r .version "$REPO/env/gateway-smg.json") --hash=sha256:$(jq -r .sha256 "$REPO/env/gateway-smg.json")"
-  printf '%s' "sh -c $script smg-gateway $requirement --backend $1 --connection-mode http --host 0.0.0.0 --port $2 --dp-size $3 --worker-startup-timeout 2700"
+  printf '%s' "bash -c $script dp-server $requirement $1 $2 $(($3 + 1000)) $3 2700 $4 5 --"
 }
 
-@test "SERVER_DP: an sglang profile runs SMG's gateway installed pinned, before its one-GPU profile's exact flags per replica" {
+@test "SERVER_DP: an sglang profile's replicas are its one-GPU command, started by the job's own script" {
   local one dp size
-  mapfile -t one < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200)
+  mapfile -d '' one < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200)
   # The one-GPU command is what it always was.
   [ "${one[0]} ${one[1]}" = "sglang serve" ]
+  [ "${one[*]: -4}" = "--host 0.0.0.0 --port 30000" ]
   for size in 2 4 8; do
-    mapfile -t dp < <(engine_words $DP_RUN SERVER=qwen3.8-27b-fp8-sglang-h200x$size)
-    assert_equal "${dp[*]}" "$(gateway_head sglang 30000 $size) ${one[*]:2:${#one[@]}-6} $GATEWAY_TAIL"
+    mapfile -d '' dp < <(engine_words $DP_RUN SERVER=qwen3.8-27b-fp8-sglang-h200x$size)
+    # The one-GPU command without its host and port (the script gives each replica its own), 7 days
+    # (SERVER_TIMEOUT) as SMG's request timeout.
+    assert_equal "${dp[*]}" "$(dp_head "$size" 1 30000 604800) ${one[*]:0:${#one[@]}-4}"
   done
-  # Word for word, the four-H200 one (golden: tests/golden/argv/qwen-t2-leaderboard-h200x4.serve too).
-  mapfile -t dp < <(engine_words $DP_RUN)
-  assert_equal "${dp[0]} ${dp[1]}" "sh -c"
-  assert_equal "${dp[2]}" 'printf "%s\n" "$1" | python3 -m pip install --quiet --no-cache-dir --no-deps --require-hashes -r /dev/stdin && shift && exec python3 -m smg serve "$@"'
-  assert_equal "${dp[*]:3}" "smg-gateway smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4 --backend sglang --connection-mode http --host 0.0.0.0 --port 30000 --dp-size 4 --worker-startup-timeout 2700 --model-path Qwen/Qwen3.8-27B-FP8 --trust-remote-code --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --attention-backend flashinfer --chunked-prefill-size 32768 --max-prefill-tokens 32768 --reasoning-parser qwen3 --tool-call-parser qwen3_coder --mamba-full-memory-ratio 3.67 --mamba-radix-cache-strategy extra_buffer_lazy --mamba-ssm-dtype float32 --enable-metrics $GATEWAY_TAIL"
-  # Nothing of it relies on the image's own router: no sglang_router anywhere.
-  [[ "${dp[*]}" != *sglang_router* ]]
-  # The gateway's start-up waits follow READY_TIMEOUT.
-  mapfile -t dp < <(engine_words $DP_RUN READY_TIMEOUT=3600)
-  [[ "${dp[*]}" == *"--worker-startup-timeout 3600 "*"--router-worker-startup-timeout-secs 3600 "* ]]
+  # No engine flag passes through SMG: no smg serve, no sglang_router, no --dp-size anywhere.
+  mapfile -d '' dp < <(engine_words $DP_RUN)
+  [[ "${dp[*]}" != *"smg serve"* && "${dp[*]}" != *sglang_router* && "${dp[*]}" != *--dp-size* ]]
+  # Its waits follow READY_TIMEOUT, its request timeout SERVER_TIMEOUT.
+  mapfile -d '' dp < <(engine_words $DP_RUN READY_TIMEOUT=3600 SERVER_TIMEOUT=2d)
+  assert_equal "${dp[*]:4:8}" "smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4 4 1 31000 30000 3600 172800 5"
 }
 
-@test "SERVER_DP: a vLLM profile runs independent engines, one per GPU, behind the same gateway" {
+@test "SERVER_DP: a vLLM profile runs independent engines through vllm serve, one per GPU, behind the same router" {
   local dp
-  mapfile -t dp < <(engine_words gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4)
-  assert_equal "${dp[*]}" "$(gateway_head vllm 8000 4) --model openai/gpt-oss-20b $GATEWAY_TAIL"
-  # Not vLLM's own data parallelism (lockstep ranks for an MoE model).
-  [[ "${dp[*]}" != *--data-parallel-size* && "${dp[*]}" != *"vllm serve"* ]]
-  # Flags the run adds reach every engine, before the gateway's.
-  mapfile -t dp < <(engine_words gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4 SERVER_EXTRA_ARGS="--max-num-seqs 8")
-  assert_equal "${dp[*]}" "$(gateway_head vllm 8000 4) --model openai/gpt-oss-20b --max-num-seqs 8 $GATEWAY_TAIL"
+  mapfile -d '' dp < <(engine_words gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4)
+  assert_equal "${dp[*]}" "$(dp_head 4 1 8000 43200) vllm serve openai/gpt-oss-20b"
+  # Not vLLM's own data parallelism (lockstep ranks for an MoE model), nor its deprecated entry point.
+  [[ "${dp[*]}" != *--data-parallel-size* && "${dp[*]}" != *vllm.entrypoints.openai.api_server* ]]
+  # Flags the run adds reach every engine.
+  mapfile -d '' dp < <(engine_words gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4 SERVER_EXTRA_ARGS="--max-num-seqs 8")
+  assert_equal "${dp[*]}" "$(dp_head 4 1 8000 43200) vllm serve openai/gpt-oss-20b --max-num-seqs 8"
 }
 
 @test "SERVER_TP: a tensor-parallel profile is its one-GPU command with the engine's tensor-parallel size" {
   local one tp
-  mapfile -t one < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200)
-  mapfile -t tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x2-tp2)
+  mapfile -d '' one < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200)
+  mapfile -d '' tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x2-tp2)
   assert_equal "${tp[*]}" "${one[*]:0:${#one[@]}-4} --tp-size 2 --host 0.0.0.0 --port 30000"
-  mapfile -t tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x4-tp4)
+  mapfile -d '' tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x4-tp4)
   assert_equal "${tp[*]: -6}" "--tp-size 4 --host 0.0.0.0 --port 30000"
-  # Two replicas of two GPUs: the gateway, each engine with --tp-size 2 (smg gives each its pair of GPUs).
-  mapfile -t tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x4-tp2-dp2)
-  assert_equal "${tp[*]}" "$(gateway_head sglang 30000 2) ${one[*]:2:${#one[@]}-6} --tp-size 2 $GATEWAY_TAIL"
+  # Two replicas of two GPUs: each replica the one-GPU command with --tp-size 2 (the script gives each
+  # its pair of GPUs: tests/test_dp_server.py).
+  mapfile -d '' tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x4-tp2-dp2)
+  assert_equal "${tp[*]}" "$(dp_head 2 2 30000 604800) ${one[*]:0:${#one[@]}-4} --tp-size 2"
   # vLLM's flag for it.
-  mapfile -t tp < <(engine_words gptoss-t2 SERVER_FLAVOR=l40sx2 SERVER_TP=2)
+  mapfile -d '' tp < <(engine_words gptoss-t2 SERVER_FLAVOR=l40sx2 SERVER_TP=2)
   assert_equal "${tp[*]}" "vllm serve openai/gpt-oss-20b --tensor-parallel-size 2 --host 0.0.0.0 --port 8000"
   # The speculative option: the reference's DFLASH flags after the tensor-parallel profile's own.
-  mapfile -t tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash)
+  mapfile -d '' tp < <(engine_words qwen-t2-leaderboard SERVER=qwen3.8-27b-fp8-sglang-h200x2-tp2-dflash)
   assert_equal "${tp[*]: -12}" "--speculative-algorithm DFLASH --speculative-draft-model-path z-lab/Qwen3.8-27B-DFlash2 --mamba-full-memory-ratio 11.01 --tp-size 2 --host 0.0.0.0 --port 30000"
-}
-
-@test "the gateway's job command installs exactly the recorded wheel, hash-checked and alone, then execs smg serve with its words" {
-  local argv script stub="$BATS_TEST_TMPDIR/bin"
-  mkdir -p "$stub"
-  # python3 as the job's image would run it: each call's argv, and what pip read, recorded.
-  cat >"$stub/python3" <<'STUB'
-#!/usr/bin/env bash
-{ printf 'argv:'; printf ' %q' "$@"; printf '\n'; } >>"$PY_LOG"
-[[ "$1 $2 $3" != "-m pip install" ]] || { printf 'stdin: %s\n' "$(cat)" >>"$PY_LOG"; exit "${PIP_EXIT:-0}"; }
-STUB
-  chmod +x "$stub/python3"
-  mapfile -t argv < <(engine_words $DP_RUN)
-  PATH="$stub:$PATH" PY_LOG="$BATS_TEST_TMPDIR/py.log" run "${argv[@]}"
-  assert_success
-  run cat "$BATS_TEST_TMPDIR/py.log"
-  assert_line --index 0 "argv: -m pip install --quiet --no-cache-dir --no-deps --require-hashes -r /dev/stdin"
-  assert_line --index 1 "stdin: smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4"
-  assert_line --index 2 "argv: -m smg serve$(printf ' %q' "${argv[@]:5}")"
-  # A failed install (a wheel whose hash does not match) starts nothing.
-  rm "$BATS_TEST_TMPDIR/py.log"
-  PATH="$stub:$PATH" PY_LOG="$BATS_TEST_TMPDIR/py.log" PIP_EXIT=1 run "${argv[@]}"
-  assert_failure 1
-  [ "$(grep -c '^argv:' "$BATS_TEST_TMPDIR/py.log")" -eq 1 ]
 }
 
 @test "SERVER_DP: the real hf jobs run --dry-run accepts every data-parallel profile's spec, flavor and command" {
@@ -132,10 +111,11 @@ STUB
     assert_success
     flavor=$(sed -n 's/^SERVER_FLAVOR=//p' "$REPO/env/servers/$profile.env")
     assert_line "  flavor   $flavor"
-    assert_line "  command  $(printf '%s\0' "${argv[@]}" | python3 -c '
+    # (assert_output --partial: a data-parallel server's script spans lines.)
+    assert_output --partial "  command  $(printf '%s\0' "${argv[@]}" | python3 -c '
 import shlex, sys
 words = sys.stdin.read().split("\0")[:-1]
-print(shlex.join(words[words.index("--") + 1:]))')"
+print(shlex.join(words[words.index("--") + 1:]).replace("\n", "\n" + " " * 11))  # hf indents a line it continues')"
     refute_output --partial "$TEST_TOKEN"
   done
   # make plan finds each profile by its plain lines; they say what the profile serves.
@@ -183,9 +163,12 @@ print(shlex.join(words[words.index("--") + 1:]))')"
 
 @test "SERVER_DP: replicas that fill the flavor are accepted, tensor parallel included; SERVER_DP=1 ignores the flavor's size" {
   local dp
-  mapfile -t dp < <(engine_words $DP_RUN SERVER_DP=2 SERVER_TP=2)
-  [[ "${dp[*]}" == *" --dp-size 2 "*" --tp-size 2 --router-policy cache_aware "* ]]
-  mapfile -t dp < <(engine_words $DP_RUN SERVER_DP=1)
+  mapfile -d '' dp < <(engine_words $DP_RUN SERVER_DP=2 SERVER_TP=2)
+  assert_equal "${dp[*]:5:2} ${dp[*]: -2}" "2 2 --tp-size 2"
+  # The replicas' ports must fit: PORT + 1000 onwards.
+  refused SERVER_DP=4 PORT=64600
+  assert_output "serve: setting PORT=64600 leaves no room for SERVER_DP=4 replicas: they listen from PORT + 1000 on (127.0.0.1 inside the job), past 65535. Pick a PORT below 64532 (run '$DP_RUN')"
+  mapfile -d '' dp < <(engine_words $DP_RUN SERVER_DP=1)
   assert_equal "${dp[0]} ${dp[1]}" "sglang serve"
 }
 

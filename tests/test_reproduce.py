@@ -651,7 +651,7 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
                              "launches, replacing the run's earlier one; removed by stop; docs/watchdog.md)")
     assert serve.startswith("serve    hf jobs run --label 'launch=<unique per launch>' --label 'instance=<run instance id>' --detach -q --flavor h200 --expose 30000 "
                             "--secrets HF_TOKEN --timeout 4d")
-    assert "lmsysorg/sglang:latest -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8" in serve
+    assert "lmsysorg/sglang:v0.5.23 -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8" in serve
     assert probe == "probe    RUN=qwen-t2 scripts/probe.sh"
     assert "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2-smoke --n-concurrent 1 -y" in smoke and "--n-tasks 1" in smoke
     assert "--job-name qwen3_8-27b-fp8-terminus2-tb21-full-v2 --n-concurrent 3 -y" in bench

@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+import click
 import pytest
 
 from tests.test_no_secret_in_argv import ArgvWatcher, files_holding
@@ -35,7 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 RUN = "submit-test"
 JOB = "submit-test-job"
 JOBS = [JOB, f"{JOB}-retry-1"]
-LEADERBOARD = "terminal-bench/terminal-bench-2-1"
+LEADERBOARD = "terminal-bench/terminal-bench-2-1/main"  # HUB_LEADERBOARD: org/package/name
+PACKAGE = "terminal-bench/terminal-bench-2-1"
 DEST_REL = Path("submissions/terminal-bench/2.1/Oracle__fake-model")
 PUBLISHABLE = "sb_publishable_fake"
 
@@ -615,6 +617,30 @@ def metadata_check(tmp_path: Path, hub: Hub, key: str, text: str = METADATA) -> 
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
 
+@pytest.mark.parametrize("ref", ["terminal-bench/terminal-bench-2-1/main", "0a1b2c3d-0000-4000-8000-00000000abcd",
+                                 "0A1B2C3D00004000800000000000ABCD", "terminal-bench/terminal-bench-2-1", "a//c",
+                                 "a/b/c/d", "main", ""])
+def test_hub_leaderboard_is_split_as_harbors_own_cli_splits_a_leaderboard(ref):
+    """HUB_LEADERBOARD names a board exactly as harbor 0.26.0's hub leaderboard commands read one
+    (cli/hub_leaderboards.py _parse_ref): the same selector for every reference it takes, refused
+    where harbor refuses (a package alone, as the old default was, names no board)."""
+    from harbor.cli.hub_leaderboards import _parse_ref
+
+    from tools.hub import submit
+
+    try:
+        theirs = _parse_ref(ref)
+    except SystemExit:
+        theirs = None
+    try:
+        ours = submit.board_ref(ref)
+    except click.ClickException as e:
+        assert e.message == (f"HUB_LEADERBOARD={ref} names no leaderboard: harbor finds one by its UUID or an "
+                             "org/package/name slug (terminal-bench/terminal-bench-2-1/main)")
+        ours = None
+    assert ours == theirs
+
+
 def test_metadata_is_checked_against_the_boards_own_schema_when_harbor_gives_it(tmp_path):
     """The board's metadata_schema, as harbor's leaderboard-read client reads it (what `harbor hub leaderboard
     show --json` prints), decides; the leaderboard's read is the one request made for it."""
@@ -624,7 +650,7 @@ def test_metadata_is_checked_against_the_boards_own_schema_when_harbor_gives_it(
                              "models": {"type": "array", "minItems": 1,
                                         "items": {"type": "object", "required": ["model_name", "model_provider"]}}}}
     key = new_key()
-    hub = Hub(tmp_path, key, leaderboard={"leaderboard": {"id": "lb1", "name": "main", "package": LEADERBOARD,
+    hub = Hub(tmp_path, key, leaderboard={"leaderboard": {"id": "lb1", "name": "main", "package": PACKAGE,
                                                           "metadata_schema": schema}, "rows": []})
     try:
         good = metadata_check(tmp_path, hub, key)
@@ -640,7 +666,8 @@ def test_metadata_is_checked_against_the_boards_own_schema_when_harbor_gives_it(
             "show): agent_url: 'http://github.com/harbor-framework/harbor' does not match '^https://'; models/0: "
             "'model_provider' is a required property.") in bad.stderr
     reads = [r for r in hub.requests() if r.get("path") == "/functions/v1/leaderboard-read"]
-    assert len(reads) == 2 and reads[0]["body"] == {"package": LEADERBOARD, "name": None}
+    # The board is asked for by its package and name, as harbor's own CLI splits the slug.
+    assert len(reads) == 2 and reads[0]["body"] == {"package": PACKAGE, "name": "main"}
 
 
 def test_metadata_falls_back_to_the_documented_fields_when_the_board_gives_no_schema(tmp_path):

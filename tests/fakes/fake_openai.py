@@ -5,7 +5,7 @@ Usage:
         [--model Qwen/Qwen3-8B] [--health-503 N] [--refuse-until FILE]
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
         [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE] [--metrics FILE]
-        [--decode-ms MS] [--echo-auth]
+        [--decode-ms MS] [--echo-auth] [--engine-version V] [--metrics-path P]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -47,6 +47,11 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
                          a test sets the figures (a Prometheus text exposition, as vLLM's
                          `vllm:num_requests_running 0` / `vllm:generation_tokens_total 120`); a
                          FILE that does not exist (yet) answers 404
+        --metrics-path P  where that FILE is served instead of /metrics (/engine_metrics: SMG in
+                         front of data-parallel engines, whose own port has no /metrics)
+
+    GET  /get_server_info        404, unless --engine-version V: sglang's server info, {"version": V, …}
+    GET  /version                404, unless --engine-version V: vLLM's {"version": V}
 
 Every request is appended to --record as one JSON line:
     {"method": "GET", "path": "/health", "status": 503, "auth": "ok", "body": null}
@@ -89,8 +94,10 @@ class State:
             with open(args.workers_body, "rb") as f:
                 self.workers_body = f.read()
         self.metrics = args.metrics
+        self.metrics_path = args.metrics_path
         self.expect_token = os.environ.get("FAKE_OPENAI_EXPECT_TOKEN")
         self.echo_auth = args.echo_auth
+        self.engine_version = args.engine_version
         self.lock = threading.Lock()
 
     def auth(self, header: str | None) -> str:
@@ -191,11 +198,15 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(200, worker_list(state), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions" and (body or {}).get("stream"):
             return self._stream(body, auth)
-        if self.command == "GET" and self.path == "/metrics" and state.metrics and os.path.exists(state.metrics):
+        if self.command == "GET" and self.path == state.metrics_path and state.metrics and os.path.exists(state.metrics):
             with open(state.metrics, "rb") as f:
                 return self._reply(200, f.read(), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
+        if self.command == "GET" and self.path == "/get_server_info" and state.engine_version:
+            return self._reply(200, {"version": state.engine_version, "model_path": state.model, "tp_size": 1}, body, auth)
+        if self.command == "GET" and self.path == "/version" and state.engine_version:
+            return self._reply(200, {"version": state.engine_version}, body, auth)
         return self._reply(404, {"detail": "Not Found"}, body, auth)
 
     def _stream(self, body: dict, auth: str):
@@ -251,6 +262,8 @@ def main() -> None:
     parser.add_argument("--decode-ms", type=float, default=0.0)
     parser.add_argument("--metrics")
     parser.add_argument("--echo-auth", action="store_true")
+    parser.add_argument("--engine-version")
+    parser.add_argument("--metrics-path", default="/metrics")
     args = parser.parse_args()
 
     Handler.state = State(args)

@@ -55,6 +55,7 @@ import json
 import os
 import re
 import sys
+import uuid
 from pathlib import Path
 
 import click
@@ -271,14 +272,30 @@ DOCUMENTED_FIELDS = ("agent_url", "agent_display_name", "agent_org_display_name"
 DOCUMENTED_MODEL_FIELDS = ("model_name", "model_provider", "model_display_name", "model_org_display_name")
 
 
+def board_ref(ref: str) -> dict[str, str]:
+    """HUB_LEADERBOARD as harbor reads a leaderboard reference (harbor 0.26.0, cli/hub_leaderboards.py
+    _parse_ref): a UUID, else an org/package/name slug, the package's registry slug and the board's
+    name. A package alone names no board (LeaderboardClient.get would ask for one without a name)."""
+    try:
+        return {"leaderboard_id": str(uuid.UUID(ref))}
+    except ValueError:
+        pass
+    parts = ref.split("/")
+    if len(parts) == 3 and all(parts):
+        return {"package": f"{parts[0]}/{parts[1]}", "name": parts[2]}
+    raise click.ClickException(f"HUB_LEADERBOARD={safe_read.clip(ref, 200)} names no leaderboard: harbor finds one by "
+                               "its UUID or an org/package/name slug (terminal-bench/terminal-bench-2-1/main)")
+
+
 def board_schema(leaderboard: str) -> tuple[dict | None, str]:
     """(the leaderboard's metadata_schema, or None, and where that answer comes from)."""
     import asyncio
 
     from harbor.hub.leaderboards import LeaderboardClient
 
+    selector = board_ref(leaderboard)
     try:
-        board = asyncio.run(LeaderboardClient().get(package=leaderboard))
+        board = asyncio.run(LeaderboardClient().get(**selector))
     except Exception as e:  # noqa: BLE001  (the board unread: the documented fields decide)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return None, f"the leaderboard {leaderboard} could not be read ({safe_read.clip(first, 200)})"

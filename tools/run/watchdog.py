@@ -68,9 +68,13 @@ EPOCH_RANGE = (946_684_800, 7_258_118_400)
 COUNT_CAP = 10**15  # a token counter past this is not one
 CLOCK_SKEW = 600  # seconds a heartbeat (another machine's clock) may be ahead of this check's
 # The figures read from a server's Prometheus /metrics: vLLM's, and sglang's (with
-# --enable-metrics, env/servers/*sglang*.env). Requests running, and generated tokens so far.
+# --enable-metrics, env/servers/*sglang*.env). Requests running, and generated tokens so far. A
+# data-parallel server's SMG (label gateway=smg) serves no /metrics on its port: it merges its
+# engines' figures at /engine_metrics, with ':' in a name written '_' (model_gateway's
+# metrics_aggregator.rs), so names are compared with ':' read as '_'.
 RUNNING_METRICS = ("vllm:num_requests_running", "sglang:num_running_reqs")
 TOKEN_METRICS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
+GATEWAY_LABEL = ("gateway", "smg")
 METRICS_CAP = 8 << 20  # bytes of /metrics read: vLLM's is tens of KB
 # Seconds a check gives one server's /metrics in all (it answers tens of KB in well under a second),
 # and one socket read of it at most. A check runs every WATCHDOG_EVERY (5 min at the least) under
@@ -95,8 +99,9 @@ class Server:
     stage: str
     created: float | None  # when HF created it: its launch held the run then
     heartbeat: float | None  # the last beat of whatever held the run
-    url: str | None  # its exposed port's URL, where /metrics is asked
+    url: str | None  # its exposed port's URL, where its metrics are asked
     labels: dict[str, str]
+    metrics_path: str = "/metrics"  # /engine_metrics behind SMG (a data-parallel server)
 
 
 @dataclasses.dataclass
@@ -157,7 +162,8 @@ def server_of(job) -> Server:
     if url is None and job.expose and isinstance(job.expose[0], int):
         url = f"https://{job.id}--{job.expose[0]}.hf.jobs"  # the proxy's URL (docs/hf-jobs.md §1.4)
     return Server(id=job.id, stage=str(job.status.stage), created=created, heartbeat=epoch_label(labels, HEARTBEAT),
-                  url=url.rstrip("/") if url else None, labels=labels)
+                  url=url.rstrip("/") if url else None, labels=labels,
+                  metrics_path="/engine_metrics" if labels.get(GATEWAY_LABEL[0]) == GATEWAY_LABEL[1] else "/metrics")
 
 
 def parse_metrics(text: str) -> Metrics:
@@ -167,9 +173,11 @@ def parse_metrics(text: str) -> Metrics:
     sample at all is it unknown, and then the bad one is named."""
     running = tokens = None
     bad = None
+    wanted = {name.replace(":", "_"): name for name in RUNNING_METRICS + TOKEN_METRICS}
     for line in text.splitlines():
         m = METRICS_LINE.match(line)
-        if not m or m.group(1) not in RUNNING_METRICS + TOKEN_METRICS:
+        name = wanted.get(m.group(1).replace(":", "_")) if m else None
+        if name is None:
             continue
         try:
             value = float(m.group(2))
@@ -179,7 +187,7 @@ def parse_metrics(text: str) -> Metrics:
         if not (math.isfinite(value) and 0 <= value <= COUNT_CAP):
             bad = bad or f"{m.group(1)} is {printable(m.group(2))[:40]}, not a count"
             continue
-        if m.group(1) in RUNNING_METRICS:
+        if name in RUNNING_METRICS:
             running = (running or 0) + value
         else:
             tokens = (tokens or 0) + value
@@ -188,12 +196,12 @@ def parse_metrics(text: str) -> Metrics:
     return Metrics(running=running, tokens=tokens)
 
 
-def fetch_metrics(url: str, token: str | None, deadline: float = METRICS_DEADLINE) -> Metrics:
-    """GET <url>/metrics through the jobs proxy (the token in a header, never in a URL or argv), all
-    of it within DEADLINE seconds. A socket timeout bounds each read, not the answer: a server that
+def fetch_metrics(url: str, token: str | None, deadline: float = METRICS_DEADLINE, path: str = "/metrics") -> Metrics:
+    """GET <url><path> (/metrics, or SMG's /engine_metrics) through the jobs proxy (the token in a
+    header, never in a URL or argv), all of it within DEADLINE seconds. A socket timeout bounds each read, not the answer: a server that
     sends a byte every few seconds would hold every check until HF kills it at its --timeout, and
     a check that never ends never cancels."""
-    request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+    request = urllib.request.Request(f"{url}{path}", headers={"Authorization": f"Bearer {token}"} if token else {})
     end = time.monotonic() + deadline
     chunks, size = [], 0
     try:
@@ -202,21 +210,21 @@ def fetch_metrics(url: str, token: str | None, deadline: float = METRICS_DEADLIN
         with urllib.request.urlopen(request, timeout=min(METRICS_READ_WAIT, deadline)) as answer:
             while size <= METRICS_CAP:
                 if time.monotonic() >= end:
-                    return Metrics(problem=f"GET /metrics did not finish within {deadline:g} s")
+                    return Metrics(problem=f"GET {path} did not finish within {deadline:g} s")
                 chunk = answer.read1(65536)  # what one read brings, not a whole 64 KB
                 if not chunk:
                     break
                 chunks.append(chunk)
                 size += len(chunk)
     except urllib.error.HTTPError as e:
-        return Metrics(problem=f"GET /metrics answered {e.code}" + (" (sglang serves it only with --enable-metrics)"
-                                                                    if e.code == 404 else ""))
+        return Metrics(problem=f"GET {path} answered {e.code}" + (" (sglang serves it only with --enable-metrics)"
+                                                                   if e.code == 404 and path == "/metrics" else ""))
     except (urllib.error.URLError, OSError, ValueError) as e:
         if time.monotonic() >= end:
-            return Metrics(problem=f"GET /metrics did not finish within {deadline:g} s")
-        return Metrics(problem=f"GET /metrics failed: {printable(str(getattr(e, 'reason', e)))[:200]}")
+            return Metrics(problem=f"GET {path} did not finish within {deadline:g} s")
+        return Metrics(problem=f"GET {path} failed: {printable(str(getattr(e, 'reason', e)))[:200]}")
     if size > METRICS_CAP:
-        return Metrics(problem=f"GET /metrics answered more than {METRICS_CAP} bytes")
+        return Metrics(problem=f"GET {path} answered more than {METRICS_CAP} bytes")
     return parse_metrics(b"".join(chunks).decode("utf-8", "replace"))
 
 
@@ -375,7 +383,7 @@ def check(api: HfApi, cfg: Run, *, token: str | None, now: float) -> int:
                for j in jobs if roles[j.id] in HOLDER_ROLES]
     own = {str(k): str(v) for k, v in (mine[0].job_spec.labels or {}).items()}
     last_tokens = {s.id: t for s in servers if (t := count_label(own, TOKENS + s.id)) is not None}
-    metrics = {s.id: fetch_metrics(s.url, token) for s in servers if s.stage == "RUNNING" and s.url}
+    metrics = {s.id: fetch_metrics(s.url, token, path=s.metrics_path) for s in servers if s.stage == "RUNNING" and s.url}
     for s in servers:
         say(describe(s, now, metrics.get(s.id), last_tokens.get(s.id)))
     for h in holders:
