@@ -810,8 +810,9 @@ def test_a_concurrency_past_the_reference_s_gets_its_infra_figures_beside_the_es
 @pytest.mark.full  # the pages' generated figures: make test
 def test_the_readme_s_scaling_commands_are_the_plan_s_own(clean_env, tmp_path):
     """The README's scaling section runs what make plan says: its reproduce line is the plan's
-    "run it with" line for DEADLINE=48h, and the four-H200 one carries the MAX_COST (p90 + 20%) and
-    MOPUP_PASSES of the plan's own row for that server, shards and -n."""
+    "run it with" line for DEADLINE=48h, and it carries no other: a multi-GPU line appears only where
+    the plan's own row for it is faster or cheaper than that one (the four-H200 data-parallel line it
+    once showed took as long for four times the dollars)."""
     empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
     proc = make("RUN=qwen-t2-leaderboard", "DEADLINE=48h", empty, env=clean_env)
     assert proc.returncode == 0, proc.stderr
@@ -820,11 +821,16 @@ def test_the_readme_s_scaling_commands_are_the_plan_s_own(clean_env, tmp_path):
     commands = [line.split(" # ")[0].strip() for line in section.splitlines() if line.startswith("    make ")]
     assert "make plan RUN=qwen-t2-leaderboard DEADLINE=48h" in commands
     assert run_with in commands
-    wide = next(c for c in commands if c.startswith("make reproduce RUN=qwen-t2-leaderboard-h200x4 "))
-    settings = dict(w.split("=", 1) for w in shlex.split(wide)[2:])
     doc = json.loads(make("RUN=qwen-t2-leaderboard", "DEADLINE=48h", "JSON=1", empty, env=clean_env).stdout)
-    row = next(c for c in doc["configurations"] if c["profile"] == "qwen3.8-27b-fp8-sglang-h200x4"
-               and c["shards"] == int(settings["N_SHARDS"]) and c["n_concurrent"] == int(settings["N_CONCURRENT"]))
-    assert int(settings["MAX_COST"]) == math.ceil(row["usd_p90"] * 1.2)
-    assert int(settings["MOPUP_PASSES"]) == max(3, row["mopup_passes_p90"])
-    assert f"p90 ${row['usd_p90']:,.0f}, so MAX_COST={settings['MAX_COST']}" in section
+
+    def row_of(command: str) -> dict:
+        words = dict(w.split("=", 1) for w in shlex.split(command)[2:])
+        server = re.search(r"^SERVER=(\S+)$", (REPO / "runs" / f"{words['RUN']}.env").read_text(), re.M).group(1)
+        return next(c for c in doc["configurations"] if c["profile"] == server
+                    and c["shards"] == int(words.get("N_SHARDS", 1)) and c["n_concurrent"] == int(words["N_CONCURRENT"]))
+
+    chosen = row_of(run_with)
+    others = [c for c in commands if c.startswith("make reproduce ") and c != run_with]
+    for command in others:
+        row = row_of(command)
+        assert row["wall_clock_p90_secs"] < chosen["wall_clock_p90_secs"] or row["usd_p90"] < chosen["usd_p90"], command
