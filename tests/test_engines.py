@@ -57,8 +57,9 @@ def one_engine_runs() -> list[str]:
 
 
 def argv_of(mode: str, **settings) -> bytes:
-    env = {**os.environ, **settings}
-    return subprocess.run([str(ARGV_OF), mode], env=env, capture_output=True, check=True, cwd=REPO).stdout
+    done = subprocess.run([str(ARGV_OF), mode], env={**os.environ, **settings}, capture_output=True, cwd=REPO)
+    assert done.returncode == 0, f"argv-of {mode} {settings}: {done.stderr.decode()}"
+    return done.stdout
 
 
 def resolved(**settings) -> dict[str, str]:
