@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.engines import (
-    Rejected, fetch, parse_sglang_serve, parse_smg_router, parse_vllm_serve, parse_with_stubs, stubbed,
+    Rejected, fetch, parse_sglang_serve, parse_smg_router, parse_smg_serve, parse_vllm_serve, parse_with_stubs,
+    stubbed,
 )
 from tests.engines.child import STUBBED
 
@@ -250,6 +251,23 @@ def test_the_router_argv_means_what_it_says_to_smg_1_13():
         "disable_retries": True, "retry_max_retries": 5,
         "request_timeout_secs": 14400, "worker_startup_timeout_secs": 2700,
         "pd_disaggregation": False, "enable_igw": False}
+
+
+def test_smg_serve_1_13_loses_its_own_dp_size_to_sglang_0_5_23s_parser():
+    # The data-parallel command as docs/data-parallel.md §2 has it: smg serve builds its parser from
+    # its own flags and then sglang's, with conflict_handler="resolve" (smg/serve.py,
+    # parse_serve_args), and sglang >= 0.5.14 has --dp-size and --data-parallel-size of its own. So
+    # the words parse, but SMG's data_parallel_size is gone from the namespace that
+    # ServeOrchestrator._launch_workers reads first (smg/serve.py): the job would stop with an
+    # AttributeError once its GPUs bill. Replicas started apart behind `smg.launch_router` avoid it.
+    parsed = parse_smg_serve([
+        "python3", "-m", "smg", "serve", "--backend", "sglang", "--connection-mode", "http", "--host", "0.0.0.0",
+        "--port", "30000", "--dp-size", "4", "--worker-startup-timeout", "2700", "--model-path", "Qwen/Qwen3.8-27B-FP8",
+        "--enable-metrics", "--router-policy", "cache_aware", "--router-disable-retries"])
+    v = parsed.values
+    assert ("data_parallel_size" in v, v["dp_size"], v["backend_args"], v["router_policy"], v["router_disable_retries"]) \
+        == (False, 4, ["--model-path", "Qwen/Qwen3.8-27B-FP8", "--enable-metrics"], "cache_aware", True)
+    assert [s for s in STUBBED["smg-serve"] if not any(m == s or m.startswith(s + ".") for m in stubbed("smg-serve"))] == []
 
 
 def test_a_stub_that_reaches_a_parser_fails_the_parse():

@@ -1,13 +1,14 @@
 """The engines' own command lines, as functions the tests call (docs/tests.md §2).
 
     from tests.engines import parse_sglang_serve, parse_vllm_serve, parse_smg_router, Rejected
+    (and parse_smg_serve, the data-parallel command `smg serve` as it was: tests/test_engines.py)
 
     parsed = parse_sglang_serve(["sglang", "serve", "--model-path", "M", "--tp-size", "2"])
     parsed.values["tp_size"]            # 2
     parsed.options["--tp-size"]         # {"dest": "tp_size", "nargs": None}
 
 Each takes the whole command as the job runs it, program words included (`sglang serve …`,
-`vllm serve MODEL …`, `python3 -m smg.launch_router …`), and runs it through the engine's real
+`vllm serve MODEL …`, `python3 -m smg.launch_router …`, `python3 -m smg serve …`), and runs it through the engine's real
 entry point at the version tests/engines.lock.json pins (tests/engines/child.py), stopping where
 the server would start. `values` is what the server would have been given: sglang's ServerArgs
 fields, vLLM's parsed namespace (the model stays in `model_tag`, as argparse leaves it; serve's
@@ -68,6 +69,12 @@ def parse_vllm_serve(argv: list[str]) -> Parsed:
 def parse_smg_router(argv: list[str]) -> Parsed:
     """`python3 -m smg.launch_router …` through SMG 1.13.0's main, up to launch_router."""
     return _child("smg-router", ()).parse(argv)
+
+
+def parse_smg_serve(argv: list[str]) -> Parsed:
+    """`python3 -m smg serve …` through SMG 1.13.0's smg.cli:main with sglang 0.5.23's parser in it,
+    up to ServeOrchestrator.run; values hold the orchestrator's backend and backend_args too."""
+    return _child("smg-serve", ()).parse(argv)
 
 
 def stubbed(engine: str, extra_stubs: tuple[str, ...] = ()) -> list[str]:

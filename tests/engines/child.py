@@ -1,11 +1,11 @@
 """One engine's own command line, run in a process of its own up to the moment it would serve.
 
-    python -m tests.engines.child sglang|vllm|smg-router [--stub MODULE]...
+    python -m tests.engines.child sglang|vllm|smg-router|smg-serve [--stub MODULE]...
 
 The engine's wheel (tests/engines/fetch.py) is put first on sys.path, the modules it imports
 but never parses with are stubbed (tests/engines/stubs.py), and its real entry point runs on
 each argv it is sent: the console script's function (`sglang`, `vllm`) or the module's main
-(`python3 -m smg.launch_router`). The function that would start the server is replaced by one
+(`python3 -m smg.launch_router`, `python3 -m smg serve`). The function that would start the server is replaced by one
 that hands back what it was given, so everything before it runs as the job would run it: the
 subcommand, the engine's own rewriting of its argv, its parser, its checks.
 
@@ -54,11 +54,16 @@ STUBBED = {
              "vllm.entrypoints.cli.launch", "vllm.entrypoints.cli.preload", "vllm.entrypoints.cli.run_batch"),
     # setproctitle: the process's name in ps; launch_router imports it at its top.
     "smg-router": ("setproctitle",),
+    # smg serve builds its parser from sglang's own (smg/serve.py, _add_sglang_args).
+    "smg-serve": ("setproctitle", "torch", "triton", "psutil", "zmq", "orjson", "pybase64"),
 }
-WHEELS = {"sglang": ("sglang", "msgspec"), "vllm": ("vllm", "msgspec"), "smg-router": ("smg",)}
+WHEELS = {"sglang": ("sglang", "msgspec"), "vllm": ("vllm", "msgspec"), "smg-router": ("smg",),
+          "smg-serve": ("smg", "sglang", "msgspec")}
 # The function each command's program words name, and that runs here.
 ENTRY = {"sglang": "sglang.cli.main:main", "vllm": "vllm.entrypoints.cli.main:main",
-         "smg-router": "smg.launch_router:main"}
+         "smg-router": "smg.launch_router:main", "smg-serve": "smg.cli:main"}
+# The commands run as python3 -m MODULE WORDS: the words that name them.
+MODULE_WORDS = {"smg-router": ["smg.launch_router"], "smg-serve": ["smg", "serve"]}
 
 
 class Served(Exception):
@@ -69,12 +74,16 @@ def served(*args, **kwargs):
     raise Served(args[0] if args else kwargs)
 
 
-def setup_sglang():
+def plain_sglang_package():
     # sglang/__init__.py is its public Python API (sglang.lang, Runtime, transformers patches),
     # which `sglang serve` imports but never parses with: the package is made a plain directory.
     package = types.ModuleType("sglang")
     package.__path__ = [str(fetch.tree(fetch.entry("sglang")) / "sglang")]
     sys.modules["sglang"] = package
+
+
+def setup_sglang():
+    plain_sglang_package()
     import sglang.launch_server
     from sglang.cli.main import main
     from sglang.srt.arg_groups.arg_utils import record_fields
@@ -121,7 +130,22 @@ def setup_smg_router():
     return smg.launch_router.main, values
 
 
-SETUP = {"sglang": setup_sglang, "vllm": setup_vllm, "smg-router": setup_smg_router}
+def setup_smg_serve():
+    plain_sglang_package()
+    import smg.cli
+    import smg.serve
+
+    # smg/serve.py, serve_main: parse_serve_args, then ServeOrchestrator(...).run() starts the
+    # workers and the gateway.
+    smg.serve.ServeOrchestrator.run = served
+
+    def values(orchestrator):
+        return {"backend": orchestrator.backend, "backend_args": orchestrator.backend_args, **vars(orchestrator.args)}
+
+    return smg.cli.main, values
+
+
+SETUP = {"sglang": setup_sglang, "vllm": setup_vllm, "smg-router": setup_smg_router, "smg-serve": setup_smg_serve}
 
 
 def console_script(engine: str) -> dict[str, str]:
@@ -141,11 +165,13 @@ def console_script(engine: str) -> dict[str, str]:
 
 def program_argv(engine: str, argv: list[str], entry: str) -> list[str]:
     """sys.argv as the entry point sees it, after checking the argv's program words name it."""
-    if engine == "smg-router":
-        if argv[:3] not in (["python3", "-m", "smg.launch_router"], ["python", "-m", "smg.launch_router"]):
-            raise ValueError(f"not a python3 -m smg.launch_router command: {argv[:3]}")
+    if engine in MODULE_WORDS:
+        words = MODULE_WORDS[engine]
+        if argv[:1] not in (["python3"], ["python"]) or argv[1:2 + len(words)] != ["-m", *words]:
+            raise ValueError(f"not a python3 -m {' '.join(words)} command: {argv[:2 + len(words)]}")
         # python -m sets sys.argv[0] to the module's file, which argparse names itself after.
-        return [str(fetch.tree(fetch.entry("smg")) / "smg" / "launch_router.py"), *argv[3:]]
+        module = words[0].replace(".", "/") + ("/__main__.py" if words[0] == "smg" else ".py")
+        return [str(fetch.tree(fetch.entry("smg")) / module), *argv[3:]]
     if console_script(engine).get(argv[0] if argv else "") != entry:
         raise ValueError(f"{argv[:1]} is not the wheel's console script for {entry}")
     return list(argv)
