@@ -5,14 +5,15 @@
 The engine's wheel (tests/engines/fetch.py) is put first on sys.path, the modules it imports
 but never parses with are stubbed (tests/engines/stubs.py), and its real entry point runs on
 each argv it is sent: the console script's function (`sglang`, `vllm`) or the module's main
-(`python3 -m smg.launch_router`, `python3 -m smg serve`). The function that would start the server is replaced by one
-that hands back what it was given, so everything before it runs as the job would run it: the
-subcommand, the engine's own rewriting of its argv, its parser, its checks.
+(`python3 -m smg.launch_router`, `python3 -m smg serve`). The function that would start the server
+is replaced by one that hands back what it was given, so everything before it runs as the job
+would run it: the subcommand, the engine's own rewriting of its argv, its parser, its checks.
 
 The protocol, one JSON object a line: the parent writes {"argv": [...]}, the child answers
 {"ok": true, "values": {...}, "options": {...}} or {"ok": false, "error": "<the engine's own
-message>"}, each with "stubbed", the modules stand-ins answered so far. Its first line says it is ready (or why it is not). Anything the engine prints goes to
-the child's stderr: its stdout is taken for the protocol before the engine is imported.
+message>"}, each with "stubbed", the modules stand-ins have answered so far. Its first line says
+it is ready (or why it is not). Anything the engine prints goes to the child's stderr: its stdout
+is taken for the protocol before the engine is imported.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ STUBBED = {
     # scipy are installed in .venv, at other versions than the image's, and cost seconds to import:
     # the parser reads neither. vllm._C_stable_libtorch is a compiled op library needing libtorch.
     # The vllm modules are the server's own processes that serve.py imports for `cmd` (launchers,
-    # the engine core, the executor) and the other subcommands main() registers (they never see a
-    # `vllm serve` argv: argparse hands it to the serve subparser alone).
+    # the executor) and three of the other subcommands main() registers, whose modules import the
+    # engine core at their top (launch, preload, run_batch): they never see a `vllm serve` argv,
+    # which argparse hands to the serve subparser alone.
     "vllm": ("torch", "zmq", "psutil", "pybase64", "prometheus_client", "openai_harmony", "cbor2",
              "cpuinfo", "partial_json_parser", "transformers", "scipy", "vllm._C_stable_libtorch",
              "vllm.entrypoints.launchers.api_server.entry", "vllm.entrypoints.launchers.dp_supervisor",
@@ -195,6 +197,7 @@ def parsers_parsing():
 
 
 def stub_in(value, depth=0) -> bool:
+    """Whether `value` is a stand-in or holds one (in a dict, list, tuple or set)."""
     if stubs.is_stub(value):
         return True
     if depth > 4:
@@ -219,6 +222,7 @@ def stub_leaks(parsers, values) -> list[str]:
 
 
 def as_json(value, depth=0):
+    """The value as JSON: an enum as its value, containers as lists and objects, anything else its repr."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, enum.Enum):
@@ -231,6 +235,7 @@ def as_json(value, depth=0):
 
 
 def parse(engine, main, values, argv):
+    """One command through the engine's entry point: what the server would get, or the refusal."""
     captured = io.StringIO()
     saved = sys.argv
     try:
@@ -250,7 +255,8 @@ def parse(engine, main, values, argv):
         lines = [line for line in captured.getvalue().splitlines() if line.strip()]
         return {"ok": False, "error": lines[-1] if lines else f"exit status {exited.code}"}
     except Exception as error:
-        return {"ok": False, "error": f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"}
+        first = (str(error).strip().splitlines() or [""])[0]
+        return {"ok": False, "error": f"{type(error).__name__}: {first}"}
     finally:
         sys.argv = saved
 
