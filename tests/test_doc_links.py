@@ -38,7 +38,7 @@ FORBIDDEN = (
 )
 FORBIDDEN_RE = re.compile(r"(?<![\w-])reference/[\w.-]+\.md")  # the shared reference/ folder
 
-SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache", "state", "jobs", "reports"}
+SKIP_DIRS = {".git", ".venv", "node_modules", ".engines", "__pycache__", ".pytest_cache", "state", "jobs", "reports"}
 MAX_BYTES = 4 * 1024 * 1024
 
 LINK_RE = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
