@@ -96,14 +96,21 @@ flavor_gpus() {
 # GPUs idle; more cannot run.
 validate_server_dp() {
   require_integer SERVER_DP SERVER_TP
-  local words word gpus per fix
+  local words word flag gpus per fix
   split_words words "$SERVER_ARGS $SERVER_EXTRA_ARGS"
   for word in "${words[@]}"; do
-    case "$word" in
-      --dp | --dp-size | --data-parallel-size | -dp | --dp=* | --dp-size=* | --data-parallel-size=* | -dp=*)
+    flag=${word%%=*}
+    # argparse takes any unambiguous prefix of an option (sglang 0.5.23 reads --tensor-parallel as
+    # --tensor-parallel-size): such a prefix is that flag.
+    case "$flag" in
+      --data-p*) [[ --data-parallel-size != "$flag"* ]] || flag=--data-parallel-size ;;
+      --tensor-p*) [[ --tensor-parallel-size != "$flag"* ]] || flag=--tensor-parallel-size ;;
+    esac
+    case "$flag" in
+      --dp | --dp-size | --data-parallel-size | -dp)
         die "run '$RUN' sets data parallelism outside SERVER_DP: ${word%%=*} in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_DP only (env/servers/$SERVER.env): the command, readiness and make status all read it"
         ;;
-      --tp | --tp-size | --tensor-parallel-size | -tp | --tp=* | --tp-size=* | --tensor-parallel-size=* | -tp=*)
+      --tp | --tp-size | --tensor-parallel-size | -tp)
         die "run '$RUN' sets tensor parallelism outside SERVER_TP: ${word%%=*} in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$SERVER.env): the command and the GPU count read it"
         ;;
     esac

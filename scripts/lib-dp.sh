@@ -67,7 +67,8 @@ for i in "${!urls[@]}"; do
   say "replica $i answers /health"
 done
 python3 -m smg.launch_router --host 0.0.0.0 --port "$port" --worker-urls "${urls[@]}" --policy cache_aware \
-  --disable-retries --request-timeout-secs "$request_timeout" --worker-startup-timeout-secs "$ready" &
+  --disable-retries --request-timeout-secs "$request_timeout" --worker-startup-timeout-secs "$ready" \
+  --health-check-timeout-secs 30 --disable-circuit-breaker --disable-worker-overload-protection &
 pids+=("$!")
 say "router on 0.0.0.0:$port in front of ${#urls[@]} replicas"
 wait -n "${pids[@]}" || true
@@ -84,8 +85,17 @@ exit 1'
 #   --request-timeout-secs      SERVER_TIMEOUT: SMG's default, 1800 s, would cut a completion a bare
 #                               engine finishes under a 3,600 s agent timeout; the agent's own
 #                               timeout bounds a completion, and none outlives the server;
-#   --worker-startup-timeout-secs READY_TIMEOUT, as make serve waits.
-# The router parses no reasoning or tool call in http mode: the engines do, with the profile's flags.
+#   --worker-startup-timeout-secs READY_TIMEOUT, as make serve waits;
+#   --health-check-timeout-secs 30  sglang's /health runs a one-token generation and may take up to
+#                               20 s under load (SGLANG_HEALTH_CHECK_TIMEOUT); SMG's 5 s would mark a
+#                               busy replica unhealthy;
+#   --disable-circuit-breaker   with retries off, an open breaker turns a replica's errors into fast
+#                               503s, which harbor counts as infra errors of trials the engine could run;
+#   --disable-worker-overload-protection  its defaults (8 waiting, KV 80% full) send a long agent
+#                               turn away from the replica holding its prefix; the sandboxes, not the
+#                               replicas, bind this load (docs/plan.md).
+# SMG 1.13.0's own parser reads this command in the tests (tests/test_dp_server.py). The router
+# parses no reasoning or tool call in http mode: the engines do, with the profile's flags.
 dp_command() {
   local -n _dp=$1
   shift

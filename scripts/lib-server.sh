@@ -303,17 +303,18 @@ router_workers() {
 # arguments, is a few KB): past it, it is not one.
 readonly SERVER_INFO_MAX_BYTES=1048576
 
-# engine_version ENDPOINT: ENGINE_VERSION, the engine's version as the server reports it: sglang's
-# GET /get_server_info "version" (sglang/srt/entrypoints/http_server.py), vLLM's GET /version
-# "version" (vllm/entrypoints/openai/api_server.py). Empty, with ENGINE_VERSION_WHY one line, when the
-# server says none (a gateway in front of data-parallel engines may not pass the route on).
+# engine_version ENDPOINT: ENGINE_VERSION, the engine's version as the server reports it: sglang
+# 0.5.23's GET /server_info "version" (sglang/srt/entrypoints/http_server.py; /get_server_info is its
+# deprecated alias), vLLM 0.34.0's GET /version "version" (vllm/entrypoints/serve/instrumentator/
+# basic.py). Empty, with ENGINE_VERSION_WHY one line, when the server says none (SMG's router in front
+# of data-parallel engines may not pass the route on).
 ENGINE_VERSION="" ENGINE_VERSION_WHY=""
 engine_version() {
   local base=${1%/} route tmp code version
   base=${base%/v1}
   ENGINE_VERSION="" ENGINE_VERSION_WHY=""
   case "$SERVER_ENGINE" in
-    sglang) route=/get_server_info ;;
+    sglang) route=/server_info ;;
     vllm) route=/version ;;
     *) ENGINE_VERSION_WHY="no version route known for engine '$SERVER_ENGINE'" && return 0 ;;
   esac

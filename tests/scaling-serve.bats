@@ -144,6 +144,11 @@ print(shlex.join(words[words.index("--") + 1:]).replace("\n", "\n" + " " * 11)) 
   # The counts are set in one place each: an engine flag for either is refused, with where to set it.
   refused SERVER_DP=2 SERVER_EXTRA_ARGS="--tp 2"
   assert_output "serve: run '$DP_RUN' sets tensor parallelism outside SERVER_TP: --tp in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$DP_PROFILE.env): the command and the GPU count read it"
+  # Any prefix argparse would take for it too (sglang reads --tensor-parallel as --tensor-parallel-size).
+  refused SERVER_EXTRA_ARGS="--tensor-parallel 2"
+  assert_output "serve: run '$DP_RUN' sets tensor parallelism outside SERVER_TP: --tensor-parallel in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$DP_PROFILE.env): the command and the GPU count read it"
+  refused SERVER_EXTRA_ARGS="--data-parallel=2"
+  assert_output "serve: run '$DP_RUN' sets data parallelism outside SERVER_DP: --data-parallel in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_DP only (env/servers/$DP_PROFILE.env): the command, readiness and make status all read it"
   refused SERVER_EXTRA_ARGS="--tensor-parallel-size=2"
   assert_output "serve: run '$DP_RUN' sets tensor parallelism outside SERVER_TP: --tensor-parallel-size in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$DP_PROFILE.env): the command and the GPU count read it"
 

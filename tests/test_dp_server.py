@@ -1,8 +1,8 @@
 """A data-parallel server's job (scripts/lib-dp.sh, DP_SCRIPT), run here as HF runs it: the command the
 scripts build for each data-parallel profile, under bash, with the engines and SMG's router replaced
 by recorders that answer HTTP on 127.0.0.1 (tests/stubs/dp-server/). What each replica and the router
-were started with is what the job would start; tests/test_engine_contracts.py hands those argvs to the
-engines' and SMG's own parsers.
+were started with is what the job would start, and each is handed to the real parser of the engine's
+release the image is pinned to, and of SMG's (tests/engines).
 
 Every wait is on an event (a record written, a process gone), bounded only against a hang.
 """
@@ -179,7 +179,9 @@ def test_each_replica_is_the_one_gpu_engine_on_its_own_gpus_and_port_and_smg_onl
     urls = [f"http://127.0.0.1:{j.base + i}" for i in range(replicas)]
     assert router["argv"] == ["python3", "-m", "smg.launch_router", "--host", "0.0.0.0", "--port", str(j.port),
                               "--worker-urls", *urls, "--policy", "cache_aware", "--disable-retries",
-                              "--request-timeout-secs", cmd[10], "--worker-startup-timeout-secs", "600"]
+                              "--request-timeout-secs", cmd[10], "--worker-startup-timeout-secs", "600",
+                              "--health-check-timeout-secs", "30", "--disable-circuit-breaker",
+                              "--disable-worker-overload-protection"]
     record = json.loads((REPO / "env" / "gateway-smg.json").read_text())
     assert (j.record.parent / "record.jsonl.requirement").read_text() == \
         f"smg=={record['version']} --hash=sha256:{record['sha256']}\n"
@@ -244,3 +246,36 @@ def test_a_router_wheel_that_does_not_install_starts_nothing(job):
     j = job(server_command("qwen3.8-27b-fp8-sglang-h200x2"), 2, pip_exit=1)
     assert j.end() == 1
     assert j.records() == []
+
+
+@pytest.mark.parametrize("server", sorted(DP_PROFILES))
+def test_each_replica_and_the_router_are_what_the_engines_and_smg_own_parsers_read(job, server):
+    """Every replica's command, as the job started it, means to the engine's own parser (sglang 0.5.23,
+    vLLM 0.34.0) one engine of SERVER_TP GPUs on its own port of 127.0.0.1, and the router's means to
+    SMG 1.13.0's parse_router_args what DP_SCRIPT says: the replicas' urls, cache-aware, retries off."""
+    from tests.engines import parse_sglang_serve, parse_smg_router, parse_vllm_serve
+
+    cmd = server_command(server)
+    replicas, tp = int(cmd[5]), int(cmd[6])
+    j = job(cmd, replicas)
+    j.wait_for("every replica", lambda: len(j.records()) == replicas)
+    j.open_gates(*range(replicas))
+    j.wait_for("the router", lambda: any(r["role"] == "router" for r in j.records()))
+    problems = {}
+    for r in (r for r in j.records() if r["role"] == "engine"):
+        port = int(r["argv"][-1])
+        if r["argv"][0] == "sglang":
+            v = parse_sglang_serve(r["argv"]).values
+            got = (v["tp_size"], v["dp_size"], v["host"], v["port"])
+        else:
+            v = parse_vllm_serve(r["argv"]).values
+            got = (v["tensor_parallel_size"], v["data_parallel_size"], v["host"], v["port"])
+        if got != (tp, 1, "127.0.0.1", port):
+            problems[port] = got
+    assert problems == {}
+    router = parse_smg_router(next(r for r in j.records() if r["role"] == "router")["argv"]).values
+    assert (router["worker_urls"], router["policy"], router["disable_retries"], router["host"], router["port"],
+            router["request_timeout_secs"], router["worker_startup_timeout_secs"], router["health_check_timeout_secs"],
+            router["disable_circuit_breaker"], router["worker_overload_protection"]) == \
+        ([f"http://127.0.0.1:{j.base + i}" for i in range(replicas)], "cache_aware", True, "0.0.0.0", j.port,
+         int(cmd[10]), 600, 30, True, False)

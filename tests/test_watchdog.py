@@ -252,6 +252,25 @@ def test_metrics_that_are_not_counts_are_unknown(text, problem):
     assert watchdog.parse_metrics(text) == watchdog.Metrics(problem=problem)
 
 
+def smg_engine_metrics(running: tuple[float, ...], tokens: tuple[float, ...]) -> str:
+    """SMG's GET /engine_metrics in front of sglang replicas, as its model_gateway writes it (lightseekorg/smg,
+    worker/manager.rs and worker/metrics_aggregator.rs): each replica's /metrics with the label
+    worker_addr=<its url> on every sample, then ':' replaced by '_' in the whole text (metric names and
+    label values alike), one family per name."""
+    addrs = [f"http_//127.0.0.1_{31000 + i}" for i in range(len(running))]
+    lines = ["# HELP sglang_num_running_reqs The number of running requests.", "# TYPE sglang_num_running_reqs gauge"]
+    lines += [f'sglang_num_running_reqs{{model_name="Qwen/Qwen3.8-27B-FP8",worker_addr="{a}"}} {r}'
+              for a, r in zip(addrs, running)]
+    lines += ["# TYPE sglang_generation_tokens_total counter"]
+    lines += [f'sglang_generation_tokens_total{{is_streaming="true",model_name="Qwen/Qwen3.8-27B-FP8",worker_addr="{a}"}} {t}'
+              for a, t in zip(addrs, tokens)]
+    return "\n".join(lines) + "\n"
+
+
+def test_smgs_merged_engine_metrics_are_read_as_the_engines_own():
+    assert watchdog.parse_metrics(smg_engine_metrics((0, 2), (100, 250))) == watchdog.Metrics(running=2, tokens=350)
+
+
 def test_a_bad_label_set_does_not_hide_the_requests_another_shows_running():
     text = ('vllm:num_requests_running{engine="0"} NaN\n'
             'vllm:num_requests_running{engine="1"} 2\n'
@@ -491,6 +510,27 @@ def test_a_bench_job_stuck_in_scheduling_holds_the_run_only_for_the_grace(fakes,
     assert out[2] == ("watchdog: run qwen-t2: cancelled: nothing has held the run for 2h00m (WATCHDOG_GRACE 1h00m), no "
                       "job of the run that holds it runs (bench1 (bench) has not started 1h58m after its creation, past "
                       "WATCHDOG_GRACE: it no longer holds the run), and the servers' metrics show no trial under way")
+    assert ("POST", "/api/jobs/alice/srv1/cancel") in fakes.writes()
+
+
+def test_a_data_parallel_servers_figures_are_read_where_smg_merges_them(fakes, capsys, tmp_path):
+    """SMG's port has no /metrics: a server labelled gateway=smg is asked GET /engine_metrics, where a
+    replica's running request keeps it; once idle, it is cancelled on those figures."""
+    gateway_metrics = tmp_path / "engine_metrics.txt"
+    proc, port = start([sys.executable, str(REPO / "tests/fakes/fake_openai.py"), "--port-file", str(tmp_path / "gw.port"),
+                        "--metrics", str(gateway_metrics), "--metrics-path", "/engine_metrics", "--max-lifetime", "300"],
+                       tmp_path / "gw.port")
+    fakes.procs.append(proc)
+    dp = {**server(fakes, heartbeat=T0, labels={"gateway": "smg"}), "expose_url": f"http://127.0.0.1:{port}"}
+    api = fakes.jobs_api(scenario(fakes, watchdog_labels={"tokens_srv1": "350"}, srv1=dp))
+    gateway_metrics.write_text(smg_engine_metrics((0, 2), (100, 250)))
+    rc, out = run_check(api, T0 + 7200, capsys)
+    assert out[-1] == "watchdog: run qwen-t2: busy: a trial is under way: srv1 has 2 request(s) running"
+    gateway_metrics.write_text(smg_engine_metrics((0, 0), (100, 250)))
+    rc, out = run_check(api, T0 + 8100, capsys)
+    assert out[0] == ("watchdog: server srv1 RUNNING, created 2h15m ago, heartbeat 2h15m ago, metrics: 0 running, "
+                      "350 (+0) tokens generated")
+    assert out[1].startswith("watchdog: run qwen-t2: cancelled: nothing has held the run for 2h15m")
     assert ("POST", "/api/jobs/alice/srv1/cancel") in fakes.writes()
 
 

@@ -2,7 +2,7 @@
 # The engine version a server runs, against the release its command is proven against
 # (SERVER_ENGINE_VERSION, tests/test_engine_contracts.py): wait-ready asks the server at readiness and
 # records it in the run's manifest, make status shows it and warns when they differ. Through the real
-# hf CLI against the fake Jobs API, and the fake model server answering sglang's GET /get_server_info.
+# hf CLI against the fake Jobs API, and the fake model server answering sglang's GET /server_info.
 
 setup() {
   load test_helper
@@ -57,12 +57,12 @@ ready_record() {
   ready_server
   RUN=qwen-t2 run "$REPO/scripts/wait-ready.sh"
   assert_success
-  assert_line "wait-ready: the server did not say which sglang it runs (GET /get_server_info answered 404)"
+  assert_line "wait-ready: the server did not say which sglang it runs (GET /server_info answered 404)"
   run ready_record
-  assert_output '{"job_id":"job1","namespace":"alice","engine_version":null,"engine_version_proven":"0.5.23","engine_version_why":"GET /get_server_info answered 404"}'
+  assert_output '{"job_id":"job1","namespace":"alice","engine_version":null,"engine_version_proven":"0.5.23","engine_version_why":"GET /server_info answered 404"}'
   RUN=qwen-t2 run "$REPO/scripts/status.sh"
   assert_success
-  assert_line "engine    sglang, version not reported (GET /get_server_info answered 404)"
+  assert_line "engine    sglang, version not reported (GET /server_info answered 404)"
   refute_output --partial "proven against"
 }
 
@@ -71,7 +71,7 @@ ready_record() {
   RUN=qwen-t2 run "$REPO/scripts/wait-ready.sh"
   assert_success
   run ready_record
-  assert_output '{"job_id":"job1","namespace":"alice","engine_version":null,"engine_version_proven":"0.5.23","engine_version_why":"GET /get_server_info answered 200 with no version in it"}'
+  assert_output '{"job_id":"job1","namespace":"alice","engine_version":null,"engine_version_proven":"0.5.23","engine_version_why":"GET /server_info answered 200 with no version in it"}'
   RUN=qwen-t2 SERVER_ENGINE_VERSION='0.5; rm' run "$REPO/scripts/print.sh"
   assert_failure 1
   assert_output "print: setting SERVER_ENGINE_VERSION must be an engine release such as 0.5.23 (the one the profile's command is proven against), or empty, got '0.5; rm' (run 'qwen-t2')"

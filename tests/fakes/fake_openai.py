@@ -50,7 +50,7 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
         --metrics-path P  where that FILE is served instead of /metrics (/engine_metrics: SMG in
                          front of data-parallel engines, whose own port has no /metrics)
 
-    GET  /get_server_info        404, unless --engine-version V: sglang's server info, {"version": V, …}
+    GET  /server_info            404, unless --engine-version V: sglang's server info, {"version": V, …}
     GET  /version                404, unless --engine-version V: vLLM's {"version": V}
 
 Every request is appended to --record as one JSON line:
@@ -203,7 +203,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self._reply(200, f.read(), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
-        if self.command == "GET" and self.path == "/get_server_info" and state.engine_version:
+        if self.command == "GET" and self.path == "/server_info" and state.engine_version:
             return self._reply(200, {"version": state.engine_version, "model_path": state.model, "tp_size": 1}, body, auth)
         if self.command == "GET" and self.path == "/version" and state.engine_version:
             return self._reply(200, {"version": state.engine_version}, body, auth)
