@@ -16,11 +16,12 @@ job=qwen3_8-27b-fp8-terminus2-tb21-leaderboard-h200x4
   run make -C "$REPO" --no-print-directory print RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=4
   assert_success
   assert_output --partial "--flavor h200x4"
-  # SMG's gateway, installed pinned at the job's start (docs/data-parallel.md §2).
-  assert_line "    -- sh \\"
-  assert_line "    --backend sglang \\"
-  assert_line "    --dp-size 4 \\"
+  # The job's own script starts four engines, SMG installed pinned to route (docs/data-parallel.md §2).
+  assert_line "    -- bash \\"
+  assert_line "exit 1' dp-server 'smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4' 4 1 31000 30000 2700 604800 5 \\"
+  assert_line "    -- sglang serve \\"
   refute_output --partial sglang_router
+  refute_output --partial "smg serve"
   assert_output --partial "# qwen-t2-leaderboard-h200x4: bench in 4 shards of registry terminal-bench/terminal-bench-2-1@6, balanced by what is known at launch; each its own harbor job at -n 3, all against the one endpoint"
   assert_output --partial "# governor: while more than 0.3 of the trials finished in the last 1800 s (at least 6 of them) are sandbox infra errors (model-server errors are named, not acted on), the newest shard is interrupted (SIGINT, as Ctrl-C, even under nohup; then TERM, then KILL, 30 s apart, to a harbor still running); after 1800 s below, one is started again"
   local i
@@ -86,6 +87,6 @@ job=qwen3_8-27b-fp8-terminus2-tb21-leaderboard-h200x4
   run make -C "$REPO" --no-print-directory reproduce RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=2 DRY_RUN=1
   assert_success
   assert_line "bench    scripts/bench.sh: 2 shards side by side under the governor, each the run's harbor command on its share of the tasks (make print RUN=qwen-t2-leaderboard-h200x4 N_SHARDS=2 shows every one)   (PROBE=0 AUTO_STOP=0; the server is checked every 30s)"
-  assert_output --partial " smg-gateway 'smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4' --backend sglang --connection-mode http --host 0.0.0.0 --port 30000 --dp-size 4 --worker-startup-timeout 2700 --model-path Qwen/Qwen3.8-27B-FP8 "
+  assert_output --partial " dp-server 'smg==1.13.0 --hash=sha256:cfae8171dac68a74b4822263b1864fa79952992ee472a25ba7266ccd200399b4' 4 1 31000 30000 2700 604800 5 -- sglang serve --model-path Qwen/Qwen3.8-27B-FP8 "
   [[ ! -e "$STATE_ROOT" ]]
 }

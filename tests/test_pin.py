@@ -166,7 +166,7 @@ def printed_unpinned(tmp_path: Path, **settings: str) -> list[str]:
 def test_print_marks_every_unpinned_input(tmp_path):
     assert printed_unpinned(tmp_path) == [
         "# unpinned inputs (the Python packages are pinned by env/requirements.lock):",
-        "#   - SERVER_IMAGE=lmsysorg/sglang:latest is a tag, which can move: pin a digest, "
+        "#   - SERVER_IMAGE=lmsysorg/sglang:v0.5.23 is a tag, which can move: pin a digest, "
         "SERVER_IMAGE=<repository>@sha256:<digest>",
         f"#   - the dataset {URL} has no DATASET_REF, so every resume re-resolves its HEAD: after a run, "
         "make pin RUN=qwen-t2 writes the commit it ran"]
