@@ -212,7 +212,7 @@ reconcile_launches() {
   pending=$(jq -rs '[.[] | objects | select(.launch_id? | type == "string")] | group_by(.launch_id)
     | map(select(length == 1 and .[0].event == "launch-intent") | .[0].launch_id + " " + (.[0].role // "job"))
     | .[]' "$manifest" 2>/dev/null) || {
-    warn "$(rel_path "$manifest") is not valid JSON lines: cannot check it for interrupted launches"
+    warn "$(rel "$manifest") is not valid JSON lines: cannot check it for interrupted launches"
     return 0
   }
   while read -r id LAUNCH_ROLE; do
@@ -222,7 +222,6 @@ reconcile_launches() {
   done <<<"$pending"
 }
 
-rel_path() { printf '%s' "${1#"$REPO_ROOT"/}"; }
 
 # refuse_foreign_job_dirs: stop with the fix when a job dir of the run's name is another run's:
 # its config.json names another job, or records a model other than MODEL (a run file copied from

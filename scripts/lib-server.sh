@@ -21,8 +21,6 @@ readonly BOUNDED
 
 is_terminal() { [[ "$TERMINAL_STAGES" == *" $1 "* ]]; }
 
-# rel PATH: PATH relative to the repository, for messages.
-rel() { printf '%s' "${1#"$REPO_ROOT"/}"; }
 
 # --- the token ------------------------------------------------------------------------------
 

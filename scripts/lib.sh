@@ -67,6 +67,9 @@ die() {
 
 is_dry_run() { [[ "${DRY_RUN:-0}" != "0" && -n "${DRY_RUN:-}" ]]; }
 
+# rel PATH: PATH relative to the repository, for messages.
+rel() { printf '%s' "${1#"$REPO_ROOT"/}"; }
+
 # remove_on_exit PATH...: remove each PATH when the script exits, however it exits. One EXIT trap
 # for every script: a second `trap … EXIT` would replace the first and leave its path behind.
 EXIT_REMOVALS=()
@@ -153,95 +156,9 @@ remember_run() {
   printf '%s\n' "$RUN" >"$STATE_ROOT/last-run"
 }
 
-# --- settings files are settings, never code -----------------------------------------------------
-#
-# The layers are bash files, sourced, until one reader reads them as data. Before a file is sourced,
-# every line of it is checked to be a setting: NAME=value (one word, quoted as bash quotes it, a
-# quoted value may span lines), a comment, a blank line, and in a server profile the one include
-# line the profiles use. A bare word would be run as a command (a token pasted alone on a line, or
-# a run file that links to the token file, was printed in bash's "command not found"); `;`, `|`,
-# `&`, a redirection, a second word or a command substitution would run code. The line's text is
-# never shown: it may be the secret. A value that looks like a token is refused too, without it.
-
-# SETTINGS_FILE_AWK: for each file, one line FILE<TAB>include<TAB>NAME per profile it includes, then
-# FILE<TAB>ok, or FILE<TAB>bad<TAB>LINE<TAB>WHY at its first line that is not a setting.
-# shellcheck disable=SC2016  # awk's own $ fields
-readonly SETTINGS_FILE_AWK='
-# A token: hf_ or sk- and at least 20 more of its letters (no {20,}: mawk has no intervals).
-function token(text) {
-  while (match(text, /(hf_|sk-)[A-Za-z0-9_-]+/)) {
-    if (RLENGTH >= 23) return 1
-    text = substr(text, RSTART + RLENGTH)
-  }
-  return 0
-}
-function verdict(why) { if (!done) { printf "%s\tbad\t%d\t%s\n", FILENAME, FNR, why; done = 1 } }
-FNR == 1 { if (started && !done) finish(prev); started = 1; done = 0; quote = ""; more = 0 }
-{ prev = FILENAME; last = FNR }
-done { next }
-token($0) { verdict("holds what looks like a token (hf_… or sk-…): a run file or profile is committed, and copied into remote jobs; keep tokens out of it: export HF_TOKEN, or hf auth login"); next }
-{
-  line = $0
-  start = 1
-  if (quote == "" && !more) {
-    if (line ~ /^[ \t]*(#.*)?$/) next
-    if (includes && line ~ /^source "\$\{BASH_SOURCE\[0\]%\/\*\}\/[A-Za-z0-9._-]+\.env"$/) {
-      name = line; sub(/^source "\$\{BASH_SOURCE\[0\]%\/\*\}\//, "", name); sub(/"$/, "", name)
-      printf "%s\tinclude\t%s\n", FILENAME, name
-      next
-    }
-    if (!match(line, /^[A-Z][A-Z0-9_]*=/)) { verdict("is not a setting (NAME=value), a comment or a blank line"); next }
-    start = RLENGTH + 1
-  }
-  more = 0; ended = 0
-  for (i = start; i <= length(line); i++) {
-    c = substr(line, i, 1)
-    if (ended) {
-      if (c == " " || c == "\t") continue
-      if (c == "#") break
-      verdict("holds more than one NAME=value (a second word would run as a command): quote a value with spaces")
-      next
-    }
-    if (quote == "\047") { if (c == "\047") quote = ""; continue }
-    if (c == "\\") { if (i == length(line)) more = 1; i++; continue }
-    if (c == "`" || (c == "$" && substr(line, i + 1, 1) == "(")) { verdict("holds a command substitution ($(…) or `…`), which would run code"); next }
-    if (quote == "\"") { if (c == "\"") quote = ""; continue }
-    if (c == "\047" || c == "\"") { quote = c; continue }
-    if (c == " " || c == "\t") { ended = 1; continue }
-    if (index(";&|<>()", c)) { verdict("holds a shell operator (" c ") outside quotes, which would run code: quote the value"); next }
-  }
-}
-function finish(file) { if (quote != "" || more) printf "%s\tbad\t%d\t%s\n", file, last, "ends inside a quoted value: close its quote"; else printf "%s\tok\n", file }
-END { if (started && !done) finish(prev) }'
-
-# require_settings_files [--includes] FILE...: each FILE is settings (above), and so is every profile
-# it includes (with --includes: server profiles); else one line naming the file, the line and why.
-require_settings_files() {
-  local includes=0 file status line why name todo=() seen=" "
-  if [[ "$1" == --includes ]]; then
-    includes=1
-    shift
-  fi
-  todo=("$@")
-  while ((${#todo[@]})); do
-    local checking=("${todo[@]}")
-    todo=()
-    while IFS=$'\t' read -r file status line why; do
-      case "$status" in
-        ok) ;;
-        include)
-          name=${file%/*}/$line
-          [[ -f "$name" ]] || die "$(rel_settings_file "$file") includes ${name##*/}, which is not in ${file%/*}/"
-          [[ "$seen" == *" $name "* ]] || todo+=("$name")
-          seen+="$name "
-          ;;
-        *) die "$(rel_settings_file "$file") line $line $why. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)" ;;
-      esac
-    done < <(awk -v includes="$includes" "$SETTINGS_FILE_AWK" "${checking[@]}")
-  done
-}
-
-rel_settings_file() { printf '%s' "${1#"$REPO_ROOT"/}"; }
+# Run files and profiles are checked to be settings before they are sourced (lib-settings-file.sh).
+# shellcheck source=lib-settings-file.sh
+source "$REPO_ROOT/scripts/lib-settings-file.sh"
 
 # Load RUN's settings into this shell. Command-line values are captured first and put back
 # last, so they win over every file; other settings in the environment are noted and dropped.
@@ -298,58 +215,9 @@ load_settings() {
   load_run_instance
 }
 
-# --- the run's instance: its identity on HF ---------------------------------------------------
-#
-# A run's name is not unique on HF: two checkouts of this repository (two people in one org, or one
-# person on two machines) both have runs/qwen-t2.env. What finds a run's jobs on HF (the watchdog,
-# the heartbeat, make stop, the server lookup, make cost) selects by the run's instance, label
-# instance=<16 hex digits>, drawn once per state/<run>/ (state/<run>/instance) and carried by every
-# job the run launches (launch_job), its watchdog and the remote jobs its verbs start (which are
-# told it as RUN_INSTANCE). A second live server of the same run name in the namespace is refused
-# (make serve, refuse_other_servers).
-
-readonly INSTANCE_SYNTAX='^[0-9a-f]{16}$'
-# What a dry run or make print shows before the run's first locked verb has drawn it.
-readonly INSTANCE_PLACEHOLDER="<run instance id>"
-
-run_instance_file() { printf '%s/instance' "$(run_state_dir)"; }
-
-# load_run_instance: RUN_INSTANCE, this run's instance: RUN_INSTANCE from the environment (a remote
-# job of the run is told it; a checkout that takes over a run names it), else state/<run>/instance;
-# empty before the run's first locked verb (ensure_run_instance) draws it.
-load_run_instance() {
-  local file recorded=""
-  file=$(run_instance_file)
-  if [[ -f "$file" ]]; then
-    recorded=$(head -c 64 "$file" | tr -d '[:space:]')
-    [[ "$recorded" =~ $INSTANCE_SYNTAX ]] ||
-      die "state/$RUN/instance is not a run instance id (16 hex digits): it is how HF tells this checkout's jobs of run '$RUN' from another's. Put back the id its jobs carry (make jobs shows their instance= label), or remove the file when the run has no job left"
-  fi
-  RUN_INSTANCE=${RUN_INSTANCE:-}
-  if [[ -n "$RUN_INSTANCE" ]]; then
-    [[ "$RUN_INSTANCE" =~ $INSTANCE_SYNTAX ]] ||
-      die "RUN_INSTANCE must be a run instance id, 16 hex digits (the instance= label of the run's jobs), got '$RUN_INSTANCE'"
-    [[ -z "$recorded" || "$recorded" == "$RUN_INSTANCE" ]] ||
-      die "RUN_INSTANCE=$RUN_INSTANCE is not the instance of run '$RUN' recorded here (state/$RUN/instance holds $recorded): two instances would share one state. Use this state's instance, or another STATE_ROOT"
-  else
-    RUN_INSTANCE=$recorded
-  fi
-}
-
-# ensure_run_instance: draw the run's instance when it has none yet, and record it: by the verb that
-# has just taken the run's lock (try_run_lock), so two verbs never draw two.
-ensure_run_instance() {
-  local file
-  file=$(run_instance_file)
-  [[ ! -f "$file" ]] || return 0
-  [[ -n "${RUN_INSTANCE:-}" ]] || RUN_INSTANCE=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
-  printf '%s\n' "$RUN_INSTANCE" >"$file.tmp"
-  mv -f "$file.tmp" "$file"
-}
-
-# instance_label: the label value of the run's instance, or the placeholder where a dry run or make
-# print shows a command before the instance is drawn.
-instance_label() { printf '%s' "${RUN_INSTANCE:-$INSTANCE_PLACEHOLDER}"; }
+# The run's instance, its identity on HF (lib-instance.sh).
+# shellcheck source=lib-instance.sh
+source "$REPO_ROOT/scripts/lib-instance.sh"
 
 # require NAME...: each setting must be non-empty; says which file sets it.
 require() {

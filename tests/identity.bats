@@ -24,7 +24,8 @@ serve_world() {
   start_fake_openai
   local theirs="{\"stages\": [\"RUNNING\"], \"flavor\": \"h200\", \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"ffffffffffffffff\", \"role\": \"server\"}}"
   start_fake_hf_jobs "{\"jobs\": {\"srv9\": $theirs}, \"new_job\": {\"id\": \"srv1\"}}"
-  RUN=qwen-t2 run "$REPO/scripts/serve.sh"
+  # READY_TIMEOUT=2: a serve that launched after all would fail fast here, not wait for its server.
+  RUN=qwen-t2 READY_TIMEOUT=2 run "$REPO/scripts/serve.sh"
   assert_failure 1
   local instance
   instance=$(<"$STATE_ROOT/qwen-t2/instance")
@@ -34,7 +35,7 @@ serve_world() {
   # This checkout's own server, which server.json does not name (a remote supervisor launched it).
   stop_fakes
   start_fake_hf_jobs "{\"jobs\": {\"srv8\": {\"stages\": [\"SCHEDULING\"], \"labels\": {\"project\": \"terminal-bench-harness\", \"run\": \"qwen-t2\", \"instance\": \"$instance\", \"role\": \"server\"}}}}"
-  RUN=qwen-t2 run "$REPO/scripts/serve.sh"
+  RUN=qwen-t2 READY_TIMEOUT=2 run "$REPO/scripts/serve.sh"
   assert_failure 1
   assert_line --index 0 "serve: run 'qwen-t2' already has a live server, job alice/srv8 (SCHEDULING), launched by this checkout (instance $instance) but not recorded in state/qwen-t2/server.json (a remote supervisor's, make reproduce WHERE=hf). Stop it first (make stop RUN=qwen-t2), or wait for it"
   [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -eq 0 ]

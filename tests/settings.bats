@@ -183,7 +183,8 @@ in_lib() {
   printf 'Name: escape\nVersion: 1.0\033[2J\n' >"$site/escape-1.dist-info/METADATA"
   printf 'Name: long\nVersion: %s\n' "$(printf '1%.0s' {1..65})" >"$site/long-1.dist-info/METADATA"
   printf 'Name: body\n\nVersion: 1.0\n' >"$site/body-1.dist-info/METADATA"
-  mkdir "$BATS_TEST_TMPDIR/root/scripts" && cp "$REPO/scripts/lib.sh" "$BATS_TEST_TMPDIR/root/scripts/"
+  # lib.sh and the libraries it sources itself.
+  mkdir "$BATS_TEST_TMPDIR/root/scripts" && cp "$REPO"/scripts/lib{,-settings-file,-instance}.sh "$BATS_TEST_TMPDIR/root/scripts/"
   run bash -c 'source "$1/scripts/lib.sh"; for p in good escape long body; do printf "%s|" "$(venv_version "$p")"; done' _ "$BATS_TEST_TMPDIR/root"
   assert_output '1.2.3rc1+local||||'
 }
@@ -494,7 +495,7 @@ printed_block() {
 scratch_suites() {
   local root="$BATS_TEST_TMPDIR/repo" tool spec
   mkdir -p "$root/scripts" "$root/.venv/bin" "$root/tests/node_modules/bats-assert"
-  cp "$REPO/scripts/test.sh" "$REPO/scripts/lib.sh" "$root/scripts/"
+  cp "$REPO/scripts/test.sh" "$REPO"/scripts/lib{,-settings-file,-instance}.sh "$root/scripts/"
   : >"$root/tests/node_modules/bats-assert/load.bash"
   for tool in shellcheck bats python; do
     spec=$1
@@ -514,12 +515,13 @@ scratch_suites() {
     '1|..F\n1 failed, 2 passed in 0.10s\n')
   run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" all
   assert_failure
-  # Each suite ran, though the first failed; two shell files are checked, one with a finding.
+  # Each suite ran, though the first failed; four shell files are checked (test.sh, lib.sh and the two
+  # libraries lib.sh sources), one with a finding.
   assert_line "test: bats: tests/*.bats"
   assert_line "test: pytest: tests/"
   # shellcheck runs beside bats, so nothing waits for it: its output is shown once bats has ended,
   # before pytest starts.
-  assert_line --index 0 "test: shellcheck: 2 files: beside the next suite; its output follows that one's"
+  assert_line --index 0 "test: shellcheck: 4 files: beside the next suite; its output follows that one's"
   local i order=""
   for i in "${!lines[@]}"; do
     case "${lines[$i]}" in
@@ -528,19 +530,19 @@ scratch_suites() {
   done
   assert_equal "$order" "ok 3 c|scripts/lib.sh:3:1: warning: unused [SC2034]|test: pytest: tests/|"
   assert_line --index $((${#lines[@]} - 1)) \
-    "test: 5 passed, 3 failed (shellcheck 1 passed, 1 failed; bats 2 passed, 1 failed; pytest 2 passed, 1 failed)"
+    "test: 7 passed, 3 failed (shellcheck 3 passed, 1 failed; bats 2 passed, 1 failed; pytest 2 passed, 1 failed)"
   # All passing: exit 0, the same line with nothing failed.
   root=$(scratch_suites '0|' '0|1..2\nok 1 a\nok 2 b # skip why\n' '0|..\n2 passed, 3 deselected in 0.10s\n')
   run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" check
   assert_success
   assert_line --index $((${#lines[@]} - 1)) \
-    "test: 6 passed, 0 failed (shellcheck 2 passed, 0 failed; bats 2 passed, 0 failed; pytest 2 passed, 0 failed)"
+    "test: 8 passed, 0 failed (shellcheck 4 passed, 0 failed; bats 2 passed, 0 failed; pytest 2 passed, 0 failed)"
   # A suite that fails with no test failed in its output (a crash, a collection error) is one failure.
   root=$(scratch_suites '0|' '0|1..1\nok 1 a\n' '4|ERROR: file or directory not found: tests/\n')
   run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" all
   assert_failure
   assert_line --index $((${#lines[@]} - 1)) \
-    "test: 3 passed, 1 failed (shellcheck 2 passed, 0 failed; bats 1 passed, 0 failed; pytest 0 passed, 1 failed)"
+    "test: 5 passed, 1 failed (shellcheck 4 passed, 0 failed; bats 1 passed, 0 failed; pytest 0 passed, 1 failed)"
 }
 
 @test "the suites never see make's command line: make check TEST_JOBS=3 passes no TEST_JOBS to the makes the tests start" {

@@ -813,11 +813,19 @@ def test_submit_refuses_while_another_operation_holds_the_runs_lock(tmp_path, ex
     assert not (tree.state / "submit.json").exists()
 
 
-def test_plan_leaves_out_a_built_job_dir_that_holds_no_counted_trial(tmp_path):
+def plan_built(out: Path, jobs: Path):
+    """`python -m tools.hub.submit plan --built` on the tree built under OUT, for the run's JOBS."""
     from click.testing import CliRunner
 
     from tools.hub import submit
 
+    return CliRunner().invoke(submit.cli, [
+        "plan", "--built", "--out", str(out), "--jobs-dir", str(jobs), "--job-name", JOB, "--agent", "oracle",
+        "--model", "fake-org/fake-model", "--version", "2.1", "--agent-display-name", "Oracle",
+        "--agent-org-display-name", "Terminal-Bench", "--agent-url", "https://example.org"])
+
+
+def test_plan_leaves_out_a_built_job_dir_that_holds_no_counted_trial(tmp_path):
     jobs = tmp_path / "jobs"
     for job in JOBS:
         (jobs / job).mkdir(parents=True)
@@ -829,10 +837,7 @@ def test_plan_leaves_out_a_built_job_dir_that_holds_no_counted_trial(tmp_path):
             (dest / job / name).write_text("{}")
     (dest / JOBS[0] / "t-pass__abc").mkdir()
     (dest / JOBS[0] / "t-pass__abc" / "result.json").write_text("{}")
-    result = CliRunner().invoke(submit.cli, [
-        "plan", "--built", "--out", str(out), "--jobs-dir", str(jobs), "--job-name", JOB, "--agent", "oracle",
-        "--model", "fake-org/fake-model", "--version", "2.1", "--agent-display-name", "Oracle",
-        "--agent-org-display-name", "Terminal-Bench", "--agent-url", "https://example.org"])
+    result = plan_built(out, jobs)
     assert result.exit_code == 0, result.output
     assert result.stdout.split("\0")[:-1] == [str(dest), str(dest / JOBS[0])]
     assert (f"submit: left out {JOBS[1]}: it holds no counted trial, so there is nothing of it to upload"
@@ -841,10 +846,6 @@ def test_plan_leaves_out_a_built_job_dir_that_holds_no_counted_trial(tmp_path):
 
 def test_plan_refuses_two_built_job_dirs_of_one_job_id(tmp_path):
     """The built tree checked again before its Hub check: two of its job dirs of one id are refused, named."""
-    from click.testing import CliRunner
-
-    from tools.hub import submit
-
     jobs = tmp_path / "jobs"
     for job in JOBS:
         (jobs / job).mkdir(parents=True)
@@ -857,9 +858,6 @@ def test_plan_refuses_two_built_job_dirs_of_one_job_id(tmp_path):
         (dest / job / "t-pass__abc" / "result.json").write_text("{}")
     (dest / JOBS[0] / "result.json").write_text(json.dumps({"id": jid}))
     (dest / JOBS[1] / "result.json").write_text(json.dumps({"id": jid.upper()}))  # a UUID's case is not its own
-    result = CliRunner().invoke(submit.cli, [
-        "plan", "--built", "--out", str(out), "--jobs-dir", str(jobs), "--job-name", JOB, "--agent", "oracle",
-        "--model", "fake-org/fake-model", "--version", "2.1", "--agent-display-name", "Oracle",
-        "--agent-org-display-name", "Terminal-Bench", "--agent-url", "https://example.org"])
+    result = plan_built(out, jobs)
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == shared_id_refusal(dest / JOBS[0], dest / JOBS[1], jid, "nothing was uploaded") + "\n"
