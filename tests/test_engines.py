@@ -299,6 +299,24 @@ def test_the_lock_pins_the_gateways_own_wheel_for_this_python_from_pypi():
         assert re.fullmatch(r"[0-9a-f]{64}", wheel["sha256"])
 
 
+def test_every_profile_names_and_pins_the_release_its_command_is_proven_against():
+    """Each server profile's SERVER_ENGINE_VERSION is the release whose parser these tests run its command
+    through (tests/engines.lock.json), and its image is that release's own tag (docs/hf-jobs.md §5, §6):
+    what the server runs is what was proven, and make status warns when the server says otherwise."""
+    image = {"sglang": "lmsysorg/sglang:v{}", "vllm": "vllm/vllm-openai:v{}"}
+    wrong = {}
+    for profile in sorted((REPO / "env" / "servers").glob("*.env")):
+        settings = json.loads(subprocess.run(
+            ["bash", "-c", 'source scripts/lib.sh; load_settings; jq -n --arg e "$SERVER_ENGINE" '
+                           '--arg v "$SERVER_ENGINE_VERSION" --arg i "$SERVER_IMAGE" \'{e: $e, v: $v, i: $i}\''],
+            cwd=REPO, env={**os.environ, "RUN": "qwen-t2" if "qwen" in profile.stem else "gptoss-t2",
+                           "SERVER": profile.stem}, capture_output=True, text=True, check=True, timeout=60).stdout)
+        version = fetch.entry(settings["e"])["version"]
+        if (settings["v"], settings["i"]) != (version, image[settings["e"]].format(version)):
+            wrong[profile.stem] = settings
+    assert wrong == {}
+
+
 def test_only_what_a_parser_imports_is_extracted_from_the_engines_wheels():
     natives = {}
     for wheel in fetch.lock()["wheels"]:
