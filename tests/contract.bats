@@ -64,13 +64,16 @@ argv_of() {
     argv_of "$run_name" serve-dry-run argv
     run "${argv[@]}"
     assert_success
-    # The server command is everything after --, as hf prints it (shell-joined).
+    # The server command is everything after --, as hf prints it (shell-joined, lines aligned).
     server_cmd=$(printf '%s\0' "${argv[@]}" | python3 -c '
 import shlex, sys
 words = sys.stdin.read().split("\0")[:-1]
-print(shlex.join(words[words.index("--") + 1:]))')
+lines = shlex.join(words[words.index("--") + 1:]).split("\n")
+print("\n".join(["  command  " + lines[0]] + [" " * 11 + line for line in lines[1:]]))')
     assert_line "  image    $(setting "$run_name" SERVER_IMAGE)"
-    assert_line "  command  $server_cmd"
+    # A data-parallel server's command is a script of many lines: hf prints it whole, each line
+    # after its first indented under the first, so it is matched as a block of whole lines.
+    assert_output --partial $'\n'"$server_cmd"$'\n'
     assert_line "  flavor   $(setting "$run_name" SERVER_FLAVOR)"
     assert_line "  timeout  $(setting "$run_name" SERVER_TIMEOUT)"
     assert_line "  expose   $(setting "$run_name" PORT)"
@@ -80,10 +83,19 @@ print(shlex.join(words[words.index("--") + 1:]))')
     assert_line --regexp "^ +role=server\$"
     assert_line "(dry run) Job not submitted."
     refute_output --partial "$TEST_TOKEN"
-    # Every server binds all interfaces on the exposed port: the proxy cannot reach 127.0.0.1 (a
-    # data-parallel one's gateway does, before its engines' flags).
+    # Every server binds all interfaces on the exposed port: the proxy cannot reach 127.0.0.1. A
+    # data-parallel one's router does, on the port its script is handed fifth after its name
+    # (requirement, replicas, TP, replicas' base port, port); its engines stay on 127.0.0.1.
     got=$(printf '%s\n' "$output" | sed -n 's/^  command  //p')
-    [[ "$got" == *" --host 0.0.0.0 --port $(setting "$run_name" PORT)"* ]] || fail "$run_name: $got"
+    if [[ "$got" == "bash -c "* ]]; then
+      local i
+      for i in "${!argv[@]}"; do [[ "${argv[i]}" != dp-server ]] || break; done
+      [[ "${argv[i]}" == dp-server && "${argv[i + 5]}" == "$(setting "$run_name" PORT)" ]] ||
+        fail "$run_name: the router's port is not PORT: ${argv[*]:i:6}"
+      [[ "$output" == *'smg.launch_router --host 0.0.0.0 --port "$port"'* ]] || fail "$run_name: $got"
+    else
+      [[ "$got" == *" --host 0.0.0.0 --port $(setting "$run_name" PORT)"* ]] || fail "$run_name: $got"
+    fi
   done
 }
 

@@ -49,14 +49,15 @@ tier_cases() {
 }
 
 # tier_runs RUN...: of the runs given, those a test that goes through every run covers in this
-# tier. make check covers CHECK_TIER_RUNS, two runs that between them take the launch commands'
+# tier. make check covers CHECK_TIER_RUNS, three runs that between them take the launch commands'
 # branches: SGLang, mini-swe-agent with extra server arguments and labels on a git dataset
-# (qwen-mswea), and terminus-2 on a registry dataset with k = 5, retries and a reasoning effort
-# (qwen-t2-leaderboard). Each of the others runs the same scripts again for branches these take
-# already: qwen-t2 and gptoss-t2 (terminus-2 on a git dataset; gptoss-t2's vLLM commands are
-# scaling-serve.bats', in both tiers), the data-parallel copy of the leaderboard run (whose serve
-# scaling-serve.bats covers in both tiers), the one-task TB3 smoke, the bundled examples.
-readonly CHECK_TIER_RUNS="qwen-mswea qwen-t2-leaderboard"
+# (qwen-mswea), terminus-2 on a registry dataset with k = 5, retries and a reasoning effort
+# (qwen-t2-leaderboard), and its data-parallel copy, whose server command is the job's own
+# script of many lines in front of the engines' argv (hf prints it, and a golden holds it,
+# unlike any one-line command). Each of the others runs the same scripts again for branches these
+# take already: qwen-t2 and gptoss-t2 (terminus-2 on a git dataset; gptoss-t2's vLLM commands are
+# scaling-serve.bats', in both tiers), the one-task TB3 smoke, the bundled examples.
+readonly CHECK_TIER_RUNS="qwen-mswea qwen-t2-leaderboard qwen-t2-leaderboard-h200x4"
 tier_runs() { tier_cases "$CHECK_TIER_RUNS" "$@"; }
 
 # kill_running_jobs [-SIGNAL] PID...: signal each PID that is still a background job of this
