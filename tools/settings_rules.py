@@ -1,0 +1,206 @@
+"""The rules across settings, one flat list: each a function of the resolved values that returns
+its refusal (one line: the problem and the fix) or None. Every verb runs the same list on the same
+values (tools/settings.py check); the rules marked COMMANDS are what a run needs before a server or
+a bench command can be built at all (a setting left empty), so only the verbs that build those
+commands run them. Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tools.settings_types import duration_seconds, split_words
+
+# The verbs that build a server's or a bench's command (their argv: scripts/argv.sh).
+COMMAND_VERBS = ("print", "serve", "bench", "smoke", "mopup", "reproduce")
+# oracle runs each task's reference solution and calls no model: a check of the tasks and sandboxes.
+SUPPORTED_AGENTS = ("terminus-2", "mini-swe-agent", "oracle")
+# The reasoning efforts the agents take (harbor 0.26.0, checked by tests/settings.bats): terminus-2
+# types its option as this Literal (Terminus2Options.reasoning_effort); mini-swe-agent hands it to
+# LiteLLM's completion(reasoning_effort=…), whose Literal is the same list; oracle calls no model.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max", "default")
+# The replicas of a data-parallel server listen from PORT + DP_PORT_OFFSET on, on 127.0.0.1 inside
+# the job (scripts/lib-dp.sh, the same number).
+DP_PORT_OFFSET = 1000
+REQUIRED_FOR_COMMANDS = ("MODEL", "SERVER_ENGINE", "SERVER_IMAGE", "SERVER_FLAVOR", "PORT", "SERVER_TIMEOUT",
+                         "PROJECT_LABEL", "JOB_NAME", "JOBS_DIR", "AGENT", "ENV_TYPE", "AGENT_TIMEOUT_MULTIPLIER",
+                         "N_CONCURRENT")
+JOB_FIX = "Give run '{run}' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
+
+
+def flavor_gpus(flavor: str) -> int:
+    """The GPUs of an HF Jobs flavor by its name: <family>x<N> has N (h200x4, l40sx1), a cpu-… flavor
+    none, any other (h200, a100-large, t4-small) one."""
+    if flavor.startswith("cpu-"):
+        return 0
+    m = re.search(r"x([1-9][0-9]{0,2})$", flavor)
+    return int(m.group(1)) if m else 1
+
+
+def job_of_run(name: str) -> tuple[str, str] | None:
+    """(the run's job name X, what NAME is read as) when discovery reads NAME as one of another
+    run's jobs: X-shard-<N>, X-retry-<N> with N from 1, X-smoke."""
+    m = re.fullmatch(r"(.+)-(shard|retry)-(0*[1-9][0-9]*)", name)
+    if m:
+        return m.group(1), ("mop-up retry job" if m.group(2) == "retry" else "shard") + f" {m.group(3)}"
+    if name.endswith("-smoke") and len(name) > len("-smoke"):
+        return name[: -len("-smoke")], "the smoke job"
+    return None
+
+
+def watchdog_grace(v: dict, run: str) -> str | None:
+    grace, beat = duration_seconds(v["WATCHDOG_GRACE"]), duration_seconds(v["HEARTBEAT_EVERY"])
+    if grace is not None and beat is not None and grace <= beat:
+        return (f"setting WATCHDOG_GRACE={v['WATCHDOG_GRACE']} must be longer than HEARTBEAT_EVERY={v['HEARTBEAT_EVERY']}: "
+                "a run that is held would look abandoned between two heartbeats (e.g. WATCHDOG_GRACE=1h "
+                f"HEARTBEAT_EVERY=5m) (run '{run}')")
+    return None
+
+
+def reasoning_effort(v: dict, run: str) -> str | None:
+    effort = v["REASONING_EFFORT"]
+    if not effort:
+        return None
+    if v["AGENT"] == "oracle":
+        return (f"setting REASONING_EFFORT must be empty for AGENT=oracle: it calls no model, and harbor refuses "
+                f"the kwarg, got '{effort}' (run '{run}')")
+    if effort not in REASONING_EFFORTS:
+        return (f"setting REASONING_EFFORT must be one of {' '.join(REASONING_EFFORTS)} (what {v['AGENT']} accepts), "
+                f"got '{effort}' (run '{run}')")
+    return None
+
+
+def one_dataset(v: dict, run: str) -> str | None:
+    if v["DATASET"] and (v["DATASET_REPO"] or v["DATASET_REF"]):
+        return (f"run '{run}' sets DATASET ({v['DATASET']}) and DATASET_REPO or DATASET_REF: name one dataset. "
+                "A registry dataset's version goes after its name (DATASET=org/name@version); DATASET_REF pins a git DATASET_REPO")
+    return None
+
+
+def remote_bench(v: dict, run: str) -> str | None:
+    if v["WHERE"] == "hf" and not v["BUCKET"]:
+        return (f"setting BUCKET is empty for run '{run}', and WHERE=hf writes the run into an HF bucket: "
+                f"set BUCKET=NAMESPACE/NAME in runs/{run}.env or on the command line")
+    return None
+
+
+def shards_whole_list(v: dict, run: str) -> str | None:
+    if v["N_SHARDS"] != "1" and v["N_TASKS"]:
+        return (f"N_SHARDS={v['N_SHARDS']} splits the run's whole task list, and N_TASKS={v['N_TASKS']} would cut every "
+                f"shard to its first {v['N_TASKS']}: name the tasks with TASKS=… instead (run '{run}')")
+    return None
+
+
+def parallelism_flags(v: dict, run: str) -> str | None:
+    try:
+        words = split_words(f"{v['SERVER_ARGS']} {v['SERVER_EXTRA_ARGS']}")
+    except ValueError:
+        return None  # the words' own type says so
+    for word in words:
+        given = flag = word.split("=", 1)[0]
+        # argparse takes any unambiguous prefix of an option (sglang 0.5.23 reads --tensor-parallel
+        # as --tensor-parallel-size): such a prefix is that flag.
+        for start, full in (("--data-p", "--data-parallel-size"), ("--tensor-p", "--tensor-parallel-size")):
+            if flag.startswith(start) and full.startswith(flag):
+                flag = full
+        if flag in ("--dp", "--dp-size", "--data-parallel-size", "-dp"):
+            return (f"run '{run}' sets data parallelism outside SERVER_DP: {given} in SERVER_ARGS or SERVER_EXTRA_ARGS. "
+                    f"Set SERVER_DP only (env/servers/{v['SERVER']}.env): the command, readiness and make status all read it")
+        if flag in ("--tp", "--tp-size", "--tensor-parallel-size", "-tp"):
+            return (f"run '{run}' sets tensor parallelism outside SERVER_TP: {given} in SERVER_ARGS or SERVER_EXTRA_ARGS. "
+                    f"Set SERVER_TP only (env/servers/{v['SERVER']}.env): the command and the GPU count read it")
+    return None
+
+
+def replicas_fill_flavor(v: dict, run: str) -> str | None:
+    """SERVER_DP × SERVER_TP = the flavor's GPUs: fewer would leave billed GPUs idle; more cannot run."""
+    try:
+        dp, tp = int(v["SERVER_DP"]), int(v["SERVER_TP"])
+    except ValueError:
+        return None
+    if dp == 1 and tp == 1:
+        return None
+    port = int(v["PORT"]) if v["PORT"].isdigit() else 0
+    if dp > 1 and port + DP_PORT_OFFSET + dp - 1 > 65535:
+        return (f"setting PORT={v['PORT']} leaves no room for SERVER_DP={dp} replicas: they listen from PORT + "
+                f"{DP_PORT_OFFSET} on (127.0.0.1 inside the job), past 65535. Pick a PORT below "
+                f"{65536 - DP_PORT_OFFSET - dp} (run '{run}')")
+    flavor, gpus = v["SERVER_FLAVOR"], flavor_gpus(v["SERVER_FLAVOR"])
+    if gpus == 0:
+        return (f"setting SERVER_DP={dp} needs GPUs, but SERVER_FLAVOR={flavor} has none: pick a GPU flavor with "
+                f"{dp * tp} GPUs (env/flavor-prices.tsv lists them) (run '{run}')")
+    if dp * tp == gpus:
+        return None
+    per = "1 GPU each" if tp == 1 else f"{tp} GPUs each (SERVER_TP={tp})"
+    fix = f"Set SERVER_DP={gpus // tp}" if gpus % tp == 0 else f"Give each replica a SERVER_TP that divides {gpus}"
+    if dp * tp > gpus:
+        return (f"setting SERVER_DP={dp} is too many for SERVER_FLAVOR={flavor}: {dp} replicas of {per} need "
+                f"{dp * tp} GPUs, and it has {gpus}. {fix}, or pick a flavor with {dp * tp} GPUs (run '{run}')")
+    return (f"setting SERVER_DP={dp} does not fill SERVER_FLAVOR={flavor}: {dp} replicas of {per} use {dp * tp} of "
+            f"its {gpus} GPUs, and the other {gpus - dp * tp} would bill idle. {fix} (run '{run}')")
+
+
+def job_name_ending(v: dict, run: str, owner: str) -> str | None:
+    name = v["JOB_NAME"]
+    fix = JOB_FIX.format(run=run)
+    if name == "jobs":
+        return (f"JOB_NAME jobs ({owner}) is where harbor nests job dirs (JOBS_DIR/jobs/), which discovery searches: "
+                f"every job there would be read as this run's. {fix}")
+    other = job_of_run(name)
+    if other:
+        return (f"JOB_NAME {name} ({owner}) is the name of {other[1]} of the run whose JOB_NAME is {other[0]}: "
+                f"that run would count this one's trials as its own. {fix}")
+    return None
+
+
+def job_name_owned(run: str, name: str, others: dict[str, str]) -> str | None:
+    """No other run file resolves to this run's job name, nor to one of its jobs (a copied run file
+    keeps the original's JOB_NAME). `others`: each other run and the JOB_NAME its files resolve to."""
+    for other, theirs in others.items():
+        if theirs == name:
+            return (f"runs/{run}.env and runs/{other}.env both resolve to JOB_NAME {name}: the two runs would count, "
+                    "retry and submit each other's trials (a copied run file keeps the original's JOB_NAME). "
+                    "Give the new one its own JOB_NAME=… in its run file")
+        found = job_of_run(theirs)
+        if found and found[0] == name:
+            return (f"runs/{other}.env's JOB_NAME {theirs} is the name of {found[1]} of run '{run}' (runs/{run}.env, "
+                    f"JOB_NAME {name}): run '{run}' would count its trials as its own. Give runs/{other}.env a JOB_NAME "
+                    "of its own that does not end in -shard-<N>, -retry-<N> or -smoke")
+    return None
+
+
+# --- what the verbs that build commands need besides ---------------------------------------------------
+
+def required(v: dict, run: str) -> str | None:
+    for name in REQUIRED_FOR_COMMANDS:
+        if not v[name]:
+            return (f"setting {name} is empty for run '{run}'. Set it in runs/{run}.env (or env/servers/{v['SERVER']}.env "
+                    f"for server settings), or on the command line: {name}=…")
+    return None
+
+
+def dataset_named(v: dict, run: str) -> str | None:
+    if not (v["DATASET"] or v["DATASET_REPO"] or v["DATASET_PATH"]):
+        return (f"run '{run}' names no dataset. Set DATASET_REPO (a git URL), DATASET_PATH (a local dataset dir) or "
+                f"DATASET (a Harbor registry dataset, org/name[@version]) in runs/{run}.env")
+    return None
+
+
+def sandbox_outlasts_agent(v: dict, run: str) -> str | None:
+    if v["AGENT"] == "mini-swe-agent" and v["ENV_TYPE"] == "hf-sandbox" and not v["SANDBOX_IDLE_TIMEOUT"]:
+        return (f"run '{run}': mini-swe-agent on hf-sandbox needs SANDBOX_IDLE_TIMEOUT (e.g. 2h) longer than one whole "
+                f"agent run, or the sandbox idles out after 600 s mid-task. Set it in runs/{run}.env")
+    return None
+
+
+def agent_supported(v: dict, run: str) -> str | None:
+    if v["AGENT"] and v["AGENT"] not in SUPPORTED_AGENTS:
+        return (f"setting AGENT must be one of: {' '.join(SUPPORTED_AGENTS)} (got '{v['AGENT']}'); "
+                "other agents need their own model wiring")
+    return None
+
+
+# Every verb: the rules across settings. The verbs that build commands: COMMANDS as well.
+RULES = (watchdog_grace, agent_supported, reasoning_effort, one_dataset, remote_bench, shards_whole_list,
+         parallelism_flags, replicas_fill_flavor)
+COMMANDS = (required, dataset_named, sandbox_outlasts_agent)
