@@ -94,7 +94,7 @@ check_git_lfs() {
 check_token() {
   if [[ -n "${HF_TOKEN:-}" ]]; then
     ok "HF token present (HF_TOKEN)"
-  elif "${BOUNDED[@]}" hf auth token >/dev/null 2>&1; then
+  elif hf_bounded auth token >/dev/null 2>&1; then
     ok "HF token present (hf auth login)"
   else
     bad "no HF token: the server job, the endpoint and the sandboxes need one" "hf auth login, or export HF_TOKEN"
@@ -108,7 +108,7 @@ check_token_accepted() {
   command -v hf >/dev/null 2>&1 || return 0 # already a failed check above
   local errfile name rc=0
   errfile=$(mktemp)
-  name=$("${BOUNDED[@]}" hf auth whoami -q 2>"$errfile") || rc=$?
+  name=$(hf_bounded auth whoami -q 2>"$errfile") || rc=$?
   if ((rc == 0)); then
     rm -f "$errfile"
     ok "HF token accepted (whoami: $(redact "$(tail -n 1 <<<"$name" | tr -d '[:space:]')"))"
@@ -221,7 +221,7 @@ check_timeout_kept() {
       "$WATCHDOG_FLAVOR" "$SERVER_TIMEOUT" "$(show_cmd -- "${argv[@]}")"
     return 0
   fi
-  [[ -n "$ns" ]] || ns=$("${BOUNDED[@]}" hf auth whoami -q 2>/dev/null | head -n1) || ns=""
+  [[ -n "$ns" ]] || ns=$(hf_bounded auth whoami -q 2>/dev/null | head -n1) || ns=""
   if [[ ! "$ns" =~ ^[A-Za-z0-9._-]+$ ]]; then
     note "could not launch the timeout check: hf auth whoami named no namespace (set HF_NAMESPACE)"
     return 0

@@ -9,15 +9,16 @@ JOB="" JOB_ID="" JOB_NS="" ENDPOINT="" SERVER_JSON="" JOB_INFO="" STAGE="" STAGE
 HF_BEARER="" HF_FAIL="" HF_ERROR=""
 
 readonly TERMINAL_STAGES=" COMPLETED CANCELED ERROR DELETED "
-# Every hf call is bounded; --foreground keeps hf in the terminal's process group, so Ctrl-C
-# reaches it at once. Without coreutils' timeout (stock macOS) hf's own HTTP timeouts apply.
-readonly HF_CALL_TIMEOUT=${HF_CALL_TIMEOUT:-60}
-if command -v timeout >/dev/null 2>&1; then
-  BOUNDED=(timeout --foreground "$HF_CALL_TIMEOUT")
-else
-  BOUNDED=()
-fi
-readonly BOUNDED
+# hf_bounded ARGS...: hf ARGS, killed after HF_CALL_TIMEOUT seconds, read at the call (a run
+# file may set it). --foreground keeps hf in the terminal's process group, so Ctrl-C reaches it
+# at once. Without coreutils' timeout (stock macOS) hf's own HTTP timeouts apply.
+hf_bounded() {
+  if command -v timeout >/dev/null 2>&1; then
+    timeout --foreground "${HF_CALL_TIMEOUT:-60}" hf "$@"
+  else
+    hf "$@"
+  fi
+}
 
 is_terminal() { [[ "$TERMINAL_STAGES" == *" $1 "* ]]; }
 
@@ -30,7 +31,7 @@ load_token() {
   if [[ -n "${HF_TOKEN:-}" ]]; then
     HF_BEARER=$HF_TOKEN
   else
-    HF_BEARER=$("${BOUNDED[@]}" hf auth token 2>/dev/null) || HF_BEARER=""
+    HF_BEARER=$(hf_bounded auth token 2>/dev/null) || HF_BEARER=""
   fi
   [[ -n "$HF_BEARER" ]] ||
     die "no HF token: set HF_TOKEN=hf_… or run \`hf auth login\` (the Jobs API and the endpoint both need it; it needs read access to the job's namespace)"
@@ -115,9 +116,9 @@ hf_run() {
   shift
   errfile=$(mktemp)
   if [[ "$out_var" == - ]]; then
-    "${BOUNDED[@]}" hf "$@" 2>"$errfile" || rc=$?
+    hf_bounded "$@" 2>"$errfile" || rc=$?
   else
-    captured=$("${BOUNDED[@]}" hf "$@" 2>"$errfile") || rc=$?
+    captured=$(hf_bounded "$@" 2>"$errfile") || rc=$?
     printf -v "$out_var" '%s' "$captured"
   fi
   if ((rc == 0)); then

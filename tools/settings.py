@@ -506,6 +506,18 @@ def main(argv: list[str]) -> int:
                 print(f"{script}: {note}", file=sys.stderr)
             sys.stdout.buffer.write(records(run, values, pairs))
             return 0
+        if command == "command-line" and len(argv) == 2:
+            # Before a verb knows its run: a mistyped RUN (RNU=x) is named, not hidden by "no RUN given".
+            command_line(dict(os.environ), catalogue(), argv[1])
+            return 0
+        if command == "unknown-run" and len(argv) == 2:
+            runs = list_runs()
+            hint = closest(argv[1], runs)
+            if hint:
+                raise SettingsError(f"unknown run '{argv[1]}': did you mean {hint}? (RUN={hint}; known runs: "
+                                    f"{' '.join(runs)}, files in runs/)")
+            raise SettingsError(f"unknown run '{argv[1]}'. Known runs: {' '.join(runs)} (files in runs/; your own: "
+                                "runs/<name>.env)")
         if command == "doc" and len(argv) == 1:
             sys.stdout.write(documentation(catalogue()))
             return 0
@@ -526,7 +538,8 @@ def main(argv: list[str]) -> int:
     except SettingsError as err:
         print(f"{script}: {err}", file=sys.stderr)
         return 1
-    print("usage: python -m tools.settings [--root DIR] resolve RUN VERB | doc | identity", file=sys.stderr)
+    print("usage: python -m tools.settings [--root DIR] resolve RUN VERB | command-line VERB | unknown-run RUN | doc | "
+          "identity", file=sys.stderr)
     return 2
 
 
