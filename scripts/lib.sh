@@ -255,10 +255,10 @@ require_integer() {
 }
 
 # from_command_line NAME: does the setting NAME, present in the environment, count as given
-# on the command line? Under make only the names in CLI_SETTINGS do, and DRY_RUN (a dry run
-# never harms); run directly, every one does.
+# on the command line? Under make only the names in CLI_SETTINGS do, and DRY_RUN and
+# HF_CALL_TIMEOUT (a dry run never harms; a call's bound is the network's); run directly, every one does.
 from_command_line() {
-  [[ -z "${CLI_SETTINGS+x}" || "$1" == DRY_RUN || " $CLI_SETTINGS " == *" $1 "* ]]
+  [[ -z "${CLI_SETTINGS+x}" || "$1" == DRY_RUN || "$1" == HF_CALL_TIMEOUT || " $CLI_SETTINGS " == *" $1 "* ]]
 }
 
 # note_ignored NAME=VALUE...: one note for each setting the shell exported that differs

@@ -334,11 +334,16 @@ def closest(name: str, candidates: list[str]) -> str:
 
 # --- the command line ---------------------------------------------------------------------------------
 
+# Settings the shell's environment sets as well as make's command line: a dry run never harms, and
+# how long a call to HF may take is the network's, not the run's (a slow link exports it once).
+FROM_SHELL = ("DRY_RUN", "HF_CALL_TIMEOUT")
+
+
 def command_line(environ: dict[str, str], settings: dict[str, Setting], verb: str) -> tuple[dict[str, str], list[str]]:
     """The settings given on the command line, and a note for each the shell exported that is not.
 
-    Under make, CLI_SETTINGS names what make's command line set: only those count (and DRY_RUN, which
-    never harms). A script run directly (the tests, a verb's own children) has no CLI_SETTINGS: its
+    Under make, CLI_SETTINGS names what make's command line set: only those count, and FROM_SHELL's
+    from the shell as well. A script run directly (the tests, a verb's own children) has no CLI_SETTINGS: its
     whole environment is its command line."""
     under_make = "CLI_SETTINGS" in environ
     given = environ.get("CLI_SETTINGS", "").split()
@@ -356,7 +361,7 @@ def command_line(environ: dict[str, str], settings: dict[str, Setting], verb: st
     for name in settings:
         if name not in environ:
             continue
-        if not under_make or name == "DRY_RUN" or name in given:
+        if not under_make or name in FROM_SHELL or name in given:
             overrides[name] = environ[name]
         else:
             ignored.append(name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from tools.settings_types import duration_seconds, split_words
+from tools.settings_types import strict_duration, split_words
 
 # The verbs that build a server's or a bench's command (their argv: scripts/argv.sh).
 COMMAND_VERBS = ("print", "serve", "bench", "smoke", "mopup", "reproduce")
@@ -49,7 +49,7 @@ def job_of_run(name: str) -> tuple[str, str] | None:
 
 
 def watchdog_grace(v: dict, run: str) -> str | None:
-    grace, beat = duration_seconds(v["WATCHDOG_GRACE"]), duration_seconds(v["HEARTBEAT_EVERY"])
+    grace, beat = strict_duration(v["WATCHDOG_GRACE"]), strict_duration(v["HEARTBEAT_EVERY"])
     if grace is not None and beat is not None and grace <= beat:
         return (f"setting WATCHDOG_GRACE={v['WATCHDOG_GRACE']} must be longer than HEARTBEAT_EVERY={v['HEARTBEAT_EVERY']}: "
                 "a run that is held would look abandoned between two heartbeats (e.g. WATCHDOG_GRACE=1h "

@@ -11,12 +11,12 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from tools.fmt import parse_duration
+
 GRAMMAR = ("text, words, int LO..HI, number LO..HI (>0: above zero), flag, duration, every, port, "
            "enum A|B|…, name, flavor, image, sha, namespace, bucket, dataset, url, version, envtype, leaderboard, org; "
            "a trailing ? allows an empty value")
 BILLION = 1_000_000_000
-DURATION = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)([smhd]?)")
-UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # The intervals HF's cron scheduler runs evenly through the hour or the day (WATCHDOG_EVERY).
 EVERY = ("5m", "6m", "10m", "12m", "15m", "20m", "30m", "1h", "2h", "3h", "4h", "6h", "8h", "12h")
 # The --env names harbor 0.26.0 knows: harbor.models.environment_type.EnvironmentType (a test
@@ -56,9 +56,9 @@ PATTERNS = {
 }
 
 
-def duration_seconds(value: str) -> float | None:
-    m = DURATION.fullmatch(value)
-    return float(m.group(1)) * UNIT_SECONDS[m.group(2)] if m else None
+def strict_duration(value: str) -> float | None:
+    """tools/fmt.py's hf-style duration, refusing the spaces around it that fmt forgives."""
+    return parse_duration(value) if value == value.strip() else None
 
 
 def split_words(value: str) -> list[str]:
@@ -134,7 +134,7 @@ class Type:
         if self.kind == "flag":
             return value in ("0", "1")
         if self.kind == "duration":
-            seconds = duration_seconds(value)
+            seconds = strict_duration(value)
             return seconds is not None and seconds > 0
         if self.kind == "every":
             return value in EVERY
@@ -155,7 +155,7 @@ class Type:
         if self.kind == "flag":
             return value == "1"
         if self.kind in ("duration", "every"):
-            return duration_seconds(value)
+            return strict_duration(value)
         if self.kind == "words":
             return split_words(value)
         return value
