@@ -333,6 +333,6 @@ stop_at_ceiling() {
   exit "$CEILING_EXIT"
 }
 
-# The run's watchdog and its heartbeat (docs/watchdog.md).
-# shellcheck source=lib-watchdog.sh
-source "$REPO_ROOT/scripts/lib-watchdog.sh"
+# The server's end, and the run's watchdog and its heartbeat with it (docs/watchdog.md).
+# shellcheck source=lib-stop.sh
+source "$REPO_ROOT/scripts/lib-stop.sh"

@@ -184,7 +184,7 @@ in_lib() {
   printf 'Name: long\nVersion: %s\n' "$(printf '1%.0s' {1..65})" >"$site/long-1.dist-info/METADATA"
   printf 'Name: body\n\nVersion: 1.0\n' >"$site/body-1.dist-info/METADATA"
   # lib.sh and the libraries it sources itself.
-  mkdir "$BATS_TEST_TMPDIR/root/scripts" && cp "$REPO"/scripts/lib{,-settings-file,-instance}.sh "$BATS_TEST_TMPDIR/root/scripts/"
+  mkdir "$BATS_TEST_TMPDIR/root/scripts" && cp "$REPO"/scripts/lib{,-print,-settings,-settings-file,-instance,-manifest}.sh "$BATS_TEST_TMPDIR/root/scripts/"
   run bash -c 'source "$1/scripts/lib.sh"; for p in good escape long body; do printf "%s|" "$(venv_version "$p")"; done' _ "$BATS_TEST_TMPDIR/root"
   assert_output '1.2.3rc1+local||||'
 }

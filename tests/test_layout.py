@@ -156,4 +156,4 @@ def test_one_definition_of_each_rule_and_formatter(what, pattern, home):
 def test_one_duration_parser_in_bash():
     where = [f"{p.name}" for p in sorted(SCRIPTS.glob("*.sh")) for line in p.read_text().splitlines()
              if re.match(r"^(duration_seconds|seconds_of|parse_duration)\(\)", line)]
-    assert where == ["lib.sh"]
+    assert where == ["lib-settings.sh"]
