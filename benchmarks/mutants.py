@@ -181,11 +181,10 @@ MUTANTS = [
     # --- hardening IV (issue 41): every verb checks the watchdog's settings, a settings file is
     # data, a run's identity is its instance, the watchdog's reads are bounded, a dry run launches
     # and writes nothing
-    Mutant("watchdog-settings-per-verb", "scripts/lib.sh", "  validate_watchdog\n  require_count", "  require_count",
+    Mutant("watchdog-settings-per-verb", "tools/settings_rules.py", "RULES = (watchdog_grace, ", "RULES = (",
            "check", ("bats tests/settings.bats -f 'bad watchdog or make reproduce'",)),
-    Mutant("settings-file-sourced-unchecked", "scripts/lib.sh",
-           '  require_settings_files "$ENV_DIR/defaults.env" "$RUNS_DIR/$RUN.env"\n', "", "check",
-           ("bats tests/settings.bats -f 'is not a setting is refused'",)),
+    Mutant("settings-file-token-line-shown", "tools/settings.py", "        if TOKEN.search(raw):\n",
+           "        if False:\n", "check", ("bats tests/settings.bats -f 'is not a setting is refused'",)),
     Mutant("watchdog-any-instance", "tools/run/watchdog.py",
            'return {"project": self.project, "run": self.run, "instance": self.instance}',
            'return {"project": self.project, "run": self.run}', "check",

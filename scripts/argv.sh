@@ -3,42 +3,6 @@
 # One builder per command, used both to execute and to print, so what `make print` shows
 # is what `make serve` / `make bench` run.
 
-# oracle runs each task's reference solution and calls no model: a check of the tasks and sandboxes.
-readonly SUPPORTED_AGENTS="terminus-2 mini-swe-agent oracle"
-
-# The --env names harbor 0.26.0 knows: harbor.models.environment_type.EnvironmentType.
-# tests/settings.bats checks this list against that enum, so a harbor upgrade that changes
-# it fails there, loudly.
-readonly HARBOR_ENV_TYPES="docker sbx podman daytona e2b modal runloop langsmith ec2 gke ack
-  openshift novita apple-container singularity islo tensorlake cwsandbox use-computer cua-cloud
-  blaxel opensandbox beam skypilot hf-sandbox hyperbrowser vercel runta prime kata mosaic smol
-  sail kernel snowflake boxd superserve aca-sandbox"
-
-# The reasoning efforts the agents take (harbor 0.26.0, checked by tests/settings.bats):
-# terminus-2 types its option as this Literal (Terminus2Options.reasoning_effort);
-# mini-swe-agent types it str and hands it to LiteLLM's completion(reasoning_effort=…), whose
-# Literal is the same list; oracle calls no model, and harbor refuses the kwarg for it.
-readonly REASONING_EFFORTS="none minimal low medium high xhigh max default"
-
-# validate_env_type: a name harbor knows, or a module:Class import path (a custom environment).
-validate_env_type() {
-  local names suggestion
-  [[ ! "$ENV_TYPE" =~ ^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$ ]] || return 0
-  read -r -d '' -a names <<<"$HARBOR_ENV_TYPES" || true # -d '': the list spans lines
-  [[ " ${names[*]} " != *" $ENV_TYPE "* ]] || return 0
-  suggestion=$(closest_name "$ENV_TYPE" "${names[@]}")
-  die "setting ENV_TYPE must be an environment harbor $(requirement harbor | sed 's/.*==//') knows or a module:Class import path, got '$ENV_TYPE'${suggestion:+: did you mean $suggestion?} (known: ${names[*]}) (run '$RUN')"
-}
-
-# validate_reasoning_effort: empty (the agent's default), or an effort the agent takes.
-validate_reasoning_effort() {
-  [[ -n "$REASONING_EFFORT" ]] || return 0
-  [[ "$AGENT" != oracle ]] ||
-    die "setting REASONING_EFFORT must be empty for AGENT=oracle: it calls no model, and harbor refuses the kwarg, got '$REASONING_EFFORT' (run '$RUN')"
-  [[ " $REASONING_EFFORTS " == *" $REASONING_EFFORT "* ]] ||
-    die "setting REASONING_EFFORT must be one of $REASONING_EFFORTS (what $AGENT accepts), got '$REASONING_EFFORT' (run '$RUN')"
-}
-
 # The agents that run inside the task environment: their key is in the environment harbor merges
 # for each exec (BaseEnvironment._merge_env, where --ae lands). terminus-2 calls the model from
 # harbor's own process; oracle calls none.
@@ -59,120 +23,11 @@ refuse_key_in_argv() {
     die "run '$RUN': $AGENT on ENV_TYPE=$ENV_TYPE is refused: $reason. Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
 }
 
-# validate_registry_dataset: DATASET is harbor's `-d org/name[@version]` (a Harbor registry
-# package; harbor's PackageReference takes org/name, ORG_NAME_PATTERN), and the run's one
-# source: with DATASET_REPO too, what ran and what the submission and publish read (they read
-# DATASET_REPO) could differ; DATASET_REF pins a git commit, which a registry dataset has not.
-validate_registry_dataset() {
-  [[ -n "$DATASET" ]] || return 0
-  [[ "$DATASET" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9][A-Za-z0-9._:+-]*)?$ && "$DATASET" != *..* ]] ||
-    die "setting DATASET must be a Harbor registry dataset org/name[@version] (harbor run -d), e.g. terminal-bench/terminal-bench-2-1, got '$DATASET' (run '$RUN')"
-  [[ -z "$DATASET_REPO" && -z "$DATASET_REF" ]] ||
-    die "run '$RUN' sets DATASET ($DATASET) and DATASET_REPO or DATASET_REF: name one dataset. A registry dataset's version goes after its name (DATASET=org/name@version); DATASET_REF pins a git DATASET_REPO"
-}
-
 # registry_pinned: DATASET names one version for good: a revision number (@6) or a digest
 # (@sha256:<64 hex>), as harbor's package reference reads them (VersionRef.parse). No version, or a
 # tag (@latest, @v2.1), is resolved again on every resume: a tag can move (tools/hub/pin.py says the same).
 registry_pinned() {
   [[ "$DATASET" =~ @([0-9]{1,9}|sha256:[0-9a-f]{64})$ ]]
-}
-
-# flavor_gpus FLAVOR: the GPUs of an HF Jobs flavor by its name: <family>x<N> has N (h200x4,
-# l40sx1, a10g-largex2), a cpu-… flavor none, any other one (h200, a100-large, t4-small) one.
-flavor_gpus() {
-  if [[ "$1" == cpu-* ]]; then
-    printf 0
-  elif [[ "$1" =~ x([1-9][0-9]{0,2})$ ]]; then
-    printf '%s' "${BASH_REMATCH[1]}"
-  else
-    printf 1
-  fi
-}
-
-# validate_server_dp: SERVER_DP (replicas) and SERVER_TP (GPUs per replica) are positive whole
-# numbers, the only place either count is set, and when either is above 1 the replicas fill
-# SERVER_FLAVOR's GPUs exactly: SERVER_DP × SERVER_TP = the flavor's GPUs. Fewer would leave billed
-# GPUs idle; more cannot run.
-validate_server_dp() {
-  require_integer SERVER_DP SERVER_TP
-  local words word flag gpus per fix
-  split_words words "$SERVER_ARGS $SERVER_EXTRA_ARGS"
-  for word in "${words[@]}"; do
-    flag=${word%%=*}
-    # argparse takes any unambiguous prefix of an option (sglang 0.5.23 reads --tensor-parallel as
-    # --tensor-parallel-size): such a prefix is that flag.
-    case "$flag" in
-      --data-p*) [[ --data-parallel-size != "$flag"* ]] || flag=--data-parallel-size ;;
-      --tensor-p*) [[ --tensor-parallel-size != "$flag"* ]] || flag=--tensor-parallel-size ;;
-    esac
-    case "$flag" in
-      --dp | --dp-size | --data-parallel-size | -dp)
-        die "run '$RUN' sets data parallelism outside SERVER_DP: ${word%%=*} in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_DP only (env/servers/$SERVER.env): the command, readiness and make status all read it"
-        ;;
-      --tp | --tp-size | --tensor-parallel-size | -tp)
-        die "run '$RUN' sets tensor parallelism outside SERVER_TP: ${word%%=*} in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$SERVER.env): the command and the GPU count read it"
-        ;;
-    esac
-  done
-  ((SERVER_DP > 1 || SERVER_TP > 1)) || return 0
-  ((SERVER_DP == 1 || PORT + DP_PORT_OFFSET + SERVER_DP - 1 <= 65535)) ||
-    die "setting PORT=$PORT leaves no room for SERVER_DP=$SERVER_DP replicas: they listen from PORT + $DP_PORT_OFFSET on (127.0.0.1 inside the job), past 65535. Pick a PORT below $((65536 - DP_PORT_OFFSET - SERVER_DP)) (run '$RUN')"
-  gpus=$(flavor_gpus "$SERVER_FLAVOR")
-  ((gpus > 0)) ||
-    die "setting SERVER_DP=$SERVER_DP needs GPUs, but SERVER_FLAVOR=$SERVER_FLAVOR has none: pick a GPU flavor with $((SERVER_DP * SERVER_TP)) GPUs (env/flavor-prices.tsv lists them) (run '$RUN')"
-  ((SERVER_DP * SERVER_TP != gpus)) || return 0
-  per="1 GPU each"
-  ((SERVER_TP == 1)) || per="$SERVER_TP GPUs each (SERVER_TP=$SERVER_TP)"
-  if ((gpus % SERVER_TP == 0)); then
-    fix="Set SERVER_DP=$((gpus / SERVER_TP))"
-  else
-    fix="Give each replica a SERVER_TP that divides $gpus"
-  fi
-  ((SERVER_DP * SERVER_TP < gpus)) ||
-    die "setting SERVER_DP=$SERVER_DP is too many for SERVER_FLAVOR=$SERVER_FLAVOR: $SERVER_DP replicas of $per need $((SERVER_DP * SERVER_TP)) GPUs, and it has $gpus. $fix, or pick a flavor with $((SERVER_DP * SERVER_TP)) GPUs (run '$RUN')"
-  die "setting SERVER_DP=$SERVER_DP does not fill SERVER_FLAVOR=$SERVER_FLAVOR: $SERVER_DP replicas of $per use $((SERVER_DP * SERVER_TP)) of its $gpus GPUs, and the other $((gpus - SERVER_DP * SERVER_TP)) would bill idle. $fix (run '$RUN')"
-}
-
-# Checks every setting the commands use; exits with the setting's name on the first bad one.
-validate_settings() {
-  require MODEL SERVER_ENGINE SERVER_IMAGE SERVER_FLAVOR PORT SERVER_TIMEOUT PROJECT_LABEL \
-    JOB_NAME JOBS_DIR AGENT ENV_TYPE AGENT_TIMEOUT_MULTIPLIER N_CONCURRENT
-  require_integer PORT N_CONCURRENT
-  require_max_retries
-  require_number AGENT_TIMEOUT_MULTIPLIER STOP_GRACE
-  [[ -z "$N_TASKS" ]] || require_integer N_TASKS
-  validate_values
-  case "$SERVER_ENGINE" in
-    sglang | vllm) ;;
-    *) die "setting SERVER_ENGINE must be sglang or vllm, got '$SERVER_ENGINE' (env/servers/$SERVER.env)" ;;
-  esac
-  [[ " $SUPPORTED_AGENTS " == *" $AGENT "* ]] ||
-    die "setting AGENT must be one of: $SUPPORTED_AGENTS (got '$AGENT'); other agents need their own model wiring"
-  validate_env_type
-  validate_reasoning_effort
-  refuse_key_in_argv
-  [[ -n "$DATASET" || -n "$DATASET_REPO" || -n "$DATASET_PATH" ]] ||
-    die "run '$RUN' names no dataset. Set DATASET_REPO (a git URL), DATASET_PATH (a local dataset dir) or DATASET (a Harbor registry dataset, org/name[@version]) in runs/$RUN.env"
-  validate_registry_dataset
-  [[ -z "$DATASET_REF" || "$DATASET_REF" =~ ^[0-9a-f]{40}$ ]] ||
-    die "setting DATASET_REF must be a full 40-hex commit sha, got '$DATASET_REF' (run '$RUN')"
-  # A Hub user or org name. harbor reads an --ek value as JSON first (cli/utils.py parse_kwargs), so
-  # a name of digits only, or true/false/null, would reach hf-sandbox as another type.
-  [[ -z "$HF_NAMESPACE" ]] || [[ "$HF_NAMESPACE" =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$ &&
-    ! "$HF_NAMESPACE" =~ ^([0-9]+|true|false|null|True|False|None)$ ]] ||
-    die "setting HF_NAMESPACE must be a Hub user or organization name (letters, digits, '.', '_', '-'; not only digits), got '$HF_NAMESPACE' (run '$RUN')"
-  [[ "$JOB_NAME" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] ||
-    die "setting JOB_NAME must be letters, digits, '.', '_' and '-', got '$JOB_NAME' (run '$RUN')"
-  if [[ "$AGENT" == mini-swe-agent && "$ENV_TYPE" == hf-sandbox && -z "$SANDBOX_IDLE_TIMEOUT" ]]; then
-    die "run '$RUN': mini-swe-agent on hf-sandbox needs SANDBOX_IDLE_TIMEOUT (e.g. 2h) longer than one whole agent run, or the sandbox idles out after 600 s mid-task. Set it in runs/$RUN.env"
-  fi
-  # Unbalanced quotes in a list setting fail here, before anything runs.
-  local _words
-  split_words _words "$SERVER_ARGS $SERVER_EXTRA_ARGS"
-  split_words _words "$SERVER_LABELS"
-  split_words _words "$TASKS"
-  validate_server_dp
 }
 
 # The engine's own command line, run inside the server job. SERVER_TP > 1 splits each replica over
@@ -298,15 +153,7 @@ bench_argv() {
 # (harbor/trial/queue.py): the plugin tools/results/retried.py copies each one first, under
 # <jobs-dir>/.retried/<job>/ (docs/design.md decision 27). Every harbor run or resume of such a job
 # must carry the plugin: mop-up's resume adds it too (tools/mopup/mopup_plan.py).
-readonly MAX_RETRIES_CAP=10
 readonly KEEP_RETRIED_PLUGIN=tools.results.retried:KeepRetried
-
-# require_max_retries: MAX_RETRIES is a whole number from 0 (no in-run retries) to MAX_RETRIES_CAP.
-require_max_retries() {
-  if ! [[ "$MAX_RETRIES" =~ ^(0|[1-9][0-9]?)$ ]] || ((MAX_RETRIES > MAX_RETRIES_CAP)); then
-    die "setting MAX_RETRIES must be a whole number from 0 to $MAX_RETRIES_CAP (the leaderboard runs use 2; what is left after them is mop-up's), got '$MAX_RETRIES' (run '$RUN')"
-  fi
-}
 
 # retry_args VAR: harbor's in-run retry flags for MAX_RETRIES (none when 0).
 retry_args() {
@@ -462,14 +309,6 @@ check_timeouts() {
     warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: make plan's p90 for it is $PLAN_P90_SECS s, server loading and mop-up included ($PLAN_ESTIMATE_LINE). Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
 }
 
-validate_remote_settings() {
-  require BUCKET BENCH_FLAVOR BENCH_IMAGE BENCH_TIMEOUT
-  [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
-    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
-  duration_seconds "$BENCH_TIMEOUT" >/dev/null ||
-    die "setting BENCH_TIMEOUT must be a number with an optional unit s, m, h or d, got '$BENCH_TIMEOUT'"
-}
-
 # run_files_not_committed: the files that make this run which git does not hold as they are on
 # disk: runs/<run>.env, runs/<run>.verdicts.yaml and env/servers/<server>.env. One line each,
 # PATH<TAB>WHY. A remote job runs from this checkout's tracked files, so stage_checkout adds
@@ -551,7 +390,6 @@ forward_command_line() {
 # script only names them; so does the server job (SERVER_JOB), read from state/<run>/server.json.
 remote_bench_argv() {
   local _name=$1 mode=$2 base=$3 stage=$4 smoke=${5:-0} script server_json server_job extra=() verb=bench
-  validate_remote_settings
   ((smoke == 0)) || verb=smoke
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
   # shellcheck disable=SC2016  # expanded inside the job
@@ -575,7 +413,6 @@ remote_bench_argv() {
 # /repo), on the bucket's job dirs. Its archive and manifest live in the bucket, under state/.
 remote_mopup_argv() {
   local _name=$1 mode=$2 base=$3 stage=$4 script
-  validate_remote_settings
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
   # The values are the job's environment (-e), named here, never pasted in.
   # shellcheck disable=SC2016  # expanded inside the job

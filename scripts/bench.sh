@@ -19,7 +19,6 @@ source "$REPO_ROOT/scripts/lib-shards.sh"
 # it; the job runs on after this returns (scripts/argv.sh, remote_bench_argv).
 bench_remotely() {
   local base=$1 smoke=$2 argv stage
-  validate_remote_settings
   ((smoke)) || check_timeouts 1
   note_staged_run_files
   if is_dry_run; then
@@ -144,8 +143,7 @@ main() {
   refuse_bundled_example "$verb"
   load_settings
   ((smoke == 0)) || apply_smoke_settings
-  validate_settings
-  validate_shard_settings
+  refuse_key_in_argv
   ((smoke == 0)) || say "one task: $(smoke_task_text)"
 
   local base
@@ -154,7 +152,6 @@ main() {
   case "$WHERE" in
     local) ;;
     hf) bench_remotely "$base" "$smoke"; return ;;
-    *) die "WHERE must be local or hf, got '$WHERE'" ;;
   esac
 
   local argv env_display
@@ -171,7 +168,7 @@ main() {
   fi
 
   # Preflight first: a check that fails changes nothing, not even the run's state dir.
-  RUN=$RUN ENV_TYPE=$ENV_TYPE "$REPO_ROOT/scripts/doctor.sh" bench
+  RUN=$RUN ENV_TYPE=$ENV_TYPE JOB_NAME=$RUN_JOB_NAME "$REPO_ROOT/scripts/doctor.sh" bench
   local token rc=0
   token=$(hf_token "the endpoint and the sandboxes need it")
   hold_run_lock "make $verb"

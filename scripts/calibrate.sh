@@ -69,11 +69,7 @@ main() {
   needs_setup python
   resolve_run
   load_settings
-  validate_values
   require MODEL SERVER_FLAVOR
-  require_integer N_CONCURRENT CALIBRATE_PROMPT_TOKENS CALIBRATE_NEW_TOKENS CALIBRATE_OUTPUT_TOKENS CALIBRATE_REQUESTS CALIBRATE_TIMEOUT SERVER_DP SERVER_TP
-  ((CALIBRATE_NEW_TOKENS <= CALIBRATE_PROMPT_TOKENS)) ||
-    die "setting CALIBRATE_NEW_TOKENS ($CALIBRATE_NEW_TOKENS) must be at most CALIBRATE_PROMPT_TOKENS ($CALIBRATE_PROMPT_TOKENS): it is the part of the prompt that is new (run '$RUN')"
   local base tokenizer raw argv levels fetch
   calibrate_levels levels
   if [[ -z "${API_BASE:-}" ]]; then

@@ -55,9 +55,6 @@ main() {
   needs_setup python
   resolve_run
   load_settings
-  validate_values
-  [[ "$PRICES_MAX_AGE" =~ ^[0-9]+$ ]] ||
-    die "setting PRICES_MAX_AGE must be a whole number of seconds (0: always ask hf jobs hardware), got '$PRICES_MAX_AGE'"
   local args
   cost_args args cost
   args+=(--project-label "$(sanitize_label "$PROJECT_LABEL")" --instance "${RUN_INSTANCE:-}")

@@ -238,7 +238,6 @@ price_per_hour() {
 # gateway_command), whose /health answers 200 as soon as the gateway itself is up, whatever its
 # workers do: only its GET /workers says which replicas serve.
 has_router() {
-  require_integer SERVER_DP
   ((SERVER_DP > 1))
 }
 

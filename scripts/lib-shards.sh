@@ -10,19 +10,6 @@
 
 is_sharded() { [[ "$N_SHARDS" != 1 ]]; }
 
-validate_shard_settings() {
-  if ! [[ "$N_SHARDS" =~ ^[1-9][0-9]?$ ]] || ((N_SHARDS > 64)); then
-    die "setting N_SHARDS must be a whole number from 1 to 64, got '$N_SHARDS' (run '$RUN')"
-  fi
-  is_sharded || return 0
-  [[ -z "$N_TASKS" ]] ||
-    die "N_SHARDS=$N_SHARDS splits the run's whole task list, and N_TASKS=$N_TASKS would cut every shard to its first $N_TASKS: name the tasks with TASKS=… instead (run '$RUN')"
-  [[ "$GOVERNOR" =~ ^[01]$ ]] || die "setting GOVERNOR must be 1 (on) or 0 (off), got '$GOVERNOR' (run '$RUN')"
-  require_integer GOVERNOR_WINDOW GOVERNOR_MIN_TRIALS GOVERNOR_QUIET
-  require_number GOVERNOR_POLL
-  require_fraction MAX_INFRA_RATE
-}
-
 # shard_plan VAR MODE: the split as tools/run/shards.py prints it (JSON) into VAR. MODE run keeps it
 # in state/<run>/shards.json (listing the dataset when it must); dry-run writes nothing; offline
 # (make print) also lists nothing over the network.

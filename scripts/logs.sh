@@ -11,9 +11,6 @@ main() {
   is_dry_run || needs_setup hf
   resolve_run
   load_settings
-  validate_values
-  LOG_TAIL=${LOG_TAIL:-100}
-  require_integer LOG_TAIL
   load_server
   local argv=(jobs logs --tail "$LOG_TAIL")
   [[ "${FOLLOW:-0}" == 1 ]] && argv+=(--follow)

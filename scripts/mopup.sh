@@ -22,7 +22,6 @@ source "$REPO_ROOT/scripts/lib-run.sh"
 # and manifest stay in the bucket (state/). Follow it with hf jobs logs, then make pull.
 mopup_remotely() {
   local base argv stage
-  validate_remote_settings
   check_timeouts 1 0 # a mop-up retries part of the run: no whole-run estimate
   note_staged_run_files
   if ! base=$(endpoint); then
@@ -184,14 +183,10 @@ main() {
   load_settings
   needs_setup harbor
   refuse_bundled_example mopup
-  validate_settings
-  case "${MOPUP_MODE:=auto}" in auto | resume | retry-job) ;; *)
-    die "MOPUP_MODE must be auto, resume or retry-job, got '$MOPUP_MODE'" ;;
-  esac
+  refuse_key_in_argv
   case "$WHERE" in
     local) ;;
     hf) mopup_remotely; return ;;
-    *) die "WHERE must be local or hf, got '$WHERE'" ;;
   esac
 
   cd "$REPO_ROOT"

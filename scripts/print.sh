@@ -54,7 +54,6 @@ print_remote_bench() {
   local base=$1 argv
   [[ -n "$BUCKET" ]] ||
     die "WHERE=hf: harbor runs as an HF Job writing into a bucket; name it with BUCKET=<namespace>/<name> (make print RUN=$RUN WHERE=hf BUCKET=…)"
-  validate_remote_settings
   printf '\n# %s: smoke test as an HF Job (one task: %s; job %s-smoke, writing into %s)\n' "$RUN" "$(smoke_task_text)" \
     "$JOB_NAME" "$BUCKET"
   remote_bench_argv argv launch "$base" "$STAGE_PLACEHOLDER" 1
@@ -152,8 +151,7 @@ emit() {
 main() {
   resolve_run
   load_settings
-  validate_settings
-  validate_shard_settings
+  refuse_key_in_argv
   local text
   # Every command is built before the first line goes out: an error prints nothing half-way.
   text=$(print_commands)

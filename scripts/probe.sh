@@ -52,10 +52,7 @@ main() {
   is_dry_run || needs_setup hf
   resolve_run
   load_settings
-  validate_values
-  PROBE_MAX_TOKENS=${PROBE_MAX_TOKENS:-512} PROBE_TIMEOUT=${PROBE_TIMEOUT:-180}
   require MODEL
-  require_integer PROBE_MAX_TOKENS PROBE_TIMEOUT
   local base model body
   if [[ -z "${API_BASE:-}" ]]; then
     load_server

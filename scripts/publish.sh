@@ -14,10 +14,7 @@ main() {
   needs_setup python
   resolve_run
   load_settings
-  validate_values
   require JOBS_DIR JOB_NAME AGENT MODEL
-  [[ -z "$BUCKET" || "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
-    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
   local argv=("$REPO_ROOT/.venv/bin/python" -m tools.hub.publish publish
     --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run "$RUN"
     --model-repo "${EVAL_MODEL_REPO:-$MODEL}" --dataset-repo "${DATASET_REPO:-$DATASET}"

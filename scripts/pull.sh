@@ -24,10 +24,7 @@ main() {
   is_dry_run || needs_setup hf
   resolve_run
   load_settings
-  validate_values
   require BUCKET JOBS_DIR JOB_NAME
-  [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
-    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
   local argv=(hf buckets sync "hf://buckets/$BUCKET" "$JOBS_DIR") job
   case "${PULL:-$(default_pull)}" in
     # Patterns are fnmatch over paths relative to the bucket, where * also matches '/':

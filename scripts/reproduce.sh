@@ -109,7 +109,6 @@ print_plan() {
 # script only names them (forward_command_line), and the run file inside gives the rest.
 supervisor_argv() {
   local name=$1 mode=$2 stage=$3 script extra=(-e "RUN=$RUN")
-  validate_remote_settings
   script="set -euo pipefail; $REMOTE_PREAMBLE; cp -r /repo /tmp/repo && cd /tmp/repo && make setup"
   # shellcheck disable=SC2016  # expanded inside the job
   script+='; make reproduce "RUN=$RUN" WHERE=local JOBS_DIR=/data STATE_ROOT=/data/state'"$REMOTE_INSTANCE"
@@ -163,8 +162,7 @@ main() {
   is_dry_run || needs_setup python hf harbor
   resolve_run
   load_settings
-  validate_settings
-  validate_shard_settings
+  refuse_key_in_argv
   refuse_bundled_example reproduce
   check_timeouts 0
   # The token before any HF call (MAX_COST's check asks hf for prices and jobs): a user without one

@@ -13,8 +13,6 @@ main() {
   needs_setup python
   resolve_run
   load_settings
-  validate_values
-  require_integer SANDBOX_LOG_TAIL
   local args
   cost_args args sandboxes
   args+=(--tail "$SANDBOX_LOG_TAIL" --idle-timeout "$SANDBOX_IDLE_TIMEOUT")

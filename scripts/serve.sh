@@ -61,7 +61,7 @@ main() {
   resolve_run
   refuse_bundled_example serve
   load_settings
-  validate_settings
+  refuse_key_in_argv
   local argv
   check_timeouts 0
   serve_argv argv launch

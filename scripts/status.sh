@@ -234,9 +234,6 @@ main() {
   is_dry_run || needs_setup hf
   resolve_run
   load_settings
-  validate_values
-  IDLE_WARN_AFTER=${IDLE_WARN_AFTER:-1800}
-  require_integer IDLE_WARN_AFTER
   if supervisor_status; then
     [[ -f "$(run_state_dir)/server.json" ]] || return 0
     printf '\n'

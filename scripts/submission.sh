@@ -27,7 +27,6 @@ main() {
   needs_setup python
   resolve_run
   load_settings
-  validate_values
   require JOBS_DIR JOB_NAME AGENT MODEL
   local out=${OUT:-.}
   local argv=("$REPO_ROOT/.venv/bin/python" -m tools.hub.submission build

@@ -22,19 +22,6 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=lib-run.sh
 source "$REPO_ROOT/scripts/lib-run.sh"
 
-# The three steps' settings, checked before anything runs.
-validate_submit_settings() {
-  require JOBS_DIR JOB_NAME AGENT MODEL HUB_LEADERBOARD
-  # As harbor reads a leaderboard (cli/hub_leaderboards.py _parse_ref; tools/hub/submit.py board_ref): a
-  # UUID, or the package's org/name and the board's name. A package alone names no board.
-  local part='[A-Za-z0-9][A-Za-z0-9._-]*' hex='[0-9a-fA-F]'
-  [[ "$HUB_LEADERBOARD" =~ ^$part/$part/$part$ ||
-    "$HUB_LEADERBOARD" =~ ^$hex{8}-$hex{4}-$hex{4}-$hex{4}-$hex{12}$ ]] ||
-    die "setting HUB_LEADERBOARD must be a Harbor Hub leaderboard as harbor names one: org/package/name (terminal-bench/terminal-bench-2-1/main) or its UUID, got '$HUB_LEADERBOARD' (run '$RUN')"
-  [[ -z "$HUB_ORG" || "$HUB_ORG" =~ ^[A-Za-z0-9][A-Za-z0-9._\ -]*$ ]] ||
-    die "setting HUB_ORG must be a Harbor Hub organization's name, got '$HUB_ORG' (run '$RUN')"
-}
-
 # submission_args VAR DEST_OUT: tools.hub.submit plan's arguments: where make submission puts the
 # tree, from the same settings scripts/submission.sh hands tools/hub/submission.py.
 submission_args() {
@@ -217,8 +204,8 @@ main() {
   needs_setup python harbor
   resolve_run
   load_settings
-  validate_values
-  validate_submit_settings
+  # The three steps' settings (their values checked by load_settings, as every verb's are).
+  require JOBS_DIR JOB_NAME AGENT MODEL HUB_LEADERBOARD
   cd "$REPO_ROOT"
   local out=${OUT:-} default_out=0
   if [[ -z "$out" ]]; then

@@ -33,8 +33,6 @@ main() {
   fi
   resolve_run
   load_settings
-  validate_job_name
-  validate_max_task_retries
   local args=(tally --jobs-dir "$JOBS_DIR" --job-name "$JOB_NAME" --run-name "$RUN" --max-task-retries "$MAX_TASK_RETRIES")
   # A job dir of the run's name that records another model is another run's: refused, not counted.
   [[ -z "$MODEL" ]] || args+=(--model "$MODEL")

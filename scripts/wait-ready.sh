@@ -185,9 +185,6 @@ main() {
   is_dry_run || needs_setup hf
   resolve_run
   load_settings
-  validate_values
-  READY_TIMEOUT=${READY_TIMEOUT:-2700} READY_POLL=${READY_POLL:-15} LOG_TAIL=${LOG_TAIL:-100}
-  require_integer READY_TIMEOUT READY_POLL LOG_TAIL
   load_server
   [[ -n "$ENDPOINT" ]] || die "$(rel "$SERVER_JSON") has no endpoint: remove it and run make serve RUN=$RUN"
   local url

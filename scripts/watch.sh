@@ -15,28 +15,15 @@
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# require_bucket: a remote run is read from the bucket its jobs write to: BUCKET, checked.
-require_bucket() {
-  [[ -n "$BUCKET" ]] ||
-    die "WHERE=hf reads the run from its bucket: set BUCKET=ns/name (the bucket make bench WHERE=hf writes to), or WHERE=local"
-  [[ "$BUCKET" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
-    die "setting BUCKET must be NAMESPACE/NAME of an HF bucket, got '$BUCKET' (run '$RUN')"
-}
-
 main() {
   needs_setup python
   resolve_run
   load_settings
-  validate_values
-  require_integer WATCH_EVERY
-  require_flag ONCE
-  require_fraction MAX_INFRA_RATE
   local argv=(watch --run "$RUN" --every "$WATCH_EVERY" --max-infra-rate "$MAX_INFRA_RATE")
   [[ -z "$MAX_COST" ]] || argv+=(--max-cost "$MAX_COST")
   [[ "$ONCE" != 1 ]] || argv+=(--once)
   [[ -z "${HTML:-}" ]] || argv+=(--html "$HTML")
   if [[ "$WHERE" == hf ]]; then
-    require_bucket
     argv+=(--where hf --bucket "$BUCKET")
   fi
   cd "$REPO_ROOT"

@@ -283,7 +283,7 @@ wiring_dry_run() {
 @test "the run's watchdog: the real hf jobs scheduled run --dry-run accepts its spec, and it is what the settings say" {
   local argv
   mapfile -d '' argv < <(RUN=qwen-t2 WATCHDOG_EVERY=30m WATCHDOG_GRACE=2h bash -c '
-    source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"; resolve_run; load_settings; validate_values
+    source "$0/scripts/lib.sh"; source "$0/scripts/argv.sh"; resolve_run; load_settings
     watchdog_argv argv dry-run alice "$1" "$2"; printf "%s\0" "${argv[@]}"' "$REPO" "$(printf 'a%.0s' {1..64})" QUJD)
   run "${argv[@]}"
   assert_success

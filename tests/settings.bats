@@ -184,24 +184,27 @@ in_lib() {
   printf 'Name: long\nVersion: %s\n' "$(printf '1%.0s' {1..65})" >"$site/long-1.dist-info/METADATA"
   printf 'Name: body\n\nVersion: 1.0\n' >"$site/body-1.dist-info/METADATA"
   # lib.sh and the libraries it sources itself.
-  mkdir "$BATS_TEST_TMPDIR/root/scripts" && cp "$REPO"/scripts/lib{,-print,-settings,-settings-file,-instance,-manifest}.sh "$BATS_TEST_TMPDIR/root/scripts/"
+  mkdir "$BATS_TEST_TMPDIR/root/scripts" && cp "$REPO"/scripts/lib{,-print,-settings,-instance,-manifest}.sh "$BATS_TEST_TMPDIR/root/scripts/"
   run bash -c 'source "$1/scripts/lib.sh"; for p in good escape long body; do printf "%s|" "$(venv_version "$p")"; done' _ "$BATS_TEST_TMPDIR/root"
   assert_output '1.2.3rc1+local||||'
 }
 
 @test "MAX_INFRA_RATE is a fraction from 0 to 1, both ends included" {
-  # require_fraction (scripts/lib.sh), as watch, plan and a sharded bench check it.
+  # Its type in env/defaults.env, number 0..1, checked by load_settings for every verb.
   local value
   for value in 0 1 0.3 .5 1.0 0.999; do
-    MAX_INFRA_RATE=$value run in_lib 'RUN=qwen-t2; require_fraction MAX_INFRA_RATE && echo accepted'
+    MAX_INFRA_RATE=$value run in_lib 'RUN=qwen-t2; load_settings && echo accepted'
     assert_success
     assert_output accepted
   done
-  for value in 1.5 1.01 2 -0 30% 0,3 ''; do
-    MAX_INFRA_RATE=$value run in_lib 'RUN=qwen-t2; require_fraction MAX_INFRA_RATE && echo accepted'
+  for value in 1.5 1.01 2 -0 30% 0,3; do
+    MAX_INFRA_RATE=$value run in_lib 'RUN=qwen-t2; load_settings && echo accepted'
     assert_failure
     assert_output "bash: setting MAX_INFRA_RATE must be a fraction from 0 to 1 (e.g. 0.3), got '$value' (run 'qwen-t2')"
   done
+  MAX_INFRA_RATE='' run in_lib 'RUN=qwen-t2; load_settings && echo accepted'
+  assert_failure
+  assert_output "bash: setting MAX_INFRA_RATE is empty for run 'qwen-t2': it must be a fraction from 0 to 1 (e.g. 0.3). Set it in runs/qwen-t2.env, or on the command line: MAX_INFRA_RATE=…"
 }
 
 @test "flags are 0 or 1, and WHERE is local or hf" {
@@ -213,7 +216,7 @@ in_lib() {
   done
   RUN=qwen-t2 WHERE=mars run "$REPO/scripts/print.sh"
   assert_failure
-  assert_output "print: setting WHERE must be local or hf, got 'mars' (run 'qwen-t2')"
+  assert_output "print: setting WHERE must be one of local, hf, got 'mars' (run 'qwen-t2')"
 }
 
 @test "ENV_TYPE must be an environment the pinned harbor knows, or a module:Class path" {
@@ -227,7 +230,7 @@ in_lib() {
 
 @test "the ENV_TYPE list is harbor's own EnvironmentType enum (a harbor upgrade that changes it fails here)" {
   local ours harbors
-  ours=$(in_lib 'printf "%s\n" $HARBOR_ENV_TYPES' | LC_ALL=C sort)
+  ours=$(cd "$REPO" && .venv/bin/python -c 'from tools.settings_types import HARBOR_ENV_TYPES; print("\n".join(HARBOR_ENV_TYPES))' | LC_ALL=C sort)
   harbors=$("$REPO/.venv/bin/python" -c '
 from harbor.models.environment_type import EnvironmentType
 print("\n".join(e.value for e in EnvironmentType))' | LC_ALL=C sort)
@@ -252,7 +255,7 @@ print("\n".join(e.value for e in EnvironmentType))' | LC_ALL=C sort)
 
 @test "the REASONING_EFFORT list is what the pinned harbor's agents accept" {
   local ours theirs
-  ours=$(in_lib 'printf "%s" "$REASONING_EFFORTS"')
+  ours=$(cd "$REPO" && .venv/bin/python -c 'from tools.settings_rules import REASONING_EFFORTS; print(" ".join(REASONING_EFFORTS))')
   theirs=$("$REPO/.venv/bin/python" -c '
 import typing, inspect, litellm
 from harbor.agents.terminus_2.terminus_2 import Terminus2Options
@@ -279,11 +282,9 @@ print(" ".join(t2))')
     'https://x--30000.hf.jobs/.../v1' 'https://{job}--30000.hf.jobs/v1' 'https://x y/v1'; do
     RUN=qwen-t2 API_BASE=$bad run "$REPO/scripts/print.sh"
     assert_failure
-    assert_output "print: API_BASE must be the server's http(s) URL ending in /v1, with no placeholder left in it (e.g. https://abc123--30000.hf.jobs/v1), got '$bad'"
+    assert_output "print: setting API_BASE must be the server's http(s) URL ending in /v1, with no placeholder left in it (e.g. https://abc123--30000.hf.jobs/v1), got '$bad' (run 'qwen-t2')"
   done
-  run in_lib "RUN=qwen-t2 API_BASE='https://<job_id>--30000.hf.jobs/v1' validate_api_base"
-  assert_failure
-  run in_lib "unset API_BASE; validate_api_base && API_BASE=$TEST_ENDPOINT/ validate_api_base && echo ok"
+  run in_lib "unset API_BASE; RUN=qwen-t2; load_settings && API_BASE=$TEST_ENDPOINT/ load_settings && echo ok"
   assert_success
   assert_output ok
 }
@@ -657,18 +658,18 @@ fix_ending="Give run 'qwen-t2' a JOB_NAME of its own that does not end in -shard
   local setting expected verb job
   local -A refusal=(
     [WATCHDOG_EVERY=7m]="setting WATCHDOG_EVERY must be one a cron runs evenly: one of 5m 6m 10m 12m 15m 20m 30m 1h 2h 3h 4h 6h 8h 12h, got '7m' (run 'qwen-t2')"
-    [WATCHDOG_GRACE=abc]="setting WATCHDOG_GRACE must be a number with an optional unit s, m, h or d (e.g. 4h), got 'abc' (run 'qwen-t2')"
+    [WATCHDOG_GRACE=abc]="setting WATCHDOG_GRACE must be a number with an optional unit s, m, h or d (e.g. 4h), more than zero, got 'abc' (run 'qwen-t2')"
     [WATCHDOG_GRACE=1m]="setting WATCHDOG_GRACE=1m must be longer than HEARTBEAT_EVERY=5m: a run that is held would look abandoned between two heartbeats (e.g. WATCHDOG_GRACE=1h HEARTBEAT_EVERY=5m) (run 'qwen-t2')"
     [WATCHDOG=yes]="setting WATCHDOG must be 0 or 1, got 'yes' (run 'qwen-t2')"
     [MOPUP_PASSES=x]="setting MOPUP_PASSES must be a whole number from 0 to 1000, got 'x' (run 'qwen-t2')"
     [MAX_RELAUNCHES=-1]="setting MAX_RELAUNCHES must be a whole number from 0 to 1000, got '-1' (run 'qwen-t2')"
     [HEALTH_POLL=0]="setting HEALTH_POLL must be a positive whole number below 1000000000, got '0' (run 'qwen-t2')"
-    [LINGER_GRACE=1.5]="setting LINGER_GRACE must be a whole number of seconds (0 or more, below 1000000000), got '1.5' (run 'qwen-t2')"
+    [LINGER_GRACE=1.5]="setting LINGER_GRACE must be a whole number from 0 to 999999999, got '1.5' (run 'qwen-t2')"
   )
   for setting in "${!refusal[@]}"; do
     expected=${refusal[$setting]}
     for verb in $(tier_cases "serve reproduce" print serve bench mopup reproduce plan status cost); do
-      # A JOB_NAME on the command line once let validate_job_name return before the watchdog's checks.
+      # A JOB_NAME on the command line once let the job-name check return before the watchdog's checks.
       for job in "" JOB_NAME=mine; do
         run mk "$verb" RUN=qwen-t2 "$setting" $job DRY_RUN=1
         assert_failure

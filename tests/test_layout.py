@@ -153,6 +153,30 @@ def test_one_definition_of_each_rule_and_formatter(what, pattern, home):
         assert where == [home], f"{what}: {where}"
 
 
+def test_no_script_over_600_lines():
+    long_scripts = [f"{p.relative_to(REPO)}: {n}" for p in sorted(SCRIPTS.glob("*.sh"))
+                    if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert long_scripts == []
+
+
+def test_every_shell_library_is_sourced_by_a_script_or_library():
+    """A lib-*.sh (and argv.sh) nobody sources is dead code; one sourced by a path that does not
+    exist fails only when that script runs."""
+    texts = {p.name: p.read_text() for p in SCRIPTS.glob("*.sh")}
+    sourced = set(re.findall(r'^\s*source "\$(?:REPO_ROOT|\(dirname "\$0"\))/(?:scripts/)?([a-z-]+\.sh)"', "\n".join(texts.values()), re.M))
+    libraries = {name for name in texts if name.startswith("lib") or name == "argv.sh"}
+    assert sorted(libraries - sourced) == []
+    assert sorted(sourced - set(texts)) == []
+
+
+def test_no_run_file_or_profile_is_sourced():
+    """Run files and profiles are data, read by tools/settings.py: no script sources or evaluates one."""
+    found = [f"{p.name}:{i}" for p in sorted(SCRIPTS.glob("*.sh"))
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r'^\s*(source|\.|eval)\s.*(RUNS_DIR|ENV_DIR|\.env\b)', line)]
+    assert found == []
+
+
 def test_one_duration_parser_in_bash():
     where = [f"{p.name}" for p in sorted(SCRIPTS.glob("*.sh")) for line in p.read_text().splitlines()
              if re.match(r"^(duration_seconds|seconds_of|parse_duration)\(\)", line)]

@@ -129,7 +129,7 @@ class Tree:
         # bench.sh's own argv builder (scripts/argv.sh), run the way bench runs it. Not
         # bench.sh itself: its doctor step needs git-lfs and a real HF token.
         script = ('source scripts/lib.sh; source scripts/argv.sh; resolve_run; load_settings; '
-                  'validate_settings; cd "$REPO_ROOT"; bench_argv argv; '
+                  'refuse_key_in_argv; cd "$REPO_ROOT"; bench_argv argv; '
                   'OPENAI_API_KEY=$HF_TOKEN OPENAI_BASE_URL=$API_BASE exec "${argv[@]}"')
         return ["bash", "-c", script]
 

@@ -675,7 +675,7 @@ def test_where_hf_is_accepted_by_the_real_hf_dry_run(tmp_path):
                HF_HUB_DISABLE_UPDATE_CHECK="1", STATE_ROOT=str(tmp_path / "state"), MOPUP_PASSES="5",
                TASKS="fix-git 'a b'")
     (tmp_path / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
-    script = ('source scripts/reproduce.sh; resolve_run; load_settings; validate_settings; '
+    script = ('source scripts/reproduce.sh; resolve_run; load_settings; refuse_key_in_argv; '
               'supervisor_argv argv dry-run "$1"; printf "%s\\0" "${argv[@]}" >"$2"; "${argv[@]}"')
     proc = subprocess.run(["bash", "-c", script, "reproduce", str(tmp_path), str(tmp_path / "argv")], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=60)

@@ -663,7 +663,7 @@ def shard_bench(tree: Tree, nohup: bool = False, **settings: str) -> subprocess.
     of its own (a test can end it whole); with `nohup`, started with SIGINT ignored, as
     `nohup make bench &` from a script starts it."""
     script = ('source scripts/lib.sh; source scripts/argv.sh; source scripts/lib-run.sh; source scripts/lib-shards.sh; '
-              'resolve_run; load_settings; validate_settings; validate_shard_settings; hold_run_lock "make bench"; '
+              'resolve_run; load_settings; refuse_key_in_argv; hold_run_lock "make bench"; '
               'bench_shards "$API_BASE" "$HF_TOKEN"')
     env = tree.env("bench", N_SHARDS="2", GOVERNOR_POLL="0.2", N_CONCURRENT="1", **settings)
 

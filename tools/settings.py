@@ -396,6 +396,17 @@ def file_job_names(runs: list[str], settings: dict[str, Setting]) -> dict[str, s
     return found
 
 
+def suggestion(setting: Setting, value: str) -> str:
+    """For a value of a type with named choices: the one it looks like a typo of, and for an
+    environment the whole list (it is long, and harbor's own)."""
+    choices = {"enum": setting.type.choices, "envtype": tuple(types.HARBOR_ENV_TYPES)}
+    names = choices.get(setting.type.kind, ())
+    hint = closest(value, list(names)) if names else ""
+    if setting.type.kind == "envtype":
+        return (f": did you mean {hint}?" if hint else "") + f" (known: {' '.join(names)})"
+    return f": did you mean {hint}?" if hint else ""
+
+
 def check(run: str, values: dict[str, str], settings: dict[str, Setting], verb: str, job_name_given: bool) -> list[str]:
     """Every refusal the values earn, in one order for every verb: the types, the rules across
     settings, what a command needs (COMMAND_VERBS only), the job name's own."""
@@ -407,7 +418,8 @@ def check(run: str, values: dict[str, str], settings: dict[str, Setting], verb: 
                 found.append(f"setting {name} is empty for run '{run}': it must be {setting.type.phrase()}. "
                              f"Set it in runs/{run}.env, or on the command line: {name}=…")
             else:
-                found.append(f"setting {name} must be {setting.type.phrase()}, got '{shown(values[name])}' (run '{run}')")
+                found.append(f"setting {name} must be {setting.type.phrase()}, got '{shown(values[name])}'"
+                             f"{suggestion(setting, values[name])} (run '{run}')")
     if found:
         return found  # the rules read the values as their types
     for rule in rules.RULES + (rules.COMMANDS if verb in rules.COMMAND_VERBS else ()):
@@ -526,6 +538,9 @@ def main(argv: list[str]) -> int:
         if command == "doc" and len(argv) == 1:
             sys.stdout.write(documentation(catalogue()))
             return 0
+        if command == "identity-names" and len(argv) == 1:
+            print("\n".join(n for n, s in catalogue().items() if s.identity))
+            return 0
         if command == "identity" and len(argv) == 1:
             # Each real run file's SERVER, JOB_NAME and identity settings as its files alone resolve
             # them, one JSON line each (make plan names the run made for the server it recommends).
@@ -544,7 +559,7 @@ def main(argv: list[str]) -> int:
         print(f"{script}: {err}", file=sys.stderr)
         return 1
     print("usage: python -m tools.settings [--root DIR] resolve RUN VERB | command-line VERB | unknown-run RUN | doc | "
-          "identity", file=sys.stderr)
+          "identity | identity-names", file=sys.stderr)
     return 2
 
 

@@ -200,7 +200,15 @@ def agent_supported(v: dict, run: str) -> str | None:
     return None
 
 
+def calibrate_tokens(v: dict, run: str) -> str | None:
+    new, prompt = v["CALIBRATE_NEW_TOKENS"], v["CALIBRATE_PROMPT_TOKENS"]
+    if int(new) > int(prompt):
+        return (f"setting CALIBRATE_NEW_TOKENS ({new}) must be at most CALIBRATE_PROMPT_TOKENS ({prompt}): it is the "
+                f"part of the prompt that is new (run '{run}')")
+    return None
+
+
 # Every verb: the rules across settings. The verbs that build commands: COMMANDS as well.
 RULES = (watchdog_grace, agent_supported, reasoning_effort, one_dataset, remote_bench, shards_whole_list,
-         parallelism_flags, replicas_fill_flavor)
+         parallelism_flags, replicas_fill_flavor, calibrate_tokens)
 COMMANDS = (required, dataset_named, sandbox_outlasts_agent)

@@ -92,7 +92,7 @@ class Type:
         if self.kind == "int":
             if self.low == 1 and self.high == BILLION - 1:
                 return "a positive whole number below 1000000000"
-            return f"a whole number from {self.low:g} to {self.high:g}"
+            return f"a whole number from {int(self.low)} to {int(self.high)}"
         if self.kind == "number":
             if (self.low, self.high) == (0, 1):
                 return "a fraction from 0 to 1 (e.g. 0.3)"

@@ -111,7 +111,7 @@ def flavor_word(flavor: str) -> str:
 
 def flavor_distance(a: str, b: str) -> int:
     """Edit distance, case-insensitive, a swap of two neighbours counting one (scripts/lib.sh's
-    closest_name, the rule every other "did you mean" here follows)."""
+    tools/settings.py closest, the rule every other "did you mean" here follows)."""
     a, b = a.casefold(), b.casefold()
     d = [[i + j if not i * j else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
     for i in range(1, len(a) + 1):
@@ -125,7 +125,7 @@ def flavor_distance(a: str, b: str) -> int:
 def closest_flavor(flavor: str, known: list[str]) -> str | None:
     """The known flavor `flavor` most likely meant: one of its family (any case) with the nearest
     count of GPUs (h200x3: h200x2, the first of the two as near), else the nearest by name when it
-    is near enough to be a typo of it (as closest_name: at most 1 + a fifth of its length apart;
+    is near enough to be a typo of it (as tools/settings.py closest: at most 1 + a fifth of its length apart;
     ties to the same length, then the list's order)."""
     name = flavor.strip()[:60]  # a flavor name is short: a long value is no typo of one, and costs no more
     if not name:

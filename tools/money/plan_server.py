@@ -153,7 +153,7 @@ def read_profile(path: Path) -> Profile | None:
     if not found.get("MODEL") or not found.get("SERVER_FLAVOR") or dp is None or tp is None:
         return None
     if dp * tp != gpus_of(found["SERVER_FLAVOR"]) and dp * tp > 1:
-        return None  # make serve refuses it (validate_server_dp): no candidate
+        return None  # make serve refuses it (tools/settings_rules.py replicas_fill_flavor): no candidate
     return Profile(path.stem, found["MODEL"], found["SERVER_FLAVOR"], dp, tp,
                    "--speculative-algorithm" in text)
 
