@@ -318,7 +318,7 @@ PY
   for value in -1 3.5 1000 three; do
     RUN=qwen-t2 MAX_TASK_RETRIES=$value run "$REPO/scripts/tally.sh"
     assert_failure
-    assert_output "tally: setting MAX_TASK_RETRIES must be a whole number from 0 to 999 (attempts in a row ending in an infra error before a task is a final error; 0: no limit), got '$value' (run 'qwen-t2')"
+    assert_output "tally: setting MAX_TASK_RETRIES must be a whole number from 0 to 999, got '$value' (run 'qwen-t2')"
   done
 }
 

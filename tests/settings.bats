@@ -129,7 +129,7 @@ in_lib() {
 @test "a port outside 1-65535 is refused" {
   RUN=qwen-t2 PORT=70000 run "$REPO/scripts/print.sh"
   assert_failure
-  assert_output "print: setting PORT must be a port number, 1 to 65535, got '70000' (run 'qwen-t2')"
+  assert_output "print: setting PORT must be a port number, 1 to 65535, or empty, got '70000' (run 'qwen-t2')"
 }
 
 @test "every timeout and seconds setting must be more than zero" {
@@ -143,10 +143,12 @@ in_lib() {
     assert_failure
     assert_output "print: setting $name must be a positive whole number below 1000000000, got '99999999999999999999' (run 'qwen-t2')"
   done
+  # BENCH_TIMEOUT may be empty: the server's SERVER_TIMEOUT then.
+  local -A either=([SERVER_TIMEOUT]="" [BENCH_TIMEOUT]=", or empty")
   for name in SERVER_TIMEOUT BENCH_TIMEOUT; do
     run env RUN=qwen-t2 "$name=0h" "$REPO/scripts/print.sh"
     assert_failure
-    assert_output "print: setting $name must be more than zero (e.g. 4h), got '0h' (run 'qwen-t2')"
+    assert_output "print: setting $name must be a number with an optional unit s, m, h or d (e.g. 4h), more than zero${either[$name]}, got '0h' (run 'qwen-t2')"
   done
 }
 
@@ -282,7 +284,7 @@ print(" ".join(t2))')
     'https://x--30000.hf.jobs/.../v1' 'https://{job}--30000.hf.jobs/v1' 'https://x y/v1'; do
     RUN=qwen-t2 API_BASE=$bad run "$REPO/scripts/print.sh"
     assert_failure
-    assert_output "print: setting API_BASE must be the server's http(s) URL ending in /v1, with no placeholder left in it (e.g. https://abc123--30000.hf.jobs/v1), got '$bad' (run 'qwen-t2')"
+    assert_output "print: setting API_BASE must be the server's http(s) URL ending in /v1, with no placeholder left in it (e.g. https://abc123--30000.hf.jobs/v1), or empty, got '$bad' (run 'qwen-t2')"
   done
   run in_lib "unset API_BASE; RUN=qwen-t2; load_settings && API_BASE=$TEST_ENDPOINT/ load_settings && echo ok"
   assert_success
@@ -356,7 +358,7 @@ printed_block() {
 @test "print WHERE=hf without a bucket names BUCKET" {
   RUN=qwen-t2 WHERE=hf run "$REPO/scripts/print.sh"
   assert_failure
-  assert_output "print: WHERE=hf: harbor runs as an HF Job writing into a bucket; name it with BUCKET=<namespace>/<name> (make print RUN=qwen-t2 WHERE=hf BUCKET=…)"
+  assert_output "print: setting BUCKET is empty for run 'qwen-t2', and WHERE=hf keeps the run's job dirs in an HF bucket: set BUCKET=NAMESPACE/NAME in runs/qwen-t2.env or on the command line"
 }
 
 @test "make print into a pipe that closes early ends quietly" {
@@ -496,7 +498,7 @@ printed_block() {
 scratch_suites() {
   local root="$BATS_TEST_TMPDIR/repo" tool spec
   mkdir -p "$root/scripts" "$root/.venv/bin" "$root/tests/node_modules/bats-assert"
-  cp "$REPO/scripts/test.sh" "$REPO"/scripts/lib{,-settings-file,-instance}.sh "$root/scripts/"
+  cp "$REPO/scripts/test.sh" "$REPO"/scripts/lib{,-print,-settings,-instance,-manifest}.sh "$root/scripts/"
   : >"$root/tests/node_modules/bats-assert/load.bash"
   for tool in shellcheck bats python; do
     spec=$1
@@ -516,13 +518,13 @@ scratch_suites() {
     '1|..F\n1 failed, 2 passed in 0.10s\n')
   run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" all
   assert_failure
-  # Each suite ran, though the first failed; four shell files are checked (test.sh, lib.sh and the two
+  # Each suite ran, though the first failed; six shell files are checked (test.sh, lib.sh and the four
   # libraries lib.sh sources), one with a finding.
   assert_line "test: bats: tests/*.bats"
   assert_line "test: pytest: tests/"
   # shellcheck runs beside bats, so nothing waits for it: its output is shown once bats has ended,
   # before pytest starts.
-  assert_line --index 0 "test: shellcheck: 4 files: beside the next suite; its output follows that one's"
+  assert_line --index 0 "test: shellcheck: 6 files: beside the next suite; its output follows that one's"
   local i order=""
   for i in "${!lines[@]}"; do
     case "${lines[$i]}" in
@@ -531,19 +533,19 @@ scratch_suites() {
   done
   assert_equal "$order" "ok 3 c|scripts/lib.sh:3:1: warning: unused [SC2034]|test: pytest: tests/|"
   assert_line --index $((${#lines[@]} - 1)) \
-    "test: 7 passed, 3 failed (shellcheck 3 passed, 1 failed; bats 2 passed, 1 failed; pytest 2 passed, 1 failed)"
+    "test: 9 passed, 3 failed (shellcheck 5 passed, 1 failed; bats 2 passed, 1 failed; pytest 2 passed, 1 failed)"
   # All passing: exit 0, the same line with nothing failed.
   root=$(scratch_suites '0|' '0|1..2\nok 1 a\nok 2 b # skip why\n' '0|..\n2 passed, 3 deselected in 0.10s\n')
   run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" check
   assert_success
   assert_line --index $((${#lines[@]} - 1)) \
-    "test: 8 passed, 0 failed (shellcheck 4 passed, 0 failed; bats 2 passed, 0 failed; pytest 2 passed, 0 failed)"
+    "test: 10 passed, 0 failed (shellcheck 6 passed, 0 failed; bats 2 passed, 0 failed; pytest 2 passed, 0 failed)"
   # A suite that fails with no test failed in its output (a crash, a collection error) is one failure.
   root=$(scratch_suites '0|' '0|1..1\nok 1 a\n' '4|ERROR: file or directory not found: tests/\n')
   run env -u DRY_RUN TEST_JOBS=1 "$root/scripts/test.sh" all
   assert_failure
   assert_line --index $((${#lines[@]} - 1)) \
-    "test: 5 passed, 1 failed (shellcheck 4 passed, 0 failed; bats 1 passed, 0 failed; pytest 0 passed, 1 failed)"
+    "test: 7 passed, 1 failed (shellcheck 6 passed, 0 failed; bats 1 passed, 0 failed; pytest 0 passed, 1 failed)"
 }
 
 @test "the suites never see make's command line: make check TEST_JOBS=3 passes no TEST_JOBS to the makes the tests start" {
@@ -725,7 +727,7 @@ fix_ending="Give run 'qwen-t2' a JOB_NAME of its own that does not end in -shard
   ln -sf "$BATS_TEST_TMPDIR/token" "$SCRATCH/runs/bad.env"
   RUN=bad run "$SCRATCH/scripts/print.sh"
   assert_failure
-  assert_output "print: runs/bad.env line 1 holds what looks like a token (hf_… or sk-…): a run file or profile is committed, and copied into remote jobs; keep tokens out of it: export HF_TOKEN, or hf auth login. A settings file is read as settings, never run; that line's text is not shown (it may hold a secret)"
+  assert_output "print: runs/bad.env is a link: a settings file is read only as a file of its own inside runs/, never where a link leads (it could be the token). Copy the file itself"
   [[ ! -e "$STATE_ROOT" ]]
 }
 

@@ -76,7 +76,7 @@ job=qwen3_8-27b-fp8-terminus2-tb21-leaderboard-h200x4
   assert_line --index 0 "print: N_SHARDS=2 splits the run's whole task list, and N_TASKS=3 would cut every shard to its first 3: name the tasks with TASKS=… instead (run 'qwen-t2')"
   run make -C "$REPO" --no-print-directory print RUN=qwen-t2 N_SHARDS=2 GOVERNOR=yes
   assert_failure
-  assert_line --index 0 "print: setting GOVERNOR must be 1 (on) or 0 (off), got 'yes' (run 'qwen-t2')"
+  assert_line --index 0 "print: setting GOVERNOR must be 0 or 1, got 'yes' (run 'qwen-t2')"
   run make -C "$REPO" --no-print-directory print RUN=qwen-t2 N_SHARDS=2 TASKS="a"
   assert_failure
   assert_output --partial "N_SHARDS=2 is more than the run's 1 task(s) (TASKS): a shard needs one. Set N_SHARDS to at most 1"

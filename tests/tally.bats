@@ -93,7 +93,7 @@ setup() {
   assert_output "Error: jobs/$v2 ran model 'openai/Qwen/Qwen3.8-27B-FP8' (its config.json), not the run's MODEL Other/Model-7B: another run's job under this run's job name, so its trials are not this run's. Give this run its own JOB_NAME (a run file copied from another keeps the original's), or move that job dir out of the jobs dir (a job of this run renamed on purpose: give it back the name harbor wrote it as)"
   [[ ! -e "$STATE_ROOT/mine/tally.md" ]]
   # Its own JOB_NAME: nothing benched yet.
-  printf 'JOB_NAME=mine-job\n' >>"$SCRATCH/runs/mine.env"
+  sed -i 's/^JOB_NAME=.*/JOB_NAME=mine-job/' "$SCRATCH/runs/mine.env"
   RUN=mine run "$SCRATCH/scripts/tally.sh"
   assert_failure 3
   assert_output --partial "tally: run 'mine' has no job dir yet (looked for jobs/mine-job"

@@ -631,7 +631,7 @@ def test_changed_task_files_make_resume_impossible(tmp_path, server, report_line
 
 
 @pytest.mark.parametrize("script, settings, args, message", [
-    ("mopup.sh", {"MOPUP_MODE": "bogus"}, [], "MOPUP_MODE must be auto, resume or retry-job, got 'bogus'"),
+    ("mopup.sh", {"MOPUP_MODE": "bogus"}, [], "setting MOPUP_MODE must be one of auto, resume, retry-job, got 'bogus'"),
     ("mopup.sh", {"WHERE": "hf"}, [], "setting BUCKET is empty for run 'mopup-test'"),
     ("mopup.sh", {"WHERE": "hf", "BUCKET": "alice/tb"}, [], "is not a git checkout"),
     ("mopup-restore.sh", {}, [], "say which trial dirs to restore: TRIALS="),

@@ -185,7 +185,7 @@ def test_a_bad_value_of_every_setting_gets_one_refusal_from_every_verb(name):
     if name == "SERVER":  # the profile's name: no profile of it to read
         assert answer.startswith("run 'qwen-t2' names server profile 'a b', which is not in env/servers/")
         return
-    assert isinstance(answer, str) and answer.startswith(f"setting {name} must be {setting.type.phrase()}, got '")
+    assert isinstance(answer, str) and answer.startswith(f"setting {name} must be {setting.type.requirement()}, got '")
     # make stop is told, and stops: a setting never keeps a server billing.
     values, _, notes = settings.resolve_for_verb("qwen-t2", "stop", {name: bad})
     assert notes[0] == f"warning: {answer}; going on: a setting never stops make stop"
@@ -216,7 +216,7 @@ def test_the_issue_s_four_values_get_one_answer(given, answer):
     ({"AGENT": "oracle", "REASONING_EFFORT": "low"}, "setting REASONING_EFFORT must be empty for AGENT=oracle"),
     ({"AGENT": "claude-code"}, "setting AGENT must be one of: terminus-2 mini-swe-agent oracle (got 'claude-code')"),
     ({"DATASET": "a/b"}, "run 'qwen-t2' sets DATASET (a/b) and DATASET_REPO or DATASET_REF: name one dataset"),
-    ({"WHERE": "hf"}, "setting BUCKET is empty for run 'qwen-t2', and WHERE=hf writes the run into an HF bucket"),
+    ({"WHERE": "hf"}, "setting BUCKET is empty for run 'qwen-t2', and WHERE=hf keeps the run's job dirs in an HF bucket"),
     ({"N_SHARDS": "2", "N_TASKS": "3"}, "N_SHARDS=2 splits the run's whole task list, and N_TASKS=3"),
     ({"SERVER_EXTRA_ARGS": "--tensor-parallel 2"}, "run 'qwen-t2' sets tensor parallelism outside SERVER_TP: --tensor-parallel"),
     ({"SERVER_EXTRA_ARGS": "--dp=2"}, "run 'qwen-t2' sets data parallelism outside SERVER_DP: --dp"),

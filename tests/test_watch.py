@@ -659,8 +659,8 @@ def test_make_watch_where_hf_without_a_bucket_is_one_clear_line(tmp_path):
                            "WHERE=hf", "ONCE=1"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode != 0 and proc.stdout == ""
     assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
-        "watch: WHERE=hf reads the run from its bucket: set BUCKET=ns/name (the bucket make bench WHERE=hf "
-        "writes to), or WHERE=local"]
+        "watch: setting BUCKET is empty for run 'example-terminus2', and WHERE=hf keeps the run's job dirs in an HF "
+        "bucket: set BUCKET=NAMESPACE/NAME in runs/example-terminus2.env or on the command line"]
     tool = watch_cli("--run", "example-terminus2", "--once", "--where", "hf")
     assert tool.returncode == 1 and tool.stderr.strip().splitlines() == [
         "Error: --where hf reads the run from its bucket: pass --bucket NS/NAME (make watch: BUCKET=ns/name)"]

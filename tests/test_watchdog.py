@@ -782,7 +782,8 @@ def test_bad_watchdog_settings_are_refused_in_one_line_before_anything(fakes, tm
             ({"WATCHDOG_GRACE": "5m"}, "setting WATCHDOG_GRACE=5m must be longer than HEARTBEAT_EVERY=5m: a run that is "
                                        "held would look abandoned between two heartbeats (e.g. WATCHDOG_GRACE=1h "
                                        "HEARTBEAT_EVERY=5m) (run 'qwen-t2')"),
-            ({"HEARTBEAT_EVERY": "0m"}, "setting HEARTBEAT_EVERY must be more than zero (e.g. 4h), got '0m' (run 'qwen-t2')"),
+            ({"HEARTBEAT_EVERY": "0m"}, "setting HEARTBEAT_EVERY must be a number with an optional unit s, m, h or d "
+                                        "(e.g. 4h), more than zero, got '0m' (run 'qwen-t2')"),
             ({"WATCHDOG": "yes"}, "setting WATCHDOG must be 0 or 1, got 'yes' (run 'qwen-t2')"),
             ({"WATCHDOG_IMAGE": "python:3.12 ; rm"}, "setting WATCHDOG_IMAGE must be an image name such as "
                                                      "python:3.12-slim, got 'python:3.12 ; rm' (run 'qwen-t2')")):

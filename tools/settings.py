@@ -282,7 +282,8 @@ def run_path(run: str) -> Path:
 
 
 def list_runs() -> list[str]:
-    return sorted(p.stem for p in (REPO / "runs").glob("*.env"))
+    # In the order of their file names, as bash's glob lists them (example-x-y.env before example-x.env).
+    return [p.stem for p in sorted((REPO / "runs").glob("*.env"), key=lambda p: p.name)]
 
 
 def resolve(run: str, overrides: dict[str, str], settings: dict[str, Setting]) -> dict[str, str]:
@@ -418,7 +419,7 @@ def check(run: str, values: dict[str, str], settings: dict[str, Setting], verb: 
                 found.append(f"setting {name} is empty for run '{run}': it must be {setting.type.phrase()}. "
                              f"Set it in runs/{run}.env, or on the command line: {name}=…")
             else:
-                found.append(f"setting {name} must be {setting.type.phrase()}, got '{shown(values[name])}'"
+                found.append(f"setting {name} must be {setting.type.requirement()}, got '{shown(values[name])}'"
                              f"{suggestion(setting, values[name])} (run '{run}')")
     if found:
         return found  # the rules read the values as their types

@@ -79,7 +79,7 @@ def one_dataset(v: dict, run: str) -> str | None:
 
 def remote_bench(v: dict, run: str) -> str | None:
     if v["WHERE"] == "hf" and not v["BUCKET"]:
-        return (f"setting BUCKET is empty for run '{run}', and WHERE=hf writes the run into an HF bucket: "
+        return (f"setting BUCKET is empty for run '{run}', and WHERE=hf keeps the run's job dirs in an HF bucket: "
                 f"set BUCKET=NAMESPACE/NAME in runs/{run}.env or on the command line")
     return None
 

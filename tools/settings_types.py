@@ -107,6 +107,10 @@ class Type:
             "text": f"one line of text (at most {MAX_LENGTH} characters, no control characters)",
         }.get(self.kind) or PATTERNS[self.kind][1]
 
+    def requirement(self) -> str:
+        """What a value must be, as a refusal says it: the phrase, and that empty will do when it will."""
+        return self.phrase() + (", or empty" if self.optional else "")
+
     def valid(self, value: str) -> bool:
         if value == "":
             return self.optional or self.kind in ("text", "words")
