@@ -656,8 +656,8 @@ def test_the_bundle_is_this_checkouts_watchdog_and_huggingface_hubs_hash_pinned_
     data = watchdog_bundle.bundle(REPO)
     assert watchdog_bundle.bundle(REPO) == data  # the same bytes for the same files: its sha256 names the code
     files = unpack(data)
-    assert sorted(files) == ["requirements.txt", "tools/__init__.py", "tools/fmt.py", "tools/run/__init__.py",
-                            "tools/run/watchdog.py", "tools/safe_read.py"]
+    assert sorted(files) == ["requirements.txt", "tools/__init__.py", "tools/fmt.py", "tools/hf_client.py",
+                            "tools/run/__init__.py", "tools/run/watchdog.py", "tools/safe_read.py"]
     for name in watchdog_bundle.BUNDLE_FILES:
         assert files[name] == (REPO / name).read_bytes()
     entries = watchdog_bundle.lock_entries((REPO / "env/requirements.lock").read_text())
@@ -675,7 +675,7 @@ def test_the_bundle_is_this_checkouts_watchdog_and_huggingface_hubs_hash_pinned_
 def test_the_watchdog_imports_nothing_the_bundle_lacks():
     allowed = {"base64", "dataclasses", "gzip", "hashlib", "io", "math", "re", "sys", "tarfile", "time",
                "urllib.error", "urllib.request", "pathlib", "click", "httpx2", "huggingface_hub",
-               "huggingface_hub.utils", "tools.safe_read", "__future__", "importlib.metadata",
+               "huggingface_hub.utils", "huggingface_hub.utils._http", "tools.safe_read", "__future__", "importlib.metadata",
                "packaging.requirements", "datetime"}
     for name in watchdog_bundle.BUNDLE_FILES:
         tree = ast.parse((REPO / name).read_text())

@@ -21,6 +21,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from tools import hf_client
+
 MIN_SECRET = 8
 SCAN_CAP = 256 << 20
 SECRET_NAME = re.compile(r"(TOKEN|_KEY|SECRET|PASSWORD)$")
@@ -60,9 +62,7 @@ def machine_secrets() -> dict[str, bytes]:
         if SECRET_NAME.search(name.upper()) and len(value) >= MIN_SECRET:
             found[f"the value of ${name}"] = value.encode()
     try:
-        from huggingface_hub import get_token  # noqa: PLC0415
-
-        token = get_token()
+        token = hf_client.token()
     except Exception:  # noqa: BLE001  (no token, an unreadable token file: nothing to look for)
         token = None
     if token and len(token) >= MIN_SECRET and token.encode() not in found.values():  # one value, named once

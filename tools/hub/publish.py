@@ -55,7 +55,7 @@ import click
 import yaml
 
 from tools.hub import credentials
-from tools import fmt
+from tools import fmt, hf_client
 from tools.results import report_load
 from tools.results import report_output
 from tools.results import report_stats
@@ -273,10 +273,10 @@ def dry_run_text(plan: Plan) -> str:
 
 def publish(plan: Plan) -> str:
     """Push the bucket files, then open the pull request; its URL."""
-    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub import CommitOperationAdd
     from huggingface_hub.errors import HfHubHTTPError
 
-    api = HfApi()
+    api = hf_client.api()
     try:
         api.batch_bucket_files(plan.bucket, add=plan.bucket_files)
     except (HfHubHTTPError, OSError, RuntimeError) as e:
@@ -296,11 +296,10 @@ def publish(plan: Plan) -> str:
 def read_back(model_repo: str, dataset_id: str, task_id: str, value: float) -> str:
     """Whether the Hub parsed the result: model_info(..., expand=["evalResults"]) lists an entry of
     this dataset and task with this value. Said either way, never a failure: the pull request is open."""
-    from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
     try:
-        info = HfApi().model_info(model_repo, expand=["evalResults"])
+        info = hf_client.api().model_info(model_repo, expand=["evalResults"])
     except (HfHubHTTPError, OSError, ValueError) as e:
         return f"could not read the model's eval results back ({first_line(e)}); look at the pull request"
     entries = info.eval_results or []
@@ -343,7 +342,7 @@ def cli() -> None:
 def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset, task_id, dataset_revision, agent, model,
                 k, bucket, submitter, timeouts_unscored, dry_run):
     """Push RUN's README and job dirs to its bucket, then open the eval-results pull request."""
-    from huggingface_hub import constants, get_token
+    from huggingface_hub import constants
 
     if not dry_run:
         if not bucket:
@@ -352,7 +351,7 @@ def publish_cmd(jobs_dir, job_name, run, model_repo, dataset_repo, eval_dataset,
             report_load.fail("EVAL_TASK_ID is empty: the Hub's eval-results format needs dataset.task_id, the task's "
                              f"id in the benchmark dataset's eval.yaml ({EVAL_RESULTS_DOCS}); e.g. EVAL_TASK_ID=terminalbench_2 "
                              f"for harborframework/terminal-bench-2.0")
-        if not get_token():
+        if not hf_client.token():
             report_load.fail("no HF token: set HF_TOKEN or run 'hf auth login' (make publish writes to the Hub)")
     if dataset_revision and not re.fullmatch(r"[0-9a-f]{40}", dataset_revision):
         report_load.fail(f"DATASET_REF {safe_read.printable(dataset_revision)[:80]!r} is not a 40-hex commit: make pin RUN={run} "

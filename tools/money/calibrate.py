@@ -36,7 +36,7 @@ from pathlib import Path
 
 import click
 
-from tools import safe_read
+from tools import hf_client, safe_read
 from tools.money import calibrate_evalscope
 
 
@@ -109,7 +109,7 @@ def levels_of(results: dict) -> list[dict]:
 def cli(out_path, run, profile, flavor, dp, tp, prompt_tokens, shared_prefix_tokens, output_tokens, evalscope_argv):
     """Run evalscope perf with EVALSCOPE_ARGV against the live server; record its levels in --out."""
     key = os.environ.get("OPENAI_API_KEY")
-    redactor = calibrate_evalscope.Redactor([key, os.environ.get("HF_TOKEN")])
+    redactor = calibrate_evalscope.Redactor([key, hf_client.token()])
     try:
         args = evalscope_arguments(list(evalscope_argv), key)
     except CalibrateError as e:  # an argument evalscope refused may be a key: calibrate's own output is redacted

@@ -56,20 +56,21 @@ from tools.money import cost_jobs
 from tools.money import cost_prices
 from tools.money import cost_sandbox_logs
 from tools.money import cost_sandboxes
-from tools import fmt
+from tools import fmt, hf_client
 from tools.results import tally_jobs
 
 
-def make_hf(recorded: str | None, dry_run: bool, call_timeout: float):
+def make_hf(recorded: str | None, dry_run: bool, call_timeout: float | None):
     if recorded:
         return cost_hf.RecordedHf.load(Path(recorded))
-    return cost_hf.LiveHf(timeout=call_timeout, dry_run=dry_run)
+    return cost_hf.LiveHf(timeout=hf_client.call_timeout(call_timeout), dry_run=dry_run)
 
 
 common = [
     click.option("--recorded", type=click.Path(dir_okay=False), help="Answer hf calls from this recording (bundled examples)."),
     click.option("--dry-run", is_flag=True, help="Print the hf calls; run none, write nothing."),
-    click.option("--call-timeout", type=float, default=60.0, show_default=True, help="Seconds each hf call may take."),
+    click.option("--call-timeout", type=float, default=None,
+                 help="Seconds each hf call may take (default: the setting HF_CALL_TIMEOUT, else 60)."),
     click.option("--json", "as_json", is_flag=True, help="Print JSON (fields: docs/cost.md §4)."),
 ]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from tools import fmt
+from tools import fmt, hf_client
 from tools import safe_read
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ class HfFailed(Exception):
 class LiveHf:
     """Runs the real `hf` CLI, bounded in time. dry_run: prints each call and runs none."""
 
-    timeout: float = 60.0
+    timeout: float = field(default_factory=hf_client.call_timeout)  # HF_CALL_TIMEOUT, else 60
     dry_run: bool = False
     printed: list[str] = field(default_factory=list)
 

@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from pathlib import Path
 import click
 
 from tools import safe_read
-from tools import fmt
+from tools import fmt, hf_client
 from tools.run.reproduce_children import LOCK_FD, Children, fd_open
 from tools.run.reproduce_passes import MopupPasses, job_dir_exists
 from tools.run.reproduce_server import Server
@@ -257,12 +256,8 @@ class Supervisor:
 
 
 def _token() -> str:
-    token = os.environ.get("HF_TOKEN", "")
-    if not token:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            token = subprocess.run(["hf", "auth", "token"], capture_output=True, text=True, timeout=60,
-                                   stdin=subprocess.DEVNULL).stdout.strip()
-    return token
+    """The HF token (HF_TOKEN, else the saved login), from tools/hf_client.py's one reader."""
+    return hf_client.token() or ""
 
 
 @click.group()

@@ -13,10 +13,9 @@ import re
 import subprocess
 import time
 import urllib.error
-import urllib.request
 from typing import Callable
 
-from tools import fmt
+from tools import fmt, hf_client
 from tools.run.reproduce_children import Children
 from tools.run.reproduce_state import Config, Failure, relaunch_is_due
 
@@ -136,9 +135,8 @@ class Server:
         return stage[:40] if isinstance(stage, str) else None
 
     def http_status(self, endpoint: str) -> str:
-        request = urllib.request.Request(health_url(endpoint), headers={"Authorization": f"Bearer {self.token}"})
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with hf_client.open_url(health_url(endpoint), timeout=10, auth=self.token) as response:
                 return str(response.status)
         except urllib.error.HTTPError as e:
             return str(e.code)

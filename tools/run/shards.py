@@ -54,7 +54,7 @@ from pathlib import Path
 
 import click
 
-from tools import fmt
+from tools import fmt, hf_client
 from tools import safe_read
 from tools.results import tally_core
 from tools.results import tally_jobs
@@ -112,12 +112,11 @@ def hub_tasks(url: str, ref: str) -> list[str]:
         raise ShardError(f"N_SHARDS needs the dataset pinned: DATASET_REF is {ref!r}, and shards listed from a "
                          f"moving HEAD could each run a different task list. Set DATASET_REF=<40-hex commit> in the "
                          f"run file (make pin RUN=… writes the one a job resolved)")
-    from huggingface_hub import HfApi  # noqa: PLC0415  (only this source needs it)
     from huggingface_hub.errors import HfHubHTTPError  # noqa: PLC0415
 
     names: list[str] = []
     try:
-        for entry in HfApi().list_repo_tree(m["repo"], repo_type="dataset", revision=ref, recursive=True):
+        for entry in hf_client.api().list_repo_tree(m["repo"], repo_type="dataset", revision=ref, recursive=True):
             parts = entry.path.split("/")
             if parts[-1] == "task.toml" and len(parts) >= 2:
                 names.append(parts[-2])

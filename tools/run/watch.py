@@ -258,7 +258,7 @@ def check_html_path(html_path: Path | None) -> None:
 
 def watch_run(settings: report_load.RunSettings, opts: WatchOptions, remote: watch_bucket.Remote | None) -> None:
     """The watch of one run, local (remote None) or mirrored from its bucket."""
-    api = watch_bucket.bucket_api() if remote else None
+    api = watch_bucket.bucket_api(settings.call_timeout) if remote else None
     check_html_path(opts.html_path)
 
     def build() -> Frame:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from tools import fmt
+from tools import fmt, hf_client
 from tools import safe_read
 from tools.results import tally_jobs
 
@@ -134,10 +134,10 @@ def _check_fetched(remote: Remote, entry, dest: Path) -> None:
     remote.have[entry.path] = entry.xet_hash
 
 
-def bucket_api():
-    """huggingface_hub's client, quiet: its token is its own (HF_TOKEN or the login)."""
-    from huggingface_hub import HfApi
+def bucket_api(timeout: float | None = None):
+    """huggingface_hub's client from tools/hf_client.py, quiet: its token is the project's one
+    reader's (HF_TOKEN or the login), each request bounded by TIMEOUT (the run's HF_CALL_TIMEOUT)."""
     from huggingface_hub.utils import disable_progress_bars
 
     disable_progress_bars()  # a bar on stderr would tear the live view
-    return HfApi()
+    return hf_client.api(timeout)

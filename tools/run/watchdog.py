@@ -12,8 +12,9 @@ that runs `check` below. docs/watchdog.md says how it decides and what it costs.
   timeout  here (make doctor CHECK_TIMEOUT=1, make status): a job's --timeout as HF's answer holds it
 
 The scheduled job runs only what tools/run/watchdog_bundle.py packs at make serve, so this module
-imports nothing of the repository but tools.safe_read and tools.fmt (the standard library only), and of the world only
-huggingface_hub and what it depends on (click, httpx2). Facts relied on, in huggingface_hub
+imports nothing of the repository but tools.safe_read and tools.fmt (the standard library only) and
+tools.hf_client (how every tool reaches HF: its timeout, HF_CALL_TIMEOUT, and its token), and of
+the world only huggingface_hub and what it depends on (click, httpx2). Facts relied on, in huggingface_hub
 2.4.0 (tests/test_watchdog.py asserts each in the installed source):
   - HfApi.list_jobs(status=, labels=, namespace=), cancel_job(job_id=, namespace=);
   - HfApi.update_job_labels(job_id=, labels=, namespace=) REPLACES every label of the job (PUT
@@ -36,13 +37,12 @@ import re
 import sys
 import time
 import urllib.error
-import urllib.request
 from typing import TYPE_CHECKING
 
 import click
 import httpx2
 
-from tools import fmt
+from tools import fmt, hf_client
 from tools.safe_read import clip, printable
 
 if TYPE_CHECKING:
@@ -201,13 +201,12 @@ def fetch_metrics(url: str, token: str | None, deadline: float = METRICS_DEADLIN
     header, never in a URL or argv), all of it within DEADLINE seconds. A socket timeout bounds each read, not the answer: a server that
     sends a byte every few seconds would hold every check until HF kills it at its --timeout, and
     a check that never ends never cancels."""
-    request = urllib.request.Request(f"{url}{path}", headers={"Authorization": f"Bearer {token}"} if token else {})
     end = time.monotonic() + deadline
     chunks, size = [], 0
     try:
         # Each socket operation waits at most METRICS_READ_WAIT: the whole answer ends within
         # DEADLINE + METRICS_READ_WAIT, however it trickles.
-        with urllib.request.urlopen(request, timeout=min(METRICS_READ_WAIT, deadline)) as answer:
+        with hf_client.open_url(f"{url}{path}", timeout=min(METRICS_READ_WAIT, deadline), auth=token) as answer:
             while size <= METRICS_CAP:
                 if time.monotonic() >= end:
                     return Metrics(problem=f"GET {path} did not finish within {deadline:g} s")
@@ -468,11 +467,7 @@ def timeout_of(answer: dict) -> int | None:
 def job_answer(api: HfApi, namespace: str, job_id: str) -> dict:
     """GET /api/jobs/{ns}/{id} as HF answers it, through huggingface_hub's own session and headers:
     its JobInfo keeps no timeout."""
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status  # noqa: PLC0415
-
-    response = get_session().get(f"{api.endpoint}/api/jobs/{namespace}/{job_id}", headers=build_hf_headers())
-    hf_raise_for_status(response)
-    answer = response.json()
+    answer = hf_client.hub_json(api, f"/api/jobs/{namespace}/{job_id}")
     if not isinstance(answer, dict):
         raise ValueError("HF's answer about the job is not a JSON object")
     return answer
@@ -496,15 +491,14 @@ def label_value(_ctx, param, value: str) -> str:
 
 
 def hf_api() -> HfApi:
-    """huggingface_hub's client. Imported here, not with the module: it is most of this module's
-    start, and `check` alone of the commands needs its HfApi before it has read its settings."""
-    from huggingface_hub import HfApi  # noqa: PLC0415
+    """huggingface_hub's client, from tools/hf_client.py (bounded by HF_CALL_TIMEOUT). Imported
+    there when asked, not with the module: it is most of this module's start."""
     from huggingface_hub.utils import logging as hf_logging  # noqa: PLC0415
 
     # huggingface_hub's own retry notes ("Retrying in 1s") would come before the one line each
     # command says when HF cannot be reached.
     hf_logging.set_verbosity_error()
-    return HfApi()
+    return hf_client.api()
 
 
 @click.group()
@@ -535,10 +529,8 @@ def beat_cmd(run, project, instance, namespace):
 @click.option("--grace", envvar="WATCHDOG_GRACE", required=True, help="WATCHDOG_GRACE, e.g. 1h")
 def check_cmd(run, project, instance, namespace, grace):
     """One check of the run (what the scheduled job runs; its settings come as its environment)."""
-    from huggingface_hub import get_token  # noqa: PLC0415
-
     cfg = Run(run=run, project=project, instance=instance, namespace=namespace, grace=duration_seconds(grace))
-    sys.exit(check(hf_api(), cfg, token=get_token(), now=time.time()))
+    sys.exit(check(hf_api(), cfg, token=hf_client.token(), now=time.time()))
 
 
 @cli.command("timeout")

@@ -1,7 +1,8 @@
 """watchdog_bundle: what the run's watchdog job runs on HF, packed at make serve as one line.
 
 The scheduled job (tools/run/watchdog.py, `check`) runs only what this packs: tools/run/watchdog.py
-and the two modules of the repository it imports (tools/safe_read.py, tools/fmt.py), and
+and the three modules of the repository it imports (tools/safe_read.py, tools/fmt.py, and
+tools/hf_client.py, through which every tool reaches HF), and
 huggingface_hub's requirements with their hashes from env/requirements.lock (pip --require-hashes
 input), as a gzipped tar whose bytes are the same for the same inputs: its sha256 names the code
 (label code=…). The job never imports this module.
@@ -22,8 +23,8 @@ from pathlib import Path
 import click
 
 # What the bundle packs: the code the check runs, and its requirements (requirements.txt).
-BUNDLE_FILES = ("tools/__init__.py", "tools/fmt.py", "tools/safe_read.py", "tools/run/__init__.py",
-                "tools/run/watchdog.py")
+BUNDLE_FILES = ("tools/__init__.py", "tools/fmt.py", "tools/hf_client.py", "tools/safe_read.py",
+                "tools/run/__init__.py", "tools/run/watchdog.py")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The platform the scheduled job runs on (the image python:3.12, as env/requirements.lock is
 # resolved for): the markers of huggingface_hub's requirements are read for it.
