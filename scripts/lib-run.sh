@@ -236,7 +236,7 @@ refuse_foreign_job_dirs() {
 
 # --- harbor's end ------------------------------------------------------------------------------
 
-# watch_harbor JOB_DIR ARGV...: run harbor's ARGV under tools/run/harbor_watch.py: once JOB_DIR's
+# watch_harbor JOB_DIR ARGV...: run harbor's ARGV under tools/run/harbor_guard.py: once JOB_DIR's
 # result.json says the job finished (or harbor was interrupted and every trial has ended),
 # harbor has LINGER_GRACE seconds to exit before it is terminated (TERM, then KILL); that is
 # recorded in the run's manifest. With MAX_COST, the run's spend is measured every COST_POLL
@@ -248,7 +248,7 @@ watch_harbor() {
   local job_dir=$1 ceiling=()
   shift
   [[ -z "$MAX_COST" ]] || ceiling=(--max-cost "$MAX_COST" --cost-poll "$COST_POLL" --cost-scope "$(cost_scope_json)")
-  tool run.harbor_watch run --job-dir "$job_dir" --grace "$LINGER_GRACE" --term-wait "$STOP_GRACE" \
+  tool run.harbor_guard run --job-dir "$job_dir" --grace "$LINGER_GRACE" --term-wait "$STOP_GRACE" \
     --event-file "$(run_state_dir)/manifest.jsonl" "${ceiling[@]}" -- "$@"
 }
 
@@ -262,7 +262,7 @@ watch_harbor() {
 # The exit code of a stop at the ceiling (tools/money/cost_ceiling.py CEILING_EXIT): make reproduce
 # recognises it, and neither relaunches a server nor starts another mop-up pass.
 readonly CEILING_EXIT=75
-# The exit code of a watch that failed itself (tools/run/harbor_watch.py WATCH_FAILED_EXIT): it
+# The exit code of a watch that failed itself (tools/run/harbor_guard.py WATCH_FAILED_EXIT): it
 # stopped harbor first, as at the ceiling, and said why.
 # shellcheck disable=SC2034  # read by bench.sh and mopup.sh
 readonly WATCH_FAILED_EXIT=70

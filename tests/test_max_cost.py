@@ -329,7 +329,7 @@ def test_eight_sandboxes_of_another_run_never_stop_a_run_far_below_its_ceiling(t
     watch = cost_ceiling.Watch(hf, scope, 20.0, 60, since)
     assert watch.check() is None and watch.check() is None  # never stopped
     err = capsys.readouterr().err
-    assert err.count("harbor_watch: note: 8 sandbox(es) created while the run ran could not be attributed to it: "
+    assert err.count("harbor_guard: note: 8 sandbox(es) created while the run ran could not be attributed to it: "
                      "not counted in MAX_COST (alice/theirs1, alice/theirs2, alice/theirs3 and 5 more; no trial of "
                      "the run names or matches them: docs/cost.md §5)\n") == 1  # said once, not every poll
     # At the ceiling for its own spend, the message and the event say what was left out.
@@ -384,7 +384,7 @@ def test_another_runs_sandboxes_during_the_bench_never_stop_it_and_are_said(tmp_
         for i in range(1, 9):
             hub.run_job(image="ghcr.io/other/run:1", command=["sbx-server"], flavor="h200", namespace="alice",
                         labels={"hf-sandbox": "1", "hf-sandbox-mode": "dedicated", "hf-sandbox-nonce": f"{i:032x}"})
-        note = ("harbor_watch: note: 8 sandbox(es) created while the run ran could not be attributed to it: not "
+        note = ("harbor_guard: note: 8 sandbox(es) created while the run ran could not be attributed to it: not "
                 "counted in MAX_COST (alice/theirs1, alice/theirs2, alice/theirs3 and 5 more; no trial of the run "
                 "names or matches them: docs/cost.md §5)")
         wait_for(lambda: note in log_path.read_text() or bench.poll() is not None, 120, "the watch's note")

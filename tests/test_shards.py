@@ -24,7 +24,7 @@ import pytest
 from tests.fixtures.harbor_jobs import MODEL as MODEL_FIXTURE
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
 from tests.test_tally_slots import attempts
-from tools.run import harbor_watch_job
+from tools.run import harbor_guard_job
 from tools.mopup import mopup_plan
 from tools.run import shards
 from tools.results import tally_core
@@ -694,7 +694,7 @@ def watch_pid(job_dir: Path) -> int | None:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"tools.run.harbor_watch" in argv and str(job_dir).encode() in argv:
+        if b"tools.run.harbor_guard" in argv and str(job_dir).encode() in argv:
             return int(entry.name)
     return None
 
@@ -972,7 +972,7 @@ def test_a_background_bench_is_governed_and_stopped_though_sigint_is_ignored(tmp
         ("interrupted", [("INT", "watch")], True)
     # Nothing lost: every trial dir of both shards has its result; shard 2's two are its cancellations.
     for i in (1, 2):
-        assert harbor_watch_job.trials_without_result(str(tree.root / "jobs" / f"{JOB}-shard-{i}")) == []
+        assert harbor_guard_job.trials_without_result(str(tree.root / "jobs" / f"{JOB}-shard-{i}")) == []
     cancelled = [r for r in trial_results(tree.root / "jobs" / f"{JOB}-shard-2").values()
                  if exception_type(r) == "CancelledError"]
     assert len(cancelled) == 2

@@ -21,7 +21,7 @@ because the Hub blinked would stop a run that is nowhere near its ceiling.
 
 (its command line, in tools/money/cost.py) exits 0 when the run may go on (or the ceiling cannot be
 measured: a note says why), and 75 (CEILING_EXIT) when the run is already at its ceiling, with
-the message saying what was spent and how to continue. tools/run/harbor_watch.py runs the same
+the message saying what was spent and how to continue. tools/run/harbor_guard.py runs the same
 measure every --poll seconds.
 """
 
@@ -171,15 +171,15 @@ class Watch:
             why = str(e.message if isinstance(e, click.ClickException) else e)
             if not self.noted:
                 self.noted = True
-                click.echo(f"harbor_watch: note: MAX_COST cannot be checked now ({why}); the watch keeps trying "
+                click.echo(f"harbor_guard: note: MAX_COST cannot be checked now ({why}); the watch keeps trying "
                            f"every {self.poll_s:g} s.", err=True)
             return None
         if spend.unknown and not self.noted:
             self.noted = True
-            click.echo(f"harbor_watch: {unknown_note(spend)}", err=True)
+            click.echo(f"harbor_guard: {unknown_note(spend)}", err=True)
         if len(spend.unattributed) > self.said_unattributed:  # said when more appear, not every poll
             self.said_unattributed = len(spend.unattributed)
-            click.echo(f"harbor_watch: note: {cost_sandboxes.unattributed_note(spend.unattributed, ' in MAX_COST')}", err=True)
+            click.echo(f"harbor_guard: note: {cost_sandboxes.unattributed_note(spend.unattributed, ' in MAX_COST')}", err=True)
         return spend if would_pass(spend, self.ceiling, self.poll_s) else None
 
 

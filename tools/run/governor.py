@@ -217,7 +217,7 @@ def _utc(epoch: float) -> datetime:
 
 
 def _iso(epoch: float) -> str:
-    # The manifest's format (tools/run/harbor_watch.py utc_now); isoformat, as strftime's %Y drops
+    # The manifest's format (tools/run/harbor_guard.py utc_now); isoformat, as strftime's %Y drops
     # the zeros of the year 1.
     return _utc(epoch).isoformat(timespec="seconds").replace("+00:00", "Z")
 

@@ -5,12 +5,12 @@
 
 scripts/bench.sh writes SPEC (tools/run/shards.py made the split, scripts/argv.sh each shard's argv):
     {"run", "event_file" (the run's manifest.jsonl), "log_dir", "poll_s", "stop_grace_s" (STOP_GRACE),
-     "watch": [the options every shard's tools/run/harbor_watch.py gets: --grace, --term-wait, --event-file,
+     "watch": [the options every shard's tools/run/harbor_guard.py gets: --grace, --term-wait, --event-file,
                the ceiling],
      "governor": null | {"max_rate", "window_s", "min_trials", "quiet_s"},
      "shards": [{"index", "job_dir", "tasks" (how many), "argv": ["harbor", "run", …]}]}
 
-Each shard is its own orchestrator: `python -m tools.run.harbor_watch run --job-dir D … -- harbor run …`
+Each shard is its own orchestrator: `python -m tools.run.harbor_guard run --job-dir D … -- harbor run …`
 (the linger watchdog and the spending ceiling, as an unsharded bench has them), in a process group
 of its own, its output appended to <log_dir>/<shard job>.log. Harbor reads the key and the
 endpoint from the environment this process was given; nothing secret is in SPEC or any argv.
@@ -67,9 +67,9 @@ import click
 
 from tools import fmt
 from tools.run import governor
-from tools.run import harbor_watch_job
-from tools.run import harbor_watch_signals
-from tools.run import harbor_watch_words
+from tools.run import harbor_guard_job
+from tools.run import harbor_guard_signals
+from tools.run import harbor_guard_words
 from tools import safe_read
 
 SPEC_CAP = 16 << 20
@@ -142,7 +142,7 @@ def _shard_preexec(parent: int):
 def start(shard: Shard, watch: list[str], log_dir: Path) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
     shard.log = str(log_dir / f"{shard.name}.log")
-    argv = [sys.executable, "-m", "tools.run.harbor_watch", "run", "--job-dir", shard.job_dir, *watch, "--", *shard.argv]
+    argv = [sys.executable, "-m", "tools.run.harbor_guard", "run", "--job-dir", shard.job_dir, *watch, "--", *shard.argv]
     with open(shard.log, "ab") as out:
         # A process group of its own: the stop reaches this shard's watch alone, and the watch (not
         # in the terminal's foreground group) passes it on to harbor.
@@ -192,7 +192,7 @@ def stop_shard(shard: Shard, why: str, grace: float) -> None:
 
 def overdue(shard: Shard, spec: dict) -> None:
     """A stop past its due time: a watch that outlived its own escalation is stuck, and its whole
-    group gets KILL; a group that outlives KILL by harbor_watch_words.KILL_WAIT_S is given up on (said, recorded)."""
+    group gets KILL; a group that outlives KILL by harbor_guard_words.KILL_WAIT_S is given up on (said, recorded)."""
     ending = shard.ending
     if ending is None or shard.state not in ("running", "stopping") or not alive(shard) \
             or time.monotonic() < ending.due:
@@ -201,7 +201,7 @@ def overdue(shard: Shard, spec: dict) -> None:
         say(f"shard {shard.index}'s watch (pid {shard.proc.pid}) is still running "
             f"{fmt.span(time.monotonic() - ending.began)} after it was stopped: killing its process group")
         signal_shard(shard, "KILL", "group")
-        ending.due = time.monotonic() + harbor_watch_words.KILL_WAIT_S
+        ending.due = time.monotonic() + harbor_guard_words.KILL_WAIT_S
         return
     shard.state = "lost"
     say(f"shard {shard.index}'s watch (pid {shard.proc.pid}) survived KILL (stuck in the kernel?): check it with ps "
@@ -275,7 +275,7 @@ def reap(shard: Shard, spec: dict) -> bool:
     else:
         shard.state = "done"
         say(f"shard {shard.index} ended: harbor's watch exited {rc}")
-        if rc not in (0, harbor_watch_signals.CEILING_EXIT):
+        if rc not in (0, harbor_guard_signals.CEILING_EXIT):
             for line in tail(shard.log):
                 say(f"  | {line}")
     return True
@@ -284,14 +284,14 @@ def reap(shard: Shard, spec: dict) -> bool:
 def exit_code(shards: list[Shard]) -> int:
     # A watch ended by a signal N (a kill from outside) exits as a shell says it: 128 + N.
     codes = [s.rc if s.rc > 0 else 128 - s.rc for s in shards if s.state == "done" and s.rc]
-    for special in (harbor_watch_signals.CEILING_EXIT, harbor_watch_signals.WATCH_FAILED_EXIT):
+    for special in (harbor_guard_signals.CEILING_EXIT, harbor_guard_signals.WATCH_FAILED_EXIT):
         if special in codes:
             return special
     return codes[0] if codes else 0
 
 
 def event(spec: dict, doc: dict) -> None:
-    error = harbor_watch_words.append_event(spec["event_file"], dict(doc, at=fmt.stamp(), run=spec["run"]))
+    error = harbor_guard_words.append_event(spec["event_file"], dict(doc, at=fmt.stamp(), run=spec["run"]))
     if error:
         say(error)
 
@@ -318,7 +318,7 @@ def govern(spec: dict, shards: list[Shard], settings: governor.Settings, last: l
         say(f"governor: {decision.reason}")
         event(spec, decision.as_event(settings))
         return
-    missing = harbor_watch_job.trials_without_result(shard.job_dir)
+    missing = harbor_guard_job.trials_without_result(shard.job_dir)
     if missing:
         shard.state = "parked"
         say(f"governor: shard {shard.index} is not started again: {len(missing)} trial dir(s) have no result.json, "
@@ -362,7 +362,7 @@ def run(spec: dict) -> int:
             stop_shard(s, stop.why, grace)
 
     def on_signal(signum: int, _frame) -> None:
-        # Noted here; the loop, woken by the signal (harbor_watch_signals.Waker), stops the shards.
+        # Noted here; the loop, woken by the signal (harbor_guard_signals.Waker), stops the shards.
         if stop.signum is None:
             stop.signum = signum
             say(f"interrupted ({signal.Signals(signum).name}): stopping every shard (SIGINT, as Ctrl-C; TERM, "
@@ -371,7 +371,7 @@ def run(spec: dict) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, on_signal)
-    waker = harbor_watch_signals.Waker()
+    waker = harbor_guard_signals.Waker()
     last: list[float | None] = [None]
 
     def active() -> bool:
@@ -389,7 +389,7 @@ def run(spec: dict) -> int:
                 start(s, spec["watch"], Path(spec["log_dir"]))
         while active():
             for s in shards:
-                if reap(s, spec) and s.rc == harbor_watch_signals.CEILING_EXIT and not stop.any:
+                if reap(s, spec) and s.rc == harbor_guard_signals.CEILING_EXIT and not stop.any:
                     # The ceiling is the run's: every other shard's watch would stop it too, later.
                     stop.ceiling = True
                     say("a shard stopped at the spending ceiling: stopping the others")
@@ -404,7 +404,7 @@ def run(spec: dict) -> int:
         waker.close()
     if stop.signum is not None:
         return 128 + stop.signum
-    return harbor_watch_signals.CEILING_EXIT if stop.ceiling else exit_code(shards)
+    return harbor_guard_signals.CEILING_EXIT if stop.ceiling else exit_code(shards)
 
 
 @click.group()

@@ -1,4 +1,4 @@
-"""tools/run/harbor_watch.py: harbor is ended when it lingers after its job has finished.
+"""tools/run/harbor_guard.py: harbor is ended when it lingers after its job has finished.
 
 Every scenario runs real processes: the watchdog, and as its child either a fake "harbor"
 (FAKE_HARBOR below, written into tmp, which writes its job's result.json with harbor's own
@@ -33,13 +33,13 @@ from harbor.models.trial.result import ExceptionInfo, TrialResult
 from harbor.trial.trial import Trial
 
 from tests.fixtures.harbor_jobs import TrialSpec, rewrite_result, trial_name, write_job
-from tools.run import harbor_watch
-from tools.run import harbor_watch_job
-from tools.run import harbor_watch_signals
+from tools.run import harbor_guard
+from tools.run import harbor_guard_job
+from tools.run import harbor_guard_signals
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python")
-WATCH = "tools.run.harbor_watch"  # run as a module, as scripts/lib-run.sh runs it
+WATCH = "tools.run.harbor_guard"  # run as a module, as scripts/lib-run.sh runs it
 BOUND_S = 60
 
 # A stand-in for harbor. argv: MODE JOB_DIR MARKS_DIR. It records what happened to it as
@@ -324,55 +324,55 @@ def test_what_an_interrupted_harbor_does_and_writes_is_as_relied_on():
     assert '"result.json"' in inspect.getsource(TrialPaths.result_path.fget)
     assert {"exception_info", "finished_at"} <= set(TrialResult.model_fields)
     assert "exception_type" in ExceptionInfo.model_fields
-    assert harbor_job.CANCELLED_ERROR_TYPE == harbor_watch_job.CANCELLED == "CancelledError"
+    assert harbor_job.CANCELLED_ERROR_TYPE == harbor_guard_job.CANCELLED == "CancelledError"
     # ...while the job's finished_at is never written (test_the_fields_relied_on_exist_on_harbors_own_model).
 
 
 def test_a_finish_is_read_from_harbors_own_json(tmp_path):
     path = tmp_path / "result.json"
     path.write_text(harbor_job_result(finished=False))
-    assert harbor_watch_job.finished_at(harbor_watch_job.read_job_result(str(path))) is None
+    assert harbor_guard_job.finished_at(harbor_guard_job.read_job_result(str(path))) is None
     path.write_text(harbor_job_result(finished=True))
     done = json.loads(path.read_text())["finished_at"]
-    assert harbor_watch_job.finished_at(harbor_watch_job.read_job_result(str(path))) == done
-    assert harbor_watch_job.new_finish(harbor_watch_job.read_job_result(str(path)), baseline=None) == done
-    assert harbor_watch_job.new_finish(harbor_watch_job.read_job_result(str(path)), baseline=done) is None  # the stale one of a resume
-    assert harbor_watch_job.new_finish(harbor_watch_job.read_job_result(str(path)), baseline="2020-01-01T00:00:00") == done
+    assert harbor_guard_job.finished_at(harbor_guard_job.read_job_result(str(path))) == done
+    assert harbor_guard_job.new_finish(harbor_guard_job.read_job_result(str(path)), baseline=None) == done
+    assert harbor_guard_job.new_finish(harbor_guard_job.read_job_result(str(path)), baseline=done) is None  # the stale one of a resume
+    assert harbor_guard_job.new_finish(harbor_guard_job.read_job_result(str(path)), baseline="2020-01-01T00:00:00") == done
 
 
 def test_bad_reads_are_no_answer_and_never_block(tmp_path, monkeypatch):
     path = tmp_path / "result.json"
-    assert harbor_watch_job.read_job_result(str(path)) is None                      # not written yet
+    assert harbor_guard_job.read_job_result(str(path)) is None                      # not written yet
     full = harbor_job_result(finished=True)
     path.write_text(full[: len(full) // 2])                           # caught mid-rewrite
-    assert harbor_watch_job.read_job_result(str(path)) is None
+    assert harbor_guard_job.read_job_result(str(path)) is None
     path.write_text("[1, 2]")                                         # JSON, but not a job result
-    assert harbor_watch_job.read_job_result(str(path)) is None
+    assert harbor_guard_job.read_job_result(str(path)) is None
     path.write_bytes(b'{"finished_at": "\xff"}')                      # not UTF-8
-    assert harbor_watch_job.read_job_result(str(path)) is None
+    assert harbor_guard_job.read_job_result(str(path)) is None
     path.write_text(full)
-    monkeypatch.setattr(harbor_watch_job, "RESULT_CAP", len(full) - 1)              # over the size cap
-    assert harbor_watch_job.read_job_result(str(path)) is None
+    monkeypatch.setattr(harbor_guard_job, "RESULT_CAP", len(full) - 1)              # over the size cap
+    assert harbor_guard_job.read_job_result(str(path)) is None
     monkeypatch.undo()
     link = tmp_path / "link" / "result.json"
     link.parent.mkdir()
     link.symlink_to(path)                                             # only regular files
-    assert harbor_watch_job.read_job_result(str(link)) is None
+    assert harbor_guard_job.read_job_result(str(link)) is None
     fifo = tmp_path / "fifo" / "result.json"
     fifo.parent.mkdir()
     os.mkfifo(fifo)                                                   # no writer: a plain open would block
-    assert harbor_watch_job.read_job_result(str(fifo)) is None
+    assert harbor_guard_job.read_job_result(str(fifo)) is None
     (tmp_path / "dir" / "result.json").mkdir(parents=True)
-    assert harbor_watch_job.read_job_result(str(tmp_path / "dir" / "result.json")) is None
+    assert harbor_guard_job.read_job_result(str(tmp_path / "dir" / "result.json")) is None
 
 
 def test_exit_codes():
-    assert harbor_watch.exit_code(harbor_watch.Outcome(3), None) == 3
-    assert harbor_watch.exit_code(harbor_watch.Outcome(-9), None) == 137             # harbor killed by someone else
-    assert harbor_watch.exit_code(harbor_watch.Outcome(-15, "t", "TERM"), None) == 0  # ended by us after the job finished
-    assert harbor_watch.exit_code(harbor_watch.Outcome(None, "t", "KILL", survived=True), None) == 0
-    assert harbor_watch.exit_code(harbor_watch.Outcome(0), signal.SIGINT) == 130
-    assert harbor_watch.exit_code(harbor_watch.Outcome(1), signal.SIGTERM) == 143
+    assert harbor_guard.exit_code(harbor_guard.Outcome(3), None) == 3
+    assert harbor_guard.exit_code(harbor_guard.Outcome(-9), None) == 137             # harbor killed by someone else
+    assert harbor_guard.exit_code(harbor_guard.Outcome(-15, "t", "TERM"), None) == 0  # ended by us after the job finished
+    assert harbor_guard.exit_code(harbor_guard.Outcome(None, "t", "KILL", survived=True), None) == 0
+    assert harbor_guard.exit_code(harbor_guard.Outcome(0), signal.SIGINT) == 130
+    assert harbor_guard.exit_code(harbor_guard.Outcome(1), signal.SIGTERM) == 143
 
 
 # --------------------------------------------------------------------------- a fake harbor
@@ -386,7 +386,7 @@ def test_lingering_harbor_is_terminated_and_recorded(scene):
     [event] = scene.event_lines()
     assert_event(event, scene, "TERM", 1)
     [line] = proc.stderr.splitlines()
-    assert line == (f"harbor_watch: harbor's job finished at {scene.finished_at()} but harbor was still running "
+    assert line == (f"harbor_guard: harbor's job finished at {scene.finished_at()} but harbor was still running "
                     f"1 s later; terminated it (TERM). Every trial had its result.json; nothing was lost.")
 
 
@@ -454,7 +454,7 @@ def test_a_signal_to_the_watchdog_is_passed_on_once(scene, sig, escalation):
     assert proc.returncode == 128 + sig
     [event] = scene.event_lines()
     assert_interrupted_event(event, scene, sig.name[3:], [sig.name[3:], *escalation], grace=term_wait, returncode=-9)
-    assert len(err.splitlines()) == 1 and err.startswith(f"harbor_watch: interrupted by {sig.name}; passed it on to "
+    assert len(err.splitlines()) == 1 and err.startswith(f"harbor_guard: interrupted by {sig.name}; passed it on to "
                                                          f"harbor once; "), err
 
 
@@ -526,7 +526,7 @@ def test_an_interrupted_harbor_that_does_not_exit_gets_term_then_kill_after_the_
     [event] = scene.event_lines()
     assert_interrupted_event(event, scene, received.name[3:], sent, grace=grace, returncode=returncode)
     then = ", then ".join(sent[1:])
-    assert err.splitlines() == [f"harbor_watch: interrupted by {received.name}; passed it on to harbor once; harbor "
+    assert err.splitlines() == [f"harbor_guard: interrupted by {received.name}; passed it on to harbor once; harbor "
                                 f"was still running 0.5 s later, so it was sent {then}; harbor exited with "
                                 f"{returncode}."]
 
@@ -559,7 +559,7 @@ def test_an_interrupted_harbor_that_lingers_is_ended_after_the_grace(scene, tmp_
     assert (event["event"], event["finished_at"], event["grace_s"], event["signal"]) == ("harbor-lingered", None, 1, "TERM")
     assert (event["cancelled_trial"], event["cancelled_at"]) == (env["CANCELLED"], cancelled["finished_at"])
     assert proc.stderr.splitlines() == [
-        f"harbor_watch: harbor was interrupted and every trial had ended (the last, {env['CANCELLED']}, in "
+        f"harbor_guard: harbor was interrupted and every trial had ended (the last, {env['CANCELLED']}, in "
         f"CancelledError at {cancelled['finished_at']}; the job's finished_at stays null) but harbor was still "
         f"running 1 s later; terminated it (TERM). Every trial had its result.json; nothing was lost."]
 
@@ -624,12 +624,12 @@ def test_real_harbor_that_exits_by_itself_is_left_alone(tmp_path):
                           env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not events.exists()
-    assert "harbor_watch:" not in proc.stderr
+    assert "harbor_guard:" not in proc.stderr
     # The watchdog would have acted on this file: harbor's real finish, with both trials done.
-    result = harbor_watch_job.read_job_result(str(jobs / "watched" / "result.json"))
-    assert harbor_watch_job.new_finish(result, baseline=None) == result["finished_at"]
+    result = harbor_guard_job.read_job_result(str(jobs / "watched" / "result.json"))
+    assert harbor_guard_job.new_finish(result, baseline=None) == result["finished_at"]
     assert result["n_total_trials"] == 2 and result["stats"]["n_completed_trials"] == 2
-    assert harbor_watch_job.trials_without_result(str(jobs / "watched")) == []
+    assert harbor_guard_job.trials_without_result(str(jobs / "watched")) == []
     assert len([p for p in (jobs / "watched").iterdir() if (p / "result.json").is_file()]) == 2
 
 
@@ -703,13 +703,13 @@ def stop_stubborn_at_ceiling(tmp_path: Path, spend, term_wait: float, first: str
     marks.mkdir()
     (tmp_path / "stubborn.py").write_text(STUBBORN)
     proc = subprocess.Popen([PYTHON, str(tmp_path / "stubborn.py"), str(marks)], start_new_session=True)
-    waker = harbor_watch_signals.Waker()
+    waker = harbor_guard_signals.Waker()
     try:
         deadline = time.monotonic() + BOUND_S
         while not (marks / "ready").exists():
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        outcome = harbor_watch.stop_at_ceiling(proc, spend, term_wait, waker, first)
+        outcome = harbor_guard.stop_at_ceiling(proc, spend, term_wait, waker, first)
     finally:
         waker.close()
         stop_session(proc)
@@ -721,8 +721,8 @@ def test_a_stop_at_the_ceiling_is_sigint_then_term(tmp_path):
     outcome, signals = stop_stubborn_at_ceiling(tmp_path, spend, 1)
     assert (outcome.spend, outcome.ceiling_signal, outcome.returncode, outcome.survived) == (spend, "TERM", 7, False)
     assert signals == ["SIGINT", "SIGTERM"]
-    assert harbor_watch.exit_code(outcome, None) == harbor_watch_signals.CEILING_EXIT == 75
-    assert harbor_watch.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
+    assert harbor_guard.exit_code(outcome, None) == harbor_guard_signals.CEILING_EXIT == 75
+    assert harbor_guard.exit_code(outcome, signal.SIGTERM) == 143  # the user's own signal wins
 
 
 def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_term_first(tmp_path):
@@ -730,10 +730,10 @@ def test_a_harbor_started_with_sigint_ignored_is_stopped_at_the_ceiling_with_ter
     # so a SIGINT would only cost term_wait seconds. The check reads how it was started.
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        check = harbor_watch.CeilingCheck(watch=None, poll=60)
+        check = harbor_guard.CeilingCheck(watch=None, poll=60)
     finally:
         signal.signal(signal.SIGINT, before)
-    assert check.first_signal == "TERM" and harbor_watch.CeilingCheck(watch=None, poll=60).first_signal == "INT"
+    assert check.first_signal == "TERM" and harbor_guard.CeilingCheck(watch=None, poll=60).first_signal == "INT"
     outcome, signals = stop_stubborn_at_ceiling(tmp_path, object(), BOUND_S, check.first_signal)
     assert (outcome.ceiling_signal, outcome.returncode) == ("TERM", 7)
     assert signals == ["SIGTERM"]  # no SIGINT, no wait for it
@@ -744,8 +744,8 @@ def test_the_watchdogs_ceiling_exit_is_the_verbs(tmp_path):
     assert "readonly CEILING_EXIT=75" in lib
     from tools.money import cost_ceiling
     from tools.run import reproduce_state
-    assert harbor_watch_signals.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce_state.CEILING_EXIT == 75
-    assert "readonly WATCH_FAILED_EXIT=70" in lib and harbor_watch_signals.WATCH_FAILED_EXIT == 70
+    assert harbor_guard_signals.CEILING_EXIT == cost_ceiling.CEILING_EXIT == reproduce_state.CEILING_EXIT == 75
+    assert "readonly WATCH_FAILED_EXIT=70" in lib and harbor_guard_signals.WATCH_FAILED_EXIT == 70
 
 
 # --- the watch never dies quietly --------------------------------------------------------------------
@@ -757,11 +757,11 @@ def test_a_spend_that_cannot_be_measured_is_one_line_and_the_watch_goes_on(capsy
         def check(self):
             raise OverflowError("cannot convert float infinity to integer")
 
-    check = harbor_watch.CeilingCheck(Unmeasurable(), poll=0.5)
+    check = harbor_guard.CeilingCheck(Unmeasurable(), poll=0.5)
     check.due = 0  # due now
     assert check() is None
     assert capsys.readouterr().err == (
-        "harbor_watch: note: the spend could not be measured (OverflowError: cannot convert float infinity to "
+        "harbor_guard: note: the spend could not be measured (OverflowError: cannot convert float infinity to "
         "integer); harbor goes on, the next check is in 0.5 s.\n")
     assert check.due > time.monotonic()  # the next check is a poll away, not at once in a loop
 
@@ -771,15 +771,15 @@ FAILING_WATCH = r'''
 import os, sys, time
 from pathlib import Path
 from tests.fixtures.harbor_jobs import TrialSpec, rewrite_result, trial_name, write_job
-from tools.run import harbor_watch
-from tools.run import harbor_watch_job
+from tools.run import harbor_guard
+from tools.run import harbor_guard_job
 def broken(*_args, **_kwargs):
     ready = Path(os.environ["MARKS"]) / "ready"
     while not ready.exists():
         time.sleep(0.05)
     raise RuntimeError("injected fault")
-harbor_watch.supervise = broken
-harbor_watch.cli(prog_name="harbor_watch")
+harbor_guard.supervise = broken
+harbor_guard.cli(prog_name="harbor_guard")
 '''
 
 
@@ -791,9 +791,9 @@ def test_a_watch_that_fails_stops_harbor_with_sigint_records_it_and_says_so(scen
         _, err = proc.communicate(timeout=BOUND_S)
     finally:
         stop_session(proc)
-    assert proc.returncode == harbor_watch_signals.WATCH_FAILED_EXIT == 70
+    assert proc.returncode == harbor_guard_signals.WATCH_FAILED_EXIT == 70
     assert scene.signals() == ["SIGINT"]  # harbor was stopped as Ctrl-C stops it, and exited
-    assert ("harbor_watch: the watch failed (RuntimeError: injected fault); harbor was stopped (INT) so that it "
+    assert ("harbor_guard: the watch failed (RuntimeError: injected fault); harbor was stopped (INT) so that it "
             "does not run on unwatched.") in err
     [event] = scene.event_lines()
     assert (event["event"], event["job_dir"], event["error"], event["signal"]) == \

@@ -1,4 +1,4 @@
-"""What harbor_watch says and records: its lines on stderr and its events (tools/run/harbor_watch.py
+"""What harbor_guard says and records: its lines on stderr and its events (tools/run/harbor_guard.py
 lists the events' fields)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import os
 import signal
 
 from tools import fmt
-from tools.run.harbor_watch_job import Cancelled
+from tools.run.harbor_guard_job import Cancelled
 
 # After KILL the kernel ends a process at once, unless it is stuck in the kernel (D state).
 KILL_WAIT_S = 10.0
 EVENT = "harbor-lingered"
 FAILED_EVENT = "watch-failed"
 INTERRUPTED_EVENT = "harbor-interrupted"
-PREFIX = "harbor_watch:"
+PREFIX = "harbor_guard:"
 
 
 def trials_note(missing: list[str] | None, job_dir: str) -> str:
@@ -71,7 +71,7 @@ def linger_event(job_dir: str, finish: str | Cancelled, grace: float, last_signa
 def interrupt_event(job_dir: str, signum: int, sent: list[tuple[str, str]], term_wait: float,
                     outcome) -> dict:
     """What the watch did after an interrupt: every signal it sent harbor (the one passed on first),
-    and whether harbor exited (outcome: harbor_watch.Outcome)."""
+    and whether harbor exited (outcome: harbor_guard.Outcome)."""
     return {"event": INTERRUPTED_EVENT, "job_dir": os.path.abspath(job_dir),
             "received": signal.Signals(signum).name.removeprefix("SIG"),
             "signals": [{"signal": name, "at": at} for name, at in sent], "grace_s": _grace_s(term_wait),

@@ -1,6 +1,6 @@
-"""harbor_watch's signals and waits: the interrupt passed on to harbor once, and a sleep a signal ends.
+"""harbor_guard's signals and waits: the interrupt passed on to harbor once, and a sleep a signal ends.
 
-tools/run/harbor_watch.py (one harbor) and tools/run/shard_run.py (a sharded bench's harbors) share them,
+tools/run/harbor_guard.py (one harbor) and tools/run/shard_run.py (a sharded bench's harbors) share them,
 with the exit codes both end with.
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""harbor_watch: run harbor, and end it when it lingers after its job has finished or was interrupted.
+"""harbor_guard: run harbor, and end it when it lingers after its job has finished or was interrupted.
 
 In the reference's Run 2, harbor printed its final summary and then stayed alive for hours
 (an unclosed aiohttp session) until the 12 h job timeout killed it mid-teardown, turning a
@@ -7,7 +7,7 @@ finished trial into a CancelledError and billing the model server all along. Thi
 runs harbor as its child and watches the job's result.json; once harbor has written its
 job as finished, harbor gets --grace seconds to exit by itself, then TERM, then KILL.
 
-    harbor_watch.py run --job-dir DIR --grace S [--term-wait S] [--poll S] [--event-file F] -- HARBOR_ARGV...
+    harbor_guard.py run --job-dir DIR --grace S [--term-wait S] [--poll S] [--event-file F] -- HARBOR_ARGV...
 
 When is a job finished: harbor 0.25.0 sets `finished_at` on its `JobResult`
 (harbor/models/job/result.py: `finished_at: datetime | None`) in exactly one place, at the
@@ -16,7 +16,7 @@ end of `Job.run` (harbor/job.py: `self._job_result.finished_at = finished_at`, t
 every trial has ended and the final stats are built. While trials run, result.json is
 rewritten with `finished_at` null; when harbor is interrupted it sets `finished_at` only in
 memory ("persisted result keeps finished_at unset"). So a `finished_at` on disk means
-the job is done. tests/test_harbor_watch.py asserts these names on harbor's own model.
+the job is done. tests/test_harbor_guard.py asserts these names on harbor's own model.
 
 When was harbor interrupted, with every trial ended: an interrupted harbor cancels its running
 trials, and each still writes its result.json, its exception_type "CancelledError"
@@ -74,9 +74,9 @@ Events (--event-file, one JSON line appended when harbor lingered, was interrupt
   {"event": "watch-failed", "job_dir", "error" (its type and message), "signal": "INT" | "TERM" |
    "KILL" | null (harbor had exited), "at"}
 
-The code: tools/run/harbor_watch_job.py reads the job (result.json, the trial dirs),
-harbor_watch_signals.py passes the interrupt on and waits (tools/run/shard_run.py shares it),
-harbor_watch_words.py says and records what happened; this module supervises and is the CLI.
+The code: tools/run/harbor_guard_job.py reads the job (result.json, the trial dirs),
+harbor_guard_signals.py passes the interrupt on and waits (tools/run/shard_run.py shares it),
+harbor_guard_words.py says and records what happened; this module supervises and is the CLI.
 """
 
 from __future__ import annotations
@@ -92,10 +92,10 @@ from dataclasses import dataclass
 import click
 
 from tools import fmt
-from tools.run.harbor_watch_signals import (CEILING_EXIT, WATCH_FAILED_EXIT, Interrupts, Waker, send,
+from tools.run.harbor_guard_signals import (CEILING_EXIT, WATCH_FAILED_EXIT, Interrupts, Waker, send,
                                         wait_for_exit)
-from tools.run.harbor_watch_job import Cancelled, Trials, finished_at, new_finish, read_job_result, trials_without_result
-from tools.run.harbor_watch_words import (FAILED_EVENT, KILL_WAIT_S, PREFIX, append_event, interrupt_event,
+from tools.run.harbor_guard_job import Cancelled, Trials, finished_at, new_finish, read_job_result, trials_without_result
+from tools.run.harbor_guard_words import (FAILED_EVENT, KILL_WAIT_S, PREFIX, append_event, interrupt_event,
                                       interrupt_message, linger_event, linger_message, trials_note)
 
 # --------------------------------------------------------------------------- supervising
@@ -312,7 +312,7 @@ def stop_after_failure(proc: subprocess.Popen, err: BaseException, job_dir: str,
     stopped = (f"harbor was stopped ({outcome.ceiling_signal})" if outcome.ceiling_signal
                else f"harbor had exited (exit {proc.returncode})")
     click.echo(f"{PREFIX} the watch failed ({what}); {stopped} so that it does not run on unwatched. "
-               f"{trials_note(trials_without_result(job_dir), job_dir)} This is a bug of tools/run/harbor_watch.py: "
+               f"{trials_note(trials_without_result(job_dir), job_dir)} This is a bug of tools/run/harbor_guard.py: "
                f"please report it with the line above.", err=True)
     if event_file:
         record(event_file, {"event": FAILED_EVENT, "job_dir": os.path.abspath(job_dir), "error": what,

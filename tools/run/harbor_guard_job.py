@@ -1,4 +1,4 @@
-"""What harbor_watch reads of a job: its result.json and its trial dirs (tools/run/harbor_watch.py says why)."""
+"""What harbor_guard reads of a job: its result.json and its trial dirs (tools/run/harbor_guard.py says why)."""
 
 from __future__ import annotations
 
