@@ -34,17 +34,15 @@ tokenizer_argv() {
   _tok+=(--local-dir "$2")
 }
 
-# calibrate_levels VAR: CALIBRATE_LEVELS' words, else 1, the run's trials at once and twice that,
-# each a whole number from 1 to 1000, in order, once each.
+# calibrate_levels VAR: CALIBRATE_LEVELS' words (load_settings checked each is 1 to 1000), else 1,
+# the run's trials at once and twice that, in order, once each.
 calibrate_levels() {
   local -n _levels=$1
-  local words word at_once=$((N_CONCURRENT * ${N_SHARDS:-1}))
+  local words at_once=$((N_CONCURRENT * ${N_SHARDS:-1}))
+  [[ -n "$CALIBRATE_LEVELS" ]] || ((2 * at_once <= 1000)) ||
+    die "the run's $at_once trials at once make a default ladder past 1000 requests at once: set CALIBRATE_LEVELS (e.g. \"1 100 1000\")"
   split_words words "${CALIBRATE_LEVELS:-1 $at_once $((2 * at_once))}"
   _levels=()
-  for word in "${words[@]}"; do
-    [[ "$word" =~ ^[1-9][0-9]{0,2}$|^1000$ ]] ||
-      die "setting CALIBRATE_LEVELS must be whole numbers from 1 to 1000 (requests at once), got '$word' (run '$RUN')"
-  done
   mapfile -t _levels < <(printf '%s\n' "${words[@]}" | sort -n -u)
 }
 

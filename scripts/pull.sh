@@ -41,7 +41,6 @@ main() {
         argv+=(--include "$job/*" --include ".retried/$job/*")
       done
       ;;
-    *) die "PULL must be results or all, got '$PULL'" ;;
   esac
   if is_dry_run; then
     show_cmd -- "${argv[@]}"

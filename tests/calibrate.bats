@@ -54,6 +54,10 @@ readonly SMALL=(CALIBRATE_PROMPT_TOKENS=48 CALIBRATE_NEW_TOKENS=16 CALIBRATE_OUT
   RUN=qwen-t2 DRY_RUN=1 CALIBRATE_LEVELS="1 x" run "$REPO/scripts/calibrate.sh"
   assert_failure 1
   assert_output "calibrate: setting CALIBRATE_LEVELS must be whole numbers from 1 to 1000 (requests at once), got 'x' (run 'qwen-t2')"
+  # A default ladder past what a level may send says which setting to give.
+  RUN=qwen-t2 DRY_RUN=1 N_CONCURRENT=600 run "$REPO/scripts/calibrate.sh"
+  assert_failure 1
+  assert_output "calibrate: the run's 600 trials at once make a default ladder past 1000 requests at once: set CALIBRATE_LEVELS (e.g. \"1 100 1000\")"
 }
 
 # bats test_tags=e2e

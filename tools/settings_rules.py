@@ -200,6 +200,18 @@ def agent_supported(v: dict, run: str) -> str | None:
     return None
 
 
+def calibrate_levels(v: dict, run: str) -> str | None:
+    try:
+        words = split_words(v["CALIBRATE_LEVELS"])
+    except ValueError:
+        return None  # the words' own type says so
+    for word in words:
+        if not re.fullmatch(r"[1-9][0-9]{0,2}|1000", word):
+            return (f"setting CALIBRATE_LEVELS must be whole numbers from 1 to 1000 (requests at once), got '{word}' "
+                    f"(run '{run}')")
+    return None
+
+
 def calibrate_tokens(v: dict, run: str) -> str | None:
     new, prompt = v["CALIBRATE_NEW_TOKENS"], v["CALIBRATE_PROMPT_TOKENS"]
     if int(new) > int(prompt):
@@ -210,5 +222,5 @@ def calibrate_tokens(v: dict, run: str) -> str | None:
 
 # Every verb: the rules across settings. The verbs that build commands: COMMANDS as well.
 RULES = (watchdog_grace, agent_supported, reasoning_effort, one_dataset, remote_bench, shards_whole_list,
-         parallelism_flags, replicas_fill_flavor, calibrate_tokens)
+         parallelism_flags, replicas_fill_flavor, calibrate_levels, calibrate_tokens)
 COMMANDS = (required, dataset_named, sandbox_outlasts_agent)
