@@ -32,8 +32,10 @@ append_manifest() {
   # A write cut short by a kill leaves a line without its newline: start a fresh line, so this
   # record is never glued to the broken one (readers skip that one).
   [[ ! -s "$manifest" || -z "$(tail -c1 "$manifest")" ]] || printf '\n' >>"$manifest"
-  # The settings go in as NUL-separated name, value pairs on stdin: any value, as data.
-  while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names) |
+  # The settings go in as NUL-separated name, value pairs on stdin: any value, as data. The last
+  # pair is followed by a word, not left to split's end: jq 1.6 (Debian 12's) drops the empty
+  # strings a split ends with, and the last setting with them.
+  { while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names); printf end; } |
     jq -Rsc --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" --arg run "$RUN" \
       --arg commit "$MANIFEST_COMMIT" --arg harbor "$MANIFEST_HARBOR" --arg huggingface_hub "$MANIFEST_HUB" \
       --argjson extra "$extra" --arg lock_sha256 "$MANIFEST_LOCK_SHA256" \

@@ -17,7 +17,8 @@ source "$REPO_ROOT/scripts/argv.sh"
 # settings_json NAME...: the current values of those settings as one JSON object.
 settings_json() {
   local name
-  for name in "$@"; do printf '%s\0%s\0' "$name" "${!name-}"; done |
+  # The word after the last pair: jq 1.6 drops the empty strings a split ends with (lib-manifest.sh).
+  { for name in "$@"; do printf '%s\0%s\0' "$name" "${!name-}"; done; printf end; } |
     jq -Rs 'split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add // {}'
 }
 

@@ -173,6 +173,21 @@ in_lib() {
   done
 }
 
+@test "the manifest and the settings document hold every resolved setting exactly, the last and the empty ones too" {
+  # jq 1.6 (Debian 12's) drops the empty strings a split ends with: the NUL-separated pairs once lost
+  # the catalogue's last setting, an empty one, from every manifest line.
+  local expected
+  expected=$(cd "$REPO" && .venv/bin/python -c 'import json
+from tools import settings
+print(json.dumps(settings.resolve("qwen-t2", {}, settings.catalogue())))')
+  assert_equal "$(jq -r 'length' <<<"$expected")" "$(grep -c '^[A-Z][A-Z0-9_]*=' "$REPO/env/defaults.env")"
+  run env RUN=qwen-t2 bash -c 'source "$0/scripts/lib.sh"; resolve_run; load_settings; append_manifest test "{}"; settings_document' "$REPO"
+  assert_success
+  assert_equal "$(jq -cS '.settings' <<<"$output")" "$(jq -cS . <<<"$expected")"
+  assert_equal "$(jq -r '.run' <<<"$output")" qwen-t2
+  assert_equal "$(jq -cS '.settings' "$STATE_ROOT/qwen-t2/manifest.jsonl")" "$(jq -cS . <<<"$expected")"
+}
+
 @test "venv_version reads an installed package's version from its METADATA, as importlib.metadata does, and nothing else" {
   # .venv's own packages: what its Python says; a package not installed: nothing.
   run in_lib 'printf "%s|" "$(venv_version harbor)" "$(venv_version huggingface_hub)" "$(venv_version not_installed)"'
