@@ -118,8 +118,8 @@ MUTANTS = [
     # --- boundaries
     Mutant("watch-alarm-at-the-rate", "tools/run/watch_alarms.py", "f.sandbox_rate_hour > max_infra_rate",
            "f.sandbox_rate_hour >= max_infra_rate", "check", (pytest("tests/test_watch.py", "infra_alarm"),)),
-    Mutant("shell-fraction-above-1", "scripts/lib.sh", "^(0([.][0-9]+)?|1([.]0+)?|[.][0-9]+)$",
-           "^(0([.][0-9]+)?|1([.][0-9]+)?|[.][0-9]+)$", "check",
+    Mutant("fraction-above-1", "tools/settings_types.py", "else self.low <= number <= self.high)",
+           "else self.low <= number)", "check",
            ("bats tests/settings.bats -f 'MAX_INFRA_RATE is a fraction'",)),
     Mutant("years-unguarded", "tools/results/tally_trials.py", "YEARS = (2000, 2199)      # a trial's timestamps",
            "YEARS = (1, 9999)      # a trial's timestamps", "check",
