@@ -233,37 +233,18 @@ remote_job_argv() {
   _argv+=("$BENCH_IMAGE" -- bash -c "$script")
 }
 
-# run_task_count: how many tasks the current settings bench: TASKS' words, else DATASET_PATH's
-# task dirs, else DATASET_TASKS, at most N_TASKS; nothing when none of them says.
-run_task_count() {
-  local words n=""
-  split_words words "$TASKS"
-  if ((${#words[@]})); then
-    n=${#words[@]}
-  elif [[ -n "$DATASET_PATH" && -d "$DATASET_PATH" ]]; then
-    n=$(find "$DATASET_PATH" -mindepth 2 -maxdepth 2 -name task.toml | wc -l)
-  elif [[ -n "$DATASET_TASKS" ]]; then
-    n=$DATASET_TASKS
-  fi
-  [[ -z "$N_TASKS" ]] || [[ -n "$n" && "$n" -le "$N_TASKS" ]] || n=$N_TASKS
-  printf '%s' "$n"
-}
-
-# plan_args VAR: the arguments of tools/money/plan.py (make plan's model) for this run's settings:
-# make plan, make print's estimate and make reproduce's plan all ask it (one estimator).
+# plan_args VAR: the arguments of tools/money/plan.py (make plan's model) that are no setting: the
+# run's calibration file. Its settings go as one document in its environment (plan_tool): make plan,
+# make print's estimate and make reproduce's plan all ask it (one estimator).
 plan_args() {
   local -n _args=$1
-  local tasks
-  tasks=$(run_task_count)
-  _args=(--run "$RUN" --attempts "$N_ATTEMPTS" --multiplier "$AGENT_TIMEOUT_MULTIPLIER"
-    --timeout-estimate "$AGENT_TIMEOUT_ESTIMATE" --model "$MODEL" --server "$SERVER" --server-flavor "$SERVER_FLAVOR"
-    --server-dp "$SERVER_DP" --server-tp "$SERVER_TP" --sandbox-flavor "$SANDBOX_FLAVOR" --jobs-dir "$JOBS_DIR"
-    --job-name "$JOB_NAME" --reps "$PLAN_REPS" --seed "$PLAN_SEED" --mopup-passes "$MOPUP_PASSES"
-    --max-infra-rate "$MAX_INFRA_RATE" --ready-timeout "$READY_TIMEOUT" --max-retries "$MAX_RETRIES"
-    --calibration "$(run_state_dir)/calibration.json")
-  # No count in the settings: the tool reads the run's first job's plan, or says what to set.
-  [[ -z "$tasks" ]] || _args+=(--tasks "$tasks")
-  [[ -z "$DEADLINE" ]] || _args+=(--deadline "$DEADLINE")
+  _args=(--calibration "$(run_state_dir)/calibration.json")
+}
+
+# plan_tool ARG...: tools/money/plan.py with the run's resolved settings as one JSON document in
+# TB_SETTINGS (settings_document), in that one process's environment, never on its command line.
+plan_tool() {
+  TB_SETTINGS="$(settings_document)" tool money.plan "$@"
 }
 
 # PLAN_ESTIMATE_LINE, PLAN_P90_SECS: make plan's model for the current settings' own configuration
@@ -277,12 +258,8 @@ plan_estimate() {
   local args out
   ((!PLAN_ESTIMATED)) || return 0 # the settings do not change within a verb: asked once
   PLAN_ESTIMATED=1 PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY=""
-  if [[ -z "$(run_task_count)" ]]; then
-    PLAN_ESTIMATE_WHY="the run's length is not estimated (set TASKS, N_TASKS or DATASET_TASKS)"
-    return 0
-  fi
   plan_args args
-  if ! out=$(cd "$REPO_ROOT" && tool money.plan "${args[@]}" --own "${N_SHARDS:-1}" "$N_CONCURRENT" --json 2>&1); then
+  if ! out=$(cd "$REPO_ROOT" && plan_tool "${args[@]}" --own "${N_SHARDS:-1}" "$N_CONCURRENT" --json 2>&1); then
     PLAN_ESTIMATE_WHY="the run's length is not estimated: ${out##*plan: }"
     return 0
   fi

@@ -14,33 +14,27 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=argv.sh
 source "$REPO_ROOT/scripts/argv.sh"
 
-# settings_json NAME...: the current values of those settings as one JSON object.
-settings_json() {
-  local name
-  # The word after the last pair: jq 1.6 drops the empty strings a split ends with (lib-manifest.sh).
-  { for name in "$@"; do printf '%s\0%s\0' "$name" "${!name-}"; done; printf end; } |
-    jq -Rs 'split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add // {}'
-}
-
 main() {
   needs_setup python
   resolve_run
   load_settings
   require SERVER_FLAVOR
-  local args identity
+  local args document
   plan_args args
-  # The settings that make two run files the same benchmark: the catalogue's identity marks.
-  mapfile -t identity < <(settings_tool identity-names)
-  args+=(--identity "$(settings_json JOB_NAME "${identity[@]}")" --run-files -)
+  args+=(--run-files -)
   [[ "${JSON:-0}" == 0 ]] || args+=(--json)
   cd "$REPO_ROOT"
   if is_dry_run; then
-    show_cmd -- .venv/bin/python -m tools.money.plan "${args[@]}"
-    say "with every real run file's SERVER, JOB_NAME and identity settings on its standard input, to name the run made for the server it recommends"
+    # The settings go in TB_SETTINGS, the one document the tool reads: shown as it is, so the line
+    # runs as printed.
+    document=$(run_settings_document)
+    quote_word_to document "$document"
+    show_cmd "TB_SETTINGS=$document" -- .venv/bin/python -m tools.money.plan "${args[@]}"
+    say "TB_SETTINGS is the run's resolved settings, one JSON document (the tool reads every setting from it); with every real run file's SERVER, JOB_NAME and identity settings on its standard input (python3 -m tools.settings identity), to name the run made for the server it recommends"
     return 0
   fi
   # Each real run file's SERVER, JOB_NAME and identity, as its files alone resolve them.
-  settings_tool identity | tool money.plan "${args[@]}"
+  settings_tool identity | plan_tool "${args[@]}"
 }
 
 main "$@"

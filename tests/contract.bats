@@ -183,7 +183,7 @@ assert_dataset() {
   [[ " ${argv[*]} " != *" -k "* ]] || fail "N_ATTEMPTS=1 must add no -k: ${argv[*]}"
   run env RUN=qwen-t2 N_ATTEMPTS=0 "$REPO/tests/bin/argv-of" bench
   assert_failure
-  assert_output --partial "setting N_ATTEMPTS must be a positive whole number below 1000000000, got '0'"
+  assert_output --partial "setting N_ATTEMPTS must be a whole number from 1 to 100, got '0'"
 }
 
 @test "bench: hf-sandbox runs carry flavor and idle timeout; mini-swe-agent forwards templates, not values" {

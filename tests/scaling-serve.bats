@@ -140,7 +140,7 @@ print(shlex.join(words[words.index("--") + 1:]).replace("\n", "\n" + " " * 11)) 
   refused SERVER_DP=1 SERVER_TP=2
   assert_output "serve: setting SERVER_DP=1 does not fill SERVER_FLAVOR=h200x4: 1 replicas of 2 GPUs each (SERVER_TP=2) use 2 of its 4 GPUs, and the other 2 would bill idle. Set SERVER_DP=2 (run '$DP_RUN')"
   refused SERVER_TP=two
-  assert_output "serve: setting SERVER_TP must be a whole number from 1 to 999, got 'two' (run '$DP_RUN')"
+  assert_output "serve: setting SERVER_TP must be a whole number from 1 to 64, got 'two' (run '$DP_RUN')"
   # The counts are set in one place each: an engine flag for either is refused, with where to set it.
   refused SERVER_DP=2 SERVER_EXTRA_ARGS="--tp 2"
   assert_output "serve: run '$DP_RUN' sets tensor parallelism outside SERVER_TP: --tp in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_TP only (env/servers/$DP_PROFILE.env): the command and the GPU count read it"
@@ -160,12 +160,12 @@ print(shlex.join(words[words.index("--") + 1:]).replace("\n", "\n" + " " * 11)) 
   refused SERVER_DP=4 SERVER_EXTRA_ARGS="--dp-size 4"
   assert_output "serve: run '$DP_RUN' sets data parallelism outside SERVER_DP: --dp-size in SERVER_ARGS or SERVER_EXTRA_ARGS. Set SERVER_DP only (env/servers/$DP_PROFILE.env): the command, readiness and make status all read it"
 
-  for bad in 0 -2 two 1.5; do
+  for bad in 0 -2 two 1.5 65; do
     refused SERVER_DP="$bad"
-    assert_output "serve: setting SERVER_DP must be a whole number from 1 to 999, got '$bad' (run '$DP_RUN')"
+    assert_output "serve: setting SERVER_DP must be a whole number from 1 to 64, got '$bad' (run '$DP_RUN')"
   done
   refused SERVER_DP=""
-  assert_output "serve: setting SERVER_DP is empty for run '$DP_RUN': it must be a whole number from 1 to 999. Set it in runs/$DP_RUN.env, or on the command line: SERVER_DP=…"
+  assert_output "serve: setting SERVER_DP is empty for run '$DP_RUN': it must be a whole number from 1 to 64. Set it in runs/$DP_RUN.env, or on the command line: SERVER_DP=…"
 }
 
 @test "SERVER_DP: replicas that fill the flavor are accepted, tensor parallel included; SERVER_DP=1 ignores the flavor's size" {

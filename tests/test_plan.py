@@ -25,11 +25,31 @@ from tools.money import plan_render
 from tools.money import plan_sim
 from tools.money import plan_evidence
 from tools.money import plan_server
+from tools import settings as run_settings
+from tools.results import tally_trials
 
 REPO = Path(__file__).resolve().parent.parent
 F = plan_evidence.INFRA_DURATION_FRACTION
 QWEN = "Qwen/Qwen3.8-27B-FP8"
 NO_JOBS = str(REPO / "no-such-jobs")
+# The settings every direct call of the tool plans with, over the catalogue's defaults: the
+# leaderboard's model on one H200, and no job dirs of its own.
+PLAN_SETTINGS = {"MODEL": QWEN, "SERVER": "qwen3.8-27b-fp8-sglang-h200", "SERVER_FLAVOR": "h200", "JOB_NAME": "nothing",
+                 "JOBS_DIR": NO_JOBS}
+
+
+def tb_settings(run: str = "r", **over) -> str:
+    """TB_SETTINGS as a verb hands it to the tool (scripts/argv.sh, plan_tool): one JSON document of
+    every setting, the catalogue's defaults < PLAN_SETTINGS < `over`."""
+    values = {name: s.default for name, s in run_settings.catalogue().items()}
+    values.update(PLAN_SETTINGS)
+    values.update({name: str(value) for name, value in over.items()})
+    return json.dumps({"run": run, "settings": values})
+
+
+def invoke(*args: str, run: str = "r", **over):
+    """plan.cli in this process, its settings in TB_SETTINGS (tb_settings) and `args` its command line."""
+    return CliRunner().invoke(plan.cli, list(args), env={"TB_SETTINGS": tb_settings(run, **over)})
 
 
 def never(_pass, at_once):
@@ -195,8 +215,7 @@ def test_a_settled_trial_with_an_agent_time_of_0_s_is_no_duration_to_fit(tmp_pat
     # Only such trials: nothing of the run's own to fit, so the reference's figures, the note kept.
     write_job(jobs, "z", [s("a", 1.0, agent_minutes=0), s("c", None, "SandboxError", "503", agent_minutes=10)],
               multiplier=4.0)
-    result = CliRunner().invoke(plan.cli, ["--run", "z", "--tasks", "10", "--model", QWEN, "--server-flavor", "h200",
-                                           "--job-name", "z", "--jobs-dir", str(jobs), "--reps", "5"])
+    result = invoke(run="z", DATASET_TASKS=10, SERVER="", JOB_NAME="z", JOBS_DIR=jobs, PLAN_REPS=5)
     assert result.exit_code == 0, result.output
     assert "fitted to the reference (Run 1, and Runs 2 and 3's infra rates)" in result.output
     assert result.output.splitlines()[-1] == f"note: {zero}"
@@ -334,14 +353,11 @@ def test_the_same_seed_gives_the_same_table_and_another_seed_another():
     a, b = plan_render.render(plan_doc()), plan_render.render(plan_doc())
     assert a == b
     assert a != plan_render.render(plan_doc(seed=1))
-    runner = CliRunner()
-    argv = ["--run", "r", "--tasks", "20", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
-            "--server-flavor", "h200", "--job-name", "nothing", "--jobs-dir", NO_JOBS, "--reps", "20",
-            "--deadline", "24h"]
-    one, two = runner.invoke(plan.cli, argv), runner.invoke(plan.cli, argv)
+    given = {"DATASET_TASKS": 20, "PLAN_REPS": 20, "DEADLINE": "24h"}
+    one, two = invoke(**given), invoke(**given)
     assert one.exit_code == 0, one.output
     assert one.output == two.output
-    doc = json.loads(runner.invoke(plan.cli, argv + ["--json"]).output)
+    doc = json.loads(invoke("--json", **given).output)
     assert doc["baseline"]["n_concurrent"] == 3 and doc["baseline"]["flavor"] == "h200"
 
 
@@ -476,22 +492,30 @@ def test_make_plan_prints_one_table_of_dp_and_tp_and_writes_nothing(tmp_path, cl
     assert (REPO / "jobs").exists() == jobs_before
 
 
-def test_make_plan_dry_run_prints_the_command(clean_env):
-    proc = make("RUN=qwen-t2-leaderboard", "DEADLINE=24h", "DRY_RUN=1", env=clean_env)
+def test_make_plan_dry_run_prints_the_command_with_the_settings_as_one_document(clean_env):
+    """The tool's command line holds no setting: the run's settings go in TB_SETTINGS, the document the
+    verb resolved, printed as it is. The line runs as printed and answers what make plan answers."""
+    proc = make("RUN=qwen-t2-leaderboard", "DEADLINE=24h", "PLAN_REPS=20", "DRY_RUN=1", env=clean_env)
     assert proc.returncode == 0, proc.stderr
     words = shlex.split(proc.stdout)
-    identity = json.loads(words[words.index("--identity") + 1])
-    assert identity["MODEL"] == QWEN and identity["N_ATTEMPTS"] == "5" and identity["JOB_NAME"] == \
-        "qwen3_8-27b-fp8-terminus2-tb21-leaderboard"
-    assert words[:words.index("--identity")] == [
-        ".venv/bin/python", "-m", "tools.money.plan", "--run", "qwen-t2-leaderboard", "--attempts", "5", "--multiplier", "1",
-        "--timeout-estimate", "900", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
-        "--server-flavor", "h200", "--server-dp", "1", "--server-tp", "1", "--sandbox-flavor", "cpu-upgrade",
-        "--jobs-dir", "jobs", "--job-name", "qwen3_8-27b-fp8-terminus2-tb21-leaderboard", "--reps", "200",
-        "--seed", "0", "--mopup-passes", "3", "--max-infra-rate", "0.3", "--ready-timeout", "2700",
-        "--max-retries", "2", "--calibration", f"{clean_env['STATE_ROOT']}/qwen-t2-leaderboard/calibration.json", "--tasks", "89",
-        "--deadline", "24h"]
-    assert words[words.index("--identity") + 2:] == ["--run-files", "-"]
+    assert words[0].startswith("TB_SETTINGS=")
+    assert words[1:] == [".venv/bin/python", "-m", "tools.money.plan", "--calibration",
+                         f"{clean_env['STATE_ROOT']}/qwen-t2-leaderboard/calibration.json", "--run-files", "-"]
+    document = json.loads(words[0].removeprefix("TB_SETTINGS="))
+    resolved, _, _ = run_settings.resolve_for_verb("qwen-t2-leaderboard", "plan",
+                                               {"DEADLINE": "24h", "PLAN_REPS": "20", "DRY_RUN": "1"})
+    assert document == {"run": "qwen-t2-leaderboard", "settings": resolved}
+    assert (document["settings"]["N_ATTEMPTS"], document["settings"]["JOB_NAME"]) == (
+        "5", "qwen3_8-27b-fp8-terminus2-tb21-leaderboard")
+    assert "TB_SETTINGS is the run's resolved settings, one JSON document" in proc.stderr
+    # Pasted as printed, with the run files' identities on its standard input: make plan's own page.
+    identities = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.settings", "identity"], cwd=REPO,
+                                capture_output=True, text=True, check=True).stdout
+    pasted = subprocess.run(["bash", "-c", proc.stdout], cwd=REPO, input=identities, capture_output=True, text=True,
+                            env=clean_env, timeout=600)
+    assert pasted.returncode == 0, pasted.stderr
+    real = make("RUN=qwen-t2-leaderboard", "DEADLINE=24h", "PLAN_REPS=20", env=clean_env)
+    assert pasted.stdout == real.stdout and real.returncode == 0
 
 
 @pytest.mark.parametrize("run_name, deadline, expected_run", [
@@ -522,7 +546,7 @@ def test_the_plan_s_command_runs_as_written_under_dry_run(run_name, deadline, ex
 
 @pytest.mark.parametrize("setting, message", [
     ("DEADLINE=24x", "plan: setting DEADLINE must be a number with an optional unit s, m, h or d (e.g. 4h), "
-                     "got '24x' (run 'qwen-t2-leaderboard')"),
+                     "more than zero, got '24x' (run 'qwen-t2-leaderboard')"),
     ("PLAN_SEED=-1", "plan: setting PLAN_SEED must be a whole number from 0 to 999999999, got '-1' "
                      "(run 'qwen-t2-leaderboard')"),
 ])
@@ -547,18 +571,19 @@ def test_the_whole_space_is_every_configuration_with_a_finite_p90():
 # --------------------------------------------------------------------------- bounds: the work, the flavor, the price list
 
 
-def plan_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """python -m tools.money.plan with the leaderboard's settings and `args`, its address space capped at
-    2 GiB: an unbounded read or allocation fails fast instead of filling the machine."""
+def plan_cli(*args: str, timeout: float = 120, **over) -> subprocess.CompletedProcess:
+    """python -m tools.money.plan with the leaderboard's settings (89 tasks × 5, PLAN_REPS=5) and `over`
+    in TB_SETTINGS, `args` its command line, its address space capped at 2 GiB: an unbounded read or
+    allocation fails fast instead of filling the machine."""
     import resource
 
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
-    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "tools.money.plan", "--run", "r", "--tasks", "89",
-                           "--attempts", "5", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
-                           "--server-flavor", "h200", "--job-name", "nothing", "--jobs-dir", NO_JOBS, "--reps", "5",
-                           *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, preexec_fn=cap)
+    settings = {"DATASET_TASKS": 89, "N_ATTEMPTS": 5, "PLAN_REPS": 5, **over}
+    env = {**os.environ, "TB_SETTINGS": tb_settings(**settings)}
+    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "tools.money.plan", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=timeout, preexec_fn=cap, env=env)
 
 
 def test_work_past_the_budget_is_refused_in_one_line_before_anything_is_drawn(clean_env):
@@ -568,7 +593,7 @@ def test_work_past_the_budget_is_refused_in_one_line_before_anything_is_drawn(cl
         "plan: 100,000 tasks × 100 attempts = 10,000,000 attempts, above the 10,000 make plan simulates "
         "(docs/plan.md §7): plan a part of the run, N_TASKS=100 or fewer"]
     assert proc.returncode != 0 and proc.stdout == ""
-    reps = plan_cli("--reps", "10000")
+    reps = plan_cli(PLAN_REPS=10000)
     assert (reps.returncode, reps.stdout, reps.stderr) == (1, "", (
         "plan: 89 tasks × 5 attempts × 10,000 repetitions = 4,450,000, above the 500,000 make plan simulates "
         "(docs/plan.md §7): set PLAN_REPS=1123 or fewer\n"))
@@ -620,9 +645,11 @@ def test_an_unpriced_server_flavor_is_one_line_naming_the_closest_priced_one_in_
     assert plan_checks.closest_flavor("h200 ", ["cpu-basic", "h200", "h200x2"]) == "h200"
     assert plan_checks.closest_flavor("l40x4", ["l40sx1", "l40sx4", "h200x4"]) == "l40sx4"
     assert plan_checks.closest_flavor("zzz", ["cpu-basic", "h200", "h200x2"]) is None
-    proc = plan_cli("--server-flavor", "\x1b[31m")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SERVER_FLAVOR='\\x1b[31m' " + UNPRICED.format(
-        guess="", name="SERVER_FLAVOR", flavor="'\\x1b[31m'") + "\n")
+    # A flavor no flavor could be never reaches the plan: the settings' check refuses it, as in every verb.
+    proc = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=\x1b[31m", env=clean_env)
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
+        "plan: setting SERVER_FLAVOR must be an hf jobs flavor such as cpu-basic, got '\\x1b[31m' "
+        "(run 'qwen-t2-leaderboard')"]
 
 
 def test_a_price_list_of_one_s_own_is_named_as_itself(tmp_path):
@@ -634,12 +661,12 @@ def test_a_price_list_of_one_s_own_is_named_as_itself(tmp_path):
         guess=" Did you mean h200x2?", name="SERVER_FLAVOR", flavor="h200").replace(
         "env/flavor-prices.tsv, the price list make plan reads (copied from HF's Jobs pricing page)",
         f"{own}, the price list make plan reads (--prices)") + "\n")
-    proc = plan_cli("--prices", str(own), "--server-flavor", "h200x2", "--sandbox-flavor", "cpu-upgrad")
+    proc = plan_cli("--prices", str(own), SERVER_FLAVOR="h200x2", SANDBOX_FLAVOR="cpu-upgrad")
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "plan: SANDBOX_FLAVOR=cpu-upgrad " + UNPRICED.format(
         guess=" Did you mean cpu-upgrade?", name="SANDBOX_FLAVOR", flavor="cpu-upgrad").replace(
         "env/flavor-prices.tsv, the price list make plan reads (copied from HF's Jobs pricing page)",
         f"{own}, the price list make plan reads (--prices)") + "\n")
-    proc = plan_cli("--prices", str(own), "--server-flavor", "h200x2", "--server-dp", "2")
+    proc = plan_cli("--prices", str(own), SERVER_FLAVOR="h200x2", SERVER_DP=2)
     assert proc.returncode == 0, proc.stderr
     assert f"- prices: {own} (--prices): h200x2 $9/h, exposed port $0.01/h, sandbox cpu-upgrade $0.05/h" \
         in proc.stdout.splitlines()
@@ -665,78 +692,166 @@ def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path)
                            f"(the default is env/flavor-prices.tsv)\n")
 
 
-# Every option a setting reaches (scripts/argv.sh, plan_args), and odd values for it: make print and
-# make reproduce run the plan before any check of some of them, and keep its last line as the reason
-# their estimate is missing.
-SETTING_OPTIONS = ("--tasks", "--attempts", "--multiplier", "--timeout-estimate", "--model", "--server",
-                   "--server-flavor", "--server-dp", "--server-tp", "--sandbox-flavor", "--jobs-dir", "--job-name",
-                   "--deadline", "--reps", "--seed", "--mopup-passes", "--max-infra-rate", "--ready-timeout",
-                   "--max-retries", "--calibration")
+# Every setting the plan reads, and odd values for it: make print and make reproduce run the plan for
+# their estimate, and keep its last line as the reason it is missing. A value the catalogue's type
+# refuses never reaches the plan from a verb (tools/settings.py refuses it first); handed over in a
+# document of one's own, it is refused in one line too.
 ODD_VALUES = ("", " ", "0", "-1", "0.5", "1e3", "nan", "inf", "-inf", "1e309", "9" * 30, "x", "\x1b[31m", "h200x3",
               "x0", "../x", "/", "/dev/zero", "a" * 5000, "0s", "-1h", "1e400h", "64", "65", "1000", "10000", "100000")
+# What the command line still takes: files, and make print's own configuration.
+ODD_OPTIONS = ("--calibration", "--prices")
 
 
-def plan_outcome(*args: str) -> list[str]:
-    """plan.cli on the leaderboard's small settings and `args`: a result (exit 0, every figure of the
-    JSON finite), or one line in the verb's voice with exit 1 or 2, never a traceback. Its lines."""
+def plan_outcome(*args: str, **over) -> list[str]:
+    """plan.cli on the leaderboard's small settings (3 tasks, PLAN_REPS=2) and `over`, `args` its
+    command line: a result (exit 0, every figure of the JSON finite), or one line in the verb's voice
+    with exit 1 or 2, never a traceback. Its lines."""
     def finite_only(constant):
         raise AssertionError(f"{constant} in the plan's JSON")
 
-    base = ["--run", "r", "--tasks", "3", "--model", QWEN, "--server", "qwen3.8-27b-fp8-sglang-h200",
-            "--server-flavor", "h200", "--job-name", "nothing", "--jobs-dir", NO_JOBS, "--reps", "2", "--json"]
-    result = CliRunner().invoke(plan.cli, base + list(args))
+    result = invoke("--json", *args, **{"DATASET_TASKS": 3, "PLAN_REPS": 2, **over})
     lines = result.output.splitlines()
     if result.exit_code == 0:
         assert result.exception is None
         json.loads(result.output, parse_constant=finite_only)
     else:
-        assert isinstance(result.exception, SystemExit), (args[:2], result.exc_info)
+        assert isinstance(result.exception, SystemExit), (args[:2], over.keys(), result.exc_info)
         assert result.exit_code in (1, 2) and len(lines) == 1 and lines[0].startswith("plan: "), (args[:2], lines)
     return lines
 
 
-@pytest.mark.parametrize("option", SETTING_OPTIONS)
-def test_every_odd_value_of_a_setting_is_a_result_or_one_line_for_make_print_s_estimate(option):
+@pytest.mark.parametrize("name", plan.READS + ODD_OPTIONS)
+def test_every_odd_value_of_a_setting_is_a_result_or_one_line_for_make_print_s_estimate(name):
     """The run's own row alone (--own, what make print and make reproduce ask), so the whole sweep is fast."""
     for value in ODD_VALUES:
-        plan_outcome(option, value, "--own", "1", "3")
+        if name.startswith("--"):
+            plan_outcome(name, value, "--own", "1", "3")
+        else:
+            plan_outcome("--own", "1", "3", **{name: value})
 
 
-@pytest.mark.parametrize("option", [pytest.param(o, marks=pytest.mark.full) if o not in ("--deadline", "--max-infra-rate")
-                                    else o for o in SETTING_OPTIONS])
-def test_every_odd_value_of_a_setting_is_a_result_or_one_line_for_make_plan(option):
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.full) if n not in ("DEADLINE", "MAX_INFRA_RATE")
+                                  else n for n in plan.READS + ODD_OPTIONS])
+def test_every_odd_value_of_a_setting_is_a_result_or_one_line_for_make_plan(name):
     """The table (make plan), every candidate; make check takes the two settings only the table reads."""
     for value in ODD_VALUES:
-        plan_outcome(option, value)
+        if name.startswith("--"):
+            plan_outcome(name, value)
+        else:
+            plan_outcome(**{name: value})
 
 
-def test_a_setting_out_of_make_plan_s_range_is_named_in_one_line(tmp_path, clean_env):
+def test_the_plan_s_command_line_names_no_setting():
+    """Every setting reaches the plan in TB_SETTINGS; its options are what no setting says."""
+    catalogue = run_settings.catalogue()
+    options = [opt for param in plan.cli.params for opt in param.opts]
+    assert sorted(options) == ["--calibration", "--json", "--own", "--prices", "--run-files"]
+    for param in plan.cli.params:
+        for word in (param.name, *(opt.lstrip("-").replace("-", "_") for opt in param.opts)):
+            assert word.upper() not in catalogue, (word, param.opts)
+
+
+def test_the_identity_the_plan_matches_run_files_by_is_the_catalogue_s():
+    """The identity marks of env/defaults.env plus JOB_NAME, read from the catalogue; no list of its own."""
+    catalogue = run_settings.catalogue()
+    marked = tuple(name for name, s in catalogue.items() if s.identity)
+    assert plan.identity_names() == marked and "N_ATTEMPTS" in marked and "JOB_NAME" not in marked
+    assert not hasattr(plan, "IDENTITY")
+    s = run_settings.current({"TB_SETTINGS": tb_settings(JOB_NAME="lb", N_ATTEMPTS=5)})
+    assert plan.identity_of(s) == {"JOB_NAME": "lb", **{name: s.raw(name) for name in marked}}
+    # A run file differing in any one identity setting is another benchmark; in SERVER and JOB_NAME, the same.
+    files = [{"run": "x", "settings": {**plan.identity_of(s), "SERVER": "p", "JOB_NAME": "other"}}]
+    assert plan.run_file_for("p", plan.identity_of(s), files)["run"] == "x"
+    for name in marked:
+        changed = [{"run": "x", "settings": {**files[0]["settings"], name: "something else"}}]
+        assert plan.run_file_for("p", plan.identity_of(s), changed) is None, name
+
+
+def test_the_plan_reads_the_catalogue_s_bounds_and_they_are_the_ones_its_figures_need():
+    """The bounds the plan once checked on its flags are the catalogue's types now: one check, made by
+    tools/settings.py for every verb (tests/test_settings.py holds each bound)."""
+    catalogue = run_settings.catalogue()
+    assert (catalogue["N_ATTEMPTS"].type.low, catalogue["N_ATTEMPTS"].type.high) == (1, tally_trials.MAX_ATTEMPTS)
+    multiplier = catalogue["AGENT_TIMEOUT_MULTIPLIER"].type
+    assert (multiplier.kind, multiplier.low, multiplier.high) == ("number", *plan_evidence.MULTIPLIER_RANGE)
+    assert catalogue["PLAN_REPS"].type.high * 50 == plan.WORK_CAP
+
+
+def test_without_tb_settings_the_plan_refuses_in_one_line_naming_make_plan():
+    env = {k: v for k, v in os.environ.items() if k != "TB_SETTINGS"}
+    for given in ({}, {"TB_SETTINGS": "{not json"}, {"TB_SETTINGS": json.dumps({"run": "r", "settings": {}})}):
+        proc = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.money.plan", "--json"], cwd=REPO,
+                              capture_output=True, text=True, env={**env, **given}, timeout=60)
+        assert (proc.returncode, proc.stdout) == (1, ""), given
+        assert len(proc.stderr.splitlines()) == 1 and "make plan RUN=<run>" in proc.stderr, proc.stderr
+    proc = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "tools.money.plan"], cwd=REPO,
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.stderr == "plan: no run's settings given (TB_SETTINGS): run this through its make verb (make plan RUN=<run>)\n"
+
+
+def test_the_task_count_is_the_settings_else_the_job_s_plan(tmp_path):
+    """TASKS' words, else DATASET_PATH's task dirs, else DATASET_TASKS, at most N_TASKS; with none, the
+    run's first job's planned trials ÷ k."""
+    def count(**over):
+        return plan.settings_task_count(run_settings.current({"TB_SETTINGS": tb_settings(**over)}))
+
+    dataset = tmp_path / "local-dataset"
+    for task in ("a", "b", "c", "d"):
+        (dataset / task).mkdir(parents=True)
+        (dataset / task / "task.toml").write_text("")
+    (dataset / "notes").mkdir()
+    assert count() is None
+    assert count(TASKS="a 'b c'", DATASET_PATH=dataset, DATASET_TASKS=89) == 2
+    assert count(DATASET_PATH=dataset, DATASET_TASKS=89) == 4
+    assert count(DATASET_PATH=tmp_path / "none", DATASET_TASKS=89) == 89
+    assert count(DATASET_TASKS=89, N_TASKS=10) == 10 and count(DATASET_TASKS=8, N_TASKS=10) == 8
+    assert count(N_TASKS=10) == 10
+    # None of them: the job's plan (its result.json's n_total_trials ÷ k), else one line saying what to set.
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "r", [TrialSpec("a", 1.0, agent_minutes=10), TrialSpec("b", 0.0, agent_minutes=10)])
+    assert plan.task_count(run_settings.current({"TB_SETTINGS": tb_settings(JOBS_DIR=jobs, JOB_NAME="r")})) == 2
+    assert plan_outcome(JOBS_DIR=tmp_path / "no-jobs", DATASET_TASKS="") == [
+        "plan: the run's task count is unknown: set DATASET_TASKS (or TASKS, N_TASKS) in its run file, or on the "
+        "command line"]
+    assert plan_outcome(DATASET_PATH=tmp_path / "no-jobs", DATASET_TASKS="") == [
+        "plan: the run's task count is unknown: set DATASET_TASKS (or TASKS, N_TASKS) in its run file, or on the "
+        "command line"]
+
+
+def test_a_setting_out_of_range_is_named_in_one_line_by_the_settings_check_for_every_verb(tmp_path, clean_env):
     """Click's usage error was five lines ("Usage: …", "Error: Invalid value for '--reps' …"), and make
-    print kept all of it as the reason its estimate is missing; nan passed every range unchecked."""
-    assert plan_outcome("--reps", "0") == [
-        "plan: setting PLAN_REPS must be a whole number from 1 to 10,000, got '0' (--reps)"]
-    assert plan_outcome("--multiplier", "nan") == [
-        "plan: setting AGENT_TIMEOUT_MULTIPLIER must be a number from 0.01 to 100, got 'nan' (--multiplier)"]
-    assert plan_outcome("--tasks", "1e3") == [
-        "plan: the run's task count (TASKS, N_TASKS or DATASET_TASKS) must be a whole number from 1 to 100,000, "
-        "got '1e3' (--tasks)"]
+    print kept all of it as the reason its estimate is missing; nan passed every range unchecked. The
+    ranges are the catalogue's now: make plan, make print and scripts/plan.sh refuse with the same line."""
+    cases = {
+        "PLAN_REPS=0": "setting PLAN_REPS must be a whole number from 1 to 10000, got '0'",
+        "AGENT_TIMEOUT_MULTIPLIER=nan": "setting AGENT_TIMEOUT_MULTIPLIER must be a number from 0.01 to 100, got 'nan'",
+        "DATASET_TASKS=1e3": "setting DATASET_TASKS must be a positive whole number below 1000000000, got '1e3'",
+        "MAX_RETRIES=\x1b[31m": "setting MAX_RETRIES must be a whole number from 0 to 10, got '\\x1b[31m'",
+        "N_ATTEMPTS=101": "setting N_ATTEMPTS must be a whole number from 1 to 100, got '101'",
+    }
+    for given, why in cases.items():
+        for verb in ("plan", "print"):
+            proc = make("RUN=qwen-t2-leaderboard", given, f"JOBS_DIR={tmp_path / 'no-jobs'}", env=clean_env, target=verb)
+            assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
+                f"{verb}: {why} (run 'qwen-t2-leaderboard')"], given
+            assert proc.returncode != 0 and proc.stdout == ""
+        name, value = given.split("=", 1)
+        direct = subprocess.run([str(REPO / "scripts" / "plan.sh")], capture_output=True, text=True, timeout=60,
+                                env={**clean_env, "RUN": "qwen-t2-leaderboard", name: value})
+        assert (direct.returncode, direct.stderr) == (1, f"plan: {why} (run 'qwen-t2-leaderboard')\n")
+    # What the command line still takes is the tool's own to refuse, in one line.
     assert plan_outcome("--own", "1", "1001") == [
         "plan: setting N_SHARDS or N_CONCURRENT must be a whole number from 1 to 1,000, got '1001' (--own)"]
-    assert plan_outcome("--max-retries", "\x1b[31m") == [
-        "plan: setting MAX_RETRIES must be a whole number from 0 to 10, got '\\x1b[31m' (--max-retries)"]
     assert plan_outcome("--no-such-option") == ["plan: No such option '--no-such-option'."]
     # A JOBS_DIR or calibration path the system cannot look up (too long a name): one line, not OSError.
-    long = "a" * 5000
-    assert plan_outcome("--jobs-dir", long) == [
-        f"plan: the run's job dirs cannot be looked for under JOBS_DIR={long[:200]}… (truncated, 5,000 chars): "
+    long = "a" * 4000
+    assert plan_outcome(JOBS_DIR=long) == [
+        f"plan: the run's job dirs cannot be looked for under JOBS_DIR={long[:200]}… (truncated, 4,000 chars): "
         f"File name too long; set JOBS_DIR to the directory harbor writes them to"]
+    long = "a" * 5000
     doc = json.loads("\n".join(plan_outcome("--calibration", long, "--own", "1", "3")))
     assert doc["evidence"]["notes"] == [f"{long[:200]}… (truncated, 5,000 chars) cannot be read (File name too "
                                         f"long); not used"]
-    printed = make("RUN=qwen-t2-leaderboard", "PLAN_REPS=0", f"JOBS_DIR={tmp_path / 'no-jobs'}", env=clean_env,
-                   target="print")
-    assert "# estimate: the run's length is not estimated: setting PLAN_REPS must be a whole number from 1 to 10,000, " \
-           "got '0' (--reps)" in printed.stdout.splitlines()
 
 
 def test_a_run_s_own_configuration_past_its_tasks_simulates_only_what_can_run():
@@ -748,7 +863,7 @@ def test_a_run_s_own_configuration_past_its_tasks_simulates_only_what_can_run():
     assert wide.makespan.tolist() == one.makespan.tolist() == [600.0] * 4
     assert plan_sim.pass_makespan(np.full((2, 1, 3), 10.0), 1000).tolist() == [10.0, 10.0]
     # Its address space capped at 2 GiB (plan_cli), as the idle slots would not fit.
-    proc = plan_cli("--tasks", "1", "--attempts", "1", "--reps", "10000", "--own", "64", "1000", "--json")
+    proc = plan_cli("--own", "64", "1000", "--json", DATASET_TASKS=1, N_ATTEMPTS=1, PLAN_REPS=10000)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert (doc["own"]["shards"], doc["own"]["n_concurrent"], doc["reps"]) == (64, 1000, 10_000)

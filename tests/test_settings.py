@@ -55,6 +55,40 @@ def test_every_setting_is_declared_once_with_a_type_that_reads_back():
         assert setting.meaning, setting.name
 
 
+# The bounds make plan (tools/money/plan.py) once checked on its own flags, each with its own default:
+# the catalogue's types hold them now, the one check every verb makes before the plan starts.
+PLAN_BOUNDS = {
+    "N_ATTEMPTS": (("1", "5", "100"), ("0", "101", "1.5")),           # tally_trials.MAX_ATTEMPTS
+    "AGENT_TIMEOUT_MULTIPLIER": (("0.01", "1", "2.5", "100"), ("0", "0.009", "100.5", "nan", "inf", "1e3")),
+    "AGENT_TIMEOUT_ESTIMATE": (("1", "900", "604800"), ("0", "604801", "900.5")),  # at most 7 days
+    "SERVER_DP": (("1", "64"), ("0", "65")),
+    "SERVER_TP": (("1", "64"), ("0", "65")),
+    "PLAN_REPS": (("1", "10000"), ("0", "10001")),
+    "PLAN_SEED": (("0", "999999999"), ("-1", "1000000000")),
+    "MOPUP_PASSES": (("0", "1000"), ("-1", "1001")),
+    "MAX_INFRA_RATE": (("0", "0.3", "1"), ("1.01", "-0.1", "nan")),
+    "READY_TIMEOUT": (("1", "999999999"), ("0", "1000000000")),
+    "MAX_RETRIES": (("0", "10"), ("-1", "11")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLAN_BOUNDS))
+def test_the_bounds_make_plan_needs_are_the_catalogue_s(name):
+    kind = settings.catalogue()[name].type
+    good, bad = PLAN_BOUNDS[name]
+    assert all(kind.valid(v) for v in good), [v for v in good if not kind.valid(v)]
+    assert not any(kind.valid(v) for v in bad), [v for v in bad if kind.valid(v)]
+
+
+def test_a_number_between_two_bounds_reads_and_says_them():
+    kind = settings_types.parse("number 0.01..100")
+    assert (kind.low, kind.high, kind.spec) == (0.01, 100, "number 0.01..100")
+    assert kind.phrase() == "a number from 0.01 to 100"
+    assert kind.convert("2.5") == 2.5 and kind.valid("0.01") and not kind.valid("0.0099")
+    assert resolve("plan", AGENT_TIMEOUT_MULTIPLIER="0") == (
+        "setting AGENT_TIMEOUT_MULTIPLIER must be a number from 0.01 to 100, got '0' (run 'qwen-t2')")
+
+
 def test_a_setting_without_a_type_or_declared_twice_is_refused(tree):
     defaults = tree / "env/defaults.env"
     text = defaults.read_text()

@@ -69,6 +69,11 @@ def split_words(value: str) -> list[str]:
     return list(lexer)
 
 
+def number_text(x: float) -> str:
+    """A bound as the catalogue writes it: 100, not 100.0; 0.01 as itself."""
+    return str(int(x)) if x == int(x) else str(x)
+
+
 @dataclass(frozen=True)
 class Type:
     kind: str
@@ -80,8 +85,7 @@ class Type:
     @property
     def spec(self) -> str:
         """The declaration, as env/defaults.env writes it."""
-        def number(x: float) -> str:
-            return str(int(x)) if x == int(x) else str(x)
+        number = number_text
         args = {"int": f"{number(self.low)}..{number(self.high)}", "number": f"{number(self.low)}..{number(self.high)}",
                 "enum": "|".join(self.choices)}.get(self.kind, "")
         if self.kind == "number" and (self.low, self.high) == (0, BILLION):
@@ -96,7 +100,9 @@ class Type:
         if self.kind == "number":
             if (self.low, self.high) == (0, 1):
                 return "a fraction from 0 to 1 (e.g. 0.3)"
-            return "a positive number below 1000000000"
+            if (self.low, self.high) == (0, BILLION):
+                return "a positive number below 1000000000"
+            return f"a number from {number_text(self.low)} to {number_text(self.high)}"
         return {
             "flag": "0 or 1",
             "duration": "a number with an optional unit s, m, h or d (e.g. 4h), more than zero",

@@ -12,10 +12,15 @@ take. Nothing is launched, read from the Hub or written: the numbers come from t
 dirs, else the reference, a calibration (make calibrate) when there is one, and the prices from
 env/flavor-prices.tsv through tools/money/cost_prices.py. The model, its constants and the validation:
 docs/plan.md. The simulation is tools/money/plan_sim.py, the page tools/money/plan_render.py, what
-it takes (its values, the price list and the flavors it prices) tools/money/plan_checks.py.
+it takes (the price list and the flavors it prices) tools/money/plan_checks.py.
+
+The run's settings come as one document, TB_SETTINGS (tools/settings.py current: resolved and
+checked against env/defaults.env's types by the verb that starts the plan, the same check for every
+verb); its command line holds only what no setting says: the run files' identities on stdin, make
+print's own configuration (--own), --json, and the calibration and price files.
 
 Exit codes: 0 done, 1 a user-facing error (the message says what and how to fix), 2 usage (also
-one line, naming the setting). Nothing else: whatever a setting holds, a result or one line.
+one line). Nothing else: whatever a setting holds, a result or one line.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from tools.money import plan_render
 from tools.money import plan_server
 from tools.money import plan_sim
 from tools import safe_read
+from tools import settings as run_settings
 from tools.results import tally_jobs
 from tools.results import tally_trials
 from tools.money.plan_checks import Bounded, Costs, PlanError
@@ -51,7 +57,6 @@ CONCURRENCIES = tuple(range(1, 9))
 # Shards tried: powers of two up to the server's replicas (each shard a harbor job: more shards
 # than replicas only adds orchestrators).
 SHARD_COUNTS = (1, 2, 4, 8)
-MAX_REPS = 10_000
 # The work a plan may do, so that any input it accepts ends within about two minutes of CPU and
 # 70 MiB (measured by benchmarks/plan_speed.py, docs/plan.md §7). Memory grows with one
 # configuration's tasks × k × repetitions (its arrays), time with that times the configurations
@@ -59,12 +64,13 @@ MAX_REPS = 10_000
 # anything is drawn.
 ATTEMPTS_CAP = 10_000        # tasks × k
 WORK_CAP = 500_000           # tasks × k × repetitions
-# The identity of a run: a run file is "the run made for" a server when these settings are the
-# planned run's (its SERVER and JOB_NAME may differ). scripts/plan.sh sends them for every run file.
-IDENTITY = ("MODEL", "AGENT", "DATASET", "DATASET_REPO", "DATASET_PATH", "DATASET_REF", "TASKS", "N_TASKS",
-            "N_ATTEMPTS", "AGENT_TIMEOUT_MULTIPLIER", "REASONING_EFFORT", "SERVER_EXTRA_ARGS", "ENV_TYPE",
-            "SANDBOX_FLAVOR", "SANDBOX_IDLE_TIMEOUT")
 RUN_FILES_CAP = 1 << 20
+# The settings the plan reads, from the run's one settings document (TB_SETTINGS, tools/settings.py
+# current): checked there, against the catalogue's types, for every verb.
+READS = ("N_ATTEMPTS", "AGENT_TIMEOUT_MULTIPLIER", "AGENT_TIMEOUT_ESTIMATE", "MODEL", "SERVER", "SERVER_FLAVOR",
+         "SERVER_DP", "SERVER_TP", "SANDBOX_FLAVOR", "JOBS_DIR", "JOB_NAME", "DEADLINE", "PLAN_REPS", "PLAN_SEED",
+         "MOPUP_PASSES", "MAX_INFRA_RATE", "READY_TIMEOUT", "MAX_RETRIES", "TASKS", "N_TASKS", "DATASET_PATH",
+         "DATASET_TASKS")
 
 
 # --------------------------------------------------------------------------- small checks
@@ -252,9 +258,22 @@ def binding(rows: list[dict], rec: dict | None, limit: int, baseline: dict, serv
 # --------------------------------------------------------------------------- the command that runs it
 
 
+def identity_names() -> tuple[str, ...]:
+    """The settings that make two run files the same benchmark: the catalogue's identity marks
+    (env/defaults.env, `; identity`). A run file is "the run made for" a server when these are the
+    planned run's (its SERVER and JOB_NAME may differ)."""
+    return tuple(name for name, setting in run_settings.catalogue().items() if setting.identity)
+
+
+def identity_of(s: run_settings.Settings) -> dict[str, str]:
+    """The planned run's identity as run_with reads it: the identity settings and its JOB_NAME."""
+    return {name: s.raw(name) for name in ("JOB_NAME", *identity_names())}
+
+
 def read_run_files(path: str | None) -> list[dict]:
-    """The run files' settings as scripts/plan.sh resolves them, one JSON object a line:
-    {"run": name, "settings": {SERVER, JOB_NAME, and each of IDENTITY}}; bad lines are skipped."""
+    """The run files' settings as scripts/plan.sh resolves them (python -m tools.settings identity),
+    one JSON object a line: {"run": name, "settings": {SERVER, JOB_NAME, and each identity setting}};
+    bad lines are skipped."""
     if not path:
         return []
     try:
@@ -276,9 +295,10 @@ def read_run_files(path: str | None) -> list[dict]:
 def run_file_for(profile: str, identity: dict, run_files: list[dict]) -> dict | None:
     """The run file made for `profile`: its SERVER is that profile and its identity the planned
     run's (docs/plan.md §1: a run on another server is another run, with its own job dirs)."""
+    names = identity_names()
     for doc in sorted(run_files, key=lambda d: d["run"]):
         s = doc["settings"]
-        if s.get("SERVER") == profile and all(str(s.get(n, "")) == str(identity.get(n, "")) for n in IDENTITY):
+        if s.get("SERVER") == profile and all(str(s.get(n, "")) == str(identity.get(n, "")) for n in names):
             return doc
     return None
 
@@ -434,68 +454,84 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
 # --------------------------------------------------------------------------- command line
 
 
+def read_settings(environ: dict[str, str] | None = None) -> run_settings.Settings:
+    """The run's settings, as the verb that started the plan resolved and checked them: one JSON
+    document in TB_SETTINGS (tools/settings.py current), never flags. Without one, or with one no
+    verb wrote, one line."""
+    try:
+        s = run_settings.current(environ)
+    except run_settings.SettingsError as e:
+        raise PlanError(f"{e} (make plan RUN=<run>)") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        raise PlanError("TB_SETTINGS is not a run's settings document: run this through its make verb "
+                        "(make plan RUN=<run>)") from None
+    # The catalogue's own check, not one of the plan's: a document written by hand is refused as a verb
+    # refuses the value, never read into a traceback.
+    catalogue = run_settings.catalogue()
+    for name in READS:
+        if not catalogue[name].type.valid(s.raw(name)):
+            raise PlanError(f"TB_SETTINGS holds setting {name}={safe_read.clip(safe_read.printable(s.raw(name)), 40)}, "
+                            f"which is not {catalogue[name].type.phrase()}: run this through its make verb "
+                            "(make plan RUN=<run>), which checks every setting")
+    return s
+
+
+def dataset_task_dirs(path: str) -> int | None:
+    """The task dirs (<task>/task.toml) of a local dataset, or None when DATASET_PATH names no directory."""
+    if not path or not os.path.isdir(path):
+        return None
+    try:
+        return sum(1 for entry in Path(path).glob("*/task.toml"))
+    except OSError:
+        return None
+
+
+def settings_task_count(s: run_settings.Settings) -> int | None:
+    """How many tasks the settings bench: TASKS' words, else DATASET_PATH's task dirs, else
+    DATASET_TASKS, at most N_TASKS; None when none of them says."""
+    words = s["TASKS"]
+    n = len(words) if words else dataset_task_dirs(s.raw("DATASET_PATH"))
+    if n is None:
+        n = s["DATASET_TASKS"]
+    cap = s["N_TASKS"]
+    if cap is not None and (n is None or n > cap):
+        n = cap
+    return n
+
+
+def task_count(s: run_settings.Settings) -> int:
+    """The run's task count: the settings', else what its job's first pass planned."""
+    n = settings_task_count(s)
+    if n == 0:
+        path = safe_read.clip(safe_read.printable(s.raw("DATASET_PATH")), 200)
+        raise PlanError(f"the run's task count is 0: DATASET_PATH={path} holds no task dir (<task>/task.toml); "
+                        "set TASKS, N_TASKS or DATASET_TASKS, or DATASET_PATH to a dataset")
+    return n if n is not None else planned_tasks(s.raw("JOBS_DIR"), s.raw("JOB_NAME"), s["N_ATTEMPTS"])
+
+
 @click.command(cls=plan_checks.PlanCommand)
-@click.option("--run", required=True, help="the run's name, for the title")
-@click.option("--tasks", type=Bounded(1, 100_000, "the run's task count (TASKS, N_TASKS or DATASET_TASKS)"),
-              help="tasks in the run (empty: the run's job's plan)")
-@click.option("--attempts", "k", type=Bounded(1, tally_trials.MAX_ATTEMPTS, "setting N_ATTEMPTS"), default=1,
-              show_default=True,
-              help="N_ATTEMPTS, harbor's -k")
-@click.option("--multiplier", type=Bounded(*plan_evidence.MULTIPLIER_RANGE, "setting AGENT_TIMEOUT_MULTIPLIER",
-                                           whole=False), default=1.0, show_default=True,
-              help="AGENT_TIMEOUT_MULTIPLIER")
-@click.option("--timeout-estimate", type=Bounded(1, 86400 * 7, "setting AGENT_TIMEOUT_ESTIMATE", whole=False),
-              default=900.0, show_default=True,
-              help="AGENT_TIMEOUT_ESTIMATE: one trial's agent timeout (s) at multiplier 1")
-@click.option("--model", required=True, help="MODEL: the candidates are the bundled profiles that serve it")
-@click.option("--server", default="", help="SERVER, the run's own profile")
-@click.option("--server-flavor", required=True, help="SERVER_FLAVOR of the run's own server")
-@click.option("--server-dp", type=Bounded(1, 64, "setting SERVER_DP"), default=1, show_default=True, help="SERVER_DP")
-@click.option("--server-tp", type=Bounded(1, 64, "setting SERVER_TP"), default=1, show_default=True, help="SERVER_TP")
-@click.option("--sandbox-flavor", default="cpu-upgrade", show_default=True, help="SANDBOX_FLAVOR")
-@click.option("--jobs-dir", default="jobs", show_default=True)
-@click.option("--job-name", required=True)
-@click.option("--deadline", help="an hf-style duration (24h, 90m, 2d); empty: no recommendation")
-@click.option("--reps", type=Bounded(1, MAX_REPS, "setting PLAN_REPS"), default=200, show_default=True, help="PLAN_REPS")
-@click.option("--seed", type=Bounded(0, 2**32 - 1, "setting PLAN_SEED"), default=0, show_default=True, help="PLAN_SEED")
-@click.option("--mopup-passes", type=Bounded(0, 1000, "setting MOPUP_PASSES"), default=3, show_default=True,
-              help="MOPUP_PASSES: make reproduce's limit, compared with the passes needed")
-@click.option("--max-infra-rate", type=Bounded(0, 1, "setting MAX_INFRA_RATE", whole=False), default=0.3,
-              show_default=True,
-              help="MAX_INFRA_RATE: the highest infra rate a recommendation may run at (or the baseline's)")
-@click.option("--ready-timeout", type=Bounded(1, 10**9, "setting READY_TIMEOUT", whole=False), default=2700.0,
-              show_default=True,
-              help="READY_TIMEOUT: bounds the server's loading time")
 @click.option("--prices", "prices_path", type=click.Path(path_type=Path), default=cost_prices.TSV_PRICES,
               help="the price list (default: env/flavor-prices.tsv)")
 @click.option("--calibration", "calibration_path", type=click.Path(path_type=Path), default=None,
               help="state/<run>/calibration.json (make calibrate); used when it exists")
 @click.option("--run-files", help="the run files' settings, one JSON object a line (scripts/plan.sh); - for stdin")
-@click.option("--identity", help="the planned run's identity settings as a JSON object (scripts/plan.sh)")
 @click.option("--own", nargs=2, type=Bounded(1, 1000, "setting N_SHARDS or N_CONCURRENT"), default=None,
               help="SHARDS N_CONCURRENT: plan the run's own configuration only, in one line")
-@click.option("--max-retries", type=Bounded(0, 10, "setting MAX_RETRIES"), default=0, show_default=True,
-              help="MAX_RETRIES: harbor's in-run retries of an infra-errored attempt")
 @click.option("--json", "as_json", is_flag=True, help="the whole plan as JSON")
-def cli(run, tasks, k, multiplier, timeout_estimate, model, server, server_flavor, server_dp, server_tp, sandbox_flavor,
-        jobs_dir, job_name, deadline, reps, seed, mopup_passes, max_infra_rate, ready_timeout, prices_path,
-        calibration_path, run_files, identity, own, max_retries, as_json):
-    """Simulate RUN under candidate servers, shards and N_CONCURRENT; print the table, what binds,
-    and the cheapest configuration that meets --deadline with the command that runs it. Reads job
-    dirs, the profiles, a calibration and the price list; writes nothing."""
-    tasks = tasks or planned_tasks(jobs_dir, job_name, k)
-    try:
-        ident = json.loads(identity) if identity else {}
-    except (ValueError, RecursionError):  # RecursionError: nested past the decoder's depth
-        raise PlanError("--identity is not a JSON object (scripts/plan.sh builds it)") from None
-    doc = plan(run=run, tasks=tasks, k=k, mult=multiplier, timeout_estimate=timeout_estimate, model=model,
-               server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,
-               sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name,
-               deadline=plan_checks.deadline_seconds(deadline) if deadline else None, reps=reps, seed=seed,
-               mopup_passes=mopup_passes, max_infra_rate=max_infra_rate, ready_timeout=ready_timeout,
-               prices_path=prices_path, calibration_path=calibration_path, run_files=read_run_files(run_files),
-               identity=ident if isinstance(ident, dict) else {}, own=tuple(own) if own else None,
-               max_retries=max_retries)
+def cli(prices_path, calibration_path, run_files, own, as_json):
+    """Simulate the run under candidate servers, shards and N_CONCURRENT; print the table, what binds,
+    and the cheapest configuration that meets its DEADLINE with the command that runs it. The run's
+    settings come as one document in TB_SETTINGS (make plan sets it); the options are what no setting
+    says. Reads job dirs, the profiles, a calibration and the price list; writes nothing."""
+    s = read_settings()
+    doc = plan(run=s.run, tasks=task_count(s), k=s["N_ATTEMPTS"], mult=s["AGENT_TIMEOUT_MULTIPLIER"],
+               timeout_estimate=float(s["AGENT_TIMEOUT_ESTIMATE"]), model=s.raw("MODEL"), server=s.raw("SERVER"),
+               server_flavor=s.raw("SERVER_FLAVOR"), server_dp=s["SERVER_DP"], server_tp=s["SERVER_TP"],
+               sandbox_flavor=s.raw("SANDBOX_FLAVOR"), jobs_dir=s.raw("JOBS_DIR"), job_name=s.raw("JOB_NAME"),
+               deadline=s["DEADLINE"], reps=s["PLAN_REPS"], seed=s["PLAN_SEED"], mopup_passes=s["MOPUP_PASSES"],
+               max_infra_rate=s["MAX_INFRA_RATE"], ready_timeout=float(s["READY_TIMEOUT"]), prices_path=prices_path,
+               calibration_path=calibration_path, run_files=read_run_files(run_files), identity=identity_of(s),
+               own=tuple(own) if own else None, max_retries=s["MAX_RETRIES"])
     if own:
         doc["own_line"] = plan_render.own_line(doc)
     if as_json:

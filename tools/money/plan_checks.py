@@ -1,8 +1,8 @@
 """plan_checks: what make plan takes, and each refusal in one line.
 
-Its command line's values (each bounded and named as the setting it comes from: make print and make
-reproduce run the plan before checking some of them, and keep its one line as the reason their
-estimate is missing), the price list (a regular file of at most PRICES_CAP, read by make cost's own
+Its one numeric option (--own, make print's configuration; the settings are TB_SETTINGS's, checked
+by tools/settings.py), its usage errors in one line (make print and make reproduce keep that line as
+the reason their estimate is missing), the price list (a regular file of at most PRICES_CAP, read by make cost's own
 parser) and the flavors it prices, with the closest one when a flavor is not among them. The plan:
 tools/money/plan.py; docs/plan.md §1 and §7.
 """
@@ -18,7 +18,6 @@ import click
 
 from tools.money import cost_hf
 from tools.money import cost_prices
-from tools import fmt
 from tools.money import plan_server
 from tools import safe_read
 
@@ -53,8 +52,8 @@ def number_text(x: float) -> str:
 
 class Bounded(click.ParamType):
     """A whole number, or a finite one, from `lo` to `hi`, refused as the settings' own checks word
-    it ("setting PLAN_REPS must be a whole number from 1 to 10,000, got '0'"): the values come from
-    settings, and make print and make reproduce run the plan before checking some of them. click's
+    it ("setting N_SHARDS or N_CONCURRENT must be a whole number from 1 to 1,000, got '0'"): --own's
+    values are settings make print hands over as they are. click's
     ranges let nan through (every comparison with it is false)."""
 
     name = "number"
@@ -93,15 +92,6 @@ class PlanCommand(click.Command):
 
 
 # --------------------------------------------------------------------------- the settings and the flavors
-
-
-def deadline_seconds(text: str) -> float:
-    """DEADLINE in seconds: a positive hf-style duration (fmt.parse_duration), else one line naming the fix."""
-    secs = fmt.parse_duration(text)
-    if not secs:
-        raise PlanError(f"DEADLINE must be a number with an optional unit s, m, h or d (e.g. 24h), "
-                        f"got '{safe_read.clip(text, 40)}'")
-    return secs
 
 
 def flavor_word(flavor: str) -> str:
