@@ -27,7 +27,7 @@ main() {
   if is_dry_run; then
     # The settings go in TB_SETTINGS, the one document the tool reads: shown as it is, so the line
     # runs as printed.
-    document=$(run_settings_document)
+    document=$(settings_document)
     quote_word_to document "$document"
     show_cmd "TB_SETTINGS=$document" -- .venv/bin/python -m tools.money.plan "${args[@]}"
     say "TB_SETTINGS is the run's resolved settings, one JSON document (the tool reads every setting from it); with every real run file's SERVER, JOB_NAME and identity settings on its standard input (python3 -m tools.settings identity), to name the run made for the server it recommends"
