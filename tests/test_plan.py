@@ -546,7 +546,7 @@ def test_the_plan_s_command_runs_as_written_under_dry_run(run_name, deadline, ex
 
 @pytest.mark.parametrize("setting, message", [
     ("DEADLINE=24x", "plan: setting DEADLINE must be a number with an optional unit s, m, h or d (e.g. 4h), "
-                     "more than zero, got '24x' (run 'qwen-t2-leaderboard')"),
+                     "more than zero, or empty, got '24x' (run 'qwen-t2-leaderboard')"),
     ("PLAN_SEED=-1", "plan: setting PLAN_SEED must be a whole number from 0 to 999999999, got '-1' "
                      "(run 'qwen-t2-leaderboard')"),
 ])
@@ -648,7 +648,7 @@ def test_an_unpriced_server_flavor_is_one_line_naming_the_closest_priced_one_in_
     # A flavor no flavor could be never reaches the plan: the settings' check refuses it, as in every verb.
     proc = make("RUN=qwen-t2-leaderboard", "SERVER_FLAVOR=\x1b[31m", env=clean_env)
     assert [line for line in proc.stderr.splitlines() if not line.startswith("make")] == [
-        "plan: setting SERVER_FLAVOR must be an hf jobs flavor such as cpu-basic, got '\\x1b[31m' "
+        "plan: setting SERVER_FLAVOR must be an hf jobs flavor such as cpu-basic, or empty, got '\\x1b[31m' "
         "(run 'qwen-t2-leaderboard')"]
 
 
@@ -825,7 +825,7 @@ def test_a_setting_out_of_range_is_named_in_one_line_by_the_settings_check_for_e
     cases = {
         "PLAN_REPS=0": "setting PLAN_REPS must be a whole number from 1 to 10000, got '0'",
         "AGENT_TIMEOUT_MULTIPLIER=nan": "setting AGENT_TIMEOUT_MULTIPLIER must be a number from 0.01 to 100, got 'nan'",
-        "DATASET_TASKS=1e3": "setting DATASET_TASKS must be a positive whole number below 1000000000, got '1e3'",
+        "DATASET_TASKS=1e3": "setting DATASET_TASKS must be a positive whole number below 1000000000, or empty, got '1e3'",
         "MAX_RETRIES=\x1b[31m": "setting MAX_RETRIES must be a whole number from 0 to 10, got '\\x1b[31m'",
         "N_ATTEMPTS=101": "setting N_ATTEMPTS must be a whole number from 1 to 100, got '101'",
     }
