@@ -24,7 +24,7 @@ manifest_sources() {
 
 # append_manifest EVENT JSON_OBJECT: JSON_OBJECT's fields are added to the line.
 append_manifest() {
-  local event=$1 extra=${2:-'{}'} name
+  local event=$1 extra=${2:-'{}'}
   manifest_sources
   local manifest
   manifest="$(run_state_dir)/manifest.jsonl"
@@ -32,16 +32,13 @@ append_manifest() {
   # A write cut short by a kill leaves a line without its newline: start a fresh line, so this
   # record is never glued to the broken one (readers skip that one).
   [[ ! -s "$manifest" || -z "$(tail -c1 "$manifest")" ]] || printf '\n' >>"$manifest"
-  # The settings go in as NUL-separated name, value pairs on stdin: any value, as data. The last
-  # pair is followed by a word, not left to split's end: jq 1.6 (Debian 12's) drops the empty
-  # strings a split ends with, and the last setting with them.
-  { while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names); printf end; } |
-    jq -Rsc --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" --arg run "$RUN" \
+  # The settings as settings_document makes them (lib-settings.sh): any value, as data.
+  settings_document |
+    jq -c --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg event "$event" \
       --arg commit "$MANIFEST_COMMIT" --arg harbor "$MANIFEST_HARBOR" --arg huggingface_hub "$MANIFEST_HUB" \
       --argjson extra "$extra" --arg lock_sha256 "$MANIFEST_LOCK_SHA256" \
-      '(split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add) as $settings
-      | {at: $at, event: $event, run: $run, commit: $commit, lock_sha256: ($lock_sha256 | select(. != "") // null),
-        tools: ({$harbor, $huggingface_hub} | with_entries(select(.value != "")))} + $extra + {settings: $settings}' \
+      '{at: $at, event: $event, run: .run, commit: $commit, lock_sha256: ($lock_sha256 | select(. != "") // null),
+        tools: ({$harbor, $huggingface_hub} | with_entries(select(.value != "")))} + $extra + {settings: .settings}' \
       >>"$manifest"
 }
 

@@ -101,7 +101,8 @@ load_settings() {
 # the Python tools read as one typed object (TB_SETTINGS; tools/settings.py current).
 settings_document() {
   local name
-  # The word after the last pair: jq 1.6 drops the empty strings a split ends with (lib-manifest.sh).
+  # The pairs end with a word, not a NUL: jq 1.6 (Debian 12's) drops the empty strings a split ends
+  # with, and with them the last setting.
   { while read -r name; do printf '%s\0%s\0' "$name" "${!name-}"; done < <(setting_names); printf end; } |
     jq -Rsc --arg run "$RUN" 'split("\u0000") | .[:-1] | [range(0; length; 2) as $i | {(.[$i]): .[$i + 1]}] | add
       | {run: $run, settings: .}'
