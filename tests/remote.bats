@@ -424,7 +424,7 @@ refute_anything_left() {
   hostile_launch_setup
   local leaked line
   leaked=$(leaked_token)
-  # A new run file with a token pasted in: refused as a settings file (scripts/lib.sh), before anything
+  # A new run file with a token pasted in: refused as a settings file (tools/settings.py), before anything
   # is staged, for every verb (tests/settings.bats).
   { grep -v '^JOB_NAME=' "$SCRATCH/runs/qwen-t2.env"; echo "JOB_NAME=mine-job"; echo "HF_TOKEN=$leaked"; } >"$SCRATCH/runs/mine.env"
   line=$(grep -c '' "$SCRATCH/runs/mine.env")

@@ -164,7 +164,7 @@ in_lib() {
   assert_output checked
 }
 
-@test "the shell and the Python tools read a duration alike (scripts/lib.sh, tools/fmt.py)" {
+@test "the shell and the Python tools read a duration alike (scripts/lib-settings.sh, tools/fmt.py)" {
   local v shell python
   for v in 90 90s 10m 2h 1d 1.5h 0 0.25m "" h 1w -1h 1e3 1,5h 1111111111 1. 90min 5M; do
     shell=$(in_lib "duration_seconds '$v'") || shell=none

@@ -22,7 +22,7 @@ import re
 from datetime import datetime, timezone
 
 UNKNOWN = "n/a"
-STAMP = "%Y-%m-%dT%H:%M:%SZ"   # the manifest's timestamps (scripts/lib.sh writes the same)
+STAMP = "%Y-%m-%dT%H:%M:%SZ"   # the manifest's timestamps (scripts/lib-manifest.sh writes the same)
 UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # At most nine digits before the point: 999,999,999 d is already far past any job's life, and a
 # bound keeps float() off a thousand-digit string.
