@@ -26,10 +26,8 @@ prices_json() {
 
 main() {
   is_dry_run || needs_setup hf
-  # No run, so no settings files: but make's command line is still checked, and ALL typed.
-  [[ -z "${CLI_SETTINGS+x}" ]] || check_command_line
-  [[ "${ALL:-0}" == 0 || "${ALL:-0}" == 1 ]] || die "setting ALL must be 0 or 1, got '$ALL'"
-  PROJECT_LABEL=${PROJECT_LABEL:-$(sed -n 's/^PROJECT_LABEL=\([^[:space:]#]*\).*/\1/p' "$ENV_DIR/defaults.env")}
+  # No run, so no run files: the catalogue's settings, or make's command line's, each checked.
+  load_runless_settings ALL PROJECT_LABEL PRICES_MAX_AGE HF_NAMESPACE HF_CALL_TIMEOUT
   [[ -n "$PROJECT_LABEL" ]] || die "PROJECT_LABEL is empty: set it in env/defaults.env or on the command line"
   local argv=(jobs ps --json -l "project=$(sanitize_label "$PROJECT_LABEL")")
   if [[ "${ALL:-0}" == 1 ]]; then argv+=(-a --limit 200); else argv+=(--limit 0); fi
@@ -41,7 +39,6 @@ main() {
   load_token
   local listing
   hf_or_die listing "${argv[@]}"
-  PRICES_MAX_AGE=${PRICES_MAX_AGE:-$(sed -n 's/^PRICES_MAX_AGE=\([0-9]*\).*/\1/p' "$ENV_DIR/defaults.env")}
   load_prices
   jq -r --argjson prices "$(prices_json)" --argjson servers "$(known_servers)" --argjson now "$(date +%s)" '
     def epoch: sub("\\.[0-9]+"; "") | sub("(\\+00:00|Z)$"; "Z") | fromdateiso8601;

@@ -97,6 +97,19 @@ load_settings() {
   load_run_instance
 }
 
+# load_runless_settings NAME...: for a verb that acts on no run (make jobs, make report), those
+# settings as the catalogue declares them or make's command line gives them, each checked by its
+# type as every verb's are; make's command line is checked too.
+load_runless_settings() {
+  local records i
+  mapfile -d '' records < <(settings_tool runless "$SCRIPT_NAME" "$@")
+  wait "$!" || exit 1
+  for ((i = 0; i + 2 < ${#records[@]}; i += 3)); do
+    printf -v "${records[i + 1]}" '%s' "${records[i + 2]}"
+  done
+  unset CLI_SETTINGS
+}
+
 # settings_document: the run's resolved settings as one JSON document, {"run", "settings"}, what
 # the Python tools read as one typed object (TB_SETTINGS; tools/settings.py current).
 settings_document() {

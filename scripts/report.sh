@@ -41,8 +41,7 @@ report_py() {
 main() {
   needs_setup python
   local verb=${1:-} runs opts
-  [[ -z "${CLI_SETTINGS+x}" ]] || check_command_line
-  [[ "${DRY_RUN:-0}" == 0 || "${DRY_RUN:-0}" == 1 ]] || die "setting DRY_RUN must be 0 or 1, got '$DRY_RUN'"
+  load_runless_settings DRY_RUN
   accounting_options opts
   split_words runs "${RUNS:-$DEFAULT_RUNS}"
   ((${#runs[@]})) || split_words runs "$DEFAULT_RUNS"

@@ -339,6 +339,34 @@ def test_a_refusal_exits_1_with_one_line_and_no_records():
                                         "12m 15m 20m 30m 1h 2h 3h 4h 6h 8h 12h, got '7m' (run 'qwen-t2')"]
 
 
+def runless(verb: str, *names: str, **environ: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in settings.catalogue() and k != "CLI_SETTINGS"}
+    env.update(SCRIPT_NAME=verb, PYTHONPATH=str(REPO), **environ)
+    return subprocess.run([sys.executable, "-m", "tools.settings", "--root", str(REPO), "runless", verb, *names],
+                          env=env, capture_output=True)
+
+
+def test_a_verb_without_a_run_gets_the_catalogue_s_values_checked_as_every_verb_s():
+    """make jobs and make report act on no run: their settings are the catalogue's defaults or make's
+    command line, typed by the same check; a shell's export is noted and ignored; make jobs goes on."""
+    done = runless("jobs", "ALL", "PROJECT_LABEL", CLI_SETTINGS="PROJECT_LABEL", PROJECT_LABEL="mine", ALL="1")
+    assert done.returncode == 0
+    assert done.stdout == b"S\0ALL\x000\0S\0PROJECT_LABEL\0mine\0"
+    assert done.stderr.decode().splitlines() == [
+        "jobs: ignoring ALL=1 from your shell's environment: only settings on make's command line count (make jobs ALL=…)"]
+    done = runless("jobs", "ALL", CLI_SETTINGS="ALL", ALL="yes")
+    assert (done.returncode, done.stdout) == (0, b"S\0ALL\x000\0")
+    assert done.stderr.decode().splitlines() == [
+        "jobs: warning: setting ALL must be 0 or 1, got 'yes'; going on with ALL=0: a setting never stops make jobs"]
+    done = runless("report", "DRY_RUN", DRY_RUN="7")
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr.decode().splitlines() == ["report: setting DRY_RUN must be 0 or 1, got '7'"]
+    done = runless("report", "DRY_RUN", CLI_SETTINGS="N_CONCURENT", N_CONCURENT="1")
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "report: unknown setting N_CONCURENT: did you mean N_CONCURRENT? (settings: env/defaults.env)"]
+
+
 def test_the_reader_needs_nothing_but_the_standard_library():
     """make stop runs before .venv exists (an hf of the user's own): the reader must import nothing else."""
     for module in ("settings", "settings_types", "settings_rules"):

@@ -459,6 +459,30 @@ def resolve_for_verb(run: str, verb: str, environ: dict[str, str]) -> tuple[dict
     return values, [(n, overrides[n]) for n in settings if n in overrides], notes
 
 
+def runless(verb: str, names: list[str], environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """For a verb that acts on no run (make jobs, make report): (the settings `names` as the catalogue
+    declares them or the command line gives them, each checked by its type; the notes to say), or
+    SettingsError. A lenient verb is told of a bad value and goes on with the default."""
+    settings = catalogue()
+    overrides, ignored = command_line(environ, settings, verb)
+    values, notes = {}, []
+    for name in names:
+        if name not in settings:
+            raise SettingsError(f"{name} is not a setting (env/defaults.env)")
+        value = overrides.get(name, settings[name].default)
+        if not settings[name].type.valid(value):
+            why = f"setting {name} must be {settings[name].type.requirement()}, got '{shown(value)}'"
+            if verb not in LENIENT_VERBS:
+                raise SettingsError(why)
+            notes.append(f"warning: {why}; going on with {name}={quote_word(settings[name].default)}: "
+                         f"a setting never stops make {verb}")
+            value = settings[name].default
+        values[name] = value
+    notes += [f"ignoring {name}={quote_word(environ[name])} from your shell's environment: only settings on make's "
+              f"command line count (make {verb} {name}=…)" for name in ignored if name in values and environ[name] != values[name]]
+    return values, notes
+
+
 def records(run: str, values: dict[str, str], pairs: list[tuple[str, str]]) -> bytes:
     """The NUL-separated records scripts/lib-settings.sh reads: S NAME VALUE for each setting, and
     C NAME=VALUE for each given on the command line."""
@@ -524,6 +548,12 @@ def main(argv: list[str]) -> int:
                 print(f"{script}: {note}", file=sys.stderr)
             sys.stdout.buffer.write(records(run, values, pairs))
             return 0
+        if command == "runless" and len(argv) >= 2:
+            values, notes = runless(argv[1], argv[2:], dict(os.environ))
+            for note in notes:
+                print(f"{script}: {note}", file=sys.stderr)
+            sys.stdout.buffer.write(records("", values, []))
+            return 0
         if command == "command-line" and len(argv) == 2:
             # Before a verb knows its run: a mistyped RUN (RNU=x) is named, not hidden by "no RUN given".
             command_line(dict(os.environ), catalogue(), argv[1])
@@ -560,7 +590,7 @@ def main(argv: list[str]) -> int:
         print(f"{script}: {err}", file=sys.stderr)
         return 1
     print("usage: python -m tools.settings [--root DIR] resolve RUN VERB | command-line VERB | unknown-run RUN | doc | "
-          "identity | identity-names", file=sys.stderr)
+          "identity | identity-names | runless VERB NAME...", file=sys.stderr)
     return 2
 
 
