@@ -27,9 +27,11 @@ list_runs() {
 }
 
 # The run to act on: RUN from the command line, else the last one used (state/last-run).
-# A mistyped RUN (RNU=x) is caught here, before "no RUN given" could hide it.
+# make's command line is checked first (tools/settings.py command_line): a mistyped RUN (RNU=x) is
+# named before "no RUN given" could hide it, a typo such as N_CONCURENT=1 is not dropped without a
+# word, and a token there, in make's argv, readable by anyone (ps), is refused.
 resolve_run() {
-  [[ -z "${CLI_SETTINGS+x}" ]] || check_command_line
+  [[ -z "${CLI_SETTINGS+x}" ]] || settings_tool command-line "$SCRIPT_NAME" || exit 1
   if [[ -z "${RUN:-}" && -f "$STATE_ROOT/last-run" ]]; then
     RUN=$(<"$STATE_ROOT/last-run")
     say "RUN not given; using the last run, $RUN (state/last-run)"
@@ -42,14 +44,6 @@ resolve_run() {
 unknown_run() {
   settings_tool unknown-run "$RUN"
   exit 1
-}
-
-# check_command_line: every KEY=value on make's command line (the names in CLI_SETTINGS) is a
-# setting or a variable a verb reads (tools/settings.py NON_SETTINGS), and none holds a secret. A
-# typo such as N_CONCURENT=1 would otherwise be dropped without a word, and a token in make's argv
-# is readable by anyone (ps).
-check_command_line() {
-  settings_tool command-line "$SCRIPT_NAME" || exit 1
 }
 
 # abs_jobs_dir: JOBS_DIR as an absolute path (a relative one is the repository's).

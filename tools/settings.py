@@ -7,11 +7,8 @@ type in brackets and its meaning:
 
 A run resolves four layers, later wins: the catalogue's defaults < `env/servers/<SERVER>.env` <
 `runs/<RUN>.env` < the command line. The files are read by `read_file` below, as data: nothing in
-them is ever run. A line is `NAME=value` or `NAME+=value` (appended), the value one word quoted as
-bash quotes one (a quoted value may span lines; `$NAME` or `${NAME}` names a setting read before
-it, as the data-parallel profiles' `"$SERVER_ARGS …"` does), a `#` comment, a blank line, and in a
-profile the include line `source "${BASH_SOURCE[0]%/*}/<profile>.env"`. Anything else is refused
-by file and line, the line's text never shown (it may be a secret).
+them is ever run, and a line that is not a statement (docs/settings.md §1 says which are) is
+refused by file and line, its text never shown (it may be a secret).
 
 The checks are the catalogue's types (tools/settings_types.py) and one flat list of rules across
 settings (tools/settings_rules.py): every verb runs the same ones on the same resolved values.
@@ -408,6 +405,18 @@ def suggestion(setting: Setting, value: str) -> str:
     return f": did you mean {hint}?" if hint else ""
 
 
+def wrong_type(name: str, setting: Setting, value: str) -> str:
+    """A value its type refuses, as every verb words it (a run's refusal adds the run)."""
+    return f"setting {name} must be {setting.type.requirement()}, got '{shown(value)}'{suggestion(setting, value)}"
+
+
+def shell_notes(verb: str, ignored: list[str], environ: dict[str, str], values: dict[str, str]) -> list[str]:
+    """A note for each setting the shell exported that differs from what counts (equal is no news)."""
+    return [f"ignoring {name}={quote_word(environ[name])} from your shell's environment: only settings on make's "
+            f"command line count (make {verb} {name}=…)" for name in ignored
+            if name in values and environ[name] != values[name]]
+
+
 def check(run: str, values: dict[str, str], settings: dict[str, Setting], verb: str, job_name_given: bool) -> list[str]:
     """Every refusal the values earn, in one order for every verb: the types, the rules across
     settings, what a command needs (COMMAND_VERBS only), the job name's own."""
@@ -419,8 +428,7 @@ def check(run: str, values: dict[str, str], settings: dict[str, Setting], verb: 
                 found.append(f"setting {name} is empty for run '{run}': it must be {setting.type.phrase()}. "
                              f"Set it in runs/{run}.env, or on the command line: {name}=…")
             else:
-                found.append(f"setting {name} must be {setting.type.requirement()}, got '{shown(values[name])}'"
-                             f"{suggestion(setting, values[name])} (run '{run}')")
+                found.append(f"{wrong_type(name, setting, values[name])} (run '{run}')")
     if found:
         return found  # the rules read the values as their types
     for rule in rules.RULES + (rules.COMMANDS if verb in rules.COMMAND_VERBS else ()):
@@ -450,8 +458,7 @@ def resolve_for_verb(run: str, verb: str, environ: dict[str, str]) -> tuple[dict
         raise SettingsError(f"unknown run '{run}' (runs/<name>.env)")
     overrides, ignored = command_line(environ, settings, verb)
     values = resolve(run, overrides, settings)
-    notes = [f"ignoring {name}={quote_word(environ[name])} from your shell's environment: only settings on make's "
-             f"command line count (make {verb} {name}=…)" for name in ignored if environ[name] != values[name]]
+    notes = shell_notes(verb, ignored, environ, values)
     problems = check(run, values, settings, verb, "JOB_NAME" in overrides)
     if problems and verb not in LENIENT_VERBS:
         raise SettingsError(problems[0])
@@ -471,16 +478,14 @@ def runless(verb: str, names: list[str], environ: dict[str, str]) -> tuple[dict[
             raise SettingsError(f"{name} is not a setting (env/defaults.env)")
         value = overrides.get(name, settings[name].default)
         if not settings[name].type.valid(value):
-            why = f"setting {name} must be {settings[name].type.requirement()}, got '{shown(value)}'"
+            why = wrong_type(name, settings[name], value)
             if verb not in LENIENT_VERBS:
                 raise SettingsError(why)
             notes.append(f"warning: {why}; going on with {name}={quote_word(settings[name].default)}: "
                          f"a setting never stops make {verb}")
             value = settings[name].default
         values[name] = value
-    notes += [f"ignoring {name}={quote_word(environ[name])} from your shell's environment: only settings on make's "
-              f"command line count (make {verb} {name}=…)" for name in ignored if name in values and environ[name] != values[name]]
-    return values, notes
+    return values, notes + shell_notes(verb, ignored, environ, values)
 
 
 def records(run: str, values: dict[str, str], pairs: list[tuple[str, str]]) -> bytes:
@@ -569,9 +574,6 @@ def main(argv: list[str]) -> int:
         if command == "doc" and len(argv) == 1:
             sys.stdout.write(documentation(catalogue()))
             return 0
-        if command == "identity-names" and len(argv) == 1:
-            print("\n".join(n for n, s in catalogue().items() if s.identity))
-            return 0
         if command == "identity" and len(argv) == 1:
             # Each real run file's SERVER, JOB_NAME and identity settings as its files alone resolve
             # them, one JSON line each (make plan names the run made for the server it recommends).
@@ -590,7 +592,7 @@ def main(argv: list[str]) -> int:
         print(f"{script}: {err}", file=sys.stderr)
         return 1
     print("usage: python -m tools.settings [--root DIR] resolve RUN VERB | command-line VERB | unknown-run RUN | doc | "
-          "identity | identity-names | runless VERB NAME...", file=sys.stderr)
+          "identity | runless VERB NAME...", file=sys.stderr)
     return 2
 
 
