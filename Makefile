@@ -122,7 +122,7 @@ tally: ## the real per-task outcome of RUN (default: the bundled example)
 	@scripts/tally.sh
 
 .PHONY: cost
-cost: ## what RUN cost: every job and sandbox, price, running time, totals per role, $ per passed task (JSON=1)
+cost: ## what RUN cost: every job and sandbox, price, running time, totals per role, $ per passed attempt and task (JSON=1)
 	@scripts/cost.sh
 
 .PHONY: compare

@@ -3,8 +3,8 @@
 # What the run cost (python -m tools.money.cost cost): every job it launched (state/<run>/manifest.jsonl,
 # and jobs labelled run=<run>), every sandbox its trials used (label hf-sandbox=1, created while
 # one of its trials ran), each with flavor, running time (HF's durations), price and cost; totals
-# per role, GPU hours, wall-clock, dollars per scored attempt and per passed task (the tally),
-# idle GPU time. Prices: hf jobs hardware, cached in state/prices.json (PRICES_MAX_AGE);
+# per role, GPU hours, wall-clock, dollars per scored attempt, per passed attempt and per passed
+# task (the tally's counts; docs/cost.md §1 says what each counts), idle GPU time. Prices: hf jobs hardware, cached in state/prices.json (PRICES_MAX_AGE);
 # env/flavor-prices.tsv when the Hub cannot be asked. A bundled example (example-*) calls no
 # HF: its manifest and the hf answers recorded for it are under examples/state/<run>/.
 # DRY_RUN=1 prints the hf calls and writes nothing.

@@ -74,7 +74,7 @@ money() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 field() { jq -r "$1 | if type == \"number\" then (. * 1000000 | round / 1000000 | tostring) else tostring end" <<<"$output"; }
 same() { awk -v a="$1" -v b="$2" 'BEGIN { exit !((a - b) < 0.0000011 && (b - a) < 0.0000011) }' || fail "$3: got $1, expected $2"; }
 
-@test "cost: a scripted run, to the cent: every job by role, GPU hours, per scored and passed task, idle GPU" {
+@test "cost: a scripted run, to the cent: every job by role, GPU hours, per scored attempt and passed task, idle GPU" {
   scripted_run '[{"name": "h200", "usd_per_hour": 6.00, "gpu": "H200"}, {"name": "cpu-upgrade", "usd_per_hour": 0.06},
                  {"name": "cpu-basic", "usd_per_hour": 0.02}]'
   RUN=qwen-t2 JSON=1 run "$REPO/scripts/cost.sh"
@@ -98,6 +98,9 @@ same() { awk -v a="$1" -v b="$2" 'BEGIN { exit !((a - b) < 0.0000011 && (b - a) 
   # 2 scored (task-a passed, task-b failed; task-c errored), 1 passed.
   same "$(field .usd_per_scored_attempt)" "$(money "$total / 2")" "per scored attempt"
   same "$(field .usd_per_passed_task)" "$(money "$total / 1")" "per passed task"
+  # k = 1: a task is its one attempt, so the passed attempts are the passed tasks.
+  same "$(field .usd_per_passed_attempt)" "$(money "$total / 1")" "per passed attempt"
+  [ "$(jq -c '[.attempts_per_task, .tasks, .passed, .passed_tasks]' <<<"$output")" = '[1,3,1,1]' ]
   # The server ran 00:05-02:05; trials ran 00:10-01:00 and 01:30-01:45: idle 5 + 30 + 20 min.
   same "$(field .idle_gpu_minutes)" 55 "idle GPU minutes"
   same "$(field .idle_gpu_usd)" "$(money "55 / 60 * 6.01")" "idle GPU dollars"
@@ -125,6 +128,7 @@ alice/sb3 sandbox trial qwen3_8-27b-fp8-terminus2-tb21-full-v2/task-c__ccc3333: 
   assert_line --index 0 --regexp '^Run qwen-t2: what it cost\. Prices: hf jobs hardware, read 20[0-9-]+T[0-9:]+Z \(cached in .*/state/prices\.json\)\.$'
   assert_output --regexp "total: +\\\$$(printf '%.2f' "$total") +GPU hours 2\\.00, wall-clock 2h05m"
   assert_output --partial "idle GPU: 55 min, \$$(printf '%.2f' "$(money "55 / 60 * 6.01")")"
+  assert_line "per scored attempt: \$$(printf '%.2f' "$(money "$total / 2")") (2 scored); per passed task: \$$(printf '%.2f' "$total") (1 passed)"
 }
 
 @test "cost: eight sandboxes of another run, created while this run's trials ran, are not counted, and said" {
@@ -287,6 +291,27 @@ alice/wd1-run-3 label run=qwen-t2" ]
   assert_success
   assert_output --partial "=> IDLE SHUTDOWN"
   [ ! -e "$STATE_ROOT" ] || [ -z "$(ls -A "$STATE_ROOT")" ]
+}
+
+@test "cost: at k = 5 each dollar figure says what it counts: passed attempts (slots) and passed tasks" {
+  export HF_ENDPOINT=http://127.0.0.1:1 # no HF: the example's recording
+  unset JOBS_DIR
+  RUN=example-leaderboard run "$REPO/scripts/cost.sh"
+  assert_success
+  # 13 passed of the 30 slots; 4 of the 6 tasks have a passed slot (build-pov-ray, cobol-modernization,
+  # fix-git, regex-log): $36.02 / 13 and / 4.
+  assert_line "per scored attempt: \$1.29 (28 scored); per passed attempt: \$2.77 (13 passed of 30 attempts = 6 tasks × 5); per passed task: \$9.01 (4 of 6 tasks with at least one passed attempt)"
+  refute_output --partial "per passed task: \$2.77"
+  RUN=example-leaderboard JSON=1 run "$REPO/scripts/cost.sh"
+  assert_success
+  [ "$(jq -c '[.attempts_per_task, .tasks, .passed, .passed_tasks, .scored]' <<<"$output")" = '[5,6,13,4,28]' ]
+  same "$(field .usd_per_passed_attempt)" "$(money "$(field .total_usd) / 13")" "per passed attempt"
+  same "$(field .usd_per_passed_task)" "$(money "$(field .total_usd) / 4")" "per passed task"
+  # k = 1: one figure, the passed tasks being the passed attempts.
+  RUN=example-terminus2 run "$REPO/scripts/cost.sh"
+  assert_success
+  assert_line "per scored attempt: \$5.74 (8 scored); per passed task: \$11.48 (4 passed)"
+  refute_output --partial "per passed attempt"
 }
 
 @test "cost, sandboxes: a job dir of the run's name that records another model is refused, and nothing is asked" {

@@ -10,8 +10,9 @@
              id a trial's result.json names, else the sandbox created while the trial set up its
              environment, with the image and flavor its trial.log names, one per sandbox the
              trial created), each with flavor, running time, price and cost; totals per role,
-             GPU hours, wall-clock, dollars per scored attempt and per passed task, and idle GPU
-             time (a server running while no trial of the run ran). The sandboxes created while
+             GPU hours, wall-clock, dollars per scored attempt, per passed attempt and per passed
+             task (k > 1: a task with at least one passed attempt; k = 1 prints one, the counts
+             being the same), and idle GPU time (a server running while no trial of the run ran). The sandboxes created while
              the run ran that none of its trials proves its own are another's: not counted, and
              how many is said.
   sandboxes  for a task (or every infra-errored task of the tally), the sandbox job(s) its

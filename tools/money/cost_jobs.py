@@ -3,8 +3,9 @@
 The jobs come from the run's manifest (state/<run>/manifest.jsonl, inspected one by one), from
 its run=<run> label (listed), and the sandboxes from tools/money/cost_sandboxes.py's attribution
 (docs/cost.md §5). Each is priced by its flavor and HF's running time; the totals are per role,
-with GPU hours, wall-clock, dollars per scored attempt and per passed task, and idle GPU time (a
-server running while no trial of the run ran).
+with GPU hours, wall-clock, dollars per scored attempt, per passed attempt and per passed task (a task
+with at least one passed attempt in its slots: the same count at k = 1), and idle GPU time (a server
+running while no trial of the run ran).
 """
 
 from __future__ import annotations
@@ -175,6 +176,25 @@ def subtract(interval: tuple[datetime, datetime], busy: list[tuple[datetime, dat
     return max(0.0, (b - a).total_seconds() - covered)
 
 
+def passed_task_count(report: dict) -> int:
+    """The tasks passed: with k > 1 those with at least one passed attempt in their slots (re-rolls
+    not counted, as the tally counts none), with k = 1 the passed tasks, the same as the passed attempts."""
+    if report.get("n_attempts", 1) == 1:
+        return report.get("passed", 0)
+    return sum(1 for e in report.get("per_task", []) if e.get("passed_attempts", 0) > 0)
+
+
+def passed_text(doc: dict) -> str:
+    """The dollars per passed attempt and per passed task, each with what it counts. k = 1: one
+    figure, a task being its one attempt; k > 1: both, as they count different things."""
+    if doc["attempts_per_task"] == 1:
+        return f"per passed task: {fmt.dollars(doc['usd_per_passed_task'])} ({doc['passed']} passed)"
+    k, tasks = doc["attempts_per_task"], doc["tasks"]
+    return (f"per passed attempt: {fmt.dollars(doc['usd_per_passed_attempt'])} ({doc['passed']} passed of "
+            f"{tasks * k} attempts = {tasks} tasks × {k}); per passed task: {fmt.dollars(doc['usd_per_passed_task'])} "
+            f"({doc['passed_tasks']} of {tasks} tasks with at least one passed attempt)")
+
+
 def summarise(rows: list[dict], spans: list[TrialSpan], report: dict, now: datetime) -> dict:
     per_role: dict[str, dict] = {}
     for r in rows:
@@ -199,15 +219,19 @@ def summarise(rows: list[dict], spans: list[TrialSpan], report: dict, now: datet
     ends = [r["_interval"][1] for r in rows if r["_interval"]] + [s.finished or now for s in spans]
     wall = (max(ends) - min(starts)).total_seconds() if starts and ends else None
     scored, passed = report.get("scored", 0), report.get("passed", 0)
+    k, tasks = report.get("n_attempts", 1), report.get("tasks", 0)
+    passed_tasks = passed_task_count(report)
     return {
         "per_role": {k: {**v, "cost_usd": round(v["cost_usd"], 6)} for k, v in sorted(per_role.items(), key=lambda kv: ROLES.index(kv[0]))},
         "total_usd": round(total, 6), "unpriced_jobs": sum(g["unpriced"] for g in per_role.values()),
         "gpu_hours": round(gpu_secs / 3600, 6), "wall_clock_secs": wall,
         "first_start": cost_hf.iso(min(starts)) if starts else None,
         "last_end": cost_hf.iso(max(ends)) if ends else None,
-        "scored": scored, "passed": passed, "trials": len(spans),
+        "scored": scored, "passed": passed, "attempts_per_task": k, "tasks": tasks, "passed_tasks": passed_tasks,
+        "trials": len(spans),
         "usd_per_scored_attempt": round(total / scored, 6) if scored else None,
-        "usd_per_passed_task": round(total / passed, 6) if passed else None,
+        "usd_per_passed_attempt": round(total / passed, 6) if passed else None,
+        "usd_per_passed_task": round(total / passed_tasks, 6) if passed_tasks else None,
         "idle_gpu_minutes": round(idle_secs / 60, 3), "idle_gpu_usd": round(idle_usd, 6),
     }
 
@@ -298,8 +322,7 @@ def render_cost(doc: dict) -> str:
         out.append(f"{role + ':':<14} {fmt.dollars(g['cost_usd']):>10}  {g['jobs']} job(s), {fmt.elapsed(g['running_secs'])} running{extra}")
     out.append(f"{'total:':<14} {fmt.dollars(doc['total_usd']):>10}  GPU hours {doc['gpu_hours']:.2f}, wall-clock {fmt.elapsed(doc['wall_clock_secs'])}"
                + (f" ({doc['first_start']} to {doc['last_end']})" if doc["first_start"] else ""))
-    out.append(f"per scored attempt: {fmt.dollars(doc['usd_per_scored_attempt'])} ({doc['scored']} scored); "
-               f"per passed task: {fmt.dollars(doc['usd_per_passed_task'])} ({doc['passed']} passed)")
+    out.append(f"per scored attempt: {fmt.dollars(doc['usd_per_scored_attempt'])} ({doc['scored']} scored); {passed_text(doc)}")
     out.append(f"idle GPU: {doc['idle_gpu_minutes']:.0f} min, {fmt.dollars(doc['idle_gpu_usd'])} "
                f"(a server running while none of the run's {doc['trials']} trial(s) ran)")
     out.append("Running time: HF's durations.running_secs of each job (time billed); cost = running hours × (flavor price "

@@ -46,8 +46,9 @@ def fresh_cache(settings: RunSettings, now: float | None = None) -> Path | None:
 
 def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
              recorded: Path | None = None) -> dict:
-    """{known, total_usd, usd_per_pass, usd_per_scored_attempt, per_role, prices, price_source} and,
-    when sandboxes created while the run ran are not counted (another's, docs/cost.md §5), also
+    """{known, total_usd, usd_per_pass (per passed attempt; at k = 1 per passed task, the same count),
+    usd_per_scored_attempt, per_role, prices, price_source} and, when sandboxes created while the
+    run ran are not counted (another's, docs/cost.md §5), also
     {unattributed_sandboxes, unattributed_note}; or {known: false, why}. state_dir/recorded default
     as make cost's (scripts/cost.sh)."""
     # heavy (the hf calls' code): loaded only when a cost is asked for
@@ -81,7 +82,7 @@ def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
         return unknown(f"{doc['unpriced_jobs']} job(s) ran on a flavor with no price ({prices.label})")
     if not doc["jobs"]:
         return unknown(f"no job found for the run ({_rel(manifest)} lists none)")
-    known = {"known": True, "total_usd": doc["total_usd"], "usd_per_pass": doc["usd_per_passed_task"],
+    known = {"known": True, "total_usd": doc["total_usd"], "usd_per_pass": doc["usd_per_passed_attempt"],
              "usd_per_scored_attempt": doc["usd_per_scored_attempt"],
              "per_role": {role: v["cost_usd"] for role, v in doc["per_role"].items()},
              "gpu_hours": doc["gpu_hours"], "prices": doc["prices"]["label"], "price_source": doc["prices"]["source"]}
