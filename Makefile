@@ -118,7 +118,7 @@ mopup-restore: ## move archived trial dirs back into their job: TRIALS='<trial-d
 	@scripts/mopup-restore.sh
 
 .PHONY: tally
-tally: ## the real per-task outcome of RUN (default: the bundled example)
+tally: ## the real per-task outcome of RUN (default: the bundled example); ALL=1: every figure of a k > 1 run
 	@scripts/tally.sh
 
 .PHONY: cost

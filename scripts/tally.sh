@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Usage: make tally [RUN=<run>] [JSON=1] [TIMEOUTS=unscored] [JOB_DIR="<dir> ..."]
+# Usage: make tally [RUN=<run>] [JSON=1] [ALL=1] [TIMEOUTS=unscored] [JOB_DIR="<dir> ..."]
 # Exit codes: 0 tallied, 1 bad input, 2 usage, 3 nothing to tally yet (no job dir, or no trial).
-# The real per-task outcome of a run across every job dir and attempt (tools/tally.py).
+# The real per-task outcome of a run across every job dir and attempt (tools/tally.py). A run of
+# k > 1 attempts per task prints its headline and what explains it; ALL=1 every figure.
 # With no RUN and no remembered run, the bundled example (runs/example-terminus2.env).
 # Writes the per-task breakdown to state/<run>/tally.md, unless another operation (a bench,
 # a mop-up) holds the run: then it prints the tally of what is on disk and writes nothing.
@@ -48,6 +49,7 @@ main() {
     *) die "TIMEOUTS must be 'scored' (the default) or 'unscored', got '$TIMEOUTS'" ;;
   esac
   [[ "${JSON:-0}" == 0 ]] || args+=(--json)
+  [[ "$ALL" == 0 ]] || args+=(--all)
   cd "$REPO_ROOT"
   if ((${#extra[@]} == 0)) && ! has_job_dirs; then
     # Exit 3, as tools/tally.py does for an empty run.

@@ -17,18 +17,66 @@ setup() {
   assert [ -s "$STATE_ROOT/example-terminus2/tally.md" ]
 }
 
-@test "make tally RUN=example-leaderboard: the bundled k = 5 example's slots, pass@1 mean ± stderr, pass@5, interval" {
+@test "make tally RUN=example-leaderboard: the k = 5 headline and what explains it; the other figures one line naming them" {
   RUN=example-leaderboard run "$REPO/scripts/tally.sh"
   assert_success
   assert_line "Attempts per task (k): 5; each task's latest 5 settled trials fill its slots"
-  assert_line "| Outcome | Attempts | % of 30 (6 tasks × 5) |"
+  # From the headline to the first table after it, exactly: the headline, its provisional note, the
+  # outcome table, infra errors by side, and the one line naming the figures ALL=1 prints.
+  [ "$(sed -n '/^Leaderboard resolution rate: /,/^| Exception /p' <<<"$output")" = "Leaderboard resolution rate: 43.33% (13 passed of 30 trials = 6 tasks × 5; errored and open slots count as not passed), 95% interval 24.83% to 61.84%: the headline and its interval (mean of the 5 replicates ± t(0.975, 4) = 2.776 × their standard error; the board's ± appears to be this replicate spread)
+PROVISIONAL: 2 of 30 slots are open (counted as not passed until mop-up fills them: a bundled example: its open slots show a provisional figure)
+
+| Outcome | Attempts | % of 30 (6 tasks × 5) |
+|---|---|---|
+| Passed | 13 | 43.3% |
+| Failed (scored, reward < 1, incl. AgentTimeoutError) | 15 | 50.0% |
+| Errored (unscored: 2 infra) | 2 | 6.7% |
+| Unclassified (no policy rule) | 0 | 0.0% |
+| Unfinished (no finished trial for the slot) | 0 | 0.0% |
+
+Infra errors by side (every attempt): sandbox 3, model server 0, interrupted 0 (env/outcome-policy.yaml: infra.server_types are the model server's, infra.interrupted_types a stop's, the rest the sandbox's)
+
+Other figures, not the headline (pass@2, pass@4, pass@5, the bootstrap intervals, the replicates, the mean task pass fraction, the pass rate excluding infra errors, the mean trial duration): make tally RUN=example-leaderboard ALL=1 prints them; $STATE_ROOT/example-leaderboard/tally.md holds them too
+
+| Exception | Counted trials (slots) | All attempts |" ]
+  refute_output --partial "Pass rate excluding infra errors: "
+  refute_output --partial "pass@1"
+  refute_output --partial "bootstrap of each task"
+  assert_line "  cobol-modernization  ✓✓✓EE  3/3"
+  assert_line "  path-tracing         ✗✗✗✗✗  0/5"
+  # The breakdown file holds every figure.
+  grep -qF "**Pass rate excluding infra errors: 46.43% (13/28 scored attempts; not the headline)**" "$STATE_ROOT/example-leaderboard/tally.md"
+  grep -qF -- "- pass@5 (harbor's estimator, over the 5 tasks with 5 scored attempts): 60.00%" "$STATE_ROOT/example-leaderboard/tally.md"
+}
+
+@test "make tally RUN=example-leaderboard ALL=1: every figure, pass@1 mean ± stderr, pass@5, the bootstrap, the pass rate excluding infra errors" {
+  RUN=example-leaderboard ALL=1 run "$REPO/scripts/tally.sh"
+  assert_success
   assert_line "Pass rate excluding infra errors: 46.43% (13/28 scored attempts; not the headline)"
+  assert_line "  not the headline's interval: the same rate by a task-level bootstrap of each task's passed / 5 (10,000 resamples, seed 0), 16.67% to 70.00%"
+  assert_line "The board's other figures, over the slots' trials: pass@2 58.33%, pass@4 66.67%, pass@5 66.67% (harbor's estimator over the slots); mean trial duration 31.5 min; tokens 3,360,000 in (2,240,000 cached), 252,000 out"
   assert_line --partial "mean ± standard error: 46.00% ± 6.78%; replicates: 50.0% (3/6), 50.0% (3/6), 50.0% (3/6), 20.0% (1/5), 60.0% (3/5)"
   assert_line "pass@5 (harbor's estimator, over the 5 tasks with 5 scored attempts): 60.00%"
   assert_line "pass@1, mean over tasks of each task's pass fraction: 50.00% (6 of 6 tasks have a scored attempt; errored slots left out); its 95% interval by a task-level bootstrap (10,000 resamples, seed 0): 16.67% to 83.33%"
-  assert_line "  cobol-modernization  ✓✓✓EE  3/3"
-  assert_line "  path-tracing         ✗✗✗✗✗  0/5"
-  assert [ -s "$STATE_ROOT/example-leaderboard/tally.md" ]
+  refute_output --partial "Other figures, not the headline (pass@2"
+  RUN=example-leaderboard ALL=1 DRY_RUN=1 run "$REPO/scripts/tally.sh"
+  assert_success
+  assert_line --partial "--max-task-retries 3 --model Qwen/Qwen3.8-27B-FP8 --all"
+  RUN=example-leaderboard ALL=yes run "$REPO/scripts/tally.sh"
+  assert_failure
+  assert_output --partial "setting ALL must be 0 or 1, got 'yes'"
+}
+
+@test "make tally on a k = 1 run: the reference's table and its pass rate excluding infra errors, with or without ALL=1" {
+  RUN=example-terminus2 run "$REPO/scripts/tally.sh"
+  assert_success
+  local default=$output
+  assert_line "Pass rate excluding infra errors: 50.00% (4/8)"
+  refute_output --partial "Other figures"
+  refute_output --partial "Leaderboard resolution rate"
+  RUN=example-terminus2 ALL=1 run "$REPO/scripts/tally.sh"
+  assert_success
+  [ "$output" = "$default" ]
 }
 
 @test "make tally RUN=x before any bench says where job dirs come from, exits 3, and creates nothing" {

@@ -246,6 +246,17 @@ def test_results_section_states_the_cost(monkeypatch):
     assert f" Cost: **${other:,.2f}** (${other / 5:,.2f} per passed task; prices: hf jobs hardware" in section
 
 
+def test_at_k_5_the_reports_dollars_per_pass_are_per_passed_attempt(monkeypatch):
+    """make cost's usd_per_passed_task counts tasks (4 of the k = 5 example's 6 have a passed attempt);
+    the report's $ / pass stays per passed attempt (13 of 30), and says so."""
+    monkeypatch.chdir(REPO)
+    cmp = report.comparison_of(["example-leaderboard"], False)
+    cost = cmp["runs"][0]["cost"]
+    assert cost["known"] and cost["usd_per_pass"] == pytest.approx(cost["total_usd"] / 13, abs=1e-5)
+    assert (f" Cost: **${cost['total_usd']:,.2f}** (${cost['total_usd'] / 13:,.2f} per passed attempt; prices: "
+            in report_text.results_markdown(cmp))
+
+
 def test_pass_rate_against_dollars_picture_with_two_costed_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     # A second priced run: the same recording with the H200 at $2.50/h.

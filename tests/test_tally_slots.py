@@ -292,7 +292,10 @@ def test_one_headline_interval_named_once_and_every_other_interval_labelled_seco
     rng = np.random.default_rng(0)
     mean_boot = np.quantile([fractions[rng.integers(0, len(fractions), size=len(fractions))].mean()
                              for _ in range(10_000)], [0.025, 0.975])
-    lines = tally_cli.render_text(report).splitlines()
+    # The default view shows the headline's interval alone; ALL=1 (every_figure) the other two.
+    assert [line for line in tally_cli.render_text(report).splitlines() if re.search(r"\d% to \d", line)] == [
+        next(line for line in tally_cli.render_text(report).splitlines() if line.startswith("Leaderboard resolution rate: "))]
+    lines = tally_cli.render_text(report, every_figure=True).splitlines()
     with_interval = [line for line in lines if re.search(r"\d% to \d", line)]
     assert len(with_interval) == 3
     head, second, third = with_interval
@@ -344,7 +347,8 @@ def test_attempts_option_overrides_k_and_k1_is_the_single_attempt_rule(k5, polic
 
 def test_cli_text_json_and_markdown(k5, tmp_path):
     md = tmp_path / "t.md"
-    r = CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--markdown", str(md)])
+    r = CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--markdown", str(md),
+                                           "--all"])
     assert r.exit_code == 0, r.output
     want = expected_figures(dict(SLOTS, g="EEEEE"))
     out = r.stdout
@@ -359,6 +363,7 @@ def test_cli_text_json_and_markdown(k5, tmp_path):
     assert "  b  ✓✗✗✓E  2/4" in out
     text = md.read_text()
     assert "| b | ✓✗✗✓E | 2/4 | passed | 5 | - |" in text
+    assert "**Pass rate excluding infra errors: 56.25% (18/32 scored attempts; not the headline)**" in text
     assert f"| e | ✓✗✓✗✓ | 3/5 | passed | 7 | fx5/{trial_name('e', 'fx5', 0)}, fx5/{trial_name('e', 'fx5', 1)} |" in text
     doc = json.loads(CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--json"]).stdout)
     assert set(doc) - TOP_FIELDS == {"n_attempts", "slots", "rerolled_trials", "mean_task_pass_fraction",
@@ -368,6 +373,45 @@ def test_cli_text_json_and_markdown(k5, tmp_path):
             "rerolled"} <= set(doc["per_task"][0])
     r = CliRunner().invoke(tally_cli.cli, ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--attempts", "0"])
     assert r.exit_code == 2
+
+
+def test_the_default_view_is_the_headline_and_what_explains_it_and_all_adds_every_figure(k5, tmp_path, monkeypatch):
+    """k > 1 without --all: the headline, its notes, the outcome table, infra errors by side and one
+    line naming the other figures, which --all prints (and the Markdown file always holds)."""
+    md = tmp_path / "state" / "fx5" / "tally.md"
+    md.parent.mkdir(parents=True)
+    args = ["tally", "--jobs-dir", str(k5), "--job-name", "fx5", "--run-name", "fx5", "--markdown", str(md)]
+    out = CliRunner().invoke(tally_cli.cli, args).stdout
+    every = CliRunner().invoke(tally_cli.cli, args + ["--all"]).stdout
+    hidden = ["Pass rate excluding infra errors: 56.25% (18/32 scored attempts; not the headline)",
+              "  not the headline's interval: the same rate by a task-level bootstrap",
+              "The board's other figures, over the slots' trials: pass@2 ",
+              "Other figures, not the headline (each interval is its own figure's):",
+              "pass@1, mean over tasks of each task's pass fraction: ",
+              "pass@1 over the 5 replicates (replicate j = the j-th settled attempt of every task), mean ± standard error: ",
+              "pass@5 (harbor's estimator, over the 4 tasks with 5 scored attempts): 100.00%"]
+    assert [h for h in hidden if h in every] == hidden
+    assert [h for h in hidden if h in out] == []
+    pointer = ("Other figures, not the headline (pass@2, pass@4, pass@5, the bootstrap intervals, the replicates, the "
+               "mean task pass fraction, the pass rate excluding infra errors, the mean trial duration): make tally "
+               f"RUN=fx5 ALL=1 prints them; {md} holds them too")
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("Leaderboard resolution rate: 40.00% "))
+    table = lines.index("| Outcome | Attempts | % of 45 (9 tasks × 5) |")
+    assert lines[head + 1].startswith("PROVISIONAL: 12 of 45 slots are open") and lines[head + 2:table] == [""]
+    assert lines[table + 7:table + 11] == ["", lines[table + 8], "", pointer]
+    assert lines[table + 8].startswith("Infra errors by side (every attempt): sandbox ")
+    assert pointer not in every and "  b  ✓✗✗✓E  2/4" in out
+    # Everything else is the same in both views.
+    assert [line for line in every.splitlines() if line not in lines and not any(line.startswith(h) for h in hidden)] == []
+    # The breakdown file is named as a person reads it: under the current directory, relative.
+    monkeypatch.chdir(tmp_path)
+    report = tally_core.tally(tally_jobs.run_job_dirs(k5, "fx5"), tally_policy.load_policy(), run="fx5")
+    assert tally_cli.render_text(report, markdown=str(md)).count("; state/fx5/tally.md holds them too\n") == 1
+    assert "holds them too" not in tally_cli.render_text(report)
+    # timeouts-unscored names the rate it hides as that accounting counts it.
+    unscored = CliRunner().invoke(tally_cli.cli, args + ["--timeouts-unscored"]).stdout
+    assert "the pass rate excluding infra errors and timeouts, the mean trial duration): make tally" in unscored
 
 
 # --------------------------------------------------------------------------- the bundled example

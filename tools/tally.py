@@ -15,7 +15,7 @@ file is its command line and renders the tables.
 
 Usage:
     tally.py tally [JOB_DIR...] [--jobs-dir D --job-name N] [--model M] [--policy FILE] [--verdicts FILE]
-                   [--timeouts-unscored] [--run-name LABEL] [--attempts K] [--json] [--markdown FILE]
+                   [--timeouts-unscored] [--run-name LABEL] [--attempts K] [--all] [--json] [--markdown FILE]
     tally.py retry-targets --jobs-dir D --job-name N [--model M] [--policy FILE] [--verdicts FILE] [--json]
     tally.py job-dirs --jobs-dir D --job-name N [--model M] [--next-retry]
     tally.py policy infra-types [--policy FILE]
@@ -34,6 +34,11 @@ Accounting (always printed): "timeouts-scored" (default) counts AgentTimeoutErro
 as scored (a reward < 1 or no reward is a failure); "timeouts-unscored"
 (--timeouts-unscored) counts every one of them as an unscored error, as the reference's
 Run 1 table did.
+
+Text (k > 1): the headline (the leaderboard's resolution rate, its interval, the provisional and
+final-error notes), the outcome table, infra errors by side and one line naming the other
+figures; --all (make tally ALL=1) prints those too (render_text). k = 1 prints the reference's
+table and its pass rate excluding infra errors either way. The --markdown file holds every figure.
 
 Exit codes:
     0  the tally was produced (warnings, errored or unclassified tasks included)
@@ -115,13 +120,24 @@ def _accounting_line(report: dict) -> str:
             "a timeout without a passing reward is a failure.")
 
 
+def _excluded(report: dict) -> str:
+    """What the pass rate leaves out: infra errors, and timeouts too when they are unscored."""
+    return "infra errors and timeouts" if report["accounting"] == tally_core.ACCOUNTING_UNSCORED else "infra errors"
+
+
 def _rate_line(report: dict) -> str:
-    what = "infra errors and timeouts" if report["accounting"] == tally_core.ACCOUNTING_UNSCORED else "infra errors"
+    what = _excluded(report)
     unit = " scored attempts; not the headline" if report.get("n_attempts", 1) > 1 else ""
     if report["pass_rate"] is None:
         return f"Pass rate excluding {what}: {fmt.UNKNOWN} (0 scored {'attempts' if unit else 'tasks'})"
     return (f"Pass rate excluding {what}: {fmt.percent(report['pass_rate'], 2)} "
             f"({report['passed']}/{report['scored']}{unit})")
+
+
+def _shown_path(path: str) -> str:
+    """A path as a person reads it: relative to the current directory when it is under it."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return path if rel.startswith("..") else rel
 
 
 def summary_table(report: dict) -> list[str]:
@@ -152,7 +168,13 @@ def summary_table(report: dict) -> list[str]:
     return lines
 
 
-def render_text(report: dict) -> str:
+def render_text(report: dict, every_figure: bool = False, markdown: str | None = None) -> str:
+    """The tally as text. k = 1: the reference's table and its pass rate excluding infra errors.
+    k > 1, by default: the headline and what explains it (its provisional note and final errors,
+    the outcome table, infra errors by side) and one line naming the other figures; every_figure
+    (make tally ALL=1) adds them: the bootstrap interval, the board's pass@j and trial duration,
+    the pass rate excluding infra errors, the mean task pass fraction, the replicates, pass@k.
+    `markdown`: the breakdown file written beside it, which always holds every figure."""
     out = [f"Run: {report['run']}", _accounting_line(report), f"Policy: {report['policy']}"]
     if report["verdicts"]:
         out.append(f"Verdicts: {report['verdicts']}")
@@ -163,16 +185,20 @@ def render_text(report: dict) -> str:
     if k > 1:
         out.append(f"Attempts per task (k): {k}; each task's latest {k} settled trials fill its slots")
     out.append("")
+    every = k == 1 or every_figure
     if k > 1 and report["tasks"]:
-        out += slots.headline_lines(report) + [""]
+        out += slots.headline_lines(report, others=every) + [""]
     if report["tasks"] == 0:
         out.append("EMPTY RUN: the job dirs hold no trial dirs yet (nothing has started, or the wrong --jobs-dir).")
         out.append("")
-    out += summary_table(report)
-    out += ["", _rate_line(report), ""]
+    out += summary_table(report) + [""]
+    if every:
+        out += [_rate_line(report), ""]
     out += _sides_block(report)
-    if k > 1:
+    if k > 1 and every:
         out += slots.stats_lines(report) + [""]
+    elif k > 1 and report["tasks"]:
+        out += [slots.hidden_figures_line(report, _excluded(report), markdown and _shown_path(markdown)), ""]
     out += _exceptions_block(report)
     out += _tokens_block(report)
     if k > 1:
@@ -330,11 +356,14 @@ def cli():
 @click.option("--attempts", type=click.IntRange(min=1),
               help="k, the attempt slots per task (default: the first job's n_attempts, harbor's -k).")
 @tally_options.max_task_retries_option
+@click.option("--all", "every_figure", is_flag=True,
+              help="k > 1: print every figure (pass@k, the replicates, the bootstrap intervals, the pass rate "
+                   "excluding infra errors), not only the headline and what explains it (make tally ALL=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (fields in the module docstring).")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
-              help="Also write the per-task breakdown as Markdown to this file.")
+              help="Also write the per-task breakdown, with every figure, as Markdown to this file.")
 def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts_unscored, model, run_name,
-              attempts, max_task_retries, as_json, markdown_path):
+              attempts, max_task_retries, every_figure, as_json, markdown_path):
     """Tally a run: the latest finished trial of every task, classified by the policy.
 
     Exit codes: 0 tallied, 1 bad input (missing dir, invalid policy/verdicts), 2 usage, 3 empty run.
@@ -353,7 +382,7 @@ def tally_cmd(job_dirs, jobs_dir, job_name, policy_path, verdicts_path, timeouts
         except OSError as e:
             raise click.ClickException(safe_read.write_error(markdown_path, e))
         _echo(f"tally: wrote {markdown_path}", err=True)
-    _echo(json.dumps(report, indent=2) if as_json else render_text(report), nl=as_json)
+    _echo(json.dumps(report, indent=2) if as_json else render_text(report, every_figure, markdown_path), nl=as_json)
     if report["tasks"] == 0:
         _echo(f"tally: empty run: no trial dirs in {', '.join(report['job_dirs'])}", err=True)
         sys.exit(tally_core.EXIT_EMPTY)

@@ -276,10 +276,10 @@ def other_figures_line(lb: dict) -> str | None:
     return "The board's other figures, over the slots' trials: " + "; ".join(parts) if parts else None
 
 
-def headline_lines(report: dict) -> list[str]:
+def headline_lines(report: dict, others: bool = True) -> list[str]:
     """The board's figure first, with the one interval named the headline's; provisional when slots
-    are open, with the command that fills them; then, second and labelled as not the headline's,
-    the same figure's task-level bootstrap."""
+    are open, with the command that fills them; then (others), second and labelled as not the
+    headline's, the same figure's task-level bootstrap, and the board's other figures."""
     lb = report["leaderboard"]
     if lb["value"] is None:
         return [f"Leaderboard resolution rate: {fmt.UNKNOWN} (no task yet)"]
@@ -299,6 +299,8 @@ def headline_lines(report: dict) -> list[str]:
         out.append(f"FINAL ERRORS: {final} of {lb['trials']} slots, of {final_errors_text(report)}: counted as not passed, "
                    f"not open (mop-up no longer fills them)")
     b = lb["bootstrap95"]
+    if not others:
+        return out
     if b is not None:
         out.append(f"  not the headline's interval: the same rate by a task-level bootstrap of each task's passed / "
                    f"{lb['k']} ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}), {fmt.percent(b['low'], 2)} to "
@@ -329,6 +331,18 @@ def final_errors_lines(report: dict) -> list[str]:
 
 
 # --------------------------------------------------------------------------- rendering (k > 1)
+
+
+def hidden_figures_line(report: dict, excluded: str, where: str | None = None) -> str:
+    """The tally's default view at k > 1 shows the headline and what explains it; this one line
+    names the other figures and how to see them (ALL=1; `where`: a file that holds them)."""
+    lb = report["leaderboard"]
+    run = report["run"] or "<run>"
+    names = [", ".join(f"pass@{j}" for j in lb.get("pass_at") or {}) or None, "the bootstrap intervals",
+             "the replicates", "the mean task pass fraction", f"the pass rate excluding {excluded}",
+             "the mean trial duration" if lb.get("mean_trial_secs") is not None else None]
+    return (f"Other figures, not the headline ({', '.join(n for n in names if n)}): make tally RUN={run} ALL=1 "
+            f"prints them" + (f"; {where} holds them too" if where else ""))
 
 
 def stats_lines(report: dict) -> list[str]:
