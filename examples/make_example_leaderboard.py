@@ -22,11 +22,15 @@ Slots per task (the latest 5 settled trials, oldest first; `make tally RUN=examp
     circuit-fibsqrt      ✗✗✗✗✗   five failures, then a re-roll in the retry job (failed too): the oldest is
                                  listed, not counted
 
-tests/test_tally_slots.py pins the tally of these files.
+Every trial whose agent ran has a valid ATIF agent/trajectory.json (harbor's Trajectory model), as
+a run's would: so `make submission RUN=example-leaderboard` is refused for its open slots alone, the
+refusal this example is built to show (`make mopup`; runs/example-leaderboard-complete.env is the
+same run with them filled). tests/test_tally_slots.py pins the tally of these files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -35,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.fixtures.harbor_jobs import TrialSpec, write_job  # noqa: E402
+from tests.fixtures.harbor_jobs import MODEL, TrialSpec, write_job  # noqa: E402
 
 JOB = "example-leaderboard-tb21"
 K = 5
@@ -82,6 +86,27 @@ def retry_job() -> list[TrialSpec]:
     ]
 
 
+def trajectory(job: str, spec: TrialSpec) -> dict[str, str]:
+    """agent/trajectory.json in ATIF, through harbor's own model: a few hundred bytes standing in
+    for a real one (megabytes): the task given, the agent's answer."""
+    from harbor.models.trajectories.agent import Agent
+    from harbor.models.trajectories.step import Step
+    from harbor.models.trajectories.trajectory import Trajectory
+
+    traj = Trajectory(
+        session_id=f"{job}/{spec.task}/{spec.attempt}",
+        agent=Agent(name="terminus-2", version="2.0.0", model_name=MODEL),
+        steps=[Step(step_id=1, source="user", message=f"Solve {spec.task}."),
+               Step(step_id=2, source="agent", model_name=MODEL, message=f"Worked on {spec.task}; done.")],
+    )
+    return {"trajectory.json": traj.model_dump_json(indent=2, exclude_none=True) + "\n"}
+
+
+def with_trajectories(job: str, specs: list[TrialSpec]) -> list[TrialSpec]:
+    """Every trial that finished ran its agent, which wrote its trajectory; a crashed one has none."""
+    return [s if s.finished is None else dataclasses.replace(s, agent_files=trajectory(job, s)) for s in specs]
+
+
 def main(out: Path = HERE) -> None:
     out.mkdir(parents=True, exist_ok=True)
     os.chdir(out)  # relative paths in every config.json: the bytes do not depend on the checkout
@@ -89,9 +114,10 @@ def main(out: Path = HERE) -> None:
     for name in (JOB, f"{JOB}-retry-1"):
         shutil.rmtree(jobs / name, ignore_errors=True)
     try:
-        write_job(jobs, JOB, first_job(), dataset=dataset, uri_root="file:///data", n_attempts=K, multiplier=1.0)
-        write_job(jobs, f"{JOB}-retry-1", retry_job(), dataset=dataset, scoped=True, uri_root="file:///data",
-                  multiplier=1.0)
+        write_job(jobs, JOB, with_trajectories(JOB, first_job()), dataset=dataset, uri_root="file:///data",
+                  n_attempts=K, multiplier=1.0)
+        write_job(jobs, f"{JOB}-retry-1", with_trajectories(f"{JOB}-retry-1", retry_job()), dataset=dataset,
+                  scoped=True, uri_root="file:///data", multiplier=1.0)
     finally:
         shutil.rmtree(dataset, ignore_errors=True)
     print(f"wrote {out / 'jobs' / JOB} and {out / 'jobs' / (JOB + '-retry-1')}")

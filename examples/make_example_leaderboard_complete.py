@@ -30,7 +30,6 @@ examples; tests/test_submission_slots.py checks this script writes these very by
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import sys
@@ -40,31 +39,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from examples.make_example import write_lock  # noqa: E402
-from examples.make_example_leaderboard import K, first_job, retry_job  # noqa: E402
-from tests.fixtures.harbor_jobs import MODEL, TrialSpec, write_job  # noqa: E402
+from examples.make_example_leaderboard import K, first_job, retry_job, with_trajectories  # noqa: E402
+from tests.fixtures.harbor_jobs import TrialSpec, write_job  # noqa: E402
 
 JOB = "example-leaderboard-complete-tb21"
-
-
-def trajectory(job: str, spec: TrialSpec) -> dict[str, str]:
-    """agent/trajectory.json in ATIF, through harbor's own model: a few hundred bytes standing in
-    for a real one (megabytes): the task given, the agent's answer."""
-    from harbor.models.trajectories.agent import Agent
-    from harbor.models.trajectories.step import Step
-    from harbor.models.trajectories.trajectory import Trajectory
-
-    traj = Trajectory(
-        session_id=f"{job}/{spec.task}/{spec.attempt}",
-        agent=Agent(name="terminus-2", version="2.0.0", model_name=MODEL),
-        steps=[Step(step_id=1, source="user", message=f"Solve {spec.task}."),
-               Step(step_id=2, source="agent", model_name=MODEL, message=f"Worked on {spec.task}; done.")],
-    )
-    return {"trajectory.json": traj.model_dump_json(indent=2, exclude_none=True) + "\n"}
-
-
-def with_trajectories(job: str, specs: list[TrialSpec]) -> list[TrialSpec]:
-    """Every trial that finished ran its agent, which wrote its trajectory; a crashed one has none."""
-    return [s if s.finished is None else dataclasses.replace(s, agent_files=trajectory(job, s)) for s in specs]
 
 
 def mopup_job() -> list[TrialSpec]:
