@@ -6,8 +6,10 @@
 # words by split_words: a value is never read as shell code. A run may also be a tally JSON
 # file or a job dir. Under DRY_RUN=1, report and results say the command and let
 # tools/report/report.py --dry-run list what it would write; compare and check-submission only
-# read, so they just run. A run named by its run name gets its cost (make cost's code, in
-# tools/report/report_cost.py): the bundled examples' recorded hf answers, else read-only hf calls.
+# read, so they just run. check-submission checks a run as make submission would submit it
+# (one verdict, tools/hub/submission_verdict.py). A run named by its run name gets its cost
+# (make cost's code, in tools/report/report_cost.py): the bundled examples' recorded hf
+# answers, else read-only hf calls.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 

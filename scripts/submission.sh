@@ -8,6 +8,7 @@
 # (errored, unfinished and re-rolled trials are left out, each named). Refused, writing
 # nothing, while a slot is open (make mopup), a passing trial lacks its trajectory (make pull
 # PULL=all), a config overrides a timeout or resource, or a task of the dataset never ran.
+# Its verdict is make check-submission's, word for word (tools/hub/submission_verdict.py).
 # Then check-submission on the copy: its verdict is printed and is the exit code (the tree
 # stays, so a rejected one can be looked at). The run's own dirs are only read. OUT defaults
 # to the repository (submissions/ is ignored by git). DRY_RUN=1 lists what it would write.

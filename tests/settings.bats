@@ -434,7 +434,7 @@ printed_block() {
   assert_line "## Comparison: example-terminus2-tb21 vs example-mswea-tb21"
   run mk check-submission RUN=example-terminus2
   assert_failure
-  assert_line "run example-terminus2-tb21: does NOT meet the Terminal-Bench leaderboard rules (5 problems):"
+  assert_line "run example-terminus2: does NOT meet the Terminal-Bench leaderboard rules (6 problems):"
 }
 
 @test "a bare make check-submission says which remembered run it checks, and that its job has not run yet" {
@@ -443,8 +443,10 @@ printed_block() {
   run mk check-submission
   assert_failure
   assert_equal "${lines[0]}" "report: RUN not given; using the last run, qwen-t2 (state/last-run)"
-  assert_equal "${lines[1]}" "Error: no tally for run qwen-t2: its job dir jobs/qwen3_8-27b-fp8-terminus2-tb21-full-v2 does not exist yet (make bench runs it; RUN=<run> names another run)"
-  refute_output --partial "JOBS_DIR"
+  assert_equal "${lines[1]}" "Error: run qwen-t2 has no job dir yet (looked for JOBS_DIR/JOB_NAME, jobs/qwen3_8-27b-fp8-terminus2-tb21-full-v2, and its -shard-N and -retry-N jobs): run make bench RUN=qwen-t2 first, or make pull RUN=qwen-t2 for a run benched as an HF Job"
+  # It names where it looked; the fix is a verb, not a setting or a harbor flag.
+  refute_output --partial "set JOBS_DIR"
+  refute_output --partial "--jobs-dir"
 }
 
 # --- 7. DRY_RUN writes nothing ---------------------------------------------------------------

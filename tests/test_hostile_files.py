@@ -187,6 +187,11 @@ def test_a_fifo_as_the_policy_file_is_refused(tmp_path):
                                     f"not opened (pass --policy, default {tally_policy.DEFAULT_POLICY})\n")
 
 
+# check-submission's fix for a built tree's unreadable result.json: never "delete it by hand".
+UNREADABLE_FIX = ("re-run the trial; make submission RUN=<run> leaves it out of the tree it builds when the tally "
+                  "cannot read it either")
+
+
 def test_check_submission_never_opens_a_fifo_or_device(tmp_path, dataset):
     job = write_job(tmp_path / "jobs", "f", [S(t, 1.0) for t in ("a", "fifo", "sock", "dev", "dir")]
                     + [S("cfg", finished=None)], dataset=dataset)
@@ -198,10 +203,10 @@ def test_check_submission_never_opens_a_fifo_or_device(tmp_path, dataset):
     assert problems[0] == (f"{job}/config.json: unreadable (not a regular file (a FIFO); not opened); "
                            f"the job's settings cannot be checked")
     for path, error in expected.items():
-        assert (f"{path}: not a valid TrialResult ({error}); re-run the trial or remove it from the submission"
+        assert (f"{path}: not a valid TrialResult ({error}); {UNREADABLE_FIX}"
                 in problems)
-    assert f"{trial(job, 'cfg')}: no result.json (an unfinished or crashed trial); " \
-           f"finish it or remove it from the submission" in problems
+    assert f"{trial(job, 'cfg')}: no result.json (an unfinished or crashed trial), which the leaderboard cannot " \
+           f"count; make submission RUN=<run> leaves it out of the tree it builds" in problems
 
 
 # --------------------------------------------------------------------------- 3. symlinked trial dirs
@@ -360,7 +365,7 @@ def test_check_submission_reports_a_non_utf8_result_and_goes_on(tmp_path, datase
     verdict = json.loads(proc.stdout)[str(job)]
     assert verdict["trials"] == 3 and verdict["tasks"] == 3
     assert (f"{bad}: not a valid TrialResult (not UTF-8 text: byte 0xff at offset {offset}); "
-            f"re-run the trial or remove it from the submission") in verdict["problems"]
+            f"{UNREADABLE_FIX}") in verdict["problems"]
     assert verdict["problems"][-1].startswith("3 of 3 tasks have fewer than 5 valid trials: a (1), bad (0), c (1);")
 
 
@@ -398,7 +403,7 @@ def test_check_submission_names_what_is_wrong_with_a_result_json(tmp_path, datas
     bad.write_text(text)
     verdict = report_submission.check_submission([job])
     assert verdict["trials"] == 2
-    assert (f"{bad}: not a valid TrialResult ({error}); re-run the trial or remove it from the submission"
+    assert (f"{bad}: not a valid TrialResult ({error}); {UNREADABLE_FIX}"
             in verdict["problems"])
 
 
@@ -470,7 +475,7 @@ def test_a_200_mb_result_json_is_refused_by_size(tmp_path, dataset):
         proc = run_tool("report.report", "check-submission", job, "--format", "json")
         no_traceback(proc)
         assert proc.returncode == 1
-        assert (f"{big}: not a valid TrialResult ({cap}); re-run the trial or remove it from the submission"
+        assert (f"{big}: not a valid TrialResult ({cap}); {UNREADABLE_FIX}"
                 in json.loads(proc.stdout)[str(job)]["problems"])
     finally:
         big.unlink(missing_ok=True)

@@ -131,16 +131,20 @@ def test_check_submission_on_the_bundled_example_by_run_name(monkeypatch):
     result = CliRunner().invoke(report.cli, ["check-submission", "example-terminus2"])
     assert result.exit_code == 1
     out = result.output
-    assert out.startswith("run example-terminus2-tb21: does NOT meet the Terminal-Bench leaderboard rules (5 problems):")
+    # The run as make submission would submit it: what it leaves out, said with why, is no problem.
     job = "examples/jobs/example-terminus2-tb21"
+    assert re.search(rf"^left out {job}/schemelike-metacircular-eval__\w+/: no result.json \(a trial harbor never "
+                     r"finished\)$", out, re.M)
+    assert re.search(rf"^left out {job}/sqlite-with-gcov__\w+/: unreadable result.json \(truncated JSON: a string "
+                     r"starting at line 3 column 5 never ends\)$", out, re.M)
+    verdict = out[out.index("run example-terminus2: "):]
+    assert verdict.startswith("run example-terminus2: does NOT meet the Terminal-Bench leaderboard rules (6 problems):")
+    assert "no result.json" not in verdict and "not a valid TrialResult" not in verdict
     # Given by run name, the advice names its run file.
     assert (f"{job}/config.json: agent_timeout_multiplier is 4; the leaderboard requires 1.0 "
-            f"(set AGENT_TIMEOUT_MULTIPLIER=1 in runs/example-terminus2.env)") in out
-    assert f"{job}-retry-1/config.json: agent_timeout_multiplier is 4" in out
-    assert re.search(rf"{job}/schemelike-metacircular-eval__\w+: no result.json", out)
-    assert re.search(rf"{job}/sqlite-with-gcov__\w+/result.json: not a valid TrialResult "
-                     r"\(truncated JSON: a string starting at line 3 column 5 never ends\)", out)
-    assert "13 of 13 tasks have fewer than 5 valid trials: build-pov-ray (1), circuit-fibsqrt (2)" in out
+            f"(set AGENT_TIMEOUT_MULTIPLIER=1 in runs/example-terminus2.env)") in verdict
+    assert f"{job}-retry-1/config.json: agent_timeout_multiplier is 4" in verdict
+    assert "13 of 13 tasks have fewer than 5 valid trials: build-pov-ray (1), circuit-fibsqrt (1)" in verdict
     # A bundled example is never benched: the advice names no verb the project refuses.
     assert ("(+3 more); run example-terminus2 is a bundled example, shipped to show this refusal, and is "
             "never benched: a run of your own sets it in its run file (as runs/qwen-t2-leaderboard.env "

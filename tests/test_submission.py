@@ -73,26 +73,33 @@ def test_the_example_is_refused_and_nothing_is_written(tmp_path):
     out = tmp_path / "out"
     proc = make("submission", "RUN=example-terminus2", f"OUT={out}", f"STATE_ROOT={tmp_path / 'state'}")
     assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert proc.stdout == ""
-    lines = proc.stderr.splitlines()
-    assert lines[0] == ("submission: refused, nothing was written: the leaderboard's resolution rate is passed over "
-                        "every trial submitted, so each task must hold exactly its 1 slot-filling trial, as the rules "
-                        "want them")
-    assert lines[1] == ("submission: 4 of 13 tasks have open attempt slots (4 of 13 slots have no settled trial): "
+    # The verdict on stdout, word for word make check-submission's; why nothing was written on stderr.
+    check = make("check-submission", "RUN=example-terminus2")
+    assert proc.stdout == check.stdout[check.stdout.index("run example-terminus2:"):]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "run example-terminus2: does NOT meet the Terminal-Bench leaderboard rules (6 problems):"
+    assert lines[1] == ("  - 4 of 13 tasks have open attempt slots (4 of 13 slots have no settled trial): "
                         "feal-linear-cryptanalysis (0 of 1 settled), qemu-startup (0 of 1 settled), query-optimize "
                         "(0 of 1 settled), schemelike-metacircular-eval (0 of 1 settled); fill them with make mopup "
                         "RUN=<your run> (run example-terminus2 is a bundled example, never mopped up: make submission "
                         "RUN=example-leaderboard-complete shows a bundled run with every slot filled)")
-    assert lines[2].startswith("submission: 4 passing trials lack a valid ATIF agent/trajectory.json")
+    assert lines[2].startswith("  - 4 passing trials lack a valid ATIF agent/trajectory.json")
     assert ("examples/jobs/example-terminus2-tb21/fix-git__dafc564/ (not ATIF: Field required at agent, and 1 more)"
             in lines[2])
-    assert ("submission: examples/jobs/example-terminus2-tb21/config.json: agent_timeout_multiplier is 4; the "
+    assert ("  - examples/jobs/example-terminus2-tb21/config.json: agent_timeout_multiplier is 4; the "
             "leaderboard requires 1.0 (set AGENT_TIMEOUT_MULTIPLIER=1 in runs/example-terminus2.env)") in lines
-    assert ("submission: 9 submitted trials' config.json (e.g. examples/jobs/example-terminus2-tb21/"
+    assert ("  - 9 submitted trials' config.json (e.g. examples/jobs/example-terminus2-tb21/"
             "build-pov-ray__cfaa0cf/config.json): agent_timeout_multiplier is 4; the leaderboard requires 1.0 "
             "(set AGENT_TIMEOUT_MULTIPLIER=1 in runs/example-terminus2.env)") in lines
-    assert ("submission: the run covers 13 of 13 tasks of its dataset (as examples/jobs/example-terminus2-tb21/"
-            "lock.json lists them)") in lines
+    assert lines[-1].startswith("  - 13 of 13 tasks have fewer than 5 valid trials: build-pov-ray (1), ")
+    assert proc.stderr.splitlines()[:3] == [
+        "submission: refused, nothing was written: the leaderboard's resolution rate is passed over every trial "
+        "submitted, so each task must hold exactly its 1 slot-filling trial, as the rules want them",
+        "submission: the run covers 13 of 13 tasks of its dataset (as examples/jobs/example-terminus2-tb21/"
+        "lock.json lists them)",
+        "submission: make submission RUN=example-terminus2 DRY_RUN=1 lists every trial dir it would submit or leave "
+        "out, and why",
+    ]
     assert not out.exists()
     assert [tree_hash(src) for src in sources] == before
 
@@ -104,12 +111,12 @@ def test_the_leaderboard_example_is_refused_while_mopup_has_slots_to_fill(tmp_pa
     out = tmp_path / "out"
     proc = make("submission", "RUN=example-leaderboard", f"OUT={out}", f"STATE_ROOT={tmp_path / 'state'}")
     assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert ("submission: 1 of 6 tasks have open attempt slots (2 of 30 slots have no settled trial): "
-            "cobol-modernization (3 of 5 settled); fill them with make mopup RUN=<your run> (run example-leaderboard "
-            "is a bundled example, never mopped up: make submission RUN=example-leaderboard-complete shows a bundled "
-            "run with every slot filled)") in proc.stderr.splitlines()
-    # Its passing trials have no agent/ dir at all (13 of them): refused for that too.
-    assert "submission: 13 passing trials lack a valid ATIF agent/trajectory.json" in proc.stderr
+    # Refused for its open slots alone, the refusal it is built to show.
+    assert proc.stdout.splitlines() == [
+        "run example-leaderboard: does NOT meet the Terminal-Bench leaderboard rules (1 problem):",
+        "  - 1 of 6 tasks has open attempt slots (2 of 30 slots have no settled trial): cobol-modernization "
+        "(3 of 5 settled); fill them with make mopup RUN=<your run> (run example-leaderboard is a bundled example, "
+        "never mopped up: make submission RUN=example-leaderboard-complete shows a bundled run with every slot filled)"]
     assert ("submission: the dataset's coverage cannot be checked: no job dir records the dataset's whole task "
             "list (a lock.json of a job that ran it unfiltered); the run has 6 tasks") in proc.stderr.splitlines()
     assert not out.exists()
@@ -224,11 +231,11 @@ def test_a_dry_run_of_a_refused_run_prints_the_refusal_and_exits_0(tmp_path):
     lines = proc.stdout.splitlines()
     assert ("would be refused, writing nothing: the leaderboard's resolution rate is passed over every trial "
             "submitted, so each task must hold exactly its 5 slot-filling trials, as the rules want them") in lines
-    assert ("  - 1 of 6 tasks have open attempt slots (2 of 30 slots have no settled trial): cobol-modernization "
+    assert ("  - 1 of 6 tasks has open attempt slots (2 of 30 slots have no settled trial): cobol-modernization "
             "(3 of 5 settled); fill them with make mopup RUN=<your run> (run example-leaderboard is a bundled "
             "example, never mopped up: make submission RUN=example-leaderboard-complete shows a bundled run with "
             "every slot filled)") in lines
-    assert not any(line.startswith("would then check it") for line in lines)
+    assert not any(line.startswith("would build it") for line in lines)
     assert not out.exists()
 
 
@@ -257,7 +264,7 @@ def test_a_run_that_meets_the_rules_is_accepted(tmp_path):
     result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
     assert result.exit_code == 0, result.output
     dest = tmp_path / "out/submissions/terminal-bench/2.0/Terminus-2__Qwen3.8-27B-FP8"
-    assert "meets the Terminal-Bench leaderboard rules (1 tasks, 5 trials" in result.output
+    assert "meets the Terminal-Bench leaderboard rules (1 task, 5 trials" in result.output
     assert sorted(p.name for p in (dest / "good-job").iterdir()) == ["config.json"] + [f"fix-git__{i:07x}" for i in range(5)]
 
 
@@ -374,3 +381,84 @@ def test_a_credential_in_the_run_refuses_the_submission_before_anything_is_writt
     assert (f"make submission refused: a credential may be in the files it would upload: {leaked}:1: what looks like "
             f"an OpenAI or Anthropic key (sk-p…6789). Nothing was written.") in result.output
     assert not (tmp_path / "out").exists()
+
+
+# --- one verdict: make check-submission RUN=r and make submission RUN=r DRY_RUN=1 ------------------------
+
+BUNDLED = sorted(p.stem for p in (REPO / "runs").glob("example-*.env"))
+
+
+@pytest.mark.parametrize("run", BUNDLED)
+def test_check_submission_and_a_dry_run_of_submission_give_one_verdict(tmp_path, run):
+    """The same trials (each task's k slot-filling ones), the same rules, the same words: check-submission
+    says what the submission would leave out and why, and its verdict, as the dry run does; a trial dir
+    the submission leaves out is never a problem, and no line tells anyone to delete one."""
+    check = make("check-submission", f"RUN={run}", f"STATE_ROOT={tmp_path / 'state'}")
+    dry = make("submission", f"RUN={run}", f"OUT={tmp_path / 'out'}", "DRY_RUN=1", f"STATE_ROOT={tmp_path / 'state'}")
+    assert dry.returncode == 0, dry.stderr
+    said = [line for line in dry.stdout.splitlines() if not line.startswith(("would ", "    "))]
+    assert check.stdout.splitlines() == said
+    verdict = [line for line in said if line.startswith(f"run {run}: ")]
+    assert len(verdict) == 1
+    assert (check.returncode == 0) == verdict[0].startswith(f"run {run}: meets the Terminal-Bench leaderboard rules")
+    assert "remove it from the submission" not in check.stdout + dry.stdout
+    left_out = [line.split("/: ", 1)[0].removeprefix("left out ") for line in said if line.startswith("left out ")]
+    problems = [line for line in said if line.startswith("  - ")]
+    assert not [(d, p) for d in left_out for p in problems if f"{d}/" in p or f"{d}:" in p]
+
+
+def test_the_complete_example_meets_the_rules_by_both_checks(tmp_path):
+    """Its crashed path-tracing attempt (no result.json) is left out, said with why, and is no problem."""
+    check = make("check-submission", "RUN=example-leaderboard-complete")
+    assert check.returncode == 0, check.stdout + check.stderr
+    lines = check.stdout.splitlines()
+    assert ("left out examples/jobs/example-leaderboard-complete-tb21/path-tracing__fdbe48f/: no result.json "
+            "(a trial harbor never finished)") in lines
+    assert lines[-1] == ("run example-leaderboard-complete: meets the Terminal-Bench leaderboard rules (6 tasks, "
+                         "30 trials, at least 5 valid trials per task).")
+
+
+def test_a_built_tree_is_still_checked_dir_by_dir(tmp_path):
+    """check-submission of a job dir by path (a built submission's) checks every dir in it: a trial dir
+    without result.json put into a tree is a problem, fixed by building the tree with make submission."""
+    job = valid_job(tmp_path)
+    (job / "fix-git__crashed").mkdir()
+    (job / "fix-git__crashed" / "config.json").write_text(json.dumps({"task": {"path": "tasks/fix-git"}}))
+    from tools.report import report
+    result = CliRunner().invoke(report.cli, ["check-submission", str(job)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"{job}: does NOT meet the Terminal-Bench leaderboard rules (1 problem):\n"
+        f"  - {job}/fix-git__crashed: no result.json (an unfinished or crashed trial), which the leaderboard cannot "
+        f"count; make submission RUN=<run> leaves it out of the tree it builds\n")
+
+
+def test_counts_are_singular_when_one():
+    from tools.hub import report_submission
+    one = {"ok": False, "problems": ["p"]}
+    assert report_submission.submission_markdown("run r", one) == (
+        "run r: does NOT meet the Terminal-Bench leaderboard rules (1 problem):\n  - p\n")
+    two = {"ok": False, "problems": ["p", "q"]}
+    assert report_submission.submission_markdown("run r", two).startswith(
+        "run r: does NOT meet the Terminal-Bench leaderboard rules (2 problems):\n")
+    ok = {"ok": True, "tasks": 1, "trials": 1, "min_valid_trials_per_task": 1, "problems": []}
+    assert report_submission.submission_markdown("run r", ok) == (
+        "run r: meets the Terminal-Bench leaderboard rules (1 task, 1 trial, at least 1 valid trial per task).\n")
+
+
+@pytest.mark.parametrize("verb, fix", [
+    ("submission", "run make bench RUN=qwen-t2 first, or make pull RUN=qwen-t2 for a run benched as an HF Job"),
+    ("check-submission", "run make bench RUN=qwen-t2 first, or make pull RUN=qwen-t2 for a run benched as an HF Job"),
+    ("watch", "nothing to watch until make bench RUN=qwen-t2 (or make reproduce RUN=qwen-t2) starts it"),
+])
+def test_a_run_not_benched_yet_is_said_in_make_s_terms(tmp_path, verb, fix):
+    """No jobs dir at all (a fresh checkout): where it looked (JOBS_DIR/JOB_NAME) and the make verb to run,
+    never a harbor flag."""
+    jobs = tmp_path / "jobs"
+    proc = make(verb, "RUN=qwen-t2", f"JOBS_DIR={jobs}", "ONCE=1", f"STATE_ROOT={tmp_path / 'state'}")
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # make's, for the script's exit 1
+    assert proc.stderr.splitlines()[0] == (
+        f"Error: run qwen-t2 has no job dir yet (looked for JOBS_DIR/JOB_NAME, {jobs}/qwen3_8-27b-fp8-terminus2-tb21-"
+        f"full-v2, and its -shard-N and -retry-N jobs): {fix}")
+    assert "--jobs-dir" not in proc.stderr
+    assert not jobs.exists() and not (tmp_path / "state").exists()

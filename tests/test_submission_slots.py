@@ -154,11 +154,13 @@ def test_an_open_slot_is_refused_with_the_mopup_command(complete, tmp_path):
     before = tree_hash(jobs)
     result = build(jobs, tmp_path / "out")
     assert result.exit_code == 1, result.output
-    assert result.stdout == ""
+    assert result.stdout.splitlines() == [
+        "run sx: does NOT meet the Terminal-Bench leaderboard rules (1 problem):",
+        "  - 3 of 6 tasks have open attempt slots (3 of 30 slots have no settled trial): b (4 of 5 settled), "
+        "c (4 of 5 settled), d (4 of 5 settled); fill them with make mopup RUN=sx",
+    ]
     assert result.stderr.splitlines() == [
         REFUSED,
-        "submission: 3 of 6 tasks have open attempt slots (3 of 30 slots have no settled trial): b (4 of 5 settled), "
-        "c (4 of 5 settled), d (4 of 5 settled); fill them with make mopup RUN=sx",
         f"submission: the run covers 6 of 6 tasks of its dataset (as {jobs / JOB}/lock.json lists them)",
         "submission: make submission RUN=sx DRY_RUN=1 lists every trial dir it would submit or leave out, and why",
     ]
@@ -190,9 +192,10 @@ def test_a_passing_trial_without_a_valid_trajectory_is_refused(run, tmp_path, wh
     before = tree_hash(run)
     result = build(run, tmp_path / "out", "--where", where)
     assert result.exit_code == 1, result.output
-    assert result.stderr.splitlines()[:2] == [
-        REFUSED,
-        f"submission: 3 passing trials lack a valid ATIF agent/trajectory.json, which the leaderboard needs for every "
+    assert result.stderr.splitlines()[0] == REFUSED
+    assert result.stdout.splitlines()[:2] == [
+        "run sx: does NOT meet the Terminal-Bench leaderboard rules (1 problem):",
+        f"  - 3 passing trials lack a valid ATIF agent/trajectory.json, which the leaderboard needs for every "
         f"passing trial: {missing}/ (missing), {empty}/ (not ATIF: List should have at least 1 item after validation, "
         f"not 0 at steps), {invalid}/ (not ATIF: Input should be 'ATIF-v1.0', 'ATIF-v1.1', 'ATIF-v1.2', 'ATIF-v1.3', "
         f"'ATIF-v1.4', 'ATIF-v1.5', 'ATIF-v1.6', 'ATIF-v1.7' or 'ATIF-v1.8' at schema_version); {fix}",
@@ -212,11 +215,12 @@ def test_an_override_in_a_submitted_trial_config_is_refused(run, tmp_path):
     (rerolled / "config.json").write_text(json.dumps({**cfg, "agent_timeout_multiplier": 4.0}))
     result = build(run, tmp_path / "out")
     assert result.exit_code == 1, result.output
-    assert result.stderr.splitlines()[:3] == [
-        REFUSED,
-        f"submission: 1 submitted trials' config.json (e.g. {counted}/config.json): environment.override_cpus is 4; "
+    assert result.stderr.splitlines()[0] == REFUSED
+    assert result.stdout.splitlines() == [
+        "run sx: does NOT meet the Terminal-Bench leaderboard rules (2 problems):",
+        f"  - 1 submitted trial's config.json (e.g. {counted}/config.json): environment.override_cpus is 4; "
         "resource overrides are not allowed (this repository never sets it; start the job with make bench RUN=sx)",
-        f"submission: 1 submitted trials' config.json (e.g. {counted}/config.json): agent.override_timeout_sec is "
+        f"  - 1 submitted trial's config.json (e.g. {counted}/config.json): agent.override_timeout_sec is "
         "7200; agent timeout overrides are not allowed (this repository never sets it; start the job with make bench "
         "RUN=sx)",
     ]
@@ -227,9 +231,10 @@ def test_tasks_of_the_dataset_the_run_never_ran_are_refused(run, tmp_path):
     write_lock(run / JOB, TASKS + ["x-never", "y-never", "z-never"])
     result = build(run, tmp_path / "out")
     assert result.exit_code == 1, result.output
-    assert result.stderr.splitlines()[:2] == [
-        REFUSED,
-        f"submission: the run covers 6 of 9 tasks of its dataset (as {run / JOB}/lock.json lists them): 3 missing, "
+    assert result.stderr.splitlines()[0] == REFUSED
+    assert result.stdout.splitlines() == [
+        "run sx: does NOT meet the Terminal-Bench leaderboard rules (1 problem):",
+        f"  - the run covers 6 of 9 tasks of its dataset (as {run / JOB}/lock.json lists them): 3 missing, "
         "e.g. x-never, y-never, z-never; run them with make mopup RUN=sx",
     ]
     assert not (tmp_path / "out").exists()
@@ -262,6 +267,18 @@ def test_k_below_five_is_built_and_rejected_by_check_submission(tmp_path):
     assert "2 of 2 tasks have fewer than 5 valid trials: a (2), b (2)" in result.stdout
     assert sorted(p.name for p in (tmp_path / "out" / DEST / "k2").iterdir() if p.is_dir()) == sorted(
         [trial_name("a", "k2", 1), trial_name("a", "k2", 2), trial_name("b", "k2", 0), trial_name("b", "k2", 1)])
+    # The dry run says the same verdict on the run, and that the tree would be built and rejected.
+    dry = CliRunner().invoke(submission.cli, build_args(jobs, "k2", tmp_path / "out2", "--run", "sx", "--dry-run"))
+    assert dry.exit_code == 0, dry.output
+    lines = dry.stdout.splitlines()
+    assert lines[-3:] == [
+        "run sx: does NOT meet the Terminal-Bench leaderboard rules (1 problem):",
+        "  - 2 of 2 tasks have fewer than 5 valid trials: a (2), b (2); set N_ATTEMPTS=5 in runs/sx.env and bench "
+        "the run with it (make bench RUN=sx)",
+        "would be built, then rejected by check-submission for the problems above (the tree stays, so it can be "
+        "looked at)",
+    ]
+    assert not (tmp_path / "out2").exists()
 
 
 def _files(root: Path, names: list[str]) -> dict[str, bytes]:
@@ -319,9 +336,11 @@ def test_an_unpinned_registry_dataset_is_refused_with_the_pin_line(run, tmp_path
     before = tree_hash(run)
     result = build(run, tmp_path / "out", "--dataset", dataset)
     assert result.exit_code == 1, result.output
-    lines = result.stderr.splitlines()
-    assert lines[0] == REFUSED and line in lines[1] and lines[1].startswith("submission: "), result.stderr
-    assert not any("DATASET=" in x for x in lines[2:])
+    lines = result.stdout.splitlines()
+    assert result.stderr.splitlines()[0] == REFUSED
+    assert lines[0] == "run sx: does NOT meet the Terminal-Bench leaderboard rules (1 problem):", result.stdout
+    assert line in lines[1] and lines[1].startswith("  - "), result.stdout
+    assert not any("DATASET=" in x for x in lines[2:] + result.stderr.splitlines())
     assert not (tmp_path / "out").exists()
     assert tree_hash(run) == before
 
@@ -341,5 +360,5 @@ def test_a_run_whose_jobs_ran_two_registry_versions_is_refused(run, tmp_path):
     shutil.copy(run / JOB / "lock.json", run / RETRY_JOB / "lock.json")
     result = build(run, tmp_path / "out", "--dataset", REGISTRY + "@6")
     assert result.exit_code == 1
-    assert (f"submission: the run's jobs ran 2 versions of {REGISTRY} ({DIGEST}, sha256:{'f' * 64}): a resume "
-            f"resolved an unpinned dataset again") in result.stderr
+    assert (f"  - the run's jobs ran 2 versions of {REGISTRY} ({DIGEST}, sha256:{'f' * 64}): a resume "
+            f"resolved an unpinned dataset again") in result.stdout

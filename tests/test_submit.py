@@ -442,7 +442,7 @@ def test_a_dry_run_of_a_refused_submission_exits_as_make_submission_refuses_it(t
     assert proc.returncode == 2, proc.stdout + proc.stderr  # make's own code for a recipe that failed
     lines = proc.stdout.splitlines()
     assert "would submit 28 trial dirs of 6 tasks (2 of their 6 × 5 = 30 attempt slots hold no trial)" in lines
-    assert any(line.startswith("  - 1 of 6 tasks have open attempt slots (2 of 30 slots have no settled trial)")
+    assert any(line.startswith("  - 1 of 6 tasks has open attempt slots (2 of 30 slots have no settled trial)")
                for line in lines)
     assert not any(line.startswith(("would run:", "would print", "would check that Harbor Hub")) for line in lines)
     assert ("submit: make submission would refuse the run (above): a real make submit stops there, uploading "

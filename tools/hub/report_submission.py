@@ -142,8 +142,50 @@ def read_trial_result(result: Path):
         raise safe_read.Unreadable(validation_summary(e)) from None
 
 
+def _rebuild_fix(run: str | None) -> str:
+    """A built tree holds what it should not: make submission builds it without (a hand-made
+    tree, or one changed after it was built)."""
+    return f"make submission RUN={run or '<run>'} leaves it out of the tree it builds"
+
+
+def trial_problem(trial: Path, run: str | None = None, counted: bool = False) -> tuple[str, bool, str | None]:
+    """(the trial's task, whether its result.json is a valid TrialResult, the problem if not).
+    `counted`: a trial the submission holds (the tally read its result.json), not one of a built tree."""
+    result = trial / "result.json"
+    try:
+        res = read_trial_result(result)
+    except FileNotFoundError:
+        return task_of_dir(trial), False, (f"{trial}: no result.json (an unfinished or crashed trial), which the "
+                                           f"leaderboard cannot count; {_rebuild_fix(run)}")
+    except safe_read.Unreadable as e:
+        fix = ("the tally counts it, the leaderboard cannot: run the trial again" if counted
+               else f"re-run the trial; {_rebuild_fix(run)} when the tally cannot read it either")
+        return task_of_dir(trial), False, f"{result}: not a valid TrialResult ({e}); {fix}"
+    return safe_read.clip(res.task_name), True, None
+
+
+def short_problem(valid_per_task: Counter, tasks: set[str], min_trials: int, run: str | None,
+                  k: int | None = None) -> list[str]:
+    """At least `min_trials` valid trials per task. `k`: a run's attempts per task, when the trials are
+    its slot-filling ones; with k at least min_trials a short task's trials are named above, as problems."""
+    short = sorted(t for t in tasks if valid_per_task[t] < min_trials)
+    if not short:
+        return []
+    shown = ", ".join(f"{t} ({valid_per_task[t]})" for t in short[:10])
+    more = f" (+{len(short) - 10} more)" if len(short) > 10 else ""
+    if k is not None and k >= min_trials:
+        fix = "their trials' result.json are named above"
+    elif run and run.startswith("example-"):
+        fix = _bench_it(run)
+    else:
+        fix = f"set N_ATTEMPTS={min_trials} in {_env_file(run)} and bench the run with it ({_bench_it(run)})"
+    return [f"{len(short)} of {len(tasks)} tasks {'has' if len(short) == 1 else 'have'} fewer than {min_trials} valid "
+            f"trials: {shown}{more}; {fix}"]
+
+
 def check_submission(job_dirs: list[Path], min_trials: int = MIN_TRIALS, run: str | None = None) -> dict:
-    """Does a run (its job dirs) meet the Terminal-Bench leaderboard rules? Pure over the files."""
+    """Does a built submission tree (its job dirs, every trial dir in them) meet the Terminal-Bench
+    leaderboard rules? Pure over the files. A run's check is tools/hub/submission_verdict.py's."""
     problems: list[str] = []
     valid_per_task: Counter = Counter()
     seen_tasks: set[str] = set()
@@ -158,38 +200,24 @@ def check_submission(job_dirs: list[Path], min_trials: int = MIN_TRIALS, run: st
         except safe_read.Unreadable as e:
             problems.append(f"{job_dir}: {e}")
             continue
-        problems += [f"{path}: {why}; remove it from the submission" for path, why in refused]
+        problems += [f"{path}: {why}; {_rebuild_fix(run)}" for path, why in refused]
         for trial in map(Path, trials):
             n_trials += 1
-            result = trial / "result.json"
-            try:
-                res = read_trial_result(result)
-            except FileNotFoundError:
-                seen_tasks.add(task_of_dir(trial))
-                problems.append(f"{trial}: no result.json (an unfinished or crashed trial); "
-                                f"finish it or remove it from the submission")
-                continue
-            except safe_read.Unreadable as e:
-                seen_tasks.add(task_of_dir(trial))
-                problems.append(f"{result}: not a valid TrialResult ({e}); "
-                                f"re-run the trial or remove it from the submission")
-                continue
-            task = safe_read.clip(res.task_name)
+            task, valid, problem = trial_problem(trial, run)
             seen_tasks.add(task)
-            valid_per_task[task] += 1
-    short = sorted(t for t in seen_tasks if valid_per_task[t] < min_trials)
-    if short:
-        shown = ", ".join(f"{t} ({valid_per_task[t]})" for t in short[:10])
-        more = f" (+{len(short) - 10} more)" if len(short) > 10 else ""
-        fix = (f"set N_ATTEMPTS={min_trials} in {_env_file(run)} and bench the run with it ({_bench_it(run)})"
-               if not (run and run.startswith("example-")) else _bench_it(run))
-        problems.append(f"{len(short)} of {len(seen_tasks)} tasks have fewer than {min_trials} valid "
-                        f"trials: {shown}{more}; {fix}")
+            valid_per_task[task] += valid
+            problems += [problem] if problem else []
+    problems += short_problem(valid_per_task, seen_tasks, min_trials, run)
     if not n_trials and not any("no such job dir" in p for p in problems):
         problems.append("no trial dirs found: nothing to submit")
+    return verdict_of(job_dirs, seen_tasks, n_trials, valid_per_task, problems)
+
+
+def verdict_of(job_dirs: list[Path], tasks: set[str], n_trials: int, valid_per_task: Counter,
+               problems: list[str]) -> dict:
     return {"ok": not problems, "job_dirs": [safe_read.shown(display_path(str(d))) for d in job_dirs],
-            "tasks": len(seen_tasks), "trials": n_trials,
-            "min_valid_trials_per_task": min(valid_per_task[t] for t in seen_tasks) if seen_tasks else 0,
+            "tasks": len(tasks), "trials": n_trials,
+            "min_valid_trials_per_task": min(valid_per_task[t] for t in tasks) if tasks else 0,
             "problems": [display_path_in(p) for p in problems]}
 
 
@@ -198,12 +226,18 @@ def display_path_in(message: str) -> str:
     return safe_read.shown(message.replace(cwd, ""))
 
 
+def plural(n: int, word: str) -> str:
+    """`1 problem`, `2 problems`: the plural only when more than one."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def submission_markdown(label: str, verdict: dict) -> str:
+    """The verdict, as check-submission and make submission print it."""
     if verdict["ok"]:
-        return (f"{label}: meets the Terminal-Bench leaderboard rules ({verdict['tasks']} tasks, "
-                f"{verdict['trials']} trials, at least {verdict['min_valid_trials_per_task']} valid "
-                f"trials per task).\n")
+        return (f"{label}: meets the Terminal-Bench leaderboard rules ({plural(verdict['tasks'], 'task')}, "
+                f"{plural(verdict['trials'], 'trial')}, at least {plural(verdict['min_valid_trials_per_task'], 'valid trial')}"
+                f" per task).\n")
     lines = [f"{label}: does NOT meet the Terminal-Bench leaderboard rules "
-             f"({len(verdict['problems'])} problems):"]
+             f"({plural(len(verdict['problems']), 'problem')}):"]
     lines += [f"  - {p}" for p in verdict["problems"]]
     return "\n".join(lines) + "\n"

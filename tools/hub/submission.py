@@ -35,16 +35,20 @@ agent/trajectory.json (harbor's Trajectory model; make pull PULL=all for a remot
 timeout multiplier or a timeout or resource override in the job's config.json or any submitted
 trial's (check-submission's rules); tasks of the dataset the run never ran (the dataset's task
 list from the lock.json of a job that ran it unfiltered; without one, coverage is only noted);
-a credential in any file (tools/hub/credentials.py). Then the tree is checked with check-submission
-(tools/hub/report_submission.py check_submission, which also wants k >= 5) and the verdict printed: the tree
-stays either way, so a rejected one can be looked at.
+a credential in any file (tools/hub/credentials.py). Those refusals and check-submission's rules on
+the trials it would hold make the run's verdict (tools/hub/submission_verdict.py check_run), printed
+word for word as make check-submission RUN=<run> prints it, by a dry run and by a refusal. A built
+tree is checked again with check-submission, every dir in it (tools/hub/report_submission.py
+check_submission, which also wants k >= 5), and that verdict printed: the tree stays either way, so a
+rejected one can be looked at.
 
 Exit codes: 0 the submission is built and meets the rules (or --dry-run printed its plan, a
 refusal included); 1 refused (nothing written), built and not meeting the rules (the verdict
 says why), or a user error, named.
 
 The parts: submission_meta.py (metadata.yaml and the destination), submission_select.py (which
-trial dirs fill the slots), submission_rules.py (what is refused, and the fix), submission_plan.py
+trial dirs fill the slots), submission_rules.py (what is refused, and the fix), submission_verdict.py
+(what the submission holds and leaves out, and the verdict on it), submission_plan.py
 (the plan, decided before anything is written, and the build). This file is the command line and
 what it prints.
 """
@@ -58,38 +62,19 @@ import click
 
 from tools.results import report_output
 from tools.hub import report_submission
-from tools import safe_read
 from tools.results import slots
 from tools.results import tally_core
 from tools.results import tally_policy
 from tools.hub.submission_meta import resolve_metadata, settings_options, version_of
 from tools.hub.submission_plan import Plan, build, plan_submission
+from tools.hub.submission_verdict import report_lines, verdict_label
+from tools.hub.report_submission import plural
 
 
-def left_out_line(path: Path, why: str) -> str:
-    return f"left out {safe_read.shown(str(path))}/: {why}"
-
-
-def linked_job_line(job: Path) -> str:
-    return (f"left out {safe_read.shown(str(job))}: a symlink to {safe_read.link_target(job)}, never followed (a job dir is "
-            f"copied only where it is)")
-
-
-def outside_line(path: Path, why: str) -> str:
-    return f"left out {safe_read.shown(str(path))}: {why}"
-
-
-def report_lines(plan: Plan) -> list[str]:
-    """What is left out and why, and the dataset's coverage: said by build and by a dry run."""
-    return ([left_out_line(p, why) for p, why in plan.left_out] + [linked_job_line(j) for j in plan.linked_jobs]
-            + [outside_line(p, why) for p, why in plan.outside] + [plan.coverage])
-
-
-def refusal_lines(plan: Plan) -> list[str]:
+def refusal_line(plan: Plan) -> str:
     trials = "trial" if plan.k == 1 else "trials"
-    return ([f"refused, nothing was written: the leaderboard's resolution rate is passed over every trial "
-             f"submitted, so each task must hold exactly its {plan.k} slot-filling {trials}, as the rules want them"]
-            + plan.problems)
+    return (f"refused, nothing was written: the leaderboard's resolution rate is passed over every trial "
+            f"submitted, so each task must hold exactly its {plan.k} slot-filling {trials}, as the rules want them")
 
 
 DRY_RUN_HINT = ("make submission RUN={run} DRY_RUN=1 lists every trial dir it would submit or leave out, "
@@ -100,36 +85,34 @@ def trial_count(plan: Plan) -> str:
     """The tree's trial dirs as counted, said against tasks × k only where they are that many."""
     n, slots = len(plan.trials), plan.tasks * plan.k
     if n == slots:
-        return f"{n} trial dirs: {plan.tasks} tasks × {plan.k} attempts"
-    return (f"{n} trial dirs of {plan.tasks} tasks ({slots - n} of their {plan.tasks} × {plan.k} = {slots} attempt "
-            f"slots hold no trial)")
+        return f"{plural(n, 'trial dir')}: {plural(plan.tasks, 'task')} × {plural(plan.k, 'attempt')}"
+    return (f"{plural(n, 'trial dir')} of {plural(plan.tasks, 'task')} ({slots - n} of their {plan.tasks} × {plan.k} = "
+            f"{slots} attempt slots {'holds' if slots - n == 1 else 'hold'} no trial)")
 
 
-def rejection(plan: Plan) -> str | None:
-    """What check-submission would say of the built tree, where the plan already tells: fewer than
-    MIN_TRIALS trials per task (k is the run's n_attempts)."""
-    if plan.k < report_submission.MIN_TRIALS:
-        return (f"built, then rejected by check-submission: {plan.k} trial(s) per task, and the leaderboard wants at "
-                f"least {report_submission.MIN_TRIALS} (set N_ATTEMPTS=5 in runs/<run>.env and bench the run with it)")
-    return None
+def verdict_text(plan: Plan, label: str) -> str:
+    """The run's verdict, word for word what make check-submission RUN=<run> prints."""
+    return report_submission.submission_markdown(label, plan.check.verdict)
 
 
-def dry_run_text(plan: Plan) -> str:
+def dry_run_text(plan: Plan, label: str) -> str:
     lines = [f"would create {plan.dest}/",
              f"would write {plan.dest / 'metadata.yaml'}:"]
     lines += [f"    {line}" for line in plan.metadata.splitlines()]
     for src, dst in plan.copies:
         n = sum(1 for t in plan.trials if t.parent == src)
-        lines.append(f"would copy {src}/ to {dst}/ ({n} trial dirs and the job's own files)")
+        lines.append(f"would copy {src}/ to {dst}/ ({plural(n, 'trial dir')} and the job's own files)")
     lines.append(f"would submit {trial_count(plan)}")
-    lines += report_lines(plan)
+    lines += report_lines(plan.check)
+    lines += verdict_text(plan, label).splitlines()
     if plan.problems:
-        lines += ["would be " + refusal_lines(plan)[0].replace("nothing was written", "writing nothing")]
-        lines += [f"  - {p}" for p in plan.problems]
+        lines.append("would be " + refusal_line(plan).replace("nothing was written", "writing nothing"))
+    elif not plan.check.verdict["ok"]:
+        lines.append("would be built, then rejected by check-submission for the problems above (the tree stays, "
+                     "so it can be looked at)")
     else:
-        lines.append(f"would then check it: python -m tools.report.report check-submission {plan.dest}/<job> ...")
-        if rejection(plan):
-            lines.append(f"would be {rejection(plan)}")
+        lines.append(f"would build it, then check the tree: python -m tools.report.report check-submission "
+                     f"{plan.dest}/<job> ...")
     return "\n".join(lines) + "\n"
 
 
@@ -160,26 +143,29 @@ def build_cmd(jobs_dir, job_name, out, run, where, shard_plan, dry_run, refusal_
     version = settings["version"] or version_of(settings["dataset_repo"])
     plan = plan_submission(jobs_dir, job_name, out, version, meta, run=run, where=where, shard_plan=shard_plan,
                            model=settings["model"] or None, dataset=settings["dataset"], rebuild=dry_run and rebuild)
+    label = verdict_label(run, job_name)
     if dry_run:
         # A dry run prints its plan, a refusal included, and exits 0: it was asked what would happen.
         # make submit's asks whether the submission would go through: a refusal is its exit code.
-        report_output.echo(dry_run_text(plan), nl=False)
-        if refusal_exit and (plan.problems or rejection(plan)):
+        report_output.echo(dry_run_text(plan, label), nl=False)
+        if refusal_exit and not plan.check.verdict["ok"]:
             sys.exit(1)
         return
     if plan.problems:
-        for line in refusal_lines(plan) + [plan.coverage, DRY_RUN_HINT.format(run=run or "<run>")]:
+        # The verdict on stdout, as make check-submission prints it; why nothing was written on stderr.
+        report_output.echo(verdict_text(plan, label), nl=False)
+        for line in [refusal_line(plan), plan.check.coverage, DRY_RUN_HINT.format(run=run or "<run>")]:
             report_output.echo(f"submission: {line}", err=True)
         sys.exit(1)
     build(plan)
-    report_output.echo(f"submission: built {plan.dest}/ (metadata.yaml, {len(plan.copies)} job dirs, {trial_count(plan)})",
+    report_output.echo(f"submission: built {plan.dest}/ (metadata.yaml, {plural(len(plan.copies), 'job dir')}, {trial_count(plan)})",
                        err=True)
     # The board's own figure over what the tree holds (tools/results/slots.py leaderboard_figure): first.
     held = tally_core.tally([str(dst) for _, dst in plan.copies], tally_policy.load_policy(), run=run)
     if held.get("n_attempts", 1) > 1:
         for line in slots.headline_lines(held):
             report_output.echo(f"submission: {line.strip()}", err=True)
-    for line in report_lines(plan):
+    for line in report_lines(plan.check):
         report_output.echo(f"submission: {line}", err=True)
     verdict = report_submission.check_submission([dst for _, dst in plan.copies], run=run)
     report_output.echo(report_submission.submission_markdown(f"submission {plan.dest}", verdict), nl=False)

@@ -34,9 +34,10 @@ def open_slot_problem(sel: Selection, run: str) -> list[str]:
     slots = sum(sel.k - n for n in sel.open.values())
     shown = ", ".join(f"{task} ({n} of {sel.k} settled)" for task, n in list(sorted(sel.open.items()))[:10])
     more = f" (+{len(sel.open) - 10} more)" if len(sel.open) > 10 else ""
-    return [f"{len(sel.open)} of {len(sel.tasks)} tasks have open attempt slots ({slots} of "
-            f"{len(sel.tasks) * sel.k} slots have no settled trial): {shown}{more}; fill them with "
-            f"{mopup_fix(run)}"]
+    n, one = len(sel.open), slots == 1
+    return [f"{n} of {len(sel.tasks)} tasks {'has' if n == 1 else 'have'} {'an open attempt slot' if one else 'open attempt slots'} "
+            f"({slots} of {len(sel.tasks) * sel.k} slots {'has' if one else 'have'} no settled trial): {shown}{more}; "
+            f"fill {'it' if one else 'them'} with {mopup_fix(run)}"]
 
 
 def trajectory_problem(trial: Path, outside: set[Path]) -> str | None:
@@ -72,7 +73,8 @@ def trajectory_problems(trials: list[Path], outside: set[Path], run: str, where:
            if where == "hf" else
            f"a local run has no other copy of what its agent wrote, so run those tasks again (a run benched as "
            f"an HF Job: make pull RUN={run} PULL=all brings its trajectories home)")
-    return [f"{len(bad)} passing trials lack a valid ATIF agent/{TRAJECTORY}, which the leaderboard needs for "
+    lack = "passing trial lacks" if len(bad) == 1 else "passing trials lack"
+    return [f"{len(bad)} {lack} a valid ATIF agent/{TRAJECTORY}, which the leaderboard needs for "
             f"every passing trial: {shown}{more}; {fix}"]
 
 
@@ -86,7 +88,8 @@ def override_problems(job_dirs: list[Path], trials: list[Path], run: str) -> lis
         for p in report_submission.config_file_problems(path, run, whose="trial"):
             by_rest.setdefault(p.removeprefix(f"{path}: "), []).append(trial)
     for rest, where in by_rest.items():
-        problems.append(f"{len(where)} submitted trials' config.json (e.g. {safe_read.shown(str(where[0]))}/config.json): "
+        whose = "submitted trial's" if len(where) == 1 else "submitted trials'"
+        problems.append(f"{len(where)} {whose} config.json (e.g. {safe_read.shown(str(where[0]))}/config.json): "
                         f"{rest}")
     return problems
 
@@ -129,7 +132,7 @@ def coverage(sel: Selection, job_dirs: list[Path], run: str,
     """(a note on how much of the dataset the run covers, the refusal when tasks are missing)."""
     dataset, where = dataset_tasks(job_dirs, shard_plan)
     if dataset is None:
-        return (f"the dataset's coverage cannot be checked: {where}; the run has {len(sel.tasks)} tasks", [])
+        return (f"the dataset's coverage cannot be checked: {where}; the run has {report_submission.plural(len(sel.tasks), 'task')}", [])
     missing = sorted(dataset - set(sel.tasks))
     note = (f"the run covers {len(dataset) - len(missing)} of {len(dataset)} tasks of its dataset "
             f"(as {where} lists them)")

@@ -12,7 +12,10 @@ RUN is any of:
   * a tally JSON file (`python -m tools.tally tally ... --json > FILE.json`),
   * a harbor job dir (tallied as `--jobs-dir PARENT --job-name BASENAME`),
   * a run name from runs/ (its JOBS_DIR and JOB_NAME resolved by scripts/lib.sh, then tallied).
-check-submission with no RUN acts on the last run used (state/last-run), like `make`.
+check-submission with no RUN acts on the last run used (state/last-run), like `make`. A run (a name,
+a tally file) is checked as make submission would submit it (tools/hub/submission_verdict.py: each
+task's k slot-filling trials, what is left out said with why, the verdict make submission prints);
+a job dir given by path (a built submission's) is checked dir by dir.
 
 Every number comes from a tally, and every tally row names the trial dir whose result.json
 decided it; the JSON output keeps those paths, so any cell can be traced to its file. A run
@@ -49,10 +52,11 @@ import click
 from tools import safe_read
 from tools.report.report_cost import attach_costs
 from tools.report.report_html import cost_figure_svg, html_report, render_figures, slug
-from tools.results.report_load import REPO_ROOT, fail, known_runs, load_run, run_settings, run_tally
+from tools.results.report_load import REPO_ROOT, fail, known_runs, load_run, run_settings
 from tools.results.report_output import echo, write_files, write_or_echo
 from tools.results.report_stats import compare
 from tools.hub.report_submission import check_submission, submission_markdown
+from tools.hub.submission_verdict import check_run, report_lines, run_job_dirs, verdict_label
 from tools.report.report_text import compare_markdown, replace_results_section, results_markdown
 
 
@@ -186,34 +190,44 @@ def read_readme(readme: Path) -> str:
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 def check_submission_cmd(runs, fmt):
     """Does each RUN meet the Terminal-Bench leaderboard rules? Exit 1 when one does not."""
-    verdicts = {}
+    verdicts, said = {}, {}
     for arg in runs or ("",):
-        path = Path(arg)
-        run = None  # the runs/<run>.env the advice can name, when known
-        if arg and path.is_dir():
-            label, dirs = arg, [path]
+        if arg and Path(arg).is_dir():
+            # A job dir by path (a built submission's): every dir in it is checked.
+            label, verdict, lines = arg, check_submission([Path(arg)]), []
         else:
-            if arg:
-                tally, run = load_run(arg), (arg if arg in known_runs() else None)
-            else:
-                run, tally = load_run_default()
-            label, dirs = f"run {tally['run']}", [Path(d) for d in tally.get("job_dirs") or []]
-            if not dirs:
-                fail(f"{label}: the tally names no job dirs; pass the job dir itself")
-        verdicts[safe_read.shown(label)] = check_submission(dirs, run=run)
+            label, verdict, lines = run_check(arg)
+        verdicts[safe_read.shown(label)] = verdict
+        said[safe_read.shown(label)] = lines
     if fmt == "json":
         echo(json.dumps(verdicts, indent=2))
     else:
         for label, verdict in verdicts.items():
+            for line in said[label]:
+                echo(line)
             echo(submission_markdown(label, verdict), nl=False)
     if not all(v["ok"] for v in verdicts.values()):
         sys.exit(1)
 
 
-def load_run_default() -> tuple[str, dict]:
-    """No RUN given: the last run used, as `make` resolves it; (run name, its tally)."""
-    s = run_settings("")
-    return s.run, run_tally(s.jobs_dir, s.job_name, False, f"run {s.run}", s.verdicts, s.model or None)
+def run_check(arg: str) -> tuple[str, dict, list[str]]:
+    """A run (by name; "" the last run used; a tally file) as make submission would submit it:
+    (the verdict's label, the verdict, what it leaves out and the dataset's coverage)."""
+    if not arg or arg in known_runs():
+        s = run_settings(arg)
+        dirs, linked = run_job_dirs(s.jobs_dir, s.job_name, s.run, s.model or None)
+        shards = s.state_dir / "shards.json"
+        check = check_run(dirs, linked, s.run, s.where, shards if shards.is_file() else None, s.dataset)
+        label = verdict_label(s.run, s.job_name)
+    else:
+        tally = load_run(arg)
+        dirs = [Path(d) for d in tally.get("job_dirs") or []]
+        if not dirs:
+            fail(f"run {tally['run']}: the tally names no job dirs; pass the job dir itself")
+        check = check_run(dirs, [])
+        label = verdict_label(None, tally["run"])
+    lines = report_lines(check)
+    return label, {**check.verdict, "left_out": lines[:-1], "coverage": check.coverage}, lines
 
 
 if __name__ == "__main__":

@@ -125,6 +125,8 @@ class RunSettings:
     state_root: Path
     model: str = ""  # MODEL: a job dir of the run's name that records another model is another run's
     max_task_retries: int = tally_core.DEFAULT_MAX_TASK_RETRIES  # MAX_TASK_RETRIES: the tally's final errors
+    where: str = "local"  # WHERE: an hf run's trajectories come home with make pull (check-submission's advice)
+    dataset: str = ""  # DATASET: a registry dataset, which check-submission wants pinned
 
 
 def _absolute(p: str) -> Path:
@@ -138,7 +140,7 @@ def run_settings(name: str) -> RunSettings:
               'v=""; [[ ! -f "$RUNS_DIR/$RUN.verdicts.yaml" ]] || v="$RUNS_DIR/$RUN.verdicts.yaml"; '
               'printf "%s\\n" "$RUN" "$JOBS_DIR" "$JOB_NAME" "$v" "$(run_state_dir)" "${HF_NAMESPACE:-}" '
               '"$(sanitize_label "${PROJECT_LABEL:-terminal-bench-harness}")" "${HF_CALL_TIMEOUT:-60}" '
-              '"${PRICES_MAX_AGE:-86400}" "$STATE_ROOT" "$MODEL" "$MAX_TASK_RETRIES"')
+              '"${PRICES_MAX_AGE:-86400}" "$STATE_ROOT" "$MODEL" "$MAX_TASK_RETRIES" "${WHERE:-local}" "${DATASET:-}"')
     proc = subprocess.run(
         ["bash", "-c", script, "report", str(REPO_ROOT / "scripts" / "lib.sh"), name],
         capture_output=True, text=True, cwd=REPO_ROOT,
@@ -148,11 +150,11 @@ def run_settings(name: str) -> RunSettings:
     if not name:
         # resolve_run's note (RUN not given; using the last run, …): which run this is, said.
         sys.stderr.write(proc.stderr)
-    run, jobs_dir, job_name, verdicts, state_dir, ns, label, timeout, max_age, root, model, retries = \
-        proc.stdout.split("\n")[:12]
+    run, jobs_dir, job_name, verdicts, state_dir, ns, label, timeout, max_age, root, model, retries, where, dataset = \
+        proc.stdout.split("\n")[:14]
     return RunSettings(run, _absolute(jobs_dir), job_name, Path(verdicts) if verdicts else None,
                        _absolute(state_dir), ns, label, _seconds(timeout, 60.0), _seconds(max_age, 86400.0),
-                       _absolute(root), model, _max_task_retries(retries))
+                       _absolute(root), model, _max_task_retries(retries), where, dataset)
 
 
 def _max_task_retries(text: str) -> int:
@@ -228,6 +230,16 @@ def load_run(arg: str, timeouts_unscored: bool = False) -> dict:
                       settings.verdicts, settings.model or None, settings.max_task_retries)
     tally["_settings"] = settings
     return tally
+
+
+def no_job_dir(run: str | None, jobs_dir: str | os.PathLike, job_name: str, fix: str | None = None) -> str:
+    """A run not benched yet (no jobs dir, or none of the run's job dirs in it), in make's terms:
+    where it looked (JOBS_DIR/JOB_NAME) and what to run."""
+    run = run or "<run>"
+    where = display_path(os.path.join(jobs_dir, job_name))
+    fix = fix or f"run make bench RUN={run} first, or make pull RUN={run} for a run benched as an HF Job"
+    return (f"run {run} has no job dir yet (looked for JOBS_DIR/JOB_NAME, {where}, and its -shard-N and -retry-N "
+            f"jobs): {fix}")
 
 
 def display_path(p: str | None) -> str | None:

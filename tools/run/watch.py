@@ -92,14 +92,17 @@ from tools.run.watch_text import lines_of, live_view, summary_line
 def frame_of(settings: report_load.RunSettings, *, now: datetime | None, tasks_hint: int | None, max_cost: float | None,
              max_infra_rate: float, with_cost: bool = True) -> Frame:
     """The frame at `now`; None: the run's own last moment (a bundled example, frozen)."""
-    dirs = [str(d) for d in tally_jobs.run_job_dirs(settings.jobs_dir, settings.job_name)]
+    # A run not benched yet may have no jobs dir at all: that is no job dir, said in make's terms.
+    dirs = ([str(d) for d in tally_jobs.run_job_dirs(settings.jobs_dir, settings.job_name)]
+            if settings.jobs_dir.is_dir() else [])
     try:
         tally_jobs.refuse_foreign_job_dirs(dirs, settings.model or None)  # another run's trials are not this run's
     except tally_jobs.TallyError as e:
         report_load.fail(f"run {settings.run}: {e}")
     if not dirs:
-        report_load.fail(f"run {settings.run} has no job dir yet under {report_load.display_path(str(settings.jobs_dir))} "
-                f"({settings.job_name}): nothing to watch until make bench (or make reproduce) starts it")
+        report_load.fail(report_load.no_job_dir(settings.run, settings.jobs_dir, settings.job_name,
+                                                f"nothing to watch until make bench RUN={settings.run} (or make "
+                                                f"reproduce RUN={settings.run}) starts it"))
     policy = tally_policy.load_policy()
     verdicts = tally_policy.load_verdicts(str(settings.verdicts)) if settings.verdicts else {}
     report = tally_core.tally(dirs, policy, verdicts, run=settings.run, max_task_retries=settings.max_task_retries)
