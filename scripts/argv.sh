@@ -171,24 +171,44 @@ retry_args() {
   _retry+=(--plugin "$KEEP_RETRIED_PLUGIN")
 }
 
-# smoke_task_text: which task the smoke runs, said wherever the smoke is (make print, make smoke,
-# make reproduce's plan): SMOKE_TASK, chosen on purpose, or harbor's own pick.
-smoke_task_text() {
-  local tasks
+# smoke_choice: the task the smoke runs, once per verb, in SMOKE_CHOICE (empty: harbor's own pick,
+# --n-tasks 1) and why in SMOKE_CHOICE_WHY: SMOKE_TASK, chosen on purpose; the run's one task; or the
+# SMOKE_TASK another run file of the same dataset chose (tools/run/smoke_task.py; docs/settings.md §2).
+SMOKE_CHOICE="" SMOKE_CHOICE_WHY="" SMOKE_CHOSEN=0
+smoke_choice() {
+  local tasks found python=python3
+  ((!SMOKE_CHOSEN)) || return 0
+  SMOKE_CHOSEN=1
   split_words tasks "$TASKS"
   if [[ -n "$SMOKE_TASK" ]]; then
-    printf 'task %s (SMOKE_TASK)' "$SMOKE_TASK"
+    SMOKE_CHOICE=$SMOKE_TASK SMOKE_CHOICE_WHY="SMOKE_TASK"
   elif ((${#tasks[@]} == 1)); then
-    printf "task %s (the run's one task)" "${tasks[0]}"
+    SMOKE_CHOICE=${tasks[0]} SMOKE_CHOICE_WHY="the run's one task"
   else
-    printf "the first task harbor picks (SMOKE_TASK is empty: set a short one in runs/%s.env)" "$RUN"
+    [[ ! -x "$REPO_ROOT/.venv/bin/python" ]] || python=$REPO_ROOT/.venv/bin/python
+    found=$(env PYTHONPATH="$REPO_ROOT" "$python" -m tools.run.smoke_task --root "$REPO_ROOT" "$RUN" \
+      "$DATASET_REPO" "$DATASET" "$DATASET_PATH") || die "cannot choose the smoke test's task (above): set SMOKE_TASK=<task> in runs/$RUN.env"
+    [[ -z "$found" ]] || SMOKE_CHOICE=${found%%$'\t'*} \
+      SMOKE_CHOICE_WHY="no SMOKE_TASK: the one ${found#*$'\t'} chose for this dataset; SMOKE_TASK=<task> in runs/$RUN.env picks another"
+  fi
+}
+
+# smoke_task_text: which task the smoke runs, said wherever the smoke is (make print, make smoke,
+# make reproduce's plan).
+smoke_task_text() {
+  smoke_choice
+  if [[ -n "$SMOKE_CHOICE" ]]; then
+    printf 'task %s (%s)' "$SMOKE_CHOICE" "$SMOKE_CHOICE_WHY"
+  else
+    printf "the first task harbor picks, which may be an hour-long one (no SMOKE_TASK, and no run file of this dataset names one: set a short task with SMOKE_TASK=<task> in runs/%s.env)" "$RUN"
   fi
 }
 
 # Smoke: the run's own wiring on one task, in a job of its own, before the full run.
 apply_smoke_settings() {
+  smoke_choice
   JOB_NAME="$JOB_NAME-smoke"
-  [[ -z "$SMOKE_TASK" ]] || TASKS=$SMOKE_TASK
+  [[ -z "$SMOKE_CHOICE" ]] || TASKS=$SMOKE_CHOICE
   N_TASKS=1
   N_CONCURRENT=1
   N_ATTEMPTS=1

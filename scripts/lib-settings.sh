@@ -119,12 +119,18 @@ settings_document() {
 # shellcheck source=lib-instance.sh
 source "$REPO_ROOT/scripts/lib-instance.sh"
 
-# require NAME...: each setting must be non-empty; says which file sets it.
+# require NAME...: each setting must be non-empty; says which file sets it: the server profile for
+# what a profile declares (tools/settings_rules.py PROFILE_SETTINGS), the run file for the rest.
 require() {
-  local name
+  local name where
   for name in "$@"; do
+    case "$name" in
+      MODEL | MODEL_LABEL | SERVER_ENGINE | SERVER_IMAGE | SERVER_ENGINE_VERSION | SERVER_FLAVOR | PORT | SERVER_ARGS | SERVER_DP | SERVER_TP)
+        where="env/servers/$SERVER.env (the server profile)" ;;
+      *) where="runs/$RUN.env" ;;
+    esac
     [[ -n "${!name:-}" ]] ||
-      die "setting $name is empty for run '$RUN'. Set it in runs/$RUN.env (or env/servers/$SERVER.env for server settings), or on the command line: $name=…"
+      die "setting $name is empty for run '$RUN'. Set it in $where, or on the command line: $name=…"
   done
 }
 

@@ -36,7 +36,8 @@ from tools.mopup import mopup_harbor
 from tools.mopup import mopup_plan
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = "fake-org/fake-model"
+# The server profile's own model: a run serves the model its profile declares (tools/settings_rules.py).
+MODEL = "Qwen/Qwen3.8-27B-FP8"
 JOB = "mopup-e2e"
 
 # What each task of tests/datasets/mopup does, attempt by attempt (ScriptedEnv plan).

@@ -36,7 +36,8 @@ from tests.test_mopup import FakeServer, Tree
 from tools.hub import environments
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = "fake-org/fake-model"
+# The server profile's own model: a run serves the model its profile declares (tools/settings_rules.py).
+MODEL = "Qwen/Qwen3.8-27B-FP8"
 PIECE = 12  # the shortest piece of the token that counts as a leak
 POLL_SECONDS = 0.02
 PLAN = {"t-pass": ["pass"], "t-sandbox": ["SandboxError", "pass"]}  # one infra error to mop up

@@ -35,7 +35,8 @@ from tools.run import reproduce_state
 
 REPO = Path(__file__).resolve().parents[1]
 
-MODEL = "fake-org/fake-model"
+# The server profile's own model: a run serves the model its profile declares (tools/settings_rules.py).
+MODEL = "Qwen/Qwen3.8-27B-FP8"
 RUN = "repro-test"
 JOB = "repro-e2e"
 TOKEN = "hf_fake-token-that-must-never-be-printed"

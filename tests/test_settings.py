@@ -267,10 +267,12 @@ def test_each_rule_across_settings_refuses_with_its_fix_for_every_verb(given, st
 
 
 def test_what_a_command_needs_is_asked_only_by_the_verbs_that_build_one():
-    assert resolve("print", PORT="").startswith("setting PORT is empty for run 'qwen-t2'. Set it in runs/qwen-t2.env")
+    assert resolve("print", PORT="") == ("setting PORT is empty for run 'qwen-t2'. Set it in "
+                                         "env/servers/qwen3.8-27b-fp8-sglang-h200.env (the server profile), or on the "
+                                         "command line: PORT=…")
     assert isinstance(resolve("tally", PORT=""), dict)
-    assert resolve("serve", AGENT="mini-swe-agent", SANDBOX_IDLE_TIMEOUT="").startswith(
-        "run 'qwen-t2': mini-swe-agent on hf-sandbox needs SANDBOX_IDLE_TIMEOUT")
+    assert resolve("print", JOBS_DIR="") == ("setting JOBS_DIR is empty for run 'qwen-t2'. Set it in runs/qwen-t2.env, "
+                                             "or on the command line: JOBS_DIR=…")
 
 
 def test_a_copied_run_file_keeps_the_original_s_job_name_and_both_are_refused(tree):
@@ -280,6 +282,62 @@ def test_a_copied_run_file_keeps_the_original_s_job_name_and_both_are_refused(tr
         assert out.startswith(f"runs/{run}.env and runs/{other}.env both resolve to JOB_NAME "), out
     # The command line's JOB_NAME is that command's own choice: only its ending is checked.
     assert isinstance(resolve(run="mine", JOB_NAME="elsewhere"), dict)
+
+
+# --- a run file written from scratch: the reference's fixes without writing them ---------------------
+
+SCRATCH_RUN = ("SERVER=gpt-oss-20b-vllm-l40s\nAGENT={agent}\n"
+               "DATASET_REPO=https://huggingface.co/datasets/harborframework/terminal-bench-2.1\n")
+MISMATCH = ("run 'mine' sets MODEL=Qwen/Qwen3-8B, but server profile gpt-oss-20b-vllm-l40s serves openai/gpt-oss-20b "
+            "(its engine flags are that model's): pick a profile for Qwen/Qwen3-8B (SERVER=… in runs/mine.env), or "
+            "write one (docs/server-profiles.md)")
+
+
+def test_a_model_its_profile_does_not_serve_gets_one_refusal_from_every_verb_that_builds_a_command(tree):
+    (tree / "runs/mine.env").write_text(SCRATCH_RUN.format(agent="terminus-2") + "MODEL=Qwen/Qwen3-8B\n")
+    for verb in settings_rules.COMMAND_VERBS:
+        assert resolve(verb, run="mine") == MISMATCH, verb
+        assert resolve(verb, run="mine", DRY_RUN="1") == MISMATCH, verb
+    # On the command line, the same answer; the verbs that read job dirs check their recorded model.
+    (tree / "runs/mine.env").write_text(SCRATCH_RUN.format(agent="terminus-2"))
+    assert resolve("serve", run="mine", MODEL="Qwen/Qwen3-8B") == MISMATCH
+    assert resolve("print", run="mine")["MODEL"] == "openai/gpt-oss-20b"
+    assert isinstance(resolve("tally", run="mine", MODEL="Qwen/Qwen3-8B"), dict)
+    # A data-parallel profile's model is the one it includes and states.
+    assert settings_rules.profile_model("qwen3.8-27b-fp8-sglang-h200x4-tp2-dp2") == "Qwen/Qwen3.8-27B-FP8"
+
+
+@pytest.mark.parametrize("given, want", [
+    ({}, "2h"),                                                         # 900 s + 1 h: under the 2 h floor
+    ({"AGENT_TIMEOUT_MULTIPLIER": "4"}, "2h"),                          # 3600 s + 1 h
+    ({"AGENT_TIMEOUT_MULTIPLIER": "8"}, "3h"),                          # 7200 s + 1 h
+    ({"AGENT_TIMEOUT_ESTIMATE": "3000", "AGENT_TIMEOUT_MULTIPLIER": "1.5"}, "135m"),  # 4500 s + 1 h
+    ({"SANDBOX_IDLE_TIMEOUT": "30m"}, "30m"),                           # the run's own value
+    ({"ENV_TYPE": "docker"}, ""),                                       # hf-sandbox only
+])
+@pytest.mark.parametrize("agent", ["terminus-2", "mini-swe-agent"])
+def test_an_hf_sandbox_run_that_sets_no_idle_timeout_gets_the_agent_s_budget_and_an_hour(tree, agent, given, want):
+    (tree / "runs/mine.env").write_text(SCRATCH_RUN.format(agent=agent))
+    assert resolve("print", run="mine", **given)["SANDBOX_IDLE_TIMEOUT"] == want
+
+
+def test_a_run_that_names_no_smoke_task_smokes_the_one_a_run_file_of_its_dataset_chose(tree):
+    from tools.run import smoke_task
+    repo = "https://huggingface.co/datasets/harborframework/terminal-bench-2.1"
+    mine = {"DATASET_REPO": repo, "DATASET": "", "DATASET_PATH": ""}
+    assert smoke_task.choose("mine", mine) == ("fix-git", "runs/gptoss-t2.env")
+    registry = dict(mine, DATASET_REPO="", DATASET="terminal-bench/terminal-bench-2-1")
+    assert smoke_task.choose("mine", registry) == ("*/fix-git", "runs/qwen-t2-leaderboard-h200x4.env")
+    assert smoke_task.choose("mine", dict(mine, DATASET_REPO=repo.replace("2.1", "3.0"))) is None
+    assert smoke_task.choose("mine", dict(mine, DATASET_REPO="", DATASET_PATH="dataset")) is None
+
+
+def test_the_supported_agents_doc_lists_the_code_s_list():
+    doc = (REPO / "docs/server-profiles.md").read_text()
+    section = doc[doc.index("## Supported agents"):]
+    assert "tools/settings_rules.py" in section and "SUPPORTED_AGENTS" in section
+    listed = re.findall(r"^- `([a-z0-9-]+)`", section, re.M)
+    assert tuple(listed) == settings_rules.SUPPORTED_AGENTS
 
 
 # --- the command line and the shell ------------------------------------------------------------------

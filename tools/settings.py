@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools import settings_types as types
+from tools import settings_rules as rules, settings_types as types
 
 # The checkout whose files are read: this one, or the one `--root` names (a verb's REPO_ROOT, which
 # may be a checkout whose tools/ is a link to this one's).
@@ -302,8 +302,9 @@ def resolve(run: str, overrides: dict[str, str], settings: dict[str, Setting]) -
     if values["MODEL"] != profile_model and values["MODEL_LABEL"] == profile_label:
         values["MODEL_LABEL"] = ""
     values["JOB_NAME"] = values["JOB_NAME"] or run
-    # A remote harbor job needs the server for as long as the server lives.
+    # A remote harbor job needs the server for as long as the server lives; an hf-sandbox outlasts the agent.
     values["BENCH_TIMEOUT"] = values["BENCH_TIMEOUT"] or values["SERVER_TIMEOUT"]
+    values["SANDBOX_IDLE_TIMEOUT"] = rules.sandbox_idle_default(values)
     return values
 
 
@@ -420,7 +421,6 @@ def shell_notes(verb: str, ignored: list[str], environ: dict[str, str], values: 
 def check(run: str, values: dict[str, str], settings: dict[str, Setting], verb: str, job_name_given: bool) -> list[str]:
     """Every refusal the values earn, in one order for every verb: the types, the rules across
     settings, what a command needs (COMMAND_VERBS only), the job name's own."""
-    from tools import settings_rules as rules
     found = []
     for name, setting in settings.items():
         if not setting.type.valid(values[name]):

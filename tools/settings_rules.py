@@ -25,6 +25,14 @@ DP_PORT_OFFSET = 1000
 REQUIRED_FOR_COMMANDS = ("MODEL", "SERVER_ENGINE", "SERVER_IMAGE", "SERVER_FLAVOR", "PORT", "SERVER_TIMEOUT",
                          "PROJECT_LABEL", "JOB_NAME", "JOBS_DIR", "AGENT", "ENV_TYPE", "AGENT_TIMEOUT_MULTIPLIER",
                          "N_CONCURRENT")
+# hf-sandbox's own idle timeout is 600 s: a sandbox whose agent is silent longer (mini-swe-agent's one
+# long exec, a long LLM call, a slow verifier) shuts itself down mid-trial. A run that sets no
+# SANDBOX_IDLE_TIMEOUT gets the agent's whole budget (AGENT_TIMEOUT_ESTIMATE × AGENT_TIMEOUT_MULTIPLIER)
+# plus IDLE_MARGIN for setup and the verifier, and never less than IDLE_FLOOR, the reference's fix (2h).
+IDLE_FLOOR, IDLE_MARGIN = 7200, 3600
+# What a server profile declares (docs/server-profiles.md); every other setting is the run's.
+PROFILE_SETTINGS = ("MODEL", "MODEL_LABEL", "SERVER_ENGINE", "SERVER_IMAGE", "SERVER_ENGINE_VERSION", "SERVER_FLAVOR",
+                    "PORT", "SERVER_ARGS", "SERVER_DP", "SERVER_TP")
 JOB_FIX = "Give run '{run}' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
 
 
@@ -46,6 +54,29 @@ def job_of_run(name: str) -> tuple[str, str] | None:
     if name.endswith("-smoke") and len(name) > len("-smoke"):
         return name[: -len("-smoke")], "the smoke job"
     return None
+
+
+def sandbox_idle_default(v: dict) -> str:
+    """SANDBOX_IDLE_TIMEOUT as the run resolves it: its own value, else on hf-sandbox the agent's
+    budget plus IDLE_MARGIN, at least IDLE_FLOOR, in whole hours or minutes (as harbor's hf-sandbox
+    parses job_timeout); else empty. A value that is not a number is left to its type's refusal."""
+    if v["SANDBOX_IDLE_TIMEOUT"] or v["ENV_TYPE"] != "hf-sandbox":
+        return v["SANDBOX_IDLE_TIMEOUT"]
+    try:
+        budget = -int(-(int(v["AGENT_TIMEOUT_ESTIMATE"]) * float(v["AGENT_TIMEOUT_MULTIPLIER"])) // 1)
+    except (ValueError, OverflowError):
+        return ""
+    minutes = -(-max(IDLE_FLOOR, budget + IDLE_MARGIN) // 60)
+    return f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
+
+
+def profile_model(server: str) -> str:
+    """The MODEL env/servers/<server>.env declares (its includes read first), or empty."""
+    from tools import settings
+    values = {name: "" for name in settings.catalogue()}
+    servers = settings.REPO / "env" / "servers"
+    settings.apply(servers / f"{server}.env", servers, values, settings.catalogue(), includes=True)
+    return values["MODEL"]
 
 
 def watchdog_grace(v: dict, run: str) -> str | None:
@@ -174,8 +205,9 @@ def job_name_owned(run: str, name: str, others: dict[str, str]) -> str | None:
 def required(v: dict, run: str) -> str | None:
     for name in REQUIRED_FOR_COMMANDS:
         if not v[name]:
-            return (f"setting {name} is empty for run '{run}'. Set it in runs/{run}.env (or env/servers/{v['SERVER']}.env "
-                    f"for server settings), or on the command line: {name}=…")
+            where = (f"env/servers/{v['SERVER']}.env (the server profile)" if name in PROFILE_SETTINGS
+                     else f"runs/{run}.env")
+            return f"setting {name} is empty for run '{run}'. Set it in {where}, or on the command line: {name}=…"
     return None
 
 
@@ -186,10 +218,14 @@ def dataset_named(v: dict, run: str) -> str | None:
     return None
 
 
-def sandbox_outlasts_agent(v: dict, run: str) -> str | None:
-    if v["AGENT"] == "mini-swe-agent" and v["ENV_TYPE"] == "hf-sandbox" and not v["SANDBOX_IDLE_TIMEOUT"]:
-        return (f"run '{run}': mini-swe-agent on hf-sandbox needs SANDBOX_IDLE_TIMEOUT (e.g. 2h) longer than one whole "
-                f"agent run, or the sandbox idles out after 600 s mid-task. Set it in runs/{run}.env")
+def model_of_profile(v: dict, run: str) -> str | None:
+    """A profile's engine flags are its model's: another MODEL on it would be served with them."""
+    from tools.settings import shown
+    served, model = profile_model(v["SERVER"]), shown(v["MODEL"])
+    if served and v["MODEL"] != served:
+        return (f"run '{run}' sets MODEL={model}, but server profile {v['SERVER']} serves {served} (its engine "
+                f"flags are that model's): pick a profile for {model} (SERVER=… in runs/{run}.env), or write one "
+                "(docs/server-profiles.md)")
     return None
 
 
@@ -223,4 +259,4 @@ def calibrate_tokens(v: dict, run: str) -> str | None:
 # Every verb: the rules across settings. The verbs that build commands: COMMANDS as well.
 RULES = (watchdog_grace, agent_supported, reasoning_effort, one_dataset, remote_bench, shards_whole_list,
          parallelism_flags, replicas_fill_flavor, calibrate_levels, calibrate_tokens)
-COMMANDS = (required, dataset_named, sandbox_outlasts_agent)
+COMMANDS = (required, model_of_profile, dataset_named)
