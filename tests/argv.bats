@@ -367,3 +367,40 @@ PY
   run grep -c -x cancel "$STUB_LOG"
   assert_output 0
 }
+
+@test "a run file written from scratch gets the idle timeout, a known smoke task, and a refusal of a model its profile does not serve" {
+  linked_checkout
+  local agent tb21=https://huggingface.co/datasets/harborframework/terminal-bench-2.1
+  for agent in terminus-2 mini-swe-agent; do
+    printf 'SERVER=gpt-oss-20b-vllm-l40s\nAGENT=%s\nDATASET_REPO=%s\n' "$agent" "$tb21" >"$SCRATCH/runs/mine.env"
+    # No SANDBOX_IDLE_TIMEOUT: the agent's budget (900 s × 1) plus 1 h, at least 2 h; ×8: 3 h.
+    RUN=mine run "$SCRATCH/scripts/print.sh"
+    assert_success
+    run grep -c -x -- "    --ek job_timeout=2h \\\\" <<<"$output"
+    assert_output 2 # the smoke test's command and the bench's
+    run grep -c -x -- "job_timeout=3h" < <(RUN=mine AGENT_TIMEOUT_MULTIPLIER=8 "$SCRATCH/tests/bin/argv-of" bench | tr '\0' '\n')
+    assert_output 1
+    # No SMOKE_TASK: the one a run file of the same dataset chose (runs/gptoss-t2.env, fix-git).
+    RUN=mine run "$SCRATCH/scripts/print.sh"
+    assert_line "# mine: smoke test (one task: task fix-git (no SMOKE_TASK: the one runs/gptoss-t2.env chose for this dataset; SMOKE_TASK=<task> in runs/mine.env picks another); job mine-smoke)"
+    run grep -A1 -x -- --include-task-name < <(RUN=mine "$SCRATCH/tests/bin/argv-of" smoke | tr '\0' '\n')
+    assert_output $'--include-task-name\nfix-git'
+  done
+  # A dataset no run file names a smoke task for: harbor picks, and the line says how to choose.
+  RUN=mine DATASET_REPO=${tb21/2.1/2.9} run "$SCRATCH/scripts/print.sh"
+  assert_success
+  assert_line "# mine: smoke test (one task: the first task harbor picks, which may be an hour-long one (no SMOKE_TASK, and no run file of this dataset names one: set a short task with SMOKE_TASK=<task> in runs/mine.env); job mine-smoke)"
+  # Another model on the profile: one line, the same from every verb that builds a command, dry or not.
+  printf 'MODEL=Qwen/Qwen3-8B\n' >>"$SCRATCH/runs/mine.env"
+  local verb refusal="run 'mine' sets MODEL=Qwen/Qwen3-8B, but server profile gpt-oss-20b-vllm-l40s serves openai/gpt-oss-20b (its engine flags are that model's): pick a profile for Qwen/Qwen3-8B (SERVER=… in runs/mine.env), or write one (docs/server-profiles.md)"
+  for verb in print serve bench mopup reproduce; do
+    RUN=mine DRY_RUN=1 HF_TOKEN=$TEST_TOKEN run "$SCRATCH/scripts/$verb.sh"
+    assert_failure 1
+    assert_output "$verb: $refusal"
+  done
+  RUN=mine HF_TOKEN=$TEST_TOKEN API_BASE=$TEST_ENDPOINT run "$SCRATCH/scripts/bench.sh" --smoke
+  assert_failure 1
+  assert_output "smoke: $refusal"
+  [[ ! -e "$STATE_ROOT" ]]
+  [[ ! -e "$SCRATCH/jobs" ]]
+}

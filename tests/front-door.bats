@@ -111,7 +111,7 @@ assert_nothing_changed() {
 @test "a missing required setting names the setting and the file to set it in" {
   RUN=gptoss-t2 MODEL= HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/serve.sh"
   assert_failure
-  assert_output --partial "setting MODEL is empty for run 'gptoss-t2'. Set it in runs/gptoss-t2.env (or env/servers/gpt-oss-20b-vllm-l40s.env"
+  assert_output --partial "setting MODEL is empty for run 'gptoss-t2'. Set it in env/servers/gpt-oss-20b-vllm-l40s.env (the server profile), or on the command line: MODEL=…"
   assert_nothing_changed
 }
 
@@ -162,10 +162,10 @@ assert_nothing_changed() {
   assert_output --partial "setting DATASET_REF must be a full 40-hex commit sha, or empty, got 'main'"
 }
 
-@test "mini-swe-agent on hf-sandbox without an idle timeout is refused" {
-  RUN=qwen-mswea SANDBOX_IDLE_TIMEOUT= API_BASE=$TEST_ENDPOINT HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
+@test "a missing BUCKET names the run file and the command line, not the server profile" {
+  RUN=qwen-t2 run "$REPO/scripts/pull.sh"
   assert_failure
-  assert_output --partial "mini-swe-agent on hf-sandbox needs SANDBOX_IDLE_TIMEOUT"
+  assert_output "pull: setting BUCKET is empty for run 'qwen-t2'. Set it in runs/qwen-t2.env, or on the command line: BUCKET=…"
   assert_nothing_changed
 }
 
