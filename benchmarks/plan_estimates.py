@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """The README's and docs/scaling.md's estimates for the reference's Run 1 and the leaderboard run,
-generated from make plan's model (one estimator: docs/plan.md §1), so no page quotes a figure
-the plan does not give.
+and every shipped run file's MAX_COST and SERVER_TIMEOUT, generated from make plan's model (one
+estimator: docs/plan.md §1), so no page or run file quotes a figure the plan does not give.
+
+A shipped run file (runs/*.env but the bundled examples) holds MAX_COST= make plan's figure for its
+own configuration (the p90 spend + 20%: tools/money/plan_render.py ceiling_of), the one ceiling
+make print, make reproduce's plan and make plan give it; and a SERVER_TIMEOUT that covers its p90
+wall-clock with the same 20% to spare (--write raises a short one to the next whole hour).
 
     .venv/bin/python benchmarks/plan_estimates.py           # print the blocks
     .venv/bin/python benchmarks/plan_estimates.py --write   # rewrite them in place
@@ -28,8 +33,59 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = (REPO / "README.md", REPO / "docs" / "scaling.md")
-COST_MARGIN = 0.20  # tools/money/plan.py's COST_MARGIN
+from tools.money.plan_render import COST_MARGIN  # noqa: E402  (tools/ is installed into .venv by make setup)
+
 LEADERBOARD = "qwen-t2-leaderboard"
+# The margin a shipped run's SERVER_TIMEOUT keeps over its p90 wall-clock: the plan's own margin.
+TIMEOUT_MARGIN = COST_MARGIN
+DURATION = re.compile(r"^(\d+)([smhd]?)$")
+UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def shipped_runs() -> list[str]:
+    """The run files the repository ships for real runs: every runs/*.env but the bundled examples."""
+    return sorted(p.stem for p in (REPO / "runs").glob("*.env") if not p.stem.startswith("example-"))
+
+
+def seconds(duration: str) -> int:
+    m = DURATION.match(duration)
+    if not m:
+        raise ValueError(f"not a duration: {duration!r}")
+    return int(m[1]) * UNITS[m[2]]
+
+
+def setting_line(text: str, name: str) -> re.Match | None:
+    return re.search(rf"^{name}=(\S*)(.*)$", text, re.M)
+
+
+def run_file_problems(run: str, own: dict, write: bool) -> list[str]:
+    """How runs/<run>.env stands against make plan's row for its own configuration; with write, fixed."""
+    path = REPO / "runs" / f"{run}.env"
+    text = path.read_text(encoding="utf-8")
+    problems, max_cost = [], own["max_cost"]
+    m = setting_line(text, "MAX_COST")
+    if m is None or m[1] != str(max_cost):
+        problems.append(f"runs/{run}.env: MAX_COST={m[1] if m else '(unset)'}, make plan's figure is {max_cost}")
+        line = (f"MAX_COST={max_cost}   # make plan's figure for this configuration: its p90 spend + "
+                f"{COST_MARGIN:.0%} (benchmarks/plan_estimates.py)")
+        text = text.replace(m[0], line) if m else text.rstrip("\n") + "\n" + line + "\n"
+    need = math.ceil(own["wall_clock_p90_secs"] * (1 + TIMEOUT_MARGIN))
+    m = setting_line(text, "SERVER_TIMEOUT")
+    have = seconds(m[1]) if m else seconds(default_setting("SERVER_TIMEOUT"))
+    if have < need:
+        hours = math.ceil(need / 3600)
+        problems.append(f"runs/{run}.env: SERVER_TIMEOUT={m[1] if m else 'the default'} ({have} s) does not cover "
+                        f"make plan's p90 {own['wall_clock_p90_secs']:.0f} s + {TIMEOUT_MARGIN:.0%} ({need} s)")
+        line = f"SERVER_TIMEOUT={hours}h"
+        text = text.replace(m[0], line + m[2]) if m else text.rstrip("\n") + "\n" + line + "\n"
+    if write and problems:
+        path.write_text(text, encoding="utf-8")
+    return problems
+
+
+def default_setting(name: str) -> str:
+    text = (REPO / "env" / "defaults.env").read_text(encoding="utf-8")
+    return setting_line(text, name)[1]
 
 
 def plan_json(run: str, deadline: str | None = None) -> dict:
@@ -55,7 +111,7 @@ def config_text(r: dict) -> str:
 
 
 def row(run: str, what: str, r: dict) -> str:
-    max_cost = math.ceil(r["usd_p90"] * (1 + COST_MARGIN))
+    max_cost = r["max_cost"]
     return (f"| `{run}` | {what} | {config_text(r)} | {hours(r['wall_clock_median_secs'])} | "
             f"{hours(r['wall_clock_p90_secs'])} | ${r['usd_median']:,.0f} / ${r['usd_p90']:,.0f} | {max_cost} | "
             f"{r['mopup_passes_mean']:.1f} ({r['mopup_passes_p90']}) | {r['timeout_share']:.0%} | "
@@ -72,8 +128,8 @@ def blocks() -> dict[str, str]:
         "| run | what | configuration | median | p90 | dollars (median / p90) | MAX_COST | mop-up passes (p90) | "
         "attempts at their timeout | infra errors |",
         "|---|---|---|---|---|---|---|---|---|---|",
-        row("qwen-t2", "as its run file says (the reference's Run 1, ×4)", run1["baseline"]),
-        row(LEADERBOARD, "as its run file says (×1, 5 attempts)", lb48["baseline"]),
+        row("qwen-t2", "as its run file says (the reference's Run 1, ×4)", run1["own"]),
+        row(LEADERBOARD, "as its run file says (×1, 5 attempts)", lb48["own"]),
         row(LEADERBOARD, "`make plan DEADLINE=48h`'s recommendation", rec48["row"]),
         row(LEADERBOARD, f"the fastest within {rec24['infra_ceiling']:.0%} infra errors: misses a 24 h deadline "
                          f"by {hours(rec24['miss_secs'])}", rec24["row"]),
@@ -112,11 +168,14 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     generated = blocks()
+    stale = []
+    if args.write or args.check:
+        for run in shipped_runs():
+            stale += run_file_problems(run, plan_json(run)["own"], args.write)
     if not (args.write or args.check):
         for name, body in generated.items():
             print(f"<!-- plan:{name} -->\n{body}\n<!-- /plan:{name} -->\n")
         return 0
-    stale = []
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         if not MARKER.search(text):
@@ -130,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 stale.append(f"{page.relative_to(REPO)} quotes figures make plan no longer gives")
     for line in stale:
         print(f"plan_estimates: {line}: run .venv/bin/python benchmarks/plan_estimates.py --write", file=sys.stderr)
-    return 1 if stale else 0
+    return 1 if stale and not args.write else 0
 
 
 if __name__ == "__main__":

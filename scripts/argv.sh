@@ -272,18 +272,43 @@ plan_tool() {
 # timeout checks give, the same median and p90 as make plan's row (docs/plan.md §1). Both empty,
 # and PLAN_ESTIMATE_WHY set, when it cannot be made (no task count; no reference for the model and
 # no job dir of the run's own). Offline, nothing written.
-PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY="" PLAN_ESTIMATED=0
+# PLAN_CEILING_LINE is the run's MAX_COST against the plan's figure for it (the same words make
+# plan prints), PLAN_CEILING_LEVEL how it stands: ok, none (unset), below-p90 or below-median.
+# PLAN_SUBMISSION_LINE is, for a run bound for the leaderboard (N_ATTEMPTS >= 5), what it will submit
+# and what is unverified.
+PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY="" PLAN_ESTIMATED=0 PLAN_CEILING_LINE="" PLAN_CEILING_LEVEL=""
+PLAN_SUBMISSION_LINE=""
 # shellcheck disable=SC2034  # PLAN_ESTIMATE_WHY is read by the verbs that print the estimate
 plan_estimate() {
   local args out
   ((!PLAN_ESTIMATED)) || return 0 # the settings do not change within a verb: asked once
-  PLAN_ESTIMATED=1 PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY=""
+  PLAN_ESTIMATED=1 PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY="" PLAN_CEILING_LINE="" PLAN_CEILING_LEVEL=""
+  PLAN_SUBMISSION_LINE=""
   plan_args args
   if ! out=$(cd "$REPO_ROOT" && plan_tool "${args[@]}" --own "${N_SHARDS:-1}" "$N_CONCURRENT" --json 2>&1); then
     PLAN_ESTIMATE_WHY="the run's length is not estimated: ${out##*plan: }"
     return 0
   fi
-  { IFS= read -r PLAN_ESTIMATE_LINE && IFS= read -r PLAN_P90_SECS; } < <(jq -r '.own_line, (.own.wall_clock_p90_secs | floor)' <<<"$out")
+  {
+    IFS= read -r PLAN_ESTIMATE_LINE && IFS= read -r PLAN_P90_SECS &&
+      IFS= read -r PLAN_CEILING_LINE && IFS= read -r PLAN_CEILING_LEVEL && IFS= read -r PLAN_SUBMISSION_LINE
+  } < <(jq -r '.own_line, (.own.wall_clock_p90_secs | floor), .ceiling_line, .ceiling_level, .submission_line' <<<"$out")
+}
+
+# check_ceiling: a MAX_COST below make plan's median spend for the run's configuration is refused
+# (it would stop the run part-way, and each resume reloads the server) unless ALLOW_LOW_CEILING=1;
+# one below its p90 is warned; none at all is said. Nothing is said when the run is not estimated.
+check_ceiling() {
+  plan_estimate
+  case "$PLAN_CEILING_LEVEL" in
+    below-median)
+      ((ALLOW_LOW_CEILING)) ||
+        die "$PLAN_CEILING_LINE. Raise MAX_COST (in runs/$RUN.env, or MAX_COST=<usd> on the command line), or keep it with ALLOW_LOW_CEILING=1"
+      warn "$PLAN_CEILING_LINE (kept: ALLOW_LOW_CEILING=1)"
+      ;;
+    below-p90) warn "$PLAN_CEILING_LINE" ;;
+    none) say "note: $PLAN_CEILING_LINE" ;;
+  esac
 }
 
 # check_timeouts REMOTE_JOB [WHOLE_RUN]: warn, with the numbers, when a timeout would end the
@@ -302,6 +327,8 @@ check_timeouts() {
   fi
   [[ "${2:-1}" == 1 ]] || return 0
   plan_estimate
+  [[ -z "$PLAN_ESTIMATE_WHY" ]] ||
+    warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is not checked against the run's length, as $PLAN_ESTIMATE_WHY"
   [[ -z "$PLAN_P90_SECS" ]] || ((server >= PLAN_P90_SECS)) ||
     warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: make plan's p90 for it is $PLAN_P90_SECS s, server loading and mop-up included ($PLAN_ESTIMATE_LINE). Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
 }

@@ -93,12 +93,17 @@ print_timeouts() {
 
 # print_ceiling: the run's spending ceiling (MAX_COST), or that it has none.
 print_ceiling() {
+  plan_estimate
   if [[ -n "$MAX_COST" ]]; then
     printf '\n# spending ceiling: MAX_COST=%s USD for the whole run (make cost RUN=%s); harbor and the server are stopped before its spend would pass it (bench, mop-up and reproduce check it every %ss)\n' \
       "$MAX_COST" "$RUN" "$COST_POLL"
   else
-    printf '\n# spending ceiling: none (MAX_COST is unset; e.g. MAX_COST=50 in runs/%s.env caps the run at 50 USD)\n' "$RUN"
+    printf '\n# spending ceiling: none (MAX_COST is unset; MAX_COST=<usd> in runs/%s.env caps the run)\n' "$RUN"
   fi
+  [[ -z "$PLAN_CEILING_LINE" ]] || printf '# %s\n' "$PLAN_CEILING_LINE"
+  [[ "$PLAN_CEILING_LEVEL" != below-median ]] || ((ALLOW_LOW_CEILING)) ||
+    printf '# make bench and make reproduce refuse it: raise MAX_COST, or keep it with ALLOW_LOW_CEILING=1\n'
+  [[ -z "$PLAN_SUBMISSION_LINE" ]] || printf '\n# %s\n' "$PLAN_SUBMISSION_LINE"
 }
 
 print_commands() {

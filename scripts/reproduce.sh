@@ -99,6 +99,8 @@ print_plan() {
   plan_line summary "the tally, the trials re-run per mop-up pass, the server's uptime and idle time"
   plan_estimate
   plan_line estimate "${PLAN_ESTIMATE_WHY:-$PLAN_ESTIMATE_LINE}"
+  [[ -z "$PLAN_CEILING_LINE" ]] || plan_line ceiling "$PLAN_CEILING_LINE"
+  [[ -z "$PLAN_SUBMISSION_LINE" ]] || plan_line submission "$PLAN_SUBMISSION_LINE"
 }
 
 # --- WHERE=hf: the supervisor itself as a CPU HF Job ------------------------------------------
@@ -165,6 +167,7 @@ main() {
   refuse_key_in_argv
   refuse_bundled_example reproduce
   check_timeouts 0
+  check_ceiling
   # The token before any HF call (MAX_COST's check asks hf for prices and jobs): a user without one
   # gets this one line, not the hf CLI's "Not logged in" first.
   if ! is_dry_run; then

@@ -29,7 +29,7 @@ remote_argv() {
 @test "remote bench: the real hf jobs run --dry-run accepts make bench as a job for every benchable run" {
   use_real_clis
   local run_name argv
-  declare -A server_timeout=([qwen-t2]=4d [gptoss-t2]=12h [qwen-mswea]=12h)
+  declare -A server_timeout=([qwen-t2]=4d [gptoss-t2]=15h [qwen-mswea]=23h)
   for run_name in qwen-t2 gptoss-t2 qwen-mswea; do
     remote_argv argv "$run_name"
     run "${argv[@]}"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import shlex
 import sys
@@ -52,6 +51,10 @@ from tools.money.plan_checks import Bounded, Costs, PlanError
 # The reference's configuration, every plan's baseline row: one GPU, one job, -n 3
 # (docs/reference-runs.md §1, "concurrency 3").
 BASELINE_CONCURRENCY = 3
+# A run of at least this many attempts a task is planned as bound for the leaderboard, which asks
+# five trials a task: one harbor job (no shards), as whether the board takes a submission of several
+# job ids is unverified (harbor 0.26.0 has no leaderboard submit; docs/submission.md §4, "Several job ids").
+BOARD_ATTEMPTS = 5
 # harbor's -n: the candidates per shard (the reference saw ~70% infra errors at 8, so no more).
 CONCURRENCIES = tuple(range(1, 9))
 # Shards tried: powers of two up to the server's replicas (each shard a harbor job: more shards
@@ -70,7 +73,7 @@ RUN_FILES_CAP = 1 << 20
 READS = ("N_ATTEMPTS", "AGENT_TIMEOUT_MULTIPLIER", "AGENT_TIMEOUT_ESTIMATE", "MODEL", "SERVER", "SERVER_FLAVOR",
          "SERVER_DP", "SERVER_TP", "SANDBOX_FLAVOR", "JOBS_DIR", "JOB_NAME", "DEADLINE", "PLAN_REPS", "PLAN_SEED",
          "MOPUP_PASSES", "MAX_INFRA_RATE", "READY_TIMEOUT", "MAX_RETRIES", "TASKS", "N_TASKS", "DATASET_PATH",
-         "DATASET_TASKS")
+         "DATASET_TASKS", "N_SHARDS", "N_CONCURRENT", "MAX_COST", "ALL", "DATASET", "DATASET_REPO", "AGENT")
 
 
 # --------------------------------------------------------------------------- small checks
@@ -191,7 +194,10 @@ def evaluate(config: Config, *, evidence: plan_evidence.Evidence, server: Server
                             infra_fraction=evidence.infra_fraction, in_run_retries=max_retries)
     wall = loading_secs + out.makespan
     p = config.profile
-    usd = wall / 3600 * (costs.gpu_usd[p.flavor] + costs.port_usd) + out.sandbox_secs / 3600 * costs.sandbox_usd
+    # A sandbox is an HF Job with an exposed port (its sbx-server's): billed its flavor and the port,
+    # as make cost counts it.
+    usd = (wall / 3600 * (costs.gpu_usd[p.flavor] + costs.port_usd)
+           + out.sandbox_secs / 3600 * (costs.sandbox_usd + costs.port_usd))
     step = server.step(config)
     sandbox_rate = float(curve(config.at_once))
     return {
@@ -207,6 +213,7 @@ def evaluate(config: Config, *, evidence: plan_evidence.Evidence, server: Server
         "gpu_hours_median": round(float(np.median(wall)) / 3600 * p.gpus, 2),
         "usd_median": round(float(np.median(usd)), 2),
         "usd_p90": round(float(np.percentile(usd, 90)), 2),
+        "max_cost": plan_render.ceiling_of(float(np.percentile(usd, 90))),
         "sandbox_hours_median": round(float(np.median(out.sandbox_secs)) / 3600, 2),
         "mopup_passes_mean": round(float(out.mopups.mean()), 2),
         "mopup_passes_p90": int(np.percentile(out.mopups, 90, method="higher")),
@@ -221,13 +228,14 @@ def infra_ceiling(baseline: dict, max_infra_rate: float) -> float:
     return max(max_infra_rate, baseline["infra_rate"])
 
 
-def recommend(rows: list[dict], deadline: float | None, ceiling: float) -> dict | None:
+def recommend(rows: list[dict], deadline: float | None, ceiling: float, one_job: bool = False) -> dict | None:
     """Among the rows at most `ceiling` infra rate: the cheapest whose p90 wall-clock meets the
     deadline (nine runs in ten finish in time); when none does, the fastest by p90, with how
-    much it misses by."""
+    much it misses by. With one_job (a run bound for the leaderboard), only one-shard rows: one
+    harbor job, one job id (submission_words)."""
     if deadline is None:
         return None
-    eligible = [r for r in rows if r["infra_rate"] <= ceiling + 1e-9]
+    eligible = [r for r in rows if r["infra_rate"] <= ceiling + 1e-9 and (r["shards"] == 1 or not one_job)]
     meets = [r for r in eligible if r["wall_clock_p90_secs"] <= deadline]
     if meets:
         best = min(meets, key=lambda r: (r["usd_median"], r["wall_clock_p90_secs"]))
@@ -308,7 +316,7 @@ def run_with(run: str, row: dict, profile: plan_server.Profile, identity: dict, 
     """The command that runs row `row`: make reproduce of the run file made for its server, with
     its shards, N_CONCURRENT, MAX_COST (p90 spend + plan_render.COST_MARGIN) and the MOPUP_PASSES it needs;
     or, when no run file is made for that server, the one to write first (a named new run)."""
-    max_cost = math.ceil(row["usd_p90"] * (1 + plan_render.COST_MARGIN))
+    max_cost = row["max_cost"]
     passes = max(mopup_passes, row["mopup_passes_p90"])
     found = run_file_for(profile.name, identity, run_files)
     name = found["run"] if found else f"{run}-{profile.suffix}"
@@ -414,9 +422,11 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
          job_name: str, deadline: float | None, reps: int, seed: int, mopup_passes: int, max_infra_rate: float,
          ready_timeout: float, prices_path: Path = cost_prices.TSV_PRICES, servers_dir: Path = plan_server.SERVERS_DIR,
          calibration_path: Path | None = None, run_files: list[dict] | None = None,
-         identity: dict | None = None, own: tuple[int, int] | None = None, max_retries: int = 0) -> dict:
+         identity: dict | None = None, own: tuple[int, int] | None = None, max_retries: int = 0,
+         configured: tuple[int, int] = (1, BASELINE_CONCURRENCY)) -> dict:
     """The plan of every candidate configuration, or, with own=(shards, N_CONCURRENT), of the run's
-    own configuration alone (what make print and make reproduce say: one estimator)."""
+    own configuration alone (what make print and make reproduce say: one estimator). `configured` is
+    the run's own (N_SHARDS, N_CONCURRENT): the full plan names its row, and its MAX_COST, too."""
     check_work(tasks, k, reps)
     inp = inputs(model=model, server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,
                  sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name, mult=mult,
@@ -438,20 +448,36 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
     baseline = next(r for r in rows if r["profile"] == base_profile.name and r["shards"] == 1
                     and r["n_concurrent"] == BASELINE_CONCURRENCY)
     ceiling = infra_ceiling(baseline, max_infra_rate)
-    rec = recommend(rows, deadline, ceiling)
+    rec = recommend(rows, deadline, ceiling, one_job=k >= BOARD_ATTEMPTS)
     if rec:
         rec["usd_ratio_to_baseline"] = round(rec["row"]["usd_median"] / baseline["usd_median"], 2)
         if rec["meets"]:
             profile = next(p for p in candidates if p.name == rec["row"]["profile"])
             rec["run_with"] = run_with(run, rec["row"], profile, identity or {}, run_files or [], mopup_passes)
     limit = sandbox_limit(inp.curve, inp.evidence.server_rate, ceiling)
-    doc.update(configurations=rows, baseline=baseline, recommendation=rec, infra_ceiling=ceiling,
+    mine = next((r for r in rows if r["profile"] == inp.own.name and (r["shards"], r["n_concurrent"]) == configured),
+                None) or evaluate(Config(inp.own, *configured), **common)
+    doc.update(configurations=rows, own=mine, baseline=baseline, recommendation=rec, infra_ceiling=ceiling,
                binding=binding(rows, rec, limit, baseline, inp.server),
                options=[p.name for p in inp.profiles if p.speculative and p not in candidates])
     return doc
 
 
 # --------------------------------------------------------------------------- command line
+
+
+# The agent the reference's timed runs ran (Run 1 and Run 2, whose timeouts the agent times are fitted
+# to): terminus-2. Run 3 (mini-swe-agent) recorded its infra errors, not how many trials timed out.
+REFERENCE_TIMED_AGENT = "terminus-2"
+
+
+def agent_note(agent: str, doc: dict) -> str:
+    """Say so when a run of another agent is planned on the reference's terminus-2 times."""
+    if doc["evidence"]["settled_trials"] or agent in (REFERENCE_TIMED_AGENT, "oracle"):
+        return ""
+    return (f"its agent, {agent}, is planned on {REFERENCE_TIMED_AGENT}'s times: the reference times no other agent "
+            f"(Run 3 ran mini-swe-agent and recorded its infra errors, not its timeouts); the run's own job dirs "
+            f"replace them after its first pass")
 
 
 def read_settings(environ: dict[str, str] | None = None) -> run_settings.Settings:
@@ -486,13 +512,29 @@ def dataset_task_dirs(path: str) -> int | None:
         return None
 
 
+# Datasets whose size the reference records (docs/reference-runs.md: terminal-bench 2.1, "all 89
+# tasks"): a run file written from scratch on one of them is estimated without DATASET_TASKS.
+KNOWN_DATASET_TASKS = {
+    "https://huggingface.co/datasets/harborframework/terminal-bench-2.1": 89,
+    "terminal-bench/terminal-bench-2-1": 89,
+}
+
+
+def known_dataset_tasks(dataset: str, repo: str) -> int | None:
+    """The task count of a dataset the reference ran whole: the registry name without its version,
+    else the git URL (without a trailing slash or .git)."""
+    if dataset:
+        return KNOWN_DATASET_TASKS.get(dataset.split("@", 1)[0])
+    return KNOWN_DATASET_TASKS.get(repo.rstrip("/").removesuffix(".git")) if repo else None
+
+
 def settings_task_count(s: run_settings.Settings) -> int | None:
     """How many tasks the settings bench: TASKS' words, else DATASET_PATH's task dirs, else
-    DATASET_TASKS, at most N_TASKS; None when none of them says."""
+    DATASET_TASKS, else a dataset the reference ran whole, at most N_TASKS; None when none says."""
     words = s["TASKS"]
     n = len(words) if words else dataset_task_dirs(s.raw("DATASET_PATH"))
     if n is None:
-        n = s["DATASET_TASKS"]
+        n = s["DATASET_TASKS"] or known_dataset_tasks(s.raw("DATASET"), s.raw("DATASET_REPO"))
     cap = s["N_TASKS"]
     if cap is not None and (n is None or n > cap):
         n = cap
@@ -531,15 +573,21 @@ def cli(prices_path, calibration_path, run_files, own, as_json):
                deadline=s["DEADLINE"], reps=s["PLAN_REPS"], seed=s["PLAN_SEED"], mopup_passes=s["MOPUP_PASSES"],
                max_infra_rate=s["MAX_INFRA_RATE"], ready_timeout=float(s["READY_TIMEOUT"]), prices_path=prices_path,
                calibration_path=calibration_path, run_files=read_run_files(run_files), identity=identity_of(s),
-               own=tuple(own) if own else None, max_retries=s["MAX_RETRIES"])
+               own=tuple(own) if own else None, max_retries=s["MAX_RETRIES"],
+               configured=(s["N_SHARDS"], s["N_CONCURRENT"]))
+    doc["max_cost_setting"] = s["MAX_COST"]
+    doc["agent_note"] = agent_note(s.raw("AGENT"), doc)
     if own:
         doc["own_line"] = plan_render.own_line(doc)
+    doc["ceiling_line"], doc["ceiling_level"] = plan_render.ceiling_words(doc), plan_render.ceiling_level(doc)
+    doc["submission_line"] = (plan_render.submission_words(doc, s["MAX_RETRIES"]) if doc["n_attempts"] >= BOARD_ATTEMPTS
+                              else "")
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     elif own:
         click.echo(plan_render.own_line(doc))
     else:
-        click.echo(plan_render.render(doc), nl=False)
+        click.echo(plan_render.render(doc, every_row=s["ALL"]), nl=False)
 
 
 def planned_tasks(jobs_dir: str, job_name: str, k: int) -> int:

@@ -21,6 +21,16 @@ COST_TARGET = 1.1
 # AUTO_STOP stops it, a relaunched server's loading.
 COST_MARGIN = 0.20
 
+
+def ceiling_of(usd_p90: float) -> int:
+    """The MAX_COST of a configuration whose p90 spend is usd_p90: the one figure make plan, make
+    print, make reproduce's plan, the README and the shipped run files give (tests hold them to it)."""
+    return math.ceil(round(usd_p90, 2) * (1 + COST_MARGIN))
+
+# Rows a page shows of each server without ALL=1 (with the baseline, the run's own, the
+# recommendation and the fastest): make plan RUN=qwen-t2 fits in 40 lines.
+CHEAPEST_PER_SERVER = 2
+
 COLUMNS = ("server", "GPUs", "replicas × TP", "shards × -n", "at once", "per replica", "step", "trial ×",
            "timeouts", "infra (sandbox + server)", "median wall-clock", "p90 wall-clock", "dollars", "p90 dollars",
            "mop-up passes (p90)")
@@ -82,8 +92,17 @@ def evidence_lines(doc: dict) -> list[str]:
     prices = doc["prices"]
     lines.append(f"- prices: {prices['source']}: " + ", ".join(f"{f} ${p:g}/h" for f, p in prices["usd_per_hour"].items())
                  + f", exposed port ${prices['exposed_port_usd_per_hour']:g}/h, sandbox {prices['sandbox_flavor']} "
-                   f"${prices['sandbox_usd_per_hour']:g}/h")
+                   f"${prices['sandbox_usd_per_hour']:g}/h + its exposed port ${prices['exposed_port_usd_per_hour']:g}/h "
+                   f"(a sandbox is an HF Job harbor reaches through its port, as make cost counts it)")
     return lines
+
+
+def sandbox_words(b: dict, ceiling: float) -> str:
+    if b["at_once_limit"] < 1:
+        return (f"the sandboxes keep the infra rate at or below {ceiling:.0%} at no number of trials at once (the "
+                f"governor's MAX_INFRA_RATE, or the baseline's own rate)")
+    return (f"the sandboxes allow at most {b['at_once_limit']} trials at once at or below {ceiling:.0%} infra errors "
+            f"(the governor's MAX_INFRA_RATE, or the baseline's own rate)")
 
 
 def binding_line(doc: dict) -> str:
@@ -100,22 +119,52 @@ def binding_line(doc: dict) -> str:
     if b["resource"] == "server":
         return f"what binds: the server and the deadline, not the sandboxes ({allows}).{speed}"
     # No DEADLINE: no row to judge, so only the sandboxes' limit, which holds whatever the GPUs.
-    return (f"what binds: no DEADLINE, so no configuration to judge; the sandboxes allow at most "
-            f"{b['at_once_limit']} trials at once at or below {ceiling:.0%} infra errors (the governor's "
-            f"MAX_INFRA_RATE, or the baseline's own rate).{speed}")
+    return f"what binds: no DEADLINE, so no configuration to judge; {sandbox_words(b, ceiling)}.{speed}"
 
 
-def render(doc: dict) -> str:
+def same_row(a: dict, b: dict) -> bool:
+    return (a["profile"], a["shards"], a["n_concurrent"]) == (b["profile"], b["shards"], b["n_concurrent"])
+
+
+def shown_rows(doc: dict, every_row: bool) -> list[dict]:
+    """The table's rows, cheapest first: every configuration with every_row (ALL=1); else the
+    baseline, the run's own configuration, the recommendation, and, within the infra ceiling, the
+    CHEAPEST_PER_SERVER cheapest of each server and the fastest of all (a page, not a wall: the rest
+    is ALL=1's or --json's)."""
+    rows = doc["configurations"]
+    if not every_row:
+        # Within the infra ceiling, as a recommendation is (a server with no such row: its own cheapest).
+        fit = [r for r in rows if r["infra_rate"] <= doc["infra_ceiling"] + 1e-9] or rows
+        keep = [doc["baseline"], doc["own"], min(fit, key=lambda r: (r["wall_clock_p90_secs"], r["usd_median"]))]
+        if doc["recommendation"]:
+            keep.append(doc["recommendation"]["row"])
+        for profile in dict.fromkeys(r["profile"] for r in rows):
+            mine = [r for r in fit if r["profile"] == profile] or [r for r in rows if r["profile"] == profile]
+            keep += sorted(mine, key=lambda r: r["usd_median"])[:CHEAPEST_PER_SERVER]
+        rows = [r for r in rows if any(same_row(r, k) for k in keep)]
+        if not any(same_row(doc["own"], r) for r in rows):
+            rows.append(doc["own"])
+    return sorted(rows, key=lambda r: (r["usd_median"], r["wall_clock_p90_secs"]))
+
+
+def render(doc: dict, every_row: bool = False) -> str:
     lines = [f"# plan: {doc['run']}: {doc['tasks']} task{'s' * (doc['tasks'] > 1)} × {doc['n_attempts']} "
              f"attempt{'s' * (doc['n_attempts'] > 1)} = {doc['attempts']} attempts", ""]
     lines += evidence_lines(doc)
+    rows = shown_rows(doc, every_row)
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
-    lines += ["| " + " | ".join(row_cells(r)) + " |" for r in doc["configurations"]]
-    if any(past_reference(r["at_once"]) for r in doc["configurations"]):
+    lines += ["| " + " | ".join(row_cells(r)) + " |" for r in rows]
+    hidden = len(doc["configurations"]) - len(rows)
+    if hidden > 0:
+        lines.append(f"(cheapest first; {hidden} more configuration{'s' * (hidden > 1)}: ALL=1 shows every one)")
+    if any(past_reference(r["at_once"]) for r in rows):
         lines += ["", f"* past the {plan_evidence.REFERENCE_LOW_AT_ONCE} trials at once the reference saw work: {REFERENCE_FIGURES}"]
     b = doc["baseline"]
     lines += ["", f"baseline: {describe(b)}: median {fmt.hours(b['wall_clock_median_secs'])}, "
                   f"p90 {fmt.hours(b['wall_clock_p90_secs'])}, ${b['usd_median']:,.0f} (p90 ${b['usd_p90']:,.0f})"]
+    lines.append(configured_line(doc))
+    if doc.get("submission_line"):
+        lines.append(doc["submission_line"])
     lines.append(binding_line(doc))
     rec = doc["recommendation"]
     if rec is None:
@@ -149,15 +198,64 @@ def render(doc: dict) -> str:
         lines.append(f"option: {name} (speculative decoding; not ranked: its speed-up is what make calibrate "
                      f"measures on it, not a roofline's)")
     root = str(REPO_ROOT) + os.sep
+    if doc.get("agent_note"):
+        lines.append(f"note: {doc['agent_note']}")
     for note in doc["evidence"]["notes"][:5]:  # the rest: --json
         lines.append(f"note: {note.replace(root, '')}")
     return "\n".join(lines) + "\n"
 
 
+def ceiling_level(doc: dict) -> str:
+    """none, below-median, below-p90 or ok: how the run's MAX_COST stands against its plan."""
+    r, setting = doc["own"], doc.get("max_cost_setting")
+    if setting is None:
+        return "none"
+    return "below-median" if setting < r["usd_median"] else "below-p90" if setting < r["usd_p90"] else "ok"
+
+
+def ceiling_words(doc: dict) -> str:
+    """The run's MAX_COST against the plan's figure for its configuration: the same words in make
+    plan, make print and make reproduce's plan (one ceiling per run)."""
+    r, setting = doc["own"], doc.get("max_cost_setting")
+    if setting is None:
+        return (f"no spending ceiling: MAX_COST is unset (make plan's figure for this configuration: "
+                f"MAX_COST={r['max_cost']})")
+    if setting < r["usd_median"]:
+        return (f"MAX_COST={setting:g} is below the median spend ${r['usd_median']:,.0f}: the run would likely stop "
+                f"at it (exit 75, and each resume reloads the server); make plan's figure is MAX_COST={r['max_cost']}")
+    if setting < r["usd_p90"]:
+        return (f"MAX_COST={setting:g} is below the p90 spend ${r['usd_p90']:,.0f}: one run in ten or more stops at "
+                f"it; make plan's figure is MAX_COST={r['max_cost']}")
+    return f"MAX_COST={setting:g} (make plan's figure for this configuration: MAX_COST={r['max_cost']})"
+
+
+def submission_words(doc: dict, max_retries: int) -> str:
+    """What a run bound for the leaderboard (k >= 5) will submit, and what is still unverified."""
+    r, k = doc["own"], doc["n_attempts"]
+    jobs = ("one harbor job" if r["shards"] == 1 else
+            f"{r['shards']} harbor jobs (one a shard: several job ids, unverified below; N_SHARDS=1 keeps one)")
+    retries = (f"in-run retries (MAX_RETRIES={max_retries}) and mop-up in place keep it one job id; a mop-up pass "
+               f"harbor cannot run in place adds a retry job (<job>-retry-N), and its id" if max_retries else
+               "mop-up in place keeps it one job id; a mop-up pass harbor cannot run in place adds a retry job "
+               "(<job>-retry-N), and its id (MAX_RETRIES=2 fills most slots in the first pass)")
+    return (f"leaderboard: it submits each task's {k} settled trials, {doc['tasks'] * k} in all, from {jobs}; {retries}. "
+            f"Checked before upload: the board's rules (timeout multiplier 1, no overrides, ATIF trajectories: make "
+            f"submission). Unverified until harbor ships its leaderboard submit (0.26.0 has none): whether the board "
+            f"takes a submission of several job ids")
+
+
+def configured_line(doc: dict) -> str:
+    """The run as its files configure it, in the table's terms, with its one ceiling."""
+    r = doc["own"]
+    return (f"this run as configured: {describe(r)}: median {fmt.hours(r['wall_clock_median_secs'])}, p90 "
+            f"{fmt.hours(r['wall_clock_p90_secs'])}, ${r['usd_median']:,.0f} (p90 ${r['usd_p90']:,.0f}); "
+            f"{ceiling_words(doc)}")
+
+
 def own_line(doc: dict) -> str:
     """The run's own configuration in one line: what make print and make reproduce say."""
     r, e = doc["own"], doc["evidence"]
-    max_cost = math.ceil(r["usd_p90"] * (1 + COST_MARGIN))
+    max_cost = r["max_cost"]
     line = (f"make plan's model for this configuration ({r['profile']}, {r['shards']} shard(s) × -n "
             f"{r['n_concurrent']}, {r['at_once']} trial(s) at once): median {fmt.hours(r['wall_clock_median_secs'])}, p90 "
             f"{fmt.hours(r['wall_clock_p90_secs'])} from launch to the last mop-up pass (server loading at READY_TIMEOUT "
@@ -165,6 +263,8 @@ def own_line(doc: dict) -> str:
             f"{COST_MARGIN:.0%} to spare); {r['mopup_passes_mean']:.1f} mop-up passes (p90 {r['mopup_passes_p90']}; "
             f"MOPUP_PASSES={doc['mopup_passes_setting']}); {fmt.percent(r['timeout_share'], 0)} of attempts reach their "
             f"{doc['agent_timeout_secs']:g} s timeout; fitted to {e['source']} (docs/plan.md)")
+    if doc.get("agent_note"):
+        line += f"; {doc['agent_note']}"
     if past_reference(r["at_once"]):
         line += (f". {r['at_once']} trials at once is past the {plan_evidence.REFERENCE_LOW_AT_ONCE} the reference saw work: "
                  f"{REFERENCE_FIGURES}; this plan reads {fmt.percent(r['infra_rate'], 0)} infra errors at {r['at_once']}")

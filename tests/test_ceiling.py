@@ -1,0 +1,149 @@
+"""One ceiling per run (docs/cost.md §2): the run file's MAX_COST is make plan's figure for its
+configuration, and make plan, make print and make reproduce's plan give that same figure; a
+MAX_COST below the plan's median is refused unless ALLOW_LOW_CEILING=1, one below its p90 warned,
+none at all said; make plan's page is a page; a run bound for the leaderboard says what it submits."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tools.money import plan_render
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def env(tmp_path):
+    out = {k: v for k, v in os.environ.items() if k not in ("RUN", "DRY_RUN", "CLI_SETTINGS", "DEADLINE", "MAX_COST")}
+    out["STATE_ROOT"] = str(tmp_path / "state")
+    return out
+
+
+def make(target: str, *args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-C", str(REPO), "--no-print-directory", target, *args], capture_output=True,
+                          text=True, env=env, timeout=600)
+
+
+def run_file_setting(run: str, name: str) -> str:
+    return re.search(rf"^{name}=(\S*)", (REPO / "runs" / f"{run}.env").read_text(), re.M).group(1)
+
+
+def test_the_run_file_s_max_cost_is_the_one_figure_plan_print_and_the_reproduce_plan_give(tmp_path, env):
+    empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
+    ceiling = run_file_setting("qwen-t2", "MAX_COST")
+    doc = json.loads(make("plan", "RUN=qwen-t2", "JSON=1", empty, env=env).stdout)
+    own = doc["own"]
+    assert (own["profile"], own["shards"], own["n_concurrent"]) == ("qwen3.8-27b-fp8-sglang-h200", 1, 3)
+    assert str(own["max_cost"]) == ceiling == str(plan_render.ceiling_of(own["usd_p90"]))
+    words = f"MAX_COST={ceiling} (make plan's figure for this configuration: MAX_COST={ceiling})"
+    page = make("plan", "RUN=qwen-t2", empty, env=env).stdout.splitlines()
+    configured = next(x for x in page if x.startswith("this run as configured: "))
+    assert configured.endswith(f"; {words}")
+    printed = make("print", "RUN=qwen-t2", empty, env=env)
+    assert printed.returncode == 0, printed.stderr
+    assert f"# spending ceiling: MAX_COST={ceiling} USD for the whole run (make cost RUN=qwen-t2); " in printed.stdout
+    assert f"\n# {words}\n" in printed.stdout
+    assert f"(MAX_COST={ceiling} covers it with 20% to spare)" in printed.stdout
+    dry = make("reproduce", "RUN=qwen-t2", "DRY_RUN=1", empty, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"ceiling  {words}" in dry.stdout.splitlines()
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_ceiling_below_the_median_is_refused_unless_kept_and_one_below_p90_is_warned(tmp_path, env):
+    empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
+    own = json.loads(make("plan", "RUN=qwen-t2", "JSON=1", empty, env=env).stdout)["own"]
+    low = int(own["usd_median"] * 0.6)
+    refused = make("reproduce", "RUN=qwen-t2", f"MAX_COST={low}", "DRY_RUN=1", empty, env=env)
+    assert refused.returncode == 2  # make's, for a recipe that exited 1
+    assert refused.stderr.splitlines()[:-1] == [
+        f"reproduce: MAX_COST={low} is below the median spend ${own['usd_median']:,.0f}: the run would likely stop at it "
+        f"(exit 75, and each resume reloads the server); make plan's figure is MAX_COST={own['max_cost']}. Raise "
+        f"MAX_COST (in runs/qwen-t2.env, or MAX_COST=<usd> on the command line), or keep it with ALLOW_LOW_CEILING=1"]
+    assert refused.stdout == "" and not (tmp_path / "state").exists()
+    bench = make("bench", "RUN=qwen-t2", f"MAX_COST={low}", "DRY_RUN=1", empty, env=env)
+    assert bench.returncode == 2 and "Raise MAX_COST" in bench.stderr and bench.stdout == ""
+    kept = make("reproduce", "RUN=qwen-t2", f"MAX_COST={low}", "ALLOW_LOW_CEILING=1", "DRY_RUN=1", empty, env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert f"(kept: ALLOW_LOW_CEILING=1)" in kept.stderr
+    between = (own["usd_median"] + own["usd_p90"]) / 2
+    warned = make("reproduce", "RUN=qwen-t2", f"MAX_COST={between:.2f}", "DRY_RUN=1", empty, env=env)
+    assert warned.returncode == 0, warned.stderr
+    assert (f"MAX_COST={between:.2f} is below the p90 spend ${own['usd_p90']:,.0f}: one run in ten or more stops at it; "
+            f"make plan's figure is MAX_COST={own['max_cost']}") in warned.stderr
+    # The print shows the refusal it would meet, and refuses nothing itself.
+    printed = make("print", "RUN=qwen-t2", f"MAX_COST={low}", empty, env=env)
+    assert printed.returncode == 0, printed.stderr
+    assert "# make bench and make reproduce refuse it: raise MAX_COST, or keep it with ALLOW_LOW_CEILING=1" in printed.stdout
+
+
+def test_a_run_without_a_ceiling_says_so_in_every_plan_of_it(tmp_path, env):
+    empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
+    own = json.loads(make("plan", "RUN=qwen-t2", "JSON=1", "MAX_COST=", empty, env=env).stdout)["own"]
+    words = f"no spending ceiling: MAX_COST is unset (make plan's figure for this configuration: MAX_COST={own['max_cost']})"
+    page = make("plan", "RUN=qwen-t2", "MAX_COST=", empty, env=env).stdout
+    assert page.count(words) == 1
+    printed = make("print", "RUN=qwen-t2", "MAX_COST=", empty, env=env).stdout
+    assert f"\n# {words}\n" in printed
+    dry = make("reproduce", "RUN=qwen-t2", "MAX_COST=", "DRY_RUN=1", empty, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"ceiling  {words}" in dry.stdout.splitlines()
+    assert f"reproduce: note: {words}" in dry.stderr.splitlines()
+
+
+def test_make_plan_without_a_deadline_is_a_page_cheapest_first_and_all_1_shows_every_row(tmp_path, env):
+    empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
+    page = make("plan", "RUN=qwen-t2", empty, env=env).stdout.splitlines()
+    assert len(page) <= 40, "\n".join(page)
+    doc = json.loads(make("plan", "RUN=qwen-t2", "JSON=1", empty, env=env).stdout)
+    rows = [x for x in page if x.startswith("| qwen3")]
+    dollars = [float(x.split(" | ")[12].lstrip("$").replace(",", "")) for x in rows]
+    assert dollars == sorted(dollars) and len(rows) < len(doc["configurations"])
+    hidden = len(doc["configurations"]) - len(rows)
+    assert f"(cheapest first; {hidden} more configurations: ALL=1 shows every one)" in page
+    # Every server shows its cheapest, and the fastest within the infra ceiling is there.
+    assert {x.split(" | ")[0].lstrip("| ") for x in rows} == {r["profile"] for r in doc["configurations"]}
+    fit = [r for r in doc["configurations"] if r["infra_rate"] <= doc["infra_ceiling"]]
+    fastest = min(fit, key=lambda r: (r["wall_clock_p90_secs"], r["usd_median"]))
+    assert any(x.startswith(f"| {fastest['profile']} |") and f"| {fastest['shards']} × {fastest['n_concurrent']} |" in x
+               for x in rows)
+    every = make("plan", "RUN=qwen-t2", "ALL=1", empty, env=env).stdout.splitlines()
+    assert len([x for x in every if x.startswith("| qwen3")]) == len(doc["configurations"])
+    assert not any("ALL=1 shows" in x for x in every)
+
+
+def test_a_run_bound_for_the_leaderboard_says_what_it_submits_and_what_is_unverified(tmp_path, env):
+    empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
+    words = ("leaderboard: it submits each task's 5 settled trials, 445 in all, from one harbor job; in-run retries "
+             "(MAX_RETRIES=2) and mop-up in place keep it one job id; a mop-up pass harbor cannot run in place adds a "
+             "retry job (<job>-retry-N), and its id. Checked before upload: the board's rules (timeout multiplier 1, no "
+             "overrides, ATIF trajectories: make submission). Unverified until harbor ships its leaderboard submit "
+             "(0.26.0 has none): whether the board takes a submission of several job ids")
+    page = make("plan", "RUN=qwen-t2-leaderboard", "PLAN_REPS=20", empty, env=env).stdout
+    assert f"\n{words}\n" in page
+    printed = make("print", "RUN=qwen-t2-leaderboard", "PLAN_REPS=20", empty, env=env).stdout
+    assert f"\n# {words}\n" in printed
+    dry = make("reproduce", "RUN=qwen-t2-leaderboard", "PLAN_REPS=20", "ALLOW_LOW_CEILING=1", "DRY_RUN=1", empty, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"submission {words}" in dry.stdout.splitlines()
+    # Sharded, it says the jobs are several; a k = 1 run says nothing of the board.
+    sharded = make("print", "RUN=qwen-t2-leaderboard", "N_SHARDS=2", "PLAN_REPS=20", empty, env=env).stdout
+    assert ("from 2 harbor jobs (one a shard: several job ids, unverified below; N_SHARDS=1 keeps one)") in sharded
+    assert "leaderboard: it submits" not in make("print", "RUN=qwen-t2", "PLAN_REPS=20", empty, env=env).stdout
+
+
+def test_a_leaderboard_run_is_recommended_one_job(tmp_path, env):
+    """Several job ids are not known to be accepted: the plan recommends one-shard rows only for a
+    k >= 5 run, and may recommend shards otherwise."""
+    empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
+    doc = json.loads(make("plan", "RUN=qwen-t2-leaderboard", "DEADLINE=12h", "PLAN_REPS=20", "JSON=1", empty,
+                          env=env).stdout)
+    assert doc["recommendation"]["row"]["shards"] == 1
+    sharded = [r for r in doc["configurations"] if r["shards"] > 1]
+    assert sharded and min(r["wall_clock_p90_secs"] for r in sharded) < doc["recommendation"]["row"]["wall_clock_p90_secs"]
