@@ -149,9 +149,6 @@ main() {
   local base
   bench_endpoint base
   warn_unpinned_dataset
-  # MAX_COST against the plan, once per run: under make reproduce (whose lock this inherits) it was
-  # checked already, and a smoke test is not the run.
-  ((smoke)) || holds_run_lock || check_ceiling
   case "$WHERE" in
     local) ;;
     hf) bench_remotely "$base" "$smoke"; return ;;

@@ -102,7 +102,7 @@ print_ceiling() {
   fi
   [[ -z "$PLAN_CEILING_LINE" ]] || printf '# %s\n' "$PLAN_CEILING_LINE"
   [[ "$PLAN_CEILING_LEVEL" != below-median ]] || ((ALLOW_LOW_CEILING)) ||
-    printf '# make bench and make reproduce refuse it: raise MAX_COST, or keep it with ALLOW_LOW_CEILING=1\n'
+    printf '# make reproduce refuses it: raise MAX_COST, or keep it with ALLOW_LOW_CEILING=1\n'
   [[ -z "$PLAN_SUBMISSION_LINE" ]] || printf '\n# %s\n' "$PLAN_SUBMISSION_LINE"
 }
 
