@@ -144,7 +144,8 @@ remote_script() {
   use_stubs
   # The bundled example's job dirs: 3 infra-errored tasks and 1 unfinished, so mop-up needs the server.
   cp -r "$REPO/examples/jobs" "$BATS_TEST_TMPDIR/jobs"
-  export JOBS_DIR="$BATS_TEST_TMPDIR/jobs" JOB_NAME=example-terminus2-tb21
+  # No ceiling: its spend checks would add hf calls to the exact sequence held below.
+  export JOBS_DIR="$BATS_TEST_TMPDIR/jobs" JOB_NAME=example-terminus2-tb21 MAX_COST=
   RUN=qwen-t2 API_BASE=$TEST_ENDPOINT SERVER_JOB=alice/job1 HF_TOKEN=$TEST_TOKEN run "$REPO/scripts/bench.sh"
   assert_success
   assert_output --partial "bench: AUTO_STOP=1: 4 task(s) left to mop up, so the server is kept"
@@ -405,7 +406,9 @@ hostile_launch_setup() {
   scratch_checkout real
   fakes_setup
   start_fake_hf_jobs '{"namespace": "alice", "new_job": {"id": "job-new"}}'
-  export HF_NAMESPACE=alice PROBE=0 TMPDIR="$BATS_TEST_TMPDIR/tmp"
+  # No ceiling: the shipped run's MAX_COST would read prices and jobs from HF first, and these
+  # tests hold that nothing at all reaches HF (tests/test_max_cost.py holds the ceiling's own calls).
+  export HF_NAMESPACE=alice PROBE=0 TMPDIR="$BATS_TEST_TMPDIR/tmp" MAX_COST=
   mkdir -p "$TMPDIR" "$BATS_TEST_TMPDIR/secrets"
   leaked_token >"$BATS_TEST_TMPDIR/secrets/token"
 }
