@@ -23,6 +23,7 @@ from tools.money import plan
 from tools.money import plan_checks
 from tools.money import plan_render
 from tools.money import plan_sim
+from tools.money import plan_tasks
 from tools.money import plan_evidence
 from tools.money import plan_server
 from tools import settings as run_settings
@@ -799,7 +800,7 @@ def test_the_task_count_is_the_settings_else_the_job_s_plan(tmp_path):
     """TASKS' words, else DATASET_PATH's task dirs, else DATASET_TASKS, at most N_TASKS; with none, the
     run's first job's planned trials ÷ k."""
     def count(**over):
-        return plan.settings_task_count(run_settings.current({"TB_SETTINGS": tb_settings(**over)}))
+        return plan_tasks.settings_task_count(run_settings.current({"TB_SETTINGS": tb_settings(**over)}))
 
     dataset = tmp_path / "local-dataset"
     for task in ("a", "b", "c", "d"):
@@ -812,10 +813,15 @@ def test_the_task_count_is_the_settings_else_the_job_s_plan(tmp_path):
     assert count(DATASET_PATH=tmp_path / "none", DATASET_TASKS=89) == 89
     assert count(DATASET_TASKS=89, N_TASKS=10) == 10 and count(DATASET_TASKS=8, N_TASKS=10) == 8
     assert count(N_TASKS=10) == 10
+    # A dataset the reference ran whole is counted without DATASET_TASKS (terminal-bench 2.1: 89).
+    tb21 = "https://huggingface.co/datasets/harborframework/terminal-bench-2.1"
+    assert count(DATASET_REPO=tb21) == count(DATASET_REPO=tb21 + ".git") == 89
+    assert count(DATASET="terminal-bench/terminal-bench-2-1@6") == count(DATASET="terminal-bench/terminal-bench-2-1") == 89
+    assert count(DATASET_REPO=tb21, N_TASKS=5) == 5 and count(DATASET_REPO=tb21 + "-fork") is None
     # None of them: the job's plan (its result.json's n_total_trials ÷ k), else one line saying what to set.
     jobs = tmp_path / "jobs"
     write_job(jobs, "r", [TrialSpec("a", 1.0, agent_minutes=10), TrialSpec("b", 0.0, agent_minutes=10)])
-    assert plan.task_count(run_settings.current({"TB_SETTINGS": tb_settings(JOBS_DIR=jobs, JOB_NAME="r")})) == 2
+    assert plan_tasks.task_count(run_settings.current({"TB_SETTINGS": tb_settings(JOBS_DIR=jobs, JOB_NAME="r")})) == 2
     assert plan_outcome(JOBS_DIR=tmp_path / "no-jobs", DATASET_TASKS="") == [
         "plan: the run's task count is unknown: set DATASET_TASKS (or TASKS, N_TASKS) in its run file, or on the "
         "command line"]

@@ -384,7 +384,7 @@ def test_the_scripts_get_nul_separated_records_and_the_tools_one_typed_object(tm
     assert values["SERVER_ARGS"] == "--a 'b c'\n--d" and pairs == ["SERVER_ARGS=--a 'b c'\n--d", "N_CONCURRENT=2"]
     typed = settings.current({"TB_SETTINGS": json.dumps({"run": "qwen-t2", "settings": values})})
     assert typed["N_CONCURRENT"] == 2 and typed["SERVER_ARGS"] == ["--a", "b c", "--d"]
-    assert typed["WATCHDOG_GRACE"] == 3600 and typed["AUTO_STOP"] is True and typed["MAX_COST"] is None
+    assert typed["WATCHDOG_GRACE"] == 3600 and typed["AUTO_STOP"] is True and typed["MAX_COST"] == 115.0
     assert typed.raw("SERVER_TIMEOUT") == "4d" and typed["SERVER_TIMEOUT"] == 4 * 86400
 
 

@@ -12,7 +12,8 @@ take. Nothing is launched, read from the Hub or written: the numbers come from t
 dirs, else the reference, a calibration (make calibrate) when there is one, and the prices from
 env/flavor-prices.tsv through tools/money/cost_prices.py. The model, its constants and the validation:
 docs/plan.md. The simulation is tools/money/plan_sim.py, the page tools/money/plan_render.py, what
-it takes (the price list and the flavors it prices) tools/money/plan_checks.py.
+it takes (the price list and the flavors it prices) tools/money/plan_checks.py, the task count
+tools/money/plan_tasks.py.
 
 The run's settings come as one document, TB_SETTINGS (tools/settings.py current: resolved and
 checked against env/defaults.env's types by the verb that starts the plan, the same check for every
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shlex
 import sys
 from dataclasses import dataclass
@@ -42,10 +42,9 @@ from tools.money import plan_evidence
 from tools.money import plan_render
 from tools.money import plan_server
 from tools.money import plan_sim
+from tools.money import plan_tasks
 from tools import safe_read
 from tools import settings as run_settings
-from tools.results import tally_jobs
-from tools.results import tally_trials
 from tools.money.plan_checks import Bounded, Costs, PlanError
 
 # The reference's configuration, every plan's baseline row: one GPU, one job, -n 3
@@ -502,55 +501,6 @@ def read_settings(environ: dict[str, str] | None = None) -> run_settings.Setting
     return s
 
 
-def dataset_task_dirs(path: str) -> int | None:
-    """The task dirs (<task>/task.toml) of a local dataset, or None when DATASET_PATH names no directory."""
-    if not path or not os.path.isdir(path):
-        return None
-    try:
-        return sum(1 for entry in Path(path).glob("*/task.toml"))
-    except OSError:
-        return None
-
-
-# Datasets whose size the reference records (docs/reference-runs.md: terminal-bench 2.1, "all 89
-# tasks"): a run file written from scratch on one of them is estimated without DATASET_TASKS.
-KNOWN_DATASET_TASKS = {
-    "https://huggingface.co/datasets/harborframework/terminal-bench-2.1": 89,
-    "terminal-bench/terminal-bench-2-1": 89,
-}
-
-
-def known_dataset_tasks(dataset: str, repo: str) -> int | None:
-    """The task count of a dataset the reference ran whole: the registry name without its version,
-    else the git URL (without a trailing slash or .git)."""
-    if dataset:
-        return KNOWN_DATASET_TASKS.get(dataset.split("@", 1)[0])
-    return KNOWN_DATASET_TASKS.get(repo.rstrip("/").removesuffix(".git")) if repo else None
-
-
-def settings_task_count(s: run_settings.Settings) -> int | None:
-    """How many tasks the settings bench: TASKS' words, else DATASET_PATH's task dirs, else
-    DATASET_TASKS, else a dataset the reference ran whole, at most N_TASKS; None when none says."""
-    words = s["TASKS"]
-    n = len(words) if words else dataset_task_dirs(s.raw("DATASET_PATH"))
-    if n is None:
-        n = s["DATASET_TASKS"] or known_dataset_tasks(s.raw("DATASET"), s.raw("DATASET_REPO"))
-    cap = s["N_TASKS"]
-    if cap is not None and (n is None or n > cap):
-        n = cap
-    return n
-
-
-def task_count(s: run_settings.Settings) -> int:
-    """The run's task count: the settings', else what its job's first pass planned."""
-    n = settings_task_count(s)
-    if n == 0:
-        path = safe_read.clip(safe_read.printable(s.raw("DATASET_PATH")), 200)
-        raise PlanError(f"the run's task count is 0: DATASET_PATH={path} holds no task dir (<task>/task.toml); "
-                        "set TASKS, N_TASKS or DATASET_TASKS, or DATASET_PATH to a dataset")
-    return n if n is not None else planned_tasks(s.raw("JOBS_DIR"), s.raw("JOB_NAME"), s["N_ATTEMPTS"])
-
-
 @click.command(cls=plan_checks.PlanCommand)
 @click.option("--prices", "prices_path", type=click.Path(path_type=Path), default=cost_prices.TSV_PRICES,
               help="the price list (default: env/flavor-prices.tsv)")
@@ -566,7 +516,7 @@ def cli(prices_path, calibration_path, run_files, own, as_json):
     settings come as one document in TB_SETTINGS (make plan sets it); the options are what no setting
     says. Reads job dirs, the profiles, a calibration and the price list; writes nothing."""
     s = read_settings()
-    doc = plan(run=s.run, tasks=task_count(s), k=s["N_ATTEMPTS"], mult=s["AGENT_TIMEOUT_MULTIPLIER"],
+    doc = plan(run=s.run, tasks=plan_tasks.task_count(s), k=s["N_ATTEMPTS"], mult=s["AGENT_TIMEOUT_MULTIPLIER"],
                timeout_estimate=float(s["AGENT_TIMEOUT_ESTIMATE"]), model=s.raw("MODEL"), server=s.raw("SERVER"),
                server_flavor=s.raw("SERVER_FLAVOR"), server_dp=s["SERVER_DP"], server_tp=s["SERVER_TP"],
                sandbox_flavor=s.raw("SANDBOX_FLAVOR"), jobs_dir=s.raw("JOBS_DIR"), job_name=s.raw("JOB_NAME"),
@@ -588,22 +538,6 @@ def cli(prices_path, calibration_path, run_files, own, as_json):
         click.echo(plan_render.own_line(doc))
     else:
         click.echo(plan_render.render(doc, every_row=s["ALL"]), nl=False)
-
-
-def planned_tasks(jobs_dir: str, job_name: str, k: int) -> int:
-    """The tasks the run's first pass planned (its job's result.json's n_total_trials ÷ k, summed
-    over its shards), when the settings name none."""
-    try:
-        first = [d for d in tally_jobs.run_job_dirs(jobs_dir, job_name) if tally_jobs.retry_number(job_name, d.name) == 0]
-        counts = [tally_trials.count_of(safe_read.read_json_object(os.path.join(d, "result.json")).get("n_total_trials"),
-                             100_000 * tally_trials.MAX_ATTEMPTS) for d in first]
-    except (tally_jobs.TallyError, OSError, safe_read.Unreadable):
-        counts = []
-    n = sum(counts) if counts and None not in counts else None
-    if not n or n // k < 1:
-        raise PlanError("the run's task count is unknown: set DATASET_TASKS (or TASKS, N_TASKS) in its run file, "
-                        "or on the command line")
-    return n // k
 
 
 if __name__ == "__main__":
