@@ -69,12 +69,12 @@ dp_head() {
 @test "SERVER_DP: a vLLM profile runs independent engines through vllm serve, one per GPU, behind the same router" {
   local dp
   mapfile -d '' dp < <(engine_words gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4)
-  assert_equal "${dp[*]}" "$(dp_head 4 1 8000 43200) vllm serve openai/gpt-oss-20b"
+  assert_equal "${dp[*]}" "$(dp_head 4 1 8000 54000) vllm serve openai/gpt-oss-20b"
   # Not vLLM's own data parallelism (lockstep ranks for an MoE model), nor its deprecated entry point.
   [[ "${dp[*]}" != *--data-parallel-size* && "${dp[*]}" != *vllm.entrypoints.openai.api_server* ]]
   # Flags the run adds reach every engine.
   mapfile -d '' dp < <(engine_words gptoss-t2 SERVER=gpt-oss-20b-vllm-l40sx4 SERVER_EXTRA_ARGS="--max-num-seqs 8")
-  assert_equal "${dp[*]}" "$(dp_head 4 1 8000 43200) vllm serve openai/gpt-oss-20b --max-num-seqs 8"
+  assert_equal "${dp[*]}" "$(dp_head 4 1 8000 54000) vllm serve openai/gpt-oss-20b --max-num-seqs 8"
 }
 
 @test "SERVER_TP: a tensor-parallel profile is its one-GPU command with the engine's tensor-parallel size" {
