@@ -145,3 +145,27 @@ def test_a_leaderboard_run_is_recommended_one_job(tmp_path, env):
     assert doc["recommendation"]["row"]["shards"] == 1
     sharded = [r for r in doc["configurations"] if r["shards"] > 1]
     assert sharded and min(r["wall_clock_p90_secs"] for r in sharded) < doc["recommendation"]["row"]["wall_clock_p90_secs"]
+
+
+def test_the_plan_against_the_reference_s_recorded_times(tmp_path, env):
+    """With no job dirs, make plan against the two lengths the reference recorded (docs/plan.md §5),
+    each within ±30%, the server's loading (READY_TIMEOUT, an upper bound) left out as the reference's
+    figures leave it out. Run 2's ~13 h (89 tasks at -n 3 on one L40S) is a check only: no fit uses
+    its length (its 3 timeouts of 89 and its infra rate are what is fitted). The TB3 smoke's 3 h 06 min
+    is the record its plan is made from (plan_evidence.RECORDED_TASK_SECS), so its row repeats it
+    rather than checking it; before, the dataset-wide fit planned that 7 h expert task at 0.4 h."""
+    empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
+
+    def bench_hours(run: str) -> tuple[float, dict]:
+        doc = json.loads(make("plan", f"RUN={run}", "JSON=1", empty, env=env).stdout)
+        return (doc["own"]["wall_clock_median_secs"] - doc["loading_secs"]) / 3600, doc
+
+    run2, doc2 = bench_hours("gptoss-t2")
+    assert doc2["recorded_task_secs"] is None and doc2["evidence"]["reference_run"] == "Run 2"
+    assert 13 * 0.7 <= run2 <= 13 * 1.3, run2
+    smoke, doc = bench_hours("qwen-tb3-smoke")
+    assert doc["recorded_task_secs"] == 3 * 3600 + 6 * 60
+    assert 3.1 * 0.7 <= smoke <= 3.1 * 1.3, smoke
+    # Another task, or another agent, on the same model has no record: the dataset-wide fit.
+    other = json.loads(make("plan", "RUN=qwen-tb3-smoke", "TASKS=another-task", "JSON=1", empty, env=env).stdout)
+    assert other["recorded_task_secs"] is None and other["own"]["wall_clock_median_secs"] < doc["own"]["wall_clock_median_secs"]

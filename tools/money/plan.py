@@ -178,12 +178,13 @@ def server_model(evidence: plan_evidence.Evidence, own: plan_server.Profile, cal
 
 def evaluate(config: Config, *, evidence: plan_evidence.Evidence, server: ServerModel, curve: plan_evidence.InfraCurve, cap: float,
              tasks: int, k: int, reps: int, seed: int, loading_secs: float, costs: Costs,
-             max_retries: int = 0) -> dict:
+             max_retries: int = 0, recorded: float | None = None) -> dict:
     """One row: the configuration simulated `reps` times with its own generator seeded `seed`
     (every row sees the same draws where its shapes allow: a fair comparison)."""
     rng = np.random.default_rng(seed)
     factor = server.factor(config)
-    durations = plan_sim.Durations(evidence.mean_agent_secs, factor, cap)
+    durations = (plan_sim.Recorded(recorded, factor, cap) if recorded
+                 else plan_sim.Durations(evidence.mean_agent_secs, factor, cap))
     server_rate = evidence.server_rate
 
     def infra_p(_pass, at_once):
@@ -422,7 +423,8 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
          ready_timeout: float, prices_path: Path = cost_prices.TSV_PRICES, servers_dir: Path = plan_server.SERVERS_DIR,
          calibration_path: Path | None = None, run_files: list[dict] | None = None,
          identity: dict | None = None, own: tuple[int, int] | None = None, max_retries: int = 0,
-         configured: tuple[int, int] = (1, BASELINE_CONCURRENCY)) -> dict:
+         configured: tuple[int, int] = (1, BASELINE_CONCURRENCY), agent: str = "",
+         task_names: tuple[str, ...] = ()) -> dict:
     """The plan of every candidate configuration, or, with own=(shards, N_CONCURRENT), of the run's
     own configuration alone (what make print and make reproduce say: one estimator). `configured` is
     the run's own (N_SHARDS, N_CONCURRENT): the full plan names its row, and its MAX_COST, too."""
@@ -431,12 +433,14 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
                  sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name, mult=mult,
                  timeout_estimate=timeout_estimate, ready_timeout=ready_timeout, prices_path=prices_path,
                  servers_dir=servers_dir, calibration_path=calibration_path)
+    recorded = None if inp.evidence.settled else plan_evidence.recorded_task_secs(model, agent, list(task_names))
     common = dict(evidence=inp.evidence, server=inp.server, curve=inp.curve, cap=inp.cap, tasks=tasks, k=k,
-                  reps=reps, seed=seed, loading_secs=inp.loading, costs=inp.costs, max_retries=max_retries)
+                  reps=reps, seed=seed, loading_secs=inp.loading, costs=inp.costs, max_retries=max_retries,
+                  recorded=recorded)
     doc = {"run": run, "tasks": tasks, "n_attempts": k, "attempts": tasks * k, "agent_timeout_multiplier": mult,
            "agent_timeout_secs": inp.cap, "deadline_secs": deadline, "reps": reps, "seed": seed,
            "mopup_passes_setting": mopup_passes, "max_retries": max_retries, "loading_secs": inp.loading, "criterion": "p90 wall-clock",
-           "max_infra_rate": max_infra_rate, **describe_inputs(inp)}
+           "max_infra_rate": max_infra_rate, "recorded_task_secs": recorded, **describe_inputs(inp)}
     if own:
         return doc | {"own": evaluate(Config(inp.own, *own), **common)}
     candidates = candidate_profiles(inp.own, inp.profiles, inp.costs,
@@ -472,7 +476,7 @@ REFERENCE_TIMED_AGENT = "terminus-2"
 
 def agent_note(agent: str, doc: dict) -> str:
     """Say so when a run of another agent is planned on the reference's terminus-2 times."""
-    if doc["evidence"]["settled_trials"] or agent in (REFERENCE_TIMED_AGENT, "oracle"):
+    if doc["evidence"]["settled_trials"] or doc["recorded_task_secs"] or agent in (REFERENCE_TIMED_AGENT, "oracle"):
         return ""
     return (f"its agent, {agent}, is planned on {REFERENCE_TIMED_AGENT}'s times: the reference times no other agent "
             f"(Run 3 ran mini-swe-agent and recorded its infra errors, not its timeouts); the run's own job dirs "
@@ -524,7 +528,7 @@ def cli(prices_path, calibration_path, run_files, own, as_json):
                max_infra_rate=s["MAX_INFRA_RATE"], ready_timeout=float(s["READY_TIMEOUT"]), prices_path=prices_path,
                calibration_path=calibration_path, run_files=read_run_files(run_files), identity=identity_of(s),
                own=tuple(own) if own else None, max_retries=s["MAX_RETRIES"],
-               configured=(s["N_SHARDS"], s["N_CONCURRENT"]))
+               configured=(s["N_SHARDS"], s["N_CONCURRENT"]), agent=s.raw("AGENT"), task_names=tuple(s["TASKS"] or ()))
     doc["max_cost_setting"] = s["MAX_COST"]
     doc["agent_note"] = agent_note(s.raw("AGENT"), doc)
     if own:

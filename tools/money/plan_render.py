@@ -66,9 +66,12 @@ def evidence_lines(doc: dict) -> list[str]:
     fitted = (f"{e['settled_trials']} settled trials, {e['timed_out']} of them timed out ({', '.join(e['job_dirs'])})"
               if e["settled_trials"] else f"{e['reference_run']}: {e['timed_out']} of 89 trials hit ×4's 3,600 s")
     pts = " and ".join(f"{rate:.0%} at {n:g}" for n, rate in zip(c["at_once"], c["rates"]))
+    times = (f"exponential, mean {e['mean_agent_secs'] / 60:.1f} min on {where} (fitted to {e['source']}: {fitted})"
+             if not doc.get("recorded_task_secs") else
+             f"the reference's recorded time of this run's task, {fmt.hours(doc['recorded_task_secs'])} (the TB3 smoke: "
+             f"docs/reference-runs.md §2), every attempt alike: a record, not a fit, so this plan repeats it")
     lines = [
-        f"- agent times: exponential, mean {e['mean_agent_secs'] / 60:.1f} min on {where} (fitted to {e['source']}: "
-        f"{fitted}); cut at the timeout, {doc['agent_timeout_secs']:g} s (×{doc['agent_timeout_multiplier']:g}); "
+        f"- agent times: {times}; cut at the timeout, {doc['agent_timeout_secs']:g} s (×{doc['agent_timeout_multiplier']:g}); "
         f"+{plan_evidence.TRIAL_OVERHEAD_SECS:g} s each (the sandbox's start, at most 120 s; the verifier is not timed here)",
         f"- infra errors: sandbox side through {pts} trials at once over every shard, flat outside; model-server "
         f"side {c['server_rate']:.1%} at any load; interruptions left out. An errored attempt takes "
@@ -149,7 +152,7 @@ def shown_rows(doc: dict, every_row: bool) -> list[dict]:
 
 def render(doc: dict, every_row: bool = False) -> str:
     lines = [f"# plan: {doc['run']}: {doc['tasks']} task{'s' * (doc['tasks'] > 1)} × {doc['n_attempts']} "
-             f"attempt{'s' * (doc['n_attempts'] > 1)} = {doc['attempts']} attempts", ""]
+             f"attempt{'s' * (doc['n_attempts'] > 1)} = {doc['attempts']} attempt{'s' * (doc['attempts'] > 1)}", ""]
     lines += evidence_lines(doc)
     rows = shown_rows(doc, every_row)
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
@@ -262,7 +265,9 @@ def own_line(doc: dict) -> str:
             f"included); ${r['usd_median']:,.0f} median, ${r['usd_p90']:,.0f} p90 (MAX_COST={max_cost} covers it with "
             f"{COST_MARGIN:.0%} to spare); {r['mopup_passes_mean']:.1f} mop-up passes (p90 {r['mopup_passes_p90']}; "
             f"MOPUP_PASSES={doc['mopup_passes_setting']}); {fmt.percent(r['timeout_share'], 0)} of attempts reach their "
-            f"{doc['agent_timeout_secs']:g} s timeout; fitted to {e['source']} (docs/plan.md)")
+            f"{doc['agent_timeout_secs']:g} s timeout; "
+            + (f"its task at the reference's recorded {fmt.hours(doc['recorded_task_secs'])}" if doc.get("recorded_task_secs")
+               else f"fitted to {e['source']}") + " (docs/plan.md)")
     if doc.get("agent_note"):
         line += f"; {doc['agent_note']}"
     if past_reference(r["at_once"]):

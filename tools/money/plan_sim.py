@@ -43,6 +43,19 @@ class Durations:
         return plan_server.timeout_share(self.mean, self.factor, self.cap)
 
 
+@dataclass(frozen=True)
+class Recorded(Durations):
+    """A task's recorded agent time (plan_evidence.RECORDED_TASK_SECS), `factor` times as long on
+    this server, cut at the timeout: the same every attempt, as one record gives no spread."""
+
+    def draw(self, rng: np.random.Generator, size) -> np.ndarray:
+        return np.full(size, min(self.mean * self.factor, self.cap)) + self.overhead
+
+    @property
+    def timeout_share(self) -> float:
+        return 1.0 if self.mean * self.factor >= self.cap else 0.0
+
+
 # --------------------------------------------------------------------------- the simulation
 
 
