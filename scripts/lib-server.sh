@@ -335,6 +335,6 @@ engine_version() {
 # command is proven against (SERVER_ENGINE_VERSION); nothing when they agree, or either is unknown.
 version_warning() {
   [[ -n "$1" && -n "$SERVER_ENGINE_VERSION" && "$1" != "$SERVER_ENGINE_VERSION" ]] || return 0
-  printf 'the server runs %s %s, not %s, the release its command is proven against (tests/test_engine_contracts.py parses it with that release'"'"'s own parser): a flag may mean something else there, or be refused. Pin SERVER_IMAGE to the proven release (env/servers/%s.env), or prove the command against %s first' \
+  printf 'the server runs %s %s, not %s, the release its command is proven against (tests/test_engines.py parses it with that release'"'"'s own parser): a flag may mean something else there, or be refused. Pin SERVER_IMAGE to the proven release (env/servers/%s.env), or prove the command against %s first' \
     "$SERVER_ENGINE" "$1" "$SERVER_ENGINE_VERSION" "$SERVER" "$1"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The engine version a server runs, against the release its command is proven against
-# (SERVER_ENGINE_VERSION, tests/test_engine_contracts.py): wait-ready asks the server at readiness and
+# (SERVER_ENGINE_VERSION, tests/test_engines.py): wait-ready asks the server at readiness and
 # records it in the run's manifest, make status shows it and warns when they differ. Through the real
 # hf CLI against the fake Jobs API, and the fake model server answering sglang's GET /server_info.
 
@@ -41,7 +41,7 @@ ready_record() {
 
 @test "a server that runs another release than the proven one is warned of, at readiness and by make status" {
   ready_server --engine-version 0.5.24
-  local warning="the server runs sglang 0.5.24, not 0.5.23, the release its command is proven against (tests/test_engine_contracts.py parses it with that release's own parser): a flag may mean something else there, or be refused. Pin SERVER_IMAGE to the proven release (env/servers/qwen3.8-27b-fp8-sglang-h200.env), or prove the command against 0.5.24 first"
+  local warning="the server runs sglang 0.5.24, not 0.5.23, the release its command is proven against (tests/test_engines.py parses it with that release's own parser): a flag may mean something else there, or be refused. Pin SERVER_IMAGE to the proven release (env/servers/qwen3.8-27b-fp8-sglang-h200.env), or prove the command against 0.5.24 first"
   RUN=qwen-t2 run "$REPO/scripts/wait-ready.sh"
   assert_success
   assert_line "wait-ready: warning: $warning"
