@@ -136,7 +136,7 @@ assert_dataset() {
 }
 
 @test "bench and smoke: the real harbor --print-config resolves every run to what the run says" {
-  local run_name mode config want_tasks want_n_tasks
+  local run_name mode config want_tasks want_n_tasks words
   for run_name in $(runs); do
     for mode in bench smoke; do
       config=$(resolved_config "$run_name" "$mode")
@@ -160,8 +160,20 @@ assert_dataset() {
         assert_equal "$(jq -r '.n_concurrent_trials' <<<"$config")" 1
         assert_equal "$(jq -r '.n_attempts // 1' <<<"$config")" 1
         want_n_tasks=1
+        # SMOKE_TASK, else the run's one task, else the one a run file of the same dataset chose
+        # (argv.sh smoke_choice, tools/run/smoke_task.py), else the run's TASKS as they are.
         want_tasks=$(setting "$run_name" SMOKE_TASK)
-        [[ -n "$want_tasks" ]] || want_tasks=$(setting "$run_name" TASKS)
+        if [[ -z "$want_tasks" ]]; then
+          read -ra words <<<"$(setting "$run_name" TASKS)"
+          if ((${#words[@]} == 1)); then
+            want_tasks=${words[0]}
+          else
+            want_tasks=$("$REPO/.venv/bin/python" -m tools.run.smoke_task --root "$REPO" "$run_name" \
+              "$(setting "$run_name" DATASET_REPO)" "$(setting "$run_name" DATASET)" \
+              "$(setting "$run_name" DATASET_PATH)" | cut -f1)
+            [[ -n "$want_tasks" ]] || want_tasks=${words[*]}
+          fi
+        fi
       fi
       assert_equal "$(jq -r '.datasets[0].n_tasks // ""' <<<"$config")" "$want_n_tasks"
       assert_equal "$(jq -r '.datasets[0].task_names // [] | join(" ")' <<<"$config")" "$want_tasks"
