@@ -643,9 +643,12 @@ def test_dry_run_prints_the_whole_plan_and_writes_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     # Each step, and after serve the run's watchdog it installs (docs/watchdog.md); then make plan's
-    # estimate of the whole run (docs/plan.md §1; its figures: tests/test_plan.py).
-    assert [line.split()[0] for line in lines] == ["serve", "watchdog", *reproduce_state.STEPS[1:], "estimate"]
-    serve, watchdog, probe, smoke, bench, mopup, tally, stop, _, estimate = lines
+    # estimate of the whole run (docs/plan.md §1; its figures: tests/test_plan.py), and the run's
+    # ceiling against it (docs/cost.md §2; tests/test_ceiling.py).
+    assert [line.split()[0] for line in lines] == ["serve", "watchdog", *reproduce_state.STEPS[1:], "estimate",
+                                                   "ceiling"]
+    serve, watchdog, probe, smoke, bench, mopup, tally, stop, _, estimate, ceiling = lines
+    assert ceiling.startswith("ceiling  MAX_COST=115 (make plan's figure for this configuration: MAX_COST=")
     assert estimate.startswith("estimate make plan's model for this configuration (qwen3.8-27b-fp8-sglang-h200, "
                                "1 shard(s) × -n 3, 3 trial(s) at once): median ")
     assert watchdog.startswith("watchdog hf jobs scheduled run -q --flavor cpu-basic --timeout 15m --no-concurrency "
