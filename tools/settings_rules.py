@@ -32,7 +32,10 @@ REQUIRED_FOR_COMMANDS = ("MODEL", "SERVER_ENGINE", "SERVER_IMAGE", "SERVER_FLAVO
 IDLE_FLOOR, IDLE_MARGIN = 7200, 3600
 # What a server profile declares (docs/server-profiles.md); every other setting is the run's.
 PROFILE_SETTINGS = ("MODEL", "MODEL_LABEL", "SERVER_ENGINE", "SERVER_IMAGE", "SERVER_ENGINE_VERSION", "SERVER_FLAVOR",
-                    "PORT", "SERVER_ARGS", "SERVER_DP", "SERVER_TP")
+                    "PORT", "SERVER_ARGS", "SERVER_DP", "SERVER_TP", "SERVER_PROTOCOLS")
+# The inference protocols an engine may serve, by harbor's names (harbor.models.model_api_format.
+# ModelApiFormat at the pinned harbor; tests/test_agents.py holds them to it): what SERVER_PROTOCOLS lists.
+SERVED_PROTOCOLS = ("openai_chat_completions", "anthropic_messages", "openai_responses")
 JOB_FIX = "Give run '{run}' a JOB_NAME of its own that does not end in -shard-<N>, -retry-<N> or -smoke"
 
 
@@ -236,6 +239,19 @@ def agent_supported(v: dict, run: str) -> str | None:
     return None
 
 
+def protocols_known(v: dict, run: str) -> str | None:
+    try:
+        words = split_words(v["SERVER_PROTOCOLS"])
+    except ValueError:
+        return None  # the words' own type says so
+    unknown = [w for w in words if w not in SERVED_PROTOCOLS]
+    if unknown or not words:
+        where = f"the server profile env/servers/{v['SERVER']}.env" if v["SERVER"] else "the command line"
+        return (f"setting SERVER_PROTOCOLS must list one or more of: {' '.join(SERVED_PROTOCOLS)} (got "
+                f"'{' '.join(unknown)}'): fix it in {where}")
+    return None
+
+
 def calibrate_levels(v: dict, run: str) -> str | None:
     try:
         words = split_words(v["CALIBRATE_LEVELS"])
@@ -257,6 +273,6 @@ def calibrate_tokens(v: dict, run: str) -> str | None:
 
 
 # Every verb: the rules across settings. The verbs that build commands: COMMANDS as well.
-RULES = (watchdog_grace, agent_supported, reasoning_effort, one_dataset, remote_bench, shards_whole_list,
+RULES = (watchdog_grace, agent_supported, protocols_known, reasoning_effort, one_dataset, remote_bench, shards_whole_list,
          parallelism_flags, replicas_fill_flavor, calibrate_levels, calibrate_tokens)
 COMMANDS = (required, model_of_profile, dataset_named)

@@ -6,6 +6,7 @@ Usage:
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
         [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE] [--metrics FILE]
         [--decode-ms MS] [--echo-auth] [--engine-version V] [--metrics-path P]
+        [--protocols "openai_chat_completions anthropic_messages openai_responses"]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -30,6 +31,14 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
                                  events, one chunk per output token (max_tokens of them, at most
                                  4096), --decode-ms apart, then a chunk with the usage and
                                  [DONE]; the body is recorded without its messages.
+    POST /v1/messages            one Anthropic Messages answer ({"type": "message", "content":
+                                 [{"type": "text", "text": ANSWER}], "stop_reason": "end_turn",
+                                 "usage": {"input_tokens", "output_tokens"}}), as sglang's route
+    POST /v1/responses           one OpenAI Responses answer ({"object": "response", "status":
+                                 "completed", "output": [a message with one output_text]})
+        --protocols WORDS  which of the three inference routes answer (harbor's ModelApiFormat
+                         names: openai_chat_completions, anthropic_messages, openai_responses);
+                         the others answer 404, as an engine without that route does. Default: all
     GET  /workers                404 (a single engine has none), unless one of:
         --workers N      sglang's Model Gateway in front of N workers (data parallelism): its
                          worker list as sgl-model-gateway's WorkerListResponse serialises it,
@@ -56,7 +65,9 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
 Every request is appended to --record as one JSON line:
     {"method": "GET", "path": "/health", "status": 503, "auth": "ok", "body": null}
 "auth" is "missing", "ok" (the Bearer value equals $FAKE_OPENAI_EXPECT_TOKEN, or any value
-when that variable is unset) or "wrong". The token itself is never written anywhere.
+when that variable is unset) or "wrong". A request that carries its key in an x-api-key header
+(an Anthropic client given ANTHROPIC_API_KEY instead of a bearer) also gets "x_api_key": true;
+the jobs proxy reads only the bearer, so for it such a request is "missing". The token itself is never written anywhere.
 With $FAKE_OPENAI_EXPECT_TOKEN set, requests without the right token answer 401, as the
 jobs proxy does; with --echo-auth that 401's body repeats the Authorization header it was
 sent, token and all, as an error page may: what a client that logs error bodies verbatim
@@ -98,6 +109,7 @@ class State:
         self.expect_token = os.environ.get("FAKE_OPENAI_EXPECT_TOKEN")
         self.echo_auth = args.echo_auth
         self.engine_version = args.engine_version
+        self.protocols = set(args.protocols.split())
         self.lock = threading.Lock()
 
     def auth(self, header: str | None) -> str:
@@ -139,6 +151,31 @@ def completion(state: State, request: dict) -> dict:
     }
 
 
+def anthropic_message(state: State, request: dict) -> dict:
+    """sglang's POST /v1/messages answer (Anthropic Messages)."""
+    return {
+        "id": "msg_fake", "type": "message", "role": "assistant", "model": request.get("model", state.model),
+        "content": [{"type": "text", "text": state.answer}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 20, "output_tokens": 2},
+    }
+
+
+def response(state: State, request: dict) -> dict:
+    """POST /v1/responses (OpenAI Responses): one completed message."""
+    return {
+        "id": "resp_fake", "object": "response", "created_at": int(time.time()), "status": "completed",
+        "model": request.get("model", state.model),
+        "output": [{"type": "message", "id": "msg_fake", "status": "completed", "role": "assistant",
+                    "content": [{"type": "output_text", "text": state.answer, "annotations": []}]}],
+        "usage": {"input_tokens": 20, "output_tokens": 2, "total_tokens": 22},
+    }
+
+
+# The inference routes by the protocol (harbor's ModelApiFormat name) each one speaks.
+ROUTES = {"/v1/chat/completions": "openai_chat_completions", "/v1/messages": "anthropic_messages",
+          "/v1/responses": "openai_responses"}
+
+
 def worker_list(state: State) -> dict:
     """The gateway's GET /workers answer; the unhealthy ones recover after --unhealthy-polls."""
     with state.lock:
@@ -167,7 +204,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
         self.wfile.write(raw)
-        self.state.record({"method": self.command, "path": self.path, "status": code, "auth": auth, "body": body})
+        entry = {"method": self.command, "path": self.path, "status": code, "auth": auth, "body": body}
+        if self.headers.get("x-api-key") is not None:
+            entry["x_api_key"] = True
+        self.state.record(entry)
 
     def _handle(self):
         state = self.state
@@ -196,6 +236,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(200, state.workers_body, body, auth)
         if self.command == "GET" and self.path == "/workers" and state.workers:
             return self._reply(200, worker_list(state), body, auth)
+        if self.command == "POST" and ROUTES.get(self.path, "-") not in state.protocols:
+            return self._reply(404, {"detail": "Not Found"}, body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions" and (body or {}).get("stream"):
             return self._stream(body, auth)
         if self.command == "GET" and self.path == state.metrics_path and state.metrics and os.path.exists(state.metrics):
@@ -203,6 +245,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self._reply(200, f.read(), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
+        if self.command == "POST" and self.path == "/v1/messages":
+            return self._reply(200, anthropic_message(state, body or {}), body, auth)
+        if self.command == "POST" and self.path == "/v1/responses":
+            return self._reply(200, response(state, body or {}), body, auth)
         if self.command == "GET" and self.path == "/server_info" and state.engine_version:
             return self._reply(200, {"version": state.engine_version, "model_path": state.model, "tp_size": 1}, body, auth)
         if self.command == "GET" and self.path == "/version" and state.engine_version:
@@ -264,6 +310,7 @@ def main() -> None:
     parser.add_argument("--echo-auth", action="store_true")
     parser.add_argument("--engine-version")
     parser.add_argument("--metrics-path", default="/metrics")
+    parser.add_argument("--protocols", default=" ".join(ROUTES.values()))
     args = parser.parse_args()
 
     Handler.state = State(args)
