@@ -99,6 +99,10 @@ plan: ## which server, shards and N_CONCURRENT finish RUN by DEADLINE (e.g. 24h)
 calibrate: ## load-test RUN's live server (evalscope perf) at a concurrency ladder: TTFT, time per output token, throughput in state/RUN/calibration.json, for make plan
 	@scripts/calibrate.sh
 
+.PHONY: calibrate-sandboxes
+calibrate-sandboxes: ## measure the namespace's sandbox budget: harbor's oracle (no GPU) at SANDBOX_LEVELS trials at once, infra rate and start times for make plan (cost stated, MAX_COST)
+	@scripts/calibrate-sandboxes.sh
+
 # --- results -----------------------------------------------------------------------------
 
 .PHONY: pull

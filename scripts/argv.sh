@@ -254,11 +254,12 @@ remote_job_argv() {
 }
 
 # plan_args VAR: the arguments of tools/money/plan.py (make plan's model) that are no setting: the
-# run's calibration file. Its settings go as one document in its environment (plan_tool): make plan,
-# make print's estimate and make reproduce's plan all ask it (one estimator).
+# run's calibration file, and its namespace's sandbox curve (make calibrate-sandboxes). Its settings go
+# as one document in its environment (plan_tool): make plan, make print's estimate and make
+# reproduce's plan all ask it (one estimator).
 plan_args() {
   local -n _args=$1
-  _args=(--calibration "$(run_state_dir)/calibration.json")
+  _args=(--calibration "$(run_state_dir)/calibration.json" --sandbox-curve "$(namespace_state_dir)/sandbox-curve.json")
 }
 
 # plan_tool ARG...: tools/money/plan.py with the run's resolved settings as one JSON document in

@@ -117,6 +117,10 @@ hf_token() {
 
 run_state_dir() { printf '%s/%s' "$STATE_ROOT" "$RUN"; }
 
+# namespace_state_dir: what is known of the run's HF namespace (HF_NAMESPACE, else "default"), shared by
+# every run in it: the sandbox budget make calibrate-sandboxes measures and make plan reads.
+namespace_state_dir() { printf '%s/namespaces/%s' "$STATE_ROOT" "${HF_NAMESPACE:-default}"; }
+
 # The endpoint harbor talks to: API_BASE from the command line, else the serve state.
 endpoint() {
   if [[ -n "${API_BASE:-}" ]]; then

@@ -706,7 +706,7 @@ def test_a_price_list_is_read_only_as_a_regular_file_of_at_most_64_kib(tmp_path)
 ODD_VALUES = ("", " ", "0", "-1", "0.5", "1e3", "nan", "inf", "-inf", "1e309", "9" * 30, "x", "\x1b[31m", "h200x3",
               "x0", "../x", "/", "/dev/zero", "a" * 5000, "0s", "-1h", "1e400h", "64", "65", "1000", "10000", "100000")
 # What the command line still takes: files, and make print's own configuration.
-ODD_OPTIONS = ("--calibration", "--prices")
+ODD_OPTIONS = ("--calibration", "--prices", "--sandbox-curve")
 
 
 def plan_outcome(*args: str, **over) -> list[str]:
@@ -752,7 +752,7 @@ def test_the_plan_s_command_line_names_no_setting():
     """Every setting reaches the plan in TB_SETTINGS; its options are what no setting says."""
     catalogue = run_settings.catalogue()
     options = [opt for param in plan.cli.params for opt in param.opts]
-    assert sorted(options) == ["--calibration", "--json", "--own", "--prices", "--run-files"]
+    assert sorted(options) == ["--calibration", "--json", "--own", "--prices", "--run-files", "--sandbox-curve"]
     for param in plan.cli.params:
         for word in (param.name, *(opt.lstrip("-").replace("-", "_") for opt in param.opts)):
             assert word.upper() not in catalogue, (word, param.opts)

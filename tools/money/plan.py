@@ -43,6 +43,7 @@ from tools.money import plan_render
 from tools.money import plan_server
 from tools.money import plan_sim
 from tools.money import plan_tasks
+from tools.money import sandbox_curve
 from tools import safe_read
 from tools import settings as run_settings
 from tools.money.plan_checks import Bounded, Costs, PlanError
@@ -72,7 +73,7 @@ RUN_FILES_CAP = 1 << 20
 READS = ("N_ATTEMPTS", "AGENT_TIMEOUT_MULTIPLIER", "AGENT_TIMEOUT_ESTIMATE", "MODEL", "SERVER", "SERVER_FLAVOR",
          "SERVER_DP", "SERVER_TP", "SANDBOX_FLAVOR", "JOBS_DIR", "JOB_NAME", "DEADLINE", "PLAN_REPS", "PLAN_SEED",
          "MOPUP_PASSES", "MAX_INFRA_RATE", "READY_TIMEOUT", "MAX_RETRIES", "TASKS", "N_TASKS", "DATASET_PATH",
-         "DATASET_TASKS", "N_SHARDS", "N_CONCURRENT", "MAX_COST", "ALL", "DATASET", "DATASET_REPO", "AGENT")
+         "DATASET_TASKS", "N_SHARDS", "N_CONCURRENT", "MAX_COST", "ALL", "DATASET", "DATASET_REPO", "AGENT", "ENV_TYPE")
 
 
 # --------------------------------------------------------------------------- small checks
@@ -368,6 +369,7 @@ class Inputs:
     calibration: plan_server.Calibration | None
     evidence: plan_evidence.Evidence
     curve: plan_evidence.InfraCurve
+    measured: sandbox_curve.Measured | None  # the namespace's sandbox curve (make calibrate-sandboxes), when used
     server: ServerModel
     cap: float       # the agent timeout, seconds
     loading: float   # server loading, seconds
@@ -375,7 +377,8 @@ class Inputs:
 
 def inputs(*, model: str, server: str, server_flavor: str, server_dp: int, server_tp: int, sandbox_flavor: str,
            jobs_dir: str, job_name: str, mult: float, timeout_estimate: float, ready_timeout: float,
-           prices_path: Path, servers_dir: Path, calibration_path: Path | None) -> Inputs:
+           prices_path: Path, servers_dir: Path, calibration_path: Path | None,
+           sandbox_curve_path: Path | None = None, env_type: str = "hf-sandbox") -> Inputs:
     costs = plan_checks.load_costs(prices_path, sandbox_flavor)
     profiles = plan_server.profiles_for(model, servers_dir)
     own = own_profile(server, model, server_flavor, server_dp, server_tp, servers_dir, costs, profiles)
@@ -388,11 +391,15 @@ def inputs(*, model: str, server: str, server_flavor: str, server_dp: int, serve
         raise PlanError(str(e)) from None
     if cal_note:
         evidence.notes.append(cal_note)
+    measured, curve_note = sandbox_curve.read(sandbox_curve_path, env_type, sandbox_flavor)
+    if curve_note:
+        evidence.notes.append(curve_note)
+    curve = sandbox_curve.fit(measured, evidence) if measured else plan_evidence.fit_curve(evidence)
     srv = server_model(evidence, own, calibration, profiles + [own])
     # Server loading: READY_TIMEOUT, the most make serve waits. An upper bound: no record here
     # says how long the model takes to load.
-    return Inputs(costs, own, profiles, calibration, evidence, plan_evidence.fit_curve(evidence), srv,
-                  timeout_estimate * mult, ready_timeout)
+    return Inputs(costs, own, profiles, calibration, evidence, curve, measured, srv, timeout_estimate * mult,
+                  ready_timeout)
 
 
 def describe_inputs(inp: Inputs) -> dict:
@@ -408,6 +415,7 @@ def describe_inputs(inp: Inputs) -> dict:
                                 "its points; model-server side: flat",
                         "at_once": list(curve.at_once), "rates": [round(r, 4) for r in curve.rates],
                         "server_rate": round(e.server_rate, 4)},
+        "sandbox_budget": sandbox_curve.describe(inp.measured),
         "server_model": {"note": srv.note, "decode_share": None if srv.share is None else round(srv.share, 4),
                          "source_step_ms": None if srv.source_step is None else round(srv.source_step * 1000, 3),
                          "context_tokens": plan_server.AGENT_CONTEXT_TOKENS,
@@ -424,7 +432,8 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
          calibration_path: Path | None = None, run_files: list[dict] | None = None,
          identity: dict | None = None, own: tuple[int, int] | None = None, max_retries: int = 0,
          configured: tuple[int, int] = (1, BASELINE_CONCURRENCY), agent: str = "",
-         task_names: tuple[str, ...] = ()) -> dict:
+         task_names: tuple[str, ...] = (), sandbox_curve_path: Path | None = None,
+         env_type: str = "hf-sandbox") -> dict:
     """The plan of every candidate configuration, or, with own=(shards, N_CONCURRENT), of the run's
     own configuration alone (what make print and make reproduce say: one estimator). `configured` is
     the run's own (N_SHARDS, N_CONCURRENT): the full plan names its row, and its MAX_COST, too."""
@@ -432,7 +441,8 @@ def plan(*, run: str, tasks: int, k: int, mult: float, timeout_estimate: float, 
     inp = inputs(model=model, server=server, server_flavor=server_flavor, server_dp=server_dp, server_tp=server_tp,
                  sandbox_flavor=sandbox_flavor, jobs_dir=jobs_dir, job_name=job_name, mult=mult,
                  timeout_estimate=timeout_estimate, ready_timeout=ready_timeout, prices_path=prices_path,
-                 servers_dir=servers_dir, calibration_path=calibration_path)
+                 servers_dir=servers_dir, calibration_path=calibration_path,
+                 sandbox_curve_path=sandbox_curve_path, env_type=env_type)
     recorded = None if inp.evidence.settled else plan_evidence.recorded_task_secs(model, agent, list(task_names))
     common = dict(evidence=inp.evidence, server=inp.server, curve=inp.curve, cap=inp.cap, tasks=tasks, k=k,
                   reps=reps, seed=seed, loading_secs=inp.loading, costs=inp.costs, max_retries=max_retries,
@@ -510,11 +520,13 @@ def read_settings(environ: dict[str, str] | None = None) -> run_settings.Setting
               help="the price list (default: env/flavor-prices.tsv)")
 @click.option("--calibration", "calibration_path", type=click.Path(path_type=Path), default=None,
               help="state/<run>/calibration.json (make calibrate); used when it exists")
+@click.option("--sandbox-curve", "sandbox_curve_path", type=click.Path(path_type=Path), default=None,
+              help="state/namespaces/<namespace>/sandbox-curve.json (make calibrate-sandboxes); used when it exists")
 @click.option("--run-files", help="the run files' settings, one JSON object a line (scripts/plan.sh); - for stdin")
 @click.option("--own", nargs=2, type=Bounded(1, 1000, "setting N_SHARDS or N_CONCURRENT"), default=None,
               help="SHARDS N_CONCURRENT: plan the run's own configuration only, in one line")
 @click.option("--json", "as_json", is_flag=True, help="the whole plan as JSON")
-def cli(prices_path, calibration_path, run_files, own, as_json):
+def cli(prices_path, calibration_path, sandbox_curve_path, run_files, own, as_json):
     """Simulate the run under candidate servers, shards and N_CONCURRENT; print the table, what binds,
     and the cheapest configuration that meets its DEADLINE with the command that runs it. The run's
     settings come as one document in TB_SETTINGS (make plan sets it); the options are what no setting
@@ -528,7 +540,8 @@ def cli(prices_path, calibration_path, run_files, own, as_json):
                max_infra_rate=s["MAX_INFRA_RATE"], ready_timeout=float(s["READY_TIMEOUT"]), prices_path=prices_path,
                calibration_path=calibration_path, run_files=read_run_files(run_files), identity=identity_of(s),
                own=tuple(own) if own else None, max_retries=s["MAX_RETRIES"],
-               configured=(s["N_SHARDS"], s["N_CONCURRENT"]), agent=s.raw("AGENT"), task_names=tuple(s["TASKS"] or ()))
+               configured=(s["N_SHARDS"], s["N_CONCURRENT"]), agent=s.raw("AGENT"), task_names=tuple(s["TASKS"] or ()),
+               sandbox_curve_path=sandbox_curve_path, env_type=s.raw("ENV_TYPE"))
     doc["max_cost_setting"] = s["MAX_COST"]
     doc["agent_note"] = agent_note(s.raw("AGENT"), doc)
     if own:

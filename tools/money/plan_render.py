@@ -80,6 +80,8 @@ def evidence_lines(doc: dict) -> list[str]:
            f"waits for the next mop-up pass" if doc["max_retries"] else "waits for the next mop-up pass")
         + ", run until every attempt has settled",
     ]
+    if doc.get("sandbox_budget"):
+        lines.append(f"- {doc['sandbox_budget']['line']}")
     if srv["decode_share"] is None:
         lines.append(f"- server: {srv['note']}")
     else:
