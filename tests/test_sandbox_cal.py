@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -235,7 +236,7 @@ def test_a_dry_run_prints_the_ladder_its_cost_and_every_harbor_command_as_run_an
                                   capture_output=True, text=True, timeout=120)
         assert resolved.returncode == 0, resolved.stderr
         config = json.loads(resolved.stdout)
-        assert (config["n_concurrent_trials"], config["agents"][0]["name"], config["n_tasks"]) == (n, "oracle", 9)
+        assert (config["n_concurrent_trials"], config["agents"][0]["name"], config["datasets"][0]["n_tasks"]) == (n, "oracle", 9)
     assert tree.listing() == before
 
 
@@ -274,7 +275,10 @@ def test_a_bad_setting_is_one_line_and_nothing_is_written(tmp_path, settings, me
     before = tree.listing()
     proc = dry_run(tree, *settings)
     assert proc.returncode != 0 and proc.stdout == ""
-    assert proc.stderr.splitlines()[-1] == f"calibrate-sandboxes: {message}", proc.stderr
+    # One line in the verb's voice (then make's own about the recipe's exit).
+    assert proc.stderr.splitlines()[0] == f"calibrate-sandboxes: {message}", proc.stderr
+    assert len(proc.stderr.splitlines()) == 2
+    assert re.fullmatch(r"make: \*\*\* \[Makefile:\d+: calibrate-sandboxes\] Error 1", proc.stderr.splitlines()[1])
     assert tree.listing() == before
 
 
@@ -333,7 +337,7 @@ def test_the_run_s_own_job_dirs_add_their_point_and_win_at_their_load():
     assert sandbox_curve.fit(measured, own).rates == sandbox_curve.fit(measured).rates  # the reference is no own point
     own.reference, own.sides, own.finished = None, {"sandbox": 3, "server": 0, "interrupted": 0}, 10
     curve = sandbox_curve.fit(measured, own)  # the run's own 30% at 3 wins over the ladder's 15%
-    assert curve.at_once == (1.0, 3.0, 8.0) and [round(r, 4) for r in curve.rates] == [0.05, 0.3, 0.5455]
+    assert curve.at_once == (1.0, 3.0, 8.0) and [round(r, 4) for r in curve.rates] == [0.05, 0.3, 0.55]
 
 
 def test_make_plan_uses_a_measured_curve_and_says_so_else_the_reference_s_anecdotes(tmp_path):

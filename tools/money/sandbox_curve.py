@@ -18,7 +18,7 @@ limits, so that a few trials never make a curve the data do not show:
 - the run's own job dirs, when they hold finished trials at a known load, add their point (theirs wins
   at the same load), as they do to the reference's.
 
-Everything in the file is data with limits (docs/design.md decision 20): a regular file of at most
+Everything in the file is data with limits (docs/design.md decision 22): a regular file of at most
 CURVE_CAP, a JSON object of this kind and version, at most MAX_LEVELS levels, counts whole and in range,
 names printable and short. A file that fails is named in the plan's notes and not used, never trusted.
 """
