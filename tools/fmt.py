@@ -48,6 +48,11 @@ def dollars(x: float | None) -> str:
     return f"${x:,.2f}" if _known(x) else UNKNOWN
 
 
+def small_dollars(x: float | None) -> str:
+    """dollars, but two significant figures below a cent ('$0.0045'), where a sandbox's minutes are priced."""
+    return dollars(x) if not _known(x) or x == 0 or abs(x) >= 0.01 else f"${x:.2g}"
+
+
 def elapsed(seconds: float | None) -> str:
     """A clock-like duration: 45s, 12m05s, 3h04m (whole seconds, rounded; past an hour, minutes)."""
     if not _known(seconds):

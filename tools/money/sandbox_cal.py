@@ -57,6 +57,9 @@ class CalError(click.ClickException):
         click.echo(f"calibrate-sandboxes: {self.message}", file=file, err=True)
 
 
+usd = fmt.small_dollars
+
+
 def say(text: str) -> None:
     click.echo(f"calibrate-sandboxes: {text}", err=True)
 
@@ -68,11 +71,6 @@ def read_settings() -> run_settings.Settings:
         raise CalError(f"{e} (make calibrate-sandboxes RUN=<run>)") from None
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise CalError("TB_SETTINGS is not a run's settings document: run make calibrate-sandboxes RUN=<run>") from None
-
-
-def usd(x: float) -> str:
-    """Dollars as a plan reads them: cents, or two significant figures below a cent."""
-    return fmt.dollars(x) if x >= 0.01 or x == 0 else f"${x:.2g}"
 
 
 # --------------------------------------------------------------------------- the ladder and its price
@@ -129,7 +127,8 @@ def hourly(s: run_settings.Settings) -> tuple[float, str]:
     except plan_checks.PlanError as e:
         raise CalError(e.message.replace("make plan", "make calibrate-sandboxes")) from None
     return (costs.sandbox_usd + costs.port_usd,
-            f"{costs.sandbox_flavor} ${costs.sandbox_usd:g}/h + its exposed port ${costs.port_usd:g}/h ({costs.source})")
+            f"{costs.sandbox_flavor} ${costs.sandbox_usd:g}/h + its exposed port ${costs.port_usd:g}/h "
+            f"({costs.source})")
 
 
 def level_usd(s: run_settings.Settings) -> float:
@@ -268,12 +267,12 @@ def ladder_cmd(jobs_dir):
     if ceiling is None:
         say("no MAX_COST: nothing bounds the ladder's spend but this estimate (MAX_COST=<usd> bounds it)")
     elif total > ceiling:
-        raise CalError(f"the ladder may cost {usd(total)}, above MAX_COST={s.raw('MAX_COST')}: nothing was started. Measure "
-                       f"fewer levels (SANDBOX_LEVELS) or trials (SANDBOX_LEVEL_TASKS), price a trial at the oracle's "
+        raise CalError(f"the ladder may cost {usd(total)}, above MAX_COST={s.raw('MAX_COST')}: nothing was started. "
+                       f"Measure fewer levels (SANDBOX_LEVELS) or trials (SANDBOX_LEVEL_TASKS), price a trial at the oracle's "
                        f"real length (SANDBOX_TRIAL_SECS), or raise MAX_COST")
     else:
-        say(f"MAX_COST={s.raw('MAX_COST')}: within it; the ladder stops before a level whose estimate, with what the levels "
-            f"before it spent, would pass it")
+        say(f"MAX_COST={s.raw('MAX_COST')}: within it; the ladder stops before a level whose estimate, with what "
+            f"the levels before it spent, would pass it")
     for level in levels:
         click.echo(f"{level} {job}{INFIX}{ladder}-n{level} {n_tasks or '-'} {k}")
 
