@@ -66,7 +66,7 @@ main() {
   wait "$!" || exit 1
   cd "$REPO_ROOT"
   if is_dry_run; then
-    say "would run, one level after the other, under run '$RUN''s lock:"
+    say "would run, one level after the other, holding the lock of run $RUN:"
     for line in "${lines[@]}"; do
       read -r level job n_tasks attempts <<<"$line"
       level_argv argv "$level" "$job" "$n_tasks" "$attempts"
@@ -76,7 +76,7 @@ main() {
     return 0
   fi
   needs_setup harbor
-  local token docs=() doc rc stopped="" stop_rc=0
+  local token docs=() doc rc stopped="" stop_rc=0 recorded=0
   token=$(hf_token "harbor's sandboxes need it")
   hold_run_lock "make calibrate-sandboxes"
   for line in "${lines[@]}"; do
@@ -98,18 +98,19 @@ main() {
     docs+=("$doc")
     ((rc != 0)) || continue
     # harbor exits 1 when a trial was cancelled after every result was written: a level whose every
-    # trial finished is measured whole, and the ladder goes on. An interrupt, a failed watch or a level
-    # left unfinished ends it.
-    if ((rc == 1)) && jq -e '.unfinished == 0' <<<"$doc" >/dev/null; then
+    # trial finished is measured whole, and the ladder goes on. An interrupt, a failed watch, a level
+    # left unfinished or one that ran nothing (a config or dataset harbor refused) ends it.
+    if ((rc == 1)) && jq -e '.unfinished == 0 and .trials + .interrupted > 0' <<<"$doc" >/dev/null; then
       warn "harbor exited 1 at level $level, every trial of it finished (a cancelled trial makes it so): going on"
       continue
     fi
     stopped="harbor exited $rc at level $level" stop_rc=1
     break
   done
-  printf '%s\n' "${docs[@]}" | cal_tool record --out "$out" --stopped "$stopped"
+  printf '%s\n' "${docs[@]}" | cal_tool record --out "$out" --stopped "$stopped" && recorded=1
   ((stop_rc != CEILING_EXIT)) || exit "$CEILING_EXIT"
-  ((stop_rc == 0)) || die "$stopped: the levels it measured are recorded (above); the rest were not run"
+  ((stop_rc == 0)) || die "$stopped: the levels after it were not run$( ((recorded)) && echo "; those measured are recorded (above)")"
+  ((recorded)) || exit 1
 }
 
 main "$@"

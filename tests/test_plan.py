@@ -506,7 +506,8 @@ def test_make_plan_dry_run_prints_the_command_with_the_settings_as_one_document(
     words = shlex.split(proc.stdout)
     assert words[0].startswith("TB_SETTINGS=")
     assert words[1:] == [".venv/bin/python", "-m", "tools.money.plan", "--calibration",
-                         f"{clean_env['STATE_ROOT']}/qwen-t2-leaderboard/calibration.json", "--run-files", "-"]
+                         f"{clean_env['STATE_ROOT']}/qwen-t2-leaderboard/calibration.json", "--sandbox-curve",
+                         f"{clean_env['STATE_ROOT']}/namespaces/default/sandbox-curve.json", "--run-files", "-"]
     document = json.loads(words[0].removeprefix("TB_SETTINGS="))
     resolved, _, _ = run_settings.resolve_for_verb("qwen-t2-leaderboard", "plan",
                                                {"DEADLINE": "24h", "PLAN_REPS": "20", "DRY_RUN": "1"})
