@@ -194,6 +194,21 @@ def test_the_ladder_stops_before_a_level_whose_estimate_with_the_spend_so_far_pa
     assert doc["spent_usd"] > 0.00005 - 2 / 3600 * 0.04
 
 
+@pytest.mark.e2e
+def test_a_level_that_runs_nothing_ends_the_ladder_and_an_earlier_curve_is_left_as_it_was(tmp_path):
+    tree = Tree(tmp_path, LADDER_PLAN)
+    tree.curve.parent.mkdir(parents=True)
+    tree.curve.write_text("an earlier ladder's record\n")
+    proc = tree.calibrate(DATASET_PATH="no-such-dataset")
+    assert proc.returncode == 1
+    assert stderr_lines(proc)[-2:] == [
+        f"calibrate-sandboxes: nothing to record: no level with a trial at one or more trials at once; {tree.curve} is "
+        f"left as it was",
+        "calibrate-sandboxes: harbor exited 1 at level 1: the levels after it were not run"]
+    assert tree.curve.read_text() == "an earlier ladder's record\n" and tree.executed() == []
+    assert not (tree.root / "jobs" / f"{JOB}-sandbox-cal-1-n2").exists()
+
+
 def test_a_ladder_whose_estimate_passes_max_cost_is_refused_and_nothing_is_written(tmp_path):
     tree = Tree(tmp_path, LADDER_PLAN)
     before = tree.listing()
