@@ -344,6 +344,8 @@ def test_the_fit_is_the_reference_s_form_with_limits_for_few_points_no_errors_an
     assert fit((3, 4, 4)).rates == (0.9, 0.9)
     # Every error at the top of a ladder past 8: below 100%, flat above it.
     assert fit((10, 4, 4)).rates == (0.9,)
+    # Two levels that ran as many at once (a dataset of 6 tasks at 8 and 10) are one: 3 of 12.
+    assert fit((1, 6, 0), (6, 6, 1), (6, 6, 2)).rates == (0.5 / 7, 3.5 / 13, 0.7)
 
 
 def test_the_run_s_own_job_dirs_add_their_point_and_win_at_their_load():
@@ -386,7 +388,6 @@ BAD_CURVES = {
     "no trial": json.dumps(curve_doc((1, 0, 0))),
     "no level": json.dumps(curve_doc()),
     "too many levels": json.dumps(curve_doc(*[(c, 8, 0) for c in range(1, 40)])),
-    "twice one level": json.dumps(curve_doc((3, 8, 0), (3, 8, 1))),
     "a control character": json.dumps(curve_doc((1, 8, 0), run="r\x1b[31m")),
     "a list": "[]",
     "too big": json.dumps(curve_doc((1, 8, 0), pad="x" * sandbox_curve.CURVE_CAP)),

@@ -10,7 +10,7 @@ limits, so that a few trials never make a curve the data do not show:
 - each level's rate is (errors + 1/2) / (trials + 1), the add-half estimate: 0 errors of 8 trials is not
   0% (nothing shows the sandboxes never fail), 8 of 8 not 100%;
 - a level with fewer than MIN_LEVEL_TRIALS finished trials is left out, and so is the whole file when
-  no level is left;
+  no level is left; two levels that ran as many trials at once count as one;
 - the rate never falls as the load grows: each point is at least the one below it (a running maximum:
   more trials at once never strain the sandboxes less, so a dip is read as noise, on the safe side);
 - a ladder that stopped below the reference's highest point (70% at 8) keeps that point above its own,
@@ -36,7 +36,7 @@ from tools.results import tally_trials
 
 KIND = "sandbox-curve"
 VERSION = 1
-CURVE_CAP = 256 * 1024      # a ladder of a few levels is a few KiB
+CURVE_CAP = 1 << 20         # a ladder of a few levels is a few KiB; 32 levels of 1,000 start times each fit
 MAX_LEVELS = 32
 LEVEL_CAP = 1000            # trials at once of one level (SANDBOX_LEVELS' own bound)
 TRIALS_CAP = 100_000        # finished trials of one level
@@ -97,7 +97,7 @@ def parse(doc, path: str) -> Measured:
     raw = doc.get("levels")
     if not isinstance(raw, list) or len(raw) > MAX_LEVELS:
         raise BadCurve(f"levels is not a list of at most {MAX_LEVELS}")
-    levels = []
+    levels: dict[int, Level] = {}
     for i, item in enumerate(raw, 1):
         if not isinstance(item, dict):
             raise BadCurve(f"level {i} is not an object")
@@ -106,15 +106,16 @@ def parse(doc, path: str) -> Measured:
         errors = _count(item.get("sandbox_errors"), TRIALS_CAP, f"level {i}'s sandbox_errors")
         if errors > trials:
             raise BadCurve(f"level {i} has more sandbox errors ({errors}) than trials ({trials})")
-        if at_once >= 1 and trials >= MIN_LEVEL_TRIALS:
-            levels.append(Level(at_once, trials, errors))
+        if at_once < 1 or trials < MIN_LEVEL_TRIALS:
+            continue
+        # Two levels that ran as many trials at once (a dataset with fewer tasks than a level: harbor ran
+        # them all at once) are one measurement of that load.
+        same = levels.get(at_once, Level(at_once, 0, 0))
+        levels[at_once] = Level(at_once, same.trials + trials, same.errors + errors)
     if not levels:
         raise BadCurve("no level with a trial at one or more trials at once")
-    if len({lv.at_once for lv in levels}) != len(levels):
-        raise BadCurve("two levels at the same trials at once")
     return Measured(path, _text(doc, "measured_at"), _text(doc, "run"), _text(doc, "namespace"),
-                    _text(doc, "env_type"), _text(doc, "sandbox_flavor"),
-                    tuple(sorted(levels, key=lambda lv: lv.at_once)))
+                    _text(doc, "env_type"), _text(doc, "sandbox_flavor"), tuple(levels[c] for c in sorted(levels)))
 
 
 def read(path: Path | None, env_type: str, sandbox_flavor: str) -> tuple[Measured | None, str | None]:
