@@ -369,6 +369,11 @@ def test_make_plan_uses_a_measured_curve_and_says_so_else_the_reference_s_anecdo
     table = CliRunner().invoke(plan.cli, ["--sandbox-curve", str(path)],
                                env={"TB_SETTINGS": tb_settings(DATASET_TASKS=3, PLAN_REPS=2)}).output
     assert f"- {doc['sandbox_budget']['line']}" in table.splitlines()
+    # make print's and make reproduce's estimate (the run's own row, --own) says it too.
+    own = CliRunner().invoke(plan.cli, ["--sandbox-curve", str(path), "--own", "1", "6"],
+                             env={"TB_SETTINGS": tb_settings(DATASET_TASKS=3, PLAN_REPS=2)}).output
+    assert "; its sandboxes' infra errors as make calibrate-sandboxes measured them on 2026-12-07. 6 trials at once " \
+           "is past the 3 the reference saw work: " in own and own.endswith("this plan reads 39% infra errors at 6\n")
     reference = plan_with(None)
     assert reference["sandbox_budget"] == {
         "source": "reference", "line": "sandbox budget: the reference's anecdotes (6.7% at 3, about 70% at 8; "

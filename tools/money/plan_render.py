@@ -272,6 +272,9 @@ def own_line(doc: dict) -> str:
                else f"fitted to {e['source']}") + " (docs/plan.md)")
     if doc.get("agent_note"):
         line += f"; {doc['agent_note']}"
+    budget = doc.get("sandbox_budget") or {}
+    if budget.get("source") == "measured":
+        line += f"; its sandboxes' infra errors as make calibrate-sandboxes measured them on {budget['measured_at'][:10]}"
     if past_reference(r["at_once"]):
         line += (f". {r['at_once']} trials at once is past the {plan_evidence.REFERENCE_LOW_AT_ONCE} the reference saw work: "
                  f"{REFERENCE_FIGURES}; this plan reads {fmt.percent(r['infra_rate'], 0)} infra errors at {r['at_once']}")
