@@ -10,12 +10,15 @@ are known exactly. Which trials ran is read from ScriptedEnv's own log, not infe
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -207,6 +210,47 @@ def test_a_level_that_runs_nothing_ends_the_ladder_and_an_earlier_curve_is_left_
         "calibrate-sandboxes: harbor exited 1 at level 1: the levels after it were not run"]
     assert tree.curve.read_text() == "an earlier ladder's record\n" and tree.executed() == []
     assert not (tree.root / "jobs" / f"{JOB}-sandbox-cal-1-n2").exists()
+
+
+@pytest.mark.e2e
+def test_an_interrupt_mid_level_records_what_was_measured_and_runs_no_further_level(tmp_path):
+    """Ctrl-C (SIGINT to the verb's process group) while level 2's first trial hangs in its sandbox's start."""
+    tree = Tree(tmp_path, {"t-apt": ["pass", "hang"]})
+    out = tmp_path / "stderr.txt"
+    with out.open("w") as err:
+        proc = subprocess.Popen([str(tree.root / "scripts" / "calibrate-sandboxes.sh")], cwd=tree.root, stdout=err,
+                                stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=tree.env(SANDBOX_LEVELS="1 2 3", SANDBOX_LEVEL_TASKS="3", STOP_GRACE="5"))
+        try:
+            deadline = time.monotonic() + 300
+            while not any(r["behaviour"] == "hang" for r in tree.executed()):
+                assert proc.poll() is None and time.monotonic() < deadline, out.read_text()
+                time.sleep(0.1)
+            os.killpg(proc.pid, signal.SIGINT)
+            rc = proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    lines = [line for line in out.read_text().splitlines() if line.startswith("calibrate-sandboxes:")]
+    assert rc == 1 and lines[-1] == "calibrate-sandboxes: harbor exited 130 at level 2: the levels after it were not " \
+                                    "run; those measured are recorded (above)", out.read_text()
+    doc = json.loads(tree.curve.read_text())
+    assert doc["stopped"] == "harbor exited 130 at level 2"
+    assert [(lv["level"], lv["trials"], lv["sandbox_errors"]) for lv in doc["levels"]][0] == (1, 3, 0)
+    assert not (tree.root / "jobs" / f"{JOB}-sandbox-cal-1-n3").exists()
+    assert {r["job"] for r in tree.executed()} == {f"{JOB}-sandbox-cal-1-n1", f"{JOB}-sandbox-cal-1-n2"}
+
+
+def test_the_ladder_holds_the_run_s_lock_and_refuses_while_another_verb_does(tmp_path):
+    tree = Tree(tmp_path, LADDER_PLAN)
+    lock = tree.root / "state" / RUN / "lock"
+    lock.parent.mkdir(parents=True)
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another verb of the run holds it
+        proc = tree.calibrate()
+    assert proc.returncode == 1
+    assert stderr_lines(proc)[-1].startswith(f"calibrate-sandboxes: run '{RUN}' is busy: ")
+    assert not (tree.root / "jobs").exists() and tree.executed() == [] and not tree.curve.exists()
 
 
 def test_a_ladder_whose_estimate_passes_max_cost_is_refused_and_nothing_is_written(tmp_path):
