@@ -156,6 +156,9 @@ def test_the_ladder_runs_the_oracle_per_level_records_each_level_s_exact_rate_an
                                 "agent", "stopped")} == {
         "kind": "sandbox-curve", "version": 1, "run": RUN, "namespace": "alice", "env_type": "scripted_env:ScriptedEnv",
         "sandbox_flavor": "cpu-upgrade", "harbor_version": metadata.version("harbor"), "agent": "oracle", "stopped": None}
+    token = tree.env()["HF_TOKEN"]  # in harbor's environment only: never printed, never in state/
+    assert token not in proc.stdout + proc.stderr
+    assert not [p for p in (tree.root / "state").rglob("*") if p.is_file() and token in p.read_text()]
     assert "calibrate-sandboxes: warning: harbor exited 1 at level 2, every trial of it finished (a cancelled trial " \
            "makes it so): going on" in proc.stderr
     # make plan fits its sandbox curve to it: (errors + 1/2) / (trials + 1) a level, then the reference's 70%
