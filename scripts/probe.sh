@@ -7,6 +7,9 @@
 #   - fails when the run turns thinking off (--default-chat-template-kwargs with
 #     "enable_thinking": false) and the model thought anyway: the runaway that cost the
 #     reference an hour per task
+# Then one request per other protocol the run's server declares (SERVER_PROTOCOLS): Anthropic
+# Messages (POST /v1/messages), OpenAI Responses (POST /v1/responses); a route that is missing
+# or answers another shape fails, naming the protocol and the profile that declares it.
 # Sends REASONING_EFFORT when the run sets it, as the agent will. DRY_RUN=1 prints the calls.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -53,7 +56,8 @@ main() {
   resolve_run
   load_settings
   require MODEL
-  local base model body
+  local base model body protocol protocols
+  mapfile -t protocols < <(other_protocols)
   if [[ -z "${API_BASE:-}" ]]; then
     load_server
   fi
@@ -67,6 +71,10 @@ main() {
     local auth='curl -H "Authorization: Bearer $(hf auth token)"'
     show_cmd "$auth" -- -sS "$base/models"
     show_cmd "$auth" -- -sS -H 'Content-Type: application/json' -d "$body" "$base/chat/completions"
+    for protocol in "${protocols[@]}"; do
+      protocol_request "$protocol" "$model"
+      show_cmd "$auth" -- -sS "${REQUEST[@]}" "$base/$ROUTE"
+    done
     return 0
   fi
   load_token
@@ -94,6 +102,66 @@ main() {
   [[ "$code" == 200 ]] ||
     die "POST $base/chat/completions answered HTTP $code: $(head -c 300 "$tmp/completion.json")"
   report "$tmp/completion.json" $((SECONDS - started)) "$model" "$base"
+  for protocol in "${protocols[@]}"; do
+    probe_protocol "$protocol" "$model" "$base" "$tmp"
+  done
+}
+
+# other_protocols: the run's SERVER_PROTOCOLS but chat completions, which the probe above checks.
+other_protocols() {
+  local words word
+  split_words words "$SERVER_PROTOCOLS"
+  for word in "${words[@]}"; do
+    [[ "$word" == openai_chat_completions ]] || printf '%s\n' "$word"
+  done
+}
+
+# protocol_request PROTOCOL MODEL: ROUTE, its path under the endpoint's /v1, and REQUEST, curl's
+# headers and body for the smallest request of PROTOCOL asking the probe's question, as the
+# protocol's own client sends it (claude-code adds anthropic-version). The key is not in it.
+ROUTE="" REQUEST=()
+protocol_request() {
+  local shape headers=(-H 'Content-Type: application/json')
+  # shellcheck disable=SC2016 # jq's variables, not the shell's
+  case "$1" in
+    anthropic_messages)
+      ROUTE=messages headers+=(-H 'anthropic-version: 2023-06-01')
+      shape='{model: $model, max_tokens: $max, messages: [{role: "user", content: $prompt}]}' ;;
+    openai_responses)
+      ROUTE=responses shape='{model: $model, input: $prompt, max_output_tokens: $max}' ;;
+    *) die "SERVER_PROTOCOLS names '$1', which the probe has no request for: the settings check should have refused it" ;;
+  esac
+  REQUEST=("${headers[@]}" -d "$(jq -cn --arg model "$2" --arg prompt "$PROBE_PROMPT" --argjson max "$PROBE_MAX_TOKENS" "$shape")")
+}
+
+# probe_protocol PROTOCOL MODEL BASE TMP: one request of PROTOCOL; its answer must have the
+# protocol's shape (Anthropic: a message whose content holds a text block; Responses: a response
+# with an output list), or the run's profile declares a protocol its server does not answer.
+probe_protocol() {
+  local protocol=$1 url answer="$4/$1.json" code rc=0 started=$SECONDS fact
+  protocol_request "$protocol" "$2"
+  url="$3/$ROUTE"
+  code=$(proxy_curl -sS -o "$answer" -w '%{http_code}' --connect-timeout 10 -m "$PROBE_TIMEOUT" \
+    "${REQUEST[@]}" "$url" 2>"$4/err") || rc=$?
+  ((rc == 0)) || die "POST $url ($protocol) failed ($(tr -d '\n' <"$4/err")) after $(duration $((SECONDS - started)))"
+  local declared="the server does not answer $protocol, which server profile $SERVER declares (SERVER_PROTOCOLS). Correct SERVER_PROTOCOLS in env/servers/$SERVER.env, or use an AGENT that speaks another protocol"
+  case "$code" in
+    200) ;;
+    404 | 405) die "POST $url answered HTTP $code: $declared" ;;
+    *) die "POST $url answered HTTP $code ($(head -c 200 "$answer" | tr -d '\n')): $declared" ;;
+  esac
+  case "$protocol" in
+    anthropic_messages)
+      fact=$(jq -er 'select(.type == "message" and (.content | type) == "array")
+        | first(.content[] | select(.type == "text") | .text | strings) | gsub("\\s+"; " ") | .[0:80]' "$answer" 2>/dev/null) ||
+        die "POST $url answered no Anthropic message (type \"message\", a text block in content: $(head -c 200 "$answer" | tr -d '\n')): $declared"
+      printf 'protocol  %s: POST %s answered a message, text "%s"\n' "$protocol" "$url" "$fact" ;;
+    openai_responses)
+      fact=$(jq -er 'select(.object == "response" and (.output | type) == "array") | .status // "?" | tostring' \
+        "$answer" 2>/dev/null) ||
+        die "POST $url answered no OpenAI response (object \"response\", an output list: $(head -c 200 "$answer" | tr -d '\n')): $declared"
+      printf 'protocol  %s: POST %s answered a response, status %s\n' "$protocol" "$url" "$fact" ;;
+  esac
 }
 
 # report COMPLETION_JSON SECONDS MODEL BASE: what the model answered and whether it reasoned.

@@ -6,7 +6,7 @@ Usage:
         [--reasoning none|sglang|vllm|inline] [--answer TEXT] [--max-lifetime 120]
         [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE] [--metrics FILE]
         [--decode-ms MS] [--echo-auth] [--engine-version V] [--metrics-path P]
-        [--protocols "openai_chat_completions anthropic_messages openai_responses"]
+        [--protocols "openai_chat_completions anthropic_messages openai_responses"] [--wrong-shapes]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -39,6 +39,8 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
         --protocols WORDS  which of the three inference routes answer (harbor's ModelApiFormat
                          names: openai_chat_completions, anthropic_messages, openai_responses);
                          the others answer 404, as an engine without that route does. Default: all
+        --wrong-shapes     /v1/messages and /v1/responses answer 200 with a chat completion, as a
+                         server that sends every route to one handler would
     GET  /workers                404 (a single engine has none), unless one of:
         --workers N      sglang's Model Gateway in front of N workers (data parallelism): its
                          worker list as sgl-model-gateway's WorkerListResponse serialises it,
@@ -110,6 +112,7 @@ class State:
         self.echo_auth = args.echo_auth
         self.engine_version = args.engine_version
         self.protocols = set(args.protocols.split())
+        self.wrong_shapes = args.wrong_shapes
         self.lock = threading.Lock()
 
     def auth(self, header: str | None) -> str:
@@ -245,6 +248,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._reply(200, f.read(), body, auth)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             return self._reply(200, completion(state, body or {}), body, auth)
+        if self.command == "POST" and self.path in ("/v1/messages", "/v1/responses") and state.wrong_shapes:
+            return self._reply(200, completion(state, body or {}), body, auth)
         if self.command == "POST" and self.path == "/v1/messages":
             return self._reply(200, anthropic_message(state, body or {}), body, auth)
         if self.command == "POST" and self.path == "/v1/responses":
@@ -311,6 +316,7 @@ def main() -> None:
     parser.add_argument("--engine-version")
     parser.add_argument("--metrics-path", default="/metrics")
     parser.add_argument("--protocols", default=" ".join(ROUTES.values()))
+    parser.add_argument("--wrong-shapes", action="store_true")
     args = parser.parse_args()
 
     Handler.state = State(args)
