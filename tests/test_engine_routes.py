@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -36,21 +37,35 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.xdist_group("engines")
 
 
-def profiles() -> dict[str, dict]:
-    """Every profile's engine, release, replicas and protocols, as tools/settings.py resolves them
-    (includes and defaults applied), with the run of its engine that changes none of them."""
-    names = sorted(p.stem for p in (REPO / "env" / "servers").glob("*.env"))
-    script = ('source scripts/lib.sh; for p in "$@"; do (run=qwen-t2; [[ $p == gpt-oss* ]] && run=gptoss-t2; '
-              'export RUN=$run SERVER=$p; load_settings; jq -cn --arg p "$p" --arg e "$SERVER_ENGINE" '
-              '--arg v "$SERVER_ENGINE_VERSION" --arg dp "$SERVER_DP" --arg w "$SERVER_PROTOCOLS" '
-              '\'{($p): {engine: $e, version: $v, dp: ($dp | tonumber), protocols: ($w | split(" ") | map(select(. != "")))}}\'); done')
-    done = subprocess.run(["bash", "-c", script, "profiles", *names], cwd=REPO, capture_output=True, text=True,
+def resolve(cases: dict[str, tuple[str, str]]) -> dict[str, dict]:
+    """Each case's (RUN, SERVER) engine, release, replicas and protocols, as tools/settings.py resolves
+    them (includes and defaults applied); an empty SERVER is the run's own."""
+    script = ('source scripts/lib.sh; while (($#)); do (export RUN=$2; [[ -n $3 ]] && export SERVER=$3; load_settings; '
+              'jq -cn --arg c "$1" --arg e "$SERVER_ENGINE" --arg v "$SERVER_ENGINE_VERSION" --arg dp "$SERVER_DP" '
+              '--arg w "$SERVER_PROTOCOLS" \'{($c): {engine: $e, version: $v, dp: ($dp | tonumber), '
+              'protocols: ($w | split(" ") | map(select(. != "")))}}\'); shift 3; done')
+    words = [word for label, (run, server) in cases.items() for word in (label, run, server)]
+    done = subprocess.run(["bash", "-c", script, "resolve", *words], cwd=REPO, capture_output=True, text=True,
                           timeout=600, env={**os.environ, "STATE_ROOT": os.devnull})
     assert done.returncode == 0, done.stderr
     found = {}
     for line in done.stdout.splitlines():
         found |= json.loads(line)
     return found
+
+
+def profiles() -> dict[str, dict]:
+    """Every profile, with the run of its engine that changes none of what is checked here."""
+    names = sorted(p.stem for p in (REPO / "env" / "servers").glob("*.env"))
+    return resolve({name: ("gptoss-t2" if name.startswith("gpt-oss") else "qwen-t2", name) for name in names})
+
+
+# A run file inherits its profile's protocols, engine, release and replicas unless it sets one.
+RUN_SETS = re.compile(r"^(SERVER_PROTOCOLS|SERVER_DP|SERVER_ENGINE|SERVER_ENGINE_VERSION)=", re.M)
+
+
+def runs_that_change_them() -> list[str]:
+    return sorted(p.stem for p in (REPO / "runs").glob("*.env") if RUN_SETS.search(p.read_text()))
 
 
 def route_table(engine: str, version: str) -> tuple[set, str]:
@@ -109,6 +124,9 @@ def test_every_profile_declares_only_protocols_its_engine_and_router_serve(tmp_p
         "qwen3.8-27b-fp8-sglang-h200x4-tp4": {"engine": "sglang", "version": "0.5.23", "dp": 1, "protocols": ALL},
         "qwen3.8-27b-fp8-sglang-h200x8": {"engine": "sglang", "version": "0.5.23", "dp": 8, "protocols": ALL},
     }
+    # No run file changes them today; one that does is checked as its own case.
+    assert runs_that_change_them() == []
+    found |= resolve({f"run {run}": (run, "") for run in runs_that_change_them()})
     tables = {(p["engine"], p["version"]): None for p in found.values()}
     tables = {key: route_table(*key) for key in tables}
     if any(p["dp"] > 1 for p in found.values()):
@@ -149,7 +167,8 @@ def test_smg_1_13s_router_hands_each_route_to_its_protocols_handler(tmp_path):
     (tree,) = fetch_wheels("smg-router")
     with SmgRouter(tree, tmp_path) as router:
         answers = {path: router.post(path) for path in
-                   ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/no-such-route"]}
+                   ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/no-such-route",
+                    "/v1/messages/no-such-route"]}
         served = {path: router.serves(path) for path in answers}
     # An empty body reaches each protocol's own request type: the field it misses first is the
     # protocol's (chat: messages, Anthropic: model, Responses: input). A route the router lacks
@@ -161,10 +180,11 @@ def test_smg_1_13s_router_hands_each_route_to_its_protocols_handler(tmp_path):
                               "missing field `model` at line 1 column 2"),
         "/v1/responses": (400, "Invalid JSON data: Failed to deserialize the JSON body into the target type: "
                                "missing field `input` at line 1 column 2"),
-        "/v1/no-such-route": (404, "Invalid URL (POST /v1/no-such-route)")}
+        "/v1/no-such-route": (404, "Invalid URL (POST /v1/no-such-route)"),
+        "/v1/messages/no-such-route": (404, "Invalid URL (POST /v1/messages/no-such-route)")}
     assert answers["/v1/messages"][1]["type"] == "error"  # Anthropic's error envelope
     assert served == {"/v1/chat/completions": True, "/v1/messages": True, "/v1/responses": True,
-                      "/v1/no-such-route": False}
+                      "/v1/no-such-route": False, "/v1/messages/no-such-route": False}
 
 
 def test_a_profile_declaring_a_route_its_engine_lacks_fails_naming_profile_protocol_and_release(tmp_path):

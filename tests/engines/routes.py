@@ -19,9 +19,10 @@ SMG's routes are compiled into smg/smg_rs.abi3.so (Rust, axum): no source of the
 wheel, and a string search of the binary cannot tell `/v1/messages` from `/v1/messages/count_tokens`
 (its literals are packed without separators). So the compiled router itself is asked: it is
 started on 127.0.0.1 with no reachable worker, and each route is sent one POST. A route it has
-answers through its handler (a 400 for an empty body, or "no worker available"); a route it lacks
-answers its fallback, HTTP 404 with error code `unknown_url` (smg 1.13.0), which the tests read off
-a route no server has.
+answers through its handler (for an empty body, its protocol's 400: a missing field of its request
+type); a route it lacks answers its fallback, HTTP 404 "Invalid URL (POST <path>)" (smg 1.13.0, in
+the OpenAI error envelope, or Anthropic's under /v1/messages/), which the tests read off a route no
+server has.
 """
 
 from __future__ import annotations
@@ -269,7 +270,8 @@ class SmgRouter:
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.__exit__()
-                    raise RuntimeError(f"smg's router did not listen: {(self.scratch / 'router.log').read_text()[-2000:]}")
+                    log = (self.scratch / "router.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"smg's router did not listen:\n{log}")
                 time.sleep(0.05)  # a poll for the socket: the event is the router's listen()
 
     def post(self, path: str) -> tuple[int, dict]:
@@ -288,7 +290,8 @@ class SmgRouter:
     def serves(self, path: str) -> bool:
         """Whether a POST to PATH reaches a handler rather than the router's fallback."""
         code, body = self.post(path)
-        fallback = code == 404 and (body.get("error") or {}).get("code") == "unknown_url"
+        # The fallback's message, in the OpenAI envelope or (under /v1/messages) Anthropic's.
+        fallback = code == 404 and (body.get("error") or {}).get("message") == f"Invalid URL (POST {path})"
         return not fallback and code != 405
 
     def __exit__(self, *exc) -> None:
