@@ -117,28 +117,23 @@ other_protocols() {
 }
 
 # protocol_request PROTOCOL MODEL: ROUTE, its path under the endpoint's /v1, and REQUEST, curl's
-# headers and body for the smallest request of PROTOCOL asking the probe's question, as the
-# protocol's own client sends it (claude-code adds anthropic-version). The key is not in it.
+# words for the smallest request of PROTOCOL asking the probe's question (tools/run/protocols.py);
+# the key is not among them.
 ROUTE="" REQUEST=()
 protocol_request() {
-  local shape headers=(-H 'Content-Type: application/json')
-  # shellcheck disable=SC2016 # jq's variables, not the shell's
-  case "$1" in
-    anthropic_messages)
-      ROUTE=messages headers+=(-H 'anthropic-version: 2023-06-01')
-      shape='{model: $model, max_tokens: $max, messages: [{role: "user", content: $prompt}]}' ;;
-    openai_responses)
-      ROUTE=responses shape='{model: $model, input: $prompt, max_output_tokens: $max}' ;;
-    *) die "SERVER_PROTOCOLS names '$1', which the probe has no request for: the settings check should have refused it" ;;
-  esac
-  REQUEST=("${headers[@]}" -d "$(jq -cn --arg model "$2" --arg prompt "$PROBE_PROMPT" --argjson max "$PROBE_MAX_TOKENS" "$shape")")
+  local words
+  words=$(tool run.protocols request "$1" "$2" "$PROBE_PROMPT" "$PROBE_MAX_TOKENS") ||
+    die "SERVER_PROTOCOLS names '$1', which the probe has no request for (tools/run/protocols.py)"
+  mapfile -t REQUEST <<<"$words"
+  ROUTE=${REQUEST[0]}
+  REQUEST=("${REQUEST[@]:1}")
 }
 
 # probe_protocol PROTOCOL MODEL BASE TMP: one request of PROTOCOL; its answer must have the
 # protocol's shape (Anthropic: a message whose content holds a text block; Responses: a response
 # with an output list), or the run's profile declares a protocol its server does not answer.
 probe_protocol() {
-  local protocol=$1 url answer="$4/$1.json" code rc=0 started=$SECONDS fact
+  local protocol=$1 url answer="$4/$1.json" code rc=0 started=$SECONDS said
   protocol_request "$protocol" "$2"
   url="$3/$ROUTE"
   code=$(proxy_curl -sS -o "$answer" -w '%{http_code}' --connect-timeout 10 -m "$PROBE_TIMEOUT" \
@@ -148,20 +143,16 @@ probe_protocol() {
   case "$code" in
     200) ;;
     404 | 405) die "POST $url answered HTTP $code: $declared" ;;
-    *) die "POST $url answered HTTP $code ($(head -c 200 "$answer" | tr -d '\n')): $declared" ;;
+    *) die "POST $url answered HTTP $code ($(head -c 200 "$answer" | tr -s '\n\t' ' ')): $declared" ;;
   esac
-  case "$protocol" in
-    anthropic_messages)
-      fact=$(jq -er 'select(.type == "message" and (.content | type) == "array")
-        | first(.content[] | select(.type == "text") | .text | strings) | gsub("\\s+"; " ") | .[0:80]' "$answer" 2>/dev/null) ||
-        die "POST $url answered no Anthropic message (type \"message\", a text block in content: $(head -c 200 "$answer" | tr -d '\n')): $declared"
-      printf 'protocol  %s: POST %s answered a message, text "%s"\n' "$protocol" "$url" "$fact" ;;
-    openai_responses)
-      fact=$(jq -er 'select(.object == "response" and (.output | type) == "array") | .status // "?" | tostring' \
-        "$answer" 2>/dev/null) ||
-        die "POST $url answered no OpenAI response (object \"response\", an output list: $(head -c 200 "$answer" | tr -d '\n')): $declared"
-      printf 'protocol  %s: POST %s answered a response, status %s\n' "$protocol" "$url" "$fact" ;;
+  rc=0
+  said=$(tool run.protocols check "$protocol" "$answer") || rc=$?
+  case "$rc" in
+    0) ;;
+    3) die "POST $url answered $said (PROBE_MAX_TOKENS=$PROBE_MAX_TOKENS): the route serves $protocol, but the model thought through the whole budget without answering. Raise PROBE_MAX_TOKENS, or check the run's thinking settings (the Run 3 runaway)" ;;
+    *) die "POST $url answered $said: $declared" ;;
   esac
+  printf 'protocol  %s: POST %s answered %s\n' "$protocol" "$url" "$said"
 }
 
 # report COMPLETION_JSON SECONDS MODEL BASE: what the model answered and whether it reasoned.
