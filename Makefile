@@ -50,7 +50,7 @@ serve: ## launch RUN's model server as an HF Job and record it in state/RUN/; in
 	@scripts/serve.sh
 
 .PHONY: probe
-probe: ## one real completion through RUN's endpoint: the right model? reasoning when it should not?
+probe: ## one real completion through RUN's endpoint, then each other protocol it declares once: the right model? reasoning when it should not? every route?
 	@scripts/probe.sh
 
 .PHONY: smoke

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# make probe (scripts/probe.sh): one real completion through a loopback OpenAI-compatible
+# make probe (scripts/probe.sh): one real completion, then one request per other declared protocol, through a loopback
 # server, shaped as sglang or vLLM answer with and without reasoning.
 
 setup() {
