@@ -165,6 +165,14 @@ POST /v1/messages ok"
   assert_line --regexp "^probe: POST $FAKE_OPENAI_BASE/messages answered no Anthropic message \(type \"message\", a text block in content: \{\"id\": \"chatcmpl-fake\".*\): the server does not answer anthropic_messages, which server profile qwen3.8-27b-fp8-sglang-h200 declares \(SERVER_PROTOCOLS\)\. Correct SERVER_PROTOCOLS in env/servers/qwen3\.8-27b-fp8-sglang-h200\.env, or use an AGENT that speaks another protocol$"
 }
 
+@test "probe: a message cut at max_tokens before any text blames the budget, not the profile" {
+  probe_run qwen-t2 "$QWEN" --messages-cut
+
+  assert_failure 1
+  assert_equal "${lines[3]}" "probe: POST $FAKE_OPENAI_BASE/messages answered a message that stopped at max_tokens before any text (PROBE_MAX_TOKENS=512): the route serves anthropic_messages, but the model thought through the whole budget without answering. Raise PROBE_MAX_TOKENS, or check the run's thinking settings (the Run 3 runaway)"
+  [ "${#lines[@]}" -eq 4 ]
+}
+
 @test "probe: a run declaring chat completions only asks no other route" {
   start_fake_openai --model "$QWEN" --protocols openai_chat_completions
   write_server_state qwen-t2 job1 "$FAKE_OPENAI_BASE"

@@ -7,6 +7,7 @@ Usage:
         [--workers N [--unhealthy K [--unhealthy-polls M]] | --workers-body FILE] [--metrics FILE]
         [--decode-ms MS] [--echo-auth] [--engine-version V] [--metrics-path P]
         [--protocols "openai_chat_completions anthropic_messages openai_responses"] [--wrong-shapes]
+        [--messages-cut]
 
 It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then:
 
@@ -41,6 +42,8 @@ It binds 127.0.0.1 on a free port and writes the port to PORT_FILE at once, then
                          the others answer 404, as an engine without that route does. Default: all
         --wrong-shapes     /v1/messages and /v1/responses answer 200 with a chat completion, as a
                          server that sends every route to one handler would
+        --messages-cut     /v1/messages answers a message of one thinking block that stopped at
+                         max_tokens: a model that thought through the whole budget
     GET  /workers                404 (a single engine has none), unless one of:
         --workers N      sglang's Model Gateway in front of N workers (data parallelism): its
                          worker list as sgl-model-gateway's WorkerListResponse serialises it,
@@ -113,6 +116,7 @@ class State:
         self.engine_version = args.engine_version
         self.protocols = set(args.protocols.split())
         self.wrong_shapes = args.wrong_shapes
+        self.messages_cut = args.messages_cut
         self.lock = threading.Lock()
 
     def auth(self, header: str | None) -> str:
@@ -156,6 +160,10 @@ def completion(state: State, request: dict) -> dict:
 
 def anthropic_message(state: State, request: dict) -> dict:
     """sglang's POST /v1/messages answer (Anthropic Messages)."""
+    if state.messages_cut:
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": request.get("model", state.model),
+                "content": [{"type": "thinking", "thinking": THINKING}], "stop_reason": "max_tokens",
+                "stop_sequence": None, "usage": {"input_tokens": 20, "output_tokens": request.get("max_tokens", 0)}}
     return {
         "id": "msg_fake", "type": "message", "role": "assistant", "model": request.get("model", state.model),
         "content": [{"type": "text", "text": state.answer}], "stop_reason": "end_turn", "stop_sequence": None,
@@ -317,6 +325,7 @@ def main() -> None:
     parser.add_argument("--metrics-path", default="/metrics")
     parser.add_argument("--protocols", default=" ".join(ROUTES.values()))
     parser.add_argument("--wrong-shapes", action="store_true")
+    parser.add_argument("--messages-cut", action="store_true")
     args = parser.parse_args()
 
     Handler.state = State(args)
