@@ -46,7 +46,7 @@ def resolve(cases: dict[str, tuple[str, str]]) -> dict[str, dict]:
               'protocols: ($w | split(" ") | map(select(. != "")))}}\'); shift 3; done')
     words = [word for label, (run, server) in cases.items() for word in (label, run, server)]
     done = subprocess.run(["bash", "-c", script, "resolve", *words], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "STATE_ROOT": os.devnull})
+                          timeout=600, env={**os.environ, "STATE_ROOT": os.devnull})  # reads no run state
     assert done.returncode == 0, done.stderr
     found = {}
     for line in done.stdout.splitlines():
