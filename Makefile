@@ -19,6 +19,10 @@ export CLI_SETTINGS
 # longer is by itself), it reaches the scripts as given.
 $(foreach v,$(CLI_SETTINGS),$(eval override $(v) := $$(value $(v)))$(eval export $(v)))
 
+# make plan|watch|report|stop CAMPAIGN=<name> acts on every run and server of the campaign
+# (scripts/campaign.sh; docs/campaigns.md); without CAMPAIGN on make's command line, on RUN(S).
+by_campaign = $(if $(filter command line,$(origin CAMPAIGN)),scripts/campaign.sh $(1),$(2))
+
 .PHONY: help
 help: ## this menu
 	@printf 'Usage: make <target> [RUN=<run>] [DRY_RUN=1] [SETTING=value ...]\n\nTargets:\n'
@@ -65,11 +69,15 @@ bench: ## harbor run against RUN's server, then the tally (WHERE=hf: as an HF Jo
 reproduce: ## RUN from nothing to its tally, unattended: serve, probe, smoke, bench, mop-up, tally, stop (resumable; DRY_RUN=1: the plan)
 	@scripts/reproduce.sh
 
+.PHONY: campaign
+campaign: ## CAMPAIGN's runs: each distinct server served once, every run benched on it, one budget, one MAX_COST, one comparison (DRY_RUN=1: the plan)
+	@scripts/campaign.sh run
+
 # --- watch the run and its server -----------------------------------------------------------
 
 .PHONY: watch
-watch: ## RUN live: slots settled of tasks × k, pace, ETA, spend and alarms, from its files (ONCE=1: one frame)
-	@scripts/watch.sh
+watch: ## RUN live: slots settled of tasks × k, pace, ETA, spend and alarms, from its files (ONCE=1: one frame; CAMPAIGN=: each run's)
+	@$(call by_campaign,watch,scripts/watch.sh)
 
 .PHONY: status
 status: ## RUN's server: stage, endpoint health, price, time up and cost so far, its watchdog's last check; warns when idle
@@ -80,8 +88,8 @@ logs: ## the last LOG_TAIL lines of RUN's server logs; FOLLOW=1 follows
 	@scripts/logs.sh
 
 .PHONY: stop
-stop: ## cancel RUN's server job so it stops billing, and remove its watchdog (safe to repeat)
-	@scripts/stop.sh
+stop: ## cancel RUN's server job so it stops billing, and remove its watchdog (safe to repeat; CAMPAIGN=: every server of it)
+	@$(call by_campaign,stop,scripts/stop.sh)
 
 .PHONY: jobs
 jobs: ## every live HF Job of this project with its price; ALL=1 includes finished ones
@@ -92,8 +100,8 @@ sandboxes: ## the sandbox job(s) behind RUN's infra-errored tasks (or TASK=<task
 	@scripts/sandboxes.sh
 
 .PHONY: plan
-plan: ## which server, shards and N_CONCURRENT finish RUN by DEADLINE (e.g. 24h), cheapest first, and what binds: a simulation, nothing launched or written
-	@scripts/plan.sh
+plan: ## which server, shards and N_CONCURRENT finish RUN by DEADLINE (e.g. 24h), cheapest first, and what binds: a simulation, nothing launched or written (CAMPAIGN=: its schedule)
+	@$(call by_campaign,plan,scripts/plan.sh)
 
 .PHONY: calibrate
 calibrate: ## load-test RUN's live server (evalscope perf) at a concurrency ladder: TTFT, time per output token, throughput in state/RUN/calibration.json, for make plan
@@ -134,8 +142,8 @@ compare: ## side-by-side table, flips and per-task matrix of RUNS (default: the 
 	@scripts/report.sh compare
 
 .PHONY: report
-report: ## pictures (PNG, SVG) and a self-contained HTML report of RUNS, under reports/
-	@scripts/report.sh report
+report: ## pictures (PNG, SVG) and a self-contained HTML report of RUNS, under reports/ (CAMPAIGN=: its runs' comparison)
+	@$(call by_campaign,report,scripts/report.sh report)
 
 .PHONY: results
 results: ## regenerate README.md's results section from the tallies of RUNS

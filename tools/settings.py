@@ -37,9 +37,9 @@ REPO = Path(__file__).resolve().parent.parent
 # Variables a verb reads that are not settings: what a run is (RUN, RUNS), how a verb prints (JSON,
 # TIMEOUTS, OUT, HTML), one verb's argument (JOB_DIR, TASK), where state lives (STATE_ROOT), the
 # Python make setup builds .venv with (PYTHON), and what a remote job of the run is told (SERVER_JOB,
-# RUN_INSTANCE). Any other name on a command line must be a setting.
+# RUN_INSTANCE); a campaign's name (CAMPAIGN). Any other name on a command line must be a setting.
 NON_SETTINGS = ("RUN", "RUNS", "JSON", "TIMEOUTS", "JOB_DIR", "PYTHON", "STATE_ROOT", "OUT", "TASK",
-                "SERVER_JOB", "RUN_INSTANCE", "HTML")
+                "SERVER_JOB", "RUN_INSTANCE", "HTML", "CAMPAIGN")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 SECRET_NAME = re.compile(r".*(TOKEN|KEY|SECRET.*|PASSWORD.*)$")
 MAX_FILE_BYTES = 64 * 1024

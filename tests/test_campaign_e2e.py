@@ -1,0 +1,242 @@
+"""`make campaign` end to end: the campaign supervisor, the real verbs, the real harbor, the real hf CLI.
+
+A scratch checkout (the real scripts/, tools/, env/ by symlink, as tests/test_reproduce.py's Tree)
+with three test-only runs of its own and a campaign over them:
+  - c-one and c-two: identical server commands, so ONE server (c-one owns it);
+  - c-three: the same profile with SERVER_EXTRA_ARGS of its own, so a server of its own;
+against the loopback fake HF Jobs API (every `hf jobs run` creates the next of srv1, srv2), two
+loopback fake model servers, and the real harbor on tests/datasets/mopup with
+tests/harbor_env/scripted_env.py playing the sandbox (its log says which tasks each job ran).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_reproduce import TOKEN, JobsAPI, ModelServer, kill_session, read_port, wait_for  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "Qwen/Qwen3.8-27B-FP8"
+
+RUN_FILE = """\
+# Written by tests/test_campaign_e2e.py: a campaign's test run.
+SERVER=qwen3.8-27b-fp8-sglang-h200
+MODEL={model}
+JOB_NAME={job}
+AGENT=oracle
+DATASET_PATH=dataset
+ENV_TYPE=scripted_env:ScriptedEnv
+AGENT_TIMEOUT_MULTIPLIER=1
+N_CONCURRENT=2
+TASKS="{tasks}"
+SMOKE_TASK={tasks}
+HF_NAMESPACE=alice
+READY_POLL=1
+LINGER_GRACE=5
+STOP_GRACE=5
+{extra}"""
+# One task, the same for every run (make compare compares runs of one task set), so make reproduce
+# skips the smoke (it would run the bench's very task): the rehearsal stays short on a loaded machine.
+RUNS = {
+    "c-one": ("cj-one", "t-hang", ""),
+    "c-two": ("cj-two", "t-hang", ""),
+    "c-three": ("cj-three", "t-hang", 'SERVER_EXTRA_ARGS="--max-running-requests 8"\n'),
+}
+CAMPAIGN_FILE = """\
+# Written by tests/test_campaign_e2e.py.
+RUNS="c-one c-two c-three"
+MAX_COST={max_cost}
+MAX_AT_ONCE={at_once}
+COST_POLL=1
+"""
+
+
+class Campaign:
+    """A scratch checkout holding the campaign, its runs and the dataset; the fakes around it."""
+
+    def __init__(self, tmp: Path, plan: dict, max_cost: float = 500, at_once: int = 4):
+        self.tmp = tmp
+        self.servers = [ModelServer(tmp, "srv1"), ModelServer(tmp, "srv2")]
+        self.api = JobsAPI(tmp, {"new_jobs": [{"id": "srv1", "expose_url": self.servers[0].url,
+                                               "running_secs_file": str(tmp / "srv1.secs")},
+                                              {"id": "srv2", "expose_url": self.servers[1].url,
+                                               "running_secs_file": str(tmp / "srv2.secs")}]})
+        self.root = tmp / "repo"
+        self.root.mkdir()
+        for name in ("env", "tests", ".venv"):
+            (self.root / name).symlink_to(REPO / name)
+        import shutil
+        # tools/ as a copy: the report finds runs in the checkout its own files are in (the scratch one).
+        shutil.copytree(REPO / "tools", self.root / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+        (self.root / "scripts").mkdir()
+        for script in (REPO / "scripts").iterdir():
+            (self.root / "scripts" / script.name).symlink_to(script)
+        shutil.copytree(REPO / "tests" / "datasets" / "mopup", self.root / "dataset")
+        (self.root / "runs").mkdir()
+        for run, (job, tasks, extra) in RUNS.items():
+            (self.root / "runs" / f"{run}.env").write_text(RUN_FILE.format(model=MODEL, job=job, tasks=tasks, extra=extra))
+        (self.root / "campaigns").mkdir()
+        (self.root / "campaigns" / "rehearsal.env").write_text(CAMPAIGN_FILE.format(max_cost=max_cost, at_once=at_once))
+        self.bin = tmp / "bin"
+        self.bin.mkdir()
+        (self.bin / "git-lfs").write_text("#!/bin/sh\nexit 0\n")
+        (self.bin / "git-lfs").chmod(0o755)
+        self.hf_home = tmp / "hf-home"
+        self.hf_home.mkdir()
+        (self.hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+        (tmp / "plan.json").write_text(json.dumps(plan))
+        self.log = tmp / "executed.jsonl"
+        self.release = tmp / "release"
+        self.state = self.root / "state" / "campaigns" / "rehearsal"
+
+    def env(self, **settings: str) -> dict:
+        drop = ("RUN", "RUNS", "JOB_NAME", "DRY_RUN", "API_BASE", "STATE_ROOT", "CLI_SETTINGS", "HF_NAMESPACE", "WHERE",
+                "AI_AGENT", "AGENT", "CLAUDECODE", "HF_HUB_OFFLINE", "RUN_LOCK_HELD", "CAMPAIGN")
+        env = {k: v for k, v in os.environ.items() if k not in drop}
+        env.update(
+            CAMPAIGN="rehearsal", PATH=f"{self.bin}:{REPO / '.venv/bin'}:{os.environ['PATH']}",
+            HF_ENDPOINT=self.api.url, HF_TOKEN=TOKEN, HF_HOME=str(self.hf_home), HF_HUB_DISABLE_UPDATE_CHECK="1",
+            GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="filter.lfs.process", GIT_CONFIG_VALUE_0="git-lfs filter-process",
+            HARBOR_TELEMETRY="0", LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONPATH=str(REPO / "tests" / "harbor_env"),
+            SCRIPTED_ENV_PLAN=str(self.tmp / "plan.json"), SCRIPTED_ENV_LOG=str(self.log),
+            SCRIPTED_ENV_RELEASE=str(self.release), SCRIPTED_ENV_SERVER_PID_FILE=str(self.servers[0].pid_file),
+            SCRIPTED_ENV_SERVER_DEAD_FILE=str(self.tmp / "srv1.dead"), HEALTH_POLL="1")
+        env.update(settings)
+        return env
+
+    def argv(self, verb: str = "run") -> list[str]:
+        return [str(self.root / "scripts" / "campaign.sh"), verb]
+
+    def run(self, verb: str = "run", **settings) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(verb), cwd=self.root, env=self.env(**settings), capture_output=True, text=True,
+                              timeout=900, stdin=subprocess.DEVNULL)
+
+    def start(self) -> subprocess.Popen:
+        out = open(self.tmp / "campaign.log", "w")  # noqa: SIM115
+        return subprocess.Popen(self.argv(), cwd=self.root, env=self.env(), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def executed(self) -> list[dict]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line] if self.log.exists() else []
+
+    def record(self) -> dict:
+        path = self.state / "campaign.json"
+        return json.loads(path.read_text()) if path.exists() else {"runs": {}, "servers": {}}
+
+    def server_launches(self) -> list[dict]:
+        return [r for r in self.api.launches() if (r.get("body") or {}).get("labels", {}).get("role") == "server"]
+
+    def trial_dirs(self) -> set[str]:
+        found = set()
+        for base in [self.root / "jobs", *(self.root / "state").glob("*/archive")]:
+            if base.exists():
+                found |= {p.name for p in base.rglob("*__*") if p.is_dir() and (p / "config.json").exists()}
+        return found
+
+    def stop(self) -> None:
+        for thing in (*self.servers, self.api):
+            thing.stop()
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    made = []
+
+    def make(plan, **kw):
+        c = Campaign(tmp_path, plan, **kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.release.touch()
+        c.stop()
+
+
+def table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(("| cj-", "| ≠ t-", "| t-"))]
+
+
+@pytest.mark.e2e
+def test_a_campaign_shares_a_server_resumes_after_a_kill_and_ends_with_one_comparison(campaign):
+    # t-hang's attempts in the order they start: c-one's and c-two's pass at once; c-three's waits for
+    # the test (SCRIPTED_ENV_RELEASE), and so does its retry, released before the resume.
+    c = campaign({"t-hang": ["pass", "pass", "slow-pass"]})
+    proc = c.start()
+    # c-three benches last (c-one and c-two fill the budget of 4 on their shared server); kill the
+    # whole supervisor, with everything it started, while c-three's slow task is under way.
+    wait_for(lambda: any(r["job"] == "cj-three" and r["task"] == "t-hang" for r in c.executed()) or proc.poll() is not None,
+             600, "c-three's bench to start its slow task")
+    assert proc.poll() is None, (c.tmp / "campaign.log").read_text()
+    mid = c.record()
+    assert {run: r["status"] for run, r in mid["runs"].items()} == {"c-one": "done", "c-two": "done", "c-three": "running"}
+    # The budget: c-one and c-two side by side (2 + 2 = 4), c-three after both ended.
+    assert mid["budget"]["n_concurrent"] == {"c-one": 2, "c-two": 2, "c-three": 2}
+    assert mid["runs"]["c-three"]["started_at"] >= max(mid["runs"]["c-one"]["ended_at"], mid["runs"]["c-two"]["ended_at"])
+    assert mid["runs"]["c-one"]["endpoint"] == mid["runs"]["c-two"]["endpoint"] != mid["runs"]["c-three"]["endpoint"]
+    assert mid["servers"]["c-one"]["status"] == "stopped" and mid["servers"]["c-three"]["status"] == "up"
+    before = c.trial_dirs()
+    ran_before = {(r["job"], r["task"]) for r in c.executed()}
+    kill_session(proc)
+
+    c.release.touch()
+    again = c.run()
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    # Exactly two servers in all: srv1 shared by c-one and c-two, srv2 for c-three, reused by the resume.
+    launches = c.server_launches()
+    assert len(launches) == 2, launches
+    assert [launch["body"]["labels"]["run"] for launch in launches] == ["c-one", "c-three"]
+    assert "server of c-three (alice/srv2) is still healthy: reused" in again.stderr
+    # Finished runs are not rerun: no trial of c-one or c-two after the kill; c-three's slow task is retried.
+    after = [(r["job"], r["task"]) for r in c.executed() if (r["job"], r["task"]) not in ran_before
+             or r["job"].startswith("cj-three-retry")]
+    assert {job.split("-retry")[0] for job, _ in after} <= {"cj-three"}
+    record = c.record()
+    assert {run: r["status"] for run, r in record["runs"].items()} == {"c-one": "done", "c-two": "done", "c-three": "done"}
+    assert record["outcome"] == "done"
+    assert {owner: s["status"] for owner, s in record["servers"].items()} == {"c-one": "stopped", "c-three": "stopped"}
+    assert c.api.stages() == {"srv1": "CANCELED", "srv2": "CANCELED"}
+    # Nothing lost: every trial dir from before the kill is still in its job or mop-up's archive.
+    assert before - c.trial_dirs() == set()
+    # The one comparison, with its exact rows.
+    comparison = (c.state / "comparison.md").read_text()
+    assert comparison.splitlines()[0] == "## Comparison: cj-one vs cj-two vs cj-three"
+    rows = [row.rsplit(" | ", 2)[0] for row in table_rows(comparison)]  # the cost columns depend on the clock
+    assert rows == [
+        "| cj-one | oracle | 100.0% | 20.7–100.0% | 1/1 | 0 | 0 / 0 | 0.0 | 1.00",
+        "| cj-two | oracle | 100.0% | 20.7–100.0% | 1/1 | 0 | 0 / 0 | 0.0 | 1.00",
+        "| cj-three | oracle | 100.0% | 20.7–100.0% | 1/1 | 0 | 0 / 0 | 0.0 | 1.00",
+        "| t-hang | passed | passed | passed |"]
+    # The shared server is c-one's job: counted once, in c-one's cost; c-two had no job of its own.
+    assert "- cj-two: cost unknown: no job found for the run" in comparison
+    assert record["comparison"]["runs"] == ["c-one", "c-two", "c-three"] and record["comparison"]["report_rc"] == 0
+    assert TOKEN not in out
+
+
+@pytest.mark.e2e
+def test_one_ceiling_stops_every_run_and_every_server(campaign):
+    c = campaign({"t-hang": ["slow-pass"]}, max_cost=2, at_once=6)
+    proc = c.start()
+    wait_for(lambda: {r["job"] for r in c.executed() if r["task"] == "t-hang"} == {"cj-one", "cj-two", "cj-three"}
+             or proc.poll() is not None, 600, "both servers' benches to be mid-trial")
+    assert proc.poll() is None, (c.tmp / "campaign.log").read_text()
+    # The shared server has billed an hour of h200 ($5 > MAX_COST=2): the campaign's one ceiling.
+    (c.tmp / "srv1.secs").write_text("3600\n")
+    assert proc.wait(timeout=600) == 75, (c.tmp / "campaign.log").read_text()
+    record = c.record()
+    assert record["outcome"].startswith("MAX_COST reached: the campaign has spent $5.")
+    stopped = {run: r["status"] for run, r in record["runs"].items()}
+    assert stopped == {"c-one": "interrupted", "c-two": "interrupted", "c-three": "interrupted"}
+    assert c.api.stages() == {"srv1": "CANCELED", "srv2": "CANCELED"}
+    # Every harbor was stopped with SIGINT: its slow trial was written cancelled (retryable), none is left running.
+    for job in ("cj-one", "cj-two", "cj-three"):
+        results = [json.loads(p.read_text()) for p in (c.root / "jobs" / job).glob("t-hang__*/result.json")]
+        assert [r["exception_info"]["exception_type"] for r in results] == ["CancelledError"], job
+    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if b"cj-" in p.read_bytes()]
