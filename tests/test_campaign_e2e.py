@@ -222,16 +222,17 @@ def test_a_campaign_shares_a_server_resumes_after_a_kill_and_ends_with_one_compa
 
 @pytest.mark.e2e
 def test_one_ceiling_stops_every_run_and_every_server(campaign):
-    c = campaign({"t-hang": ["slow-pass"]}, max_cost=2, at_once=6)
+    c = campaign({"t-hang": ["slow-pass"]}, max_cost=4, at_once=6)
     proc = c.start()
     wait_for(lambda: {r["job"] for r in c.executed() if r["task"] == "t-hang"} == {"cj-one", "cj-two", "cj-three"}
              or proc.poll() is not None, 600, "both servers' benches to be mid-trial")
     assert proc.poll() is None, (c.tmp / "campaign.log").read_text()
-    # The shared server has billed an hour of h200 ($5 > MAX_COST=2): the campaign's one ceiling.
-    (c.tmp / "srv1.secs").write_text("3600\n")
+    # The shared server has billed ten hours of h200 ($50, past MAX_COST=4): the campaign's one ceiling.
+    (c.tmp / "srv1.secs").write_text("36000\n")
     assert proc.wait(timeout=600) == 75, (c.tmp / "campaign.log").read_text()
     record = c.record()
-    assert record["outcome"].startswith("MAX_COST reached: the campaign has spent $5.")
+    assert record["outcome"].startswith("MAX_COST reached: the campaign has spent $50.")
+    assert record["ceiling"]["per_run"]["c-one"] == 50.0 and record["ceiling"]["per_run"]["c-two"] == 0.0
     stopped = {run: r["status"] for run, r in record["runs"].items()}
     assert stopped == {"c-one": "interrupted", "c-two": "interrupted", "c-three": "interrupted"}
     assert c.api.stages() == {"srv1": "CANCELED", "srv2": "CANCELED"}
@@ -239,4 +240,16 @@ def test_one_ceiling_stops_every_run_and_every_server(campaign):
     for job in ("cj-one", "cj-two", "cj-three"):
         results = [json.loads(p.read_text()) for p in (c.root / "jobs" / job).glob("t-hang__*/result.json")]
         assert [r["exception_info"]["exception_type"] for r in results] == ["CancelledError"], job
-    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if b"cj-" in p.read_bytes()]
+    assert [pid for pid in running_with(b"--job-name\x00cj-")] == []
+
+
+def running_with(word: bytes) -> list[str]:
+    """The pids whose command line holds `word` (a harbor of the campaign's jobs)."""
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if word in path.read_bytes():
+                found.append(path.parent.name)
+        except OSError:
+            continue
+    return found

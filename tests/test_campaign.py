@@ -1,0 +1,241 @@
+"""Campaigns, piece by piece: the campaign file reader, the grouping by server command, the budget
+split, the lock, and a dry run that writes nothing (the end-to-end rehearsal: test_campaign_e2e.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tools import settings as run_settings
+from tools.campaign import campaign_file, campaign_runs, campaign_state
+from tools.campaign.campaign_file import CampaignError
+from tools.campaign.campaign_runs import RunInfo
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --- the campaign file -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "campaigns").mkdir()
+    (tmp_path / "runs").mkdir()
+    for run in ("a", "b", "c"):
+        (tmp_path / "runs" / f"{run}.env").write_text("SERVER=x\n")
+    return tmp_path
+
+
+def write(root: Path, text: str, name: str = "camp") -> None:
+    (root / "campaigns" / f"{name}.env").write_text(text)
+
+
+def test_a_campaign_file_is_read_as_data(root):
+    write(root, '# two runs\nRUNS="a b"   # in order\nMAX_COST=12.5\nMAX_AT_ONCE=4\nDEADLINE=2d\nCOST_POLL=30\n')
+    c = campaign_file.read(root, "camp")
+    assert (c.runs, c.max_cost, c.max_at_once, c.deadline_secs, c.cost_poll) == (("a", "b"), 12.5, 4, 172800.0, 30)
+    write(root, 'RUNS=c\nMAX_COST=3\n')
+    c = campaign_file.read(root, "camp")
+    assert (c.runs, c.max_at_once, c.deadline_secs, c.cost_poll) == (("c",), None, None, 60)
+
+
+@pytest.mark.parametrize("text, error", [
+    ('RUNS="a b"\nMAX_COST=5\nN_CONCURRENT=2\n',
+     "campaigns/camp.env:3: N_CONCURRENT is not a campaign key (a campaign file sets RUNS, MAX_COST, MAX_AT_ONCE, "
+     "DEADLINE, COST_POLL; a run's own settings go in its run file)"),
+    ('RUNS="a b"\nMAX_COSTS=5\n', "campaigns/camp.env:2: MAX_COSTS is not a campaign key: did you mean MAX_COST? "
+     "(a campaign file sets RUNS, MAX_COST, MAX_AT_ONCE, DEADLINE, COST_POLL; a run's own settings go in its run file)"),
+    ('RUNS="a a"\nMAX_COST=5\n', "campaigns/camp.env:1: RUNS names a twice: a run is benched once per campaign"),
+    ('RUNS="a zzz"\nMAX_COST=5\n', "campaigns/camp.env:1: RUNS names zzz, which has no runs/zzz.env"),
+    ('RUNS="a d"\nMAX_COST=5\n', "campaigns/camp.env:1: RUNS names d, which has no runs/d.env: did you mean a?"),
+    ('RUNS=a\nMAX_COST=0\n', "campaigns/camp.env:2: MAX_COST must be a positive number of US dollars"),
+    ('RUNS=a\nMAX_COST=5\nMAX_AT_ONCE=lots\n', "campaigns/camp.env:3: MAX_AT_ONCE must be a whole number of trials "
+     "at once, 1 to 1000 (empty: the plan's infra curve decides)"),
+    ('RUNS=a\nMAX_COST=5\nDEADLINE=soon\n', "campaigns/camp.env:3: DEADLINE must be a duration, <number>[s|m|h|d] "
+     "(empty: none)"),
+    ('RUNS=a\nMAX_COST=5\nMAX_COST=6\n', "campaigns/camp.env:3: MAX_COST is set a second time: one NAME=value line "
+     "per key"),
+    ('RUNS=a\nMAX_COST=$MAX_AT_ONCE\n', "campaigns/camp.env:2: MAX_COST names a setting ($…): a campaign file holds "
+     "plain values"),
+    ('RUNS=a\n', "campaigns/camp.env:1: the campaign sets no MAX_COST: add MAX_COST=… (a positive number of US dollars)"),
+])
+def test_a_bad_line_is_refused_with_its_file_and_line(root, text, error):
+    write(root, text)
+    with pytest.raises(CampaignError) as e:
+        campaign_file.read(root, "camp")
+    assert str(e.value) == error
+
+
+def test_what_is_not_a_statement_is_refused_by_the_settings_reader_with_its_line_never_run(root):
+    write(root, 'RUNS=a\nMAX_COST=5\necho pwned\n')
+    with pytest.raises(CampaignError) as e:
+        campaign_file.read(root, "camp")
+    assert str(e.value).startswith(f"{root}/campaigns/camp.env line 3 is not a setting (NAME=value), a comment or a blank line")
+    write(root, 'RUNS="$(touch x)"\nMAX_COST=5\n')
+    with pytest.raises(CampaignError, match=r"line 1 holds a command substitution"):
+        campaign_file.read(root, "camp")
+    assert not (root / "x").exists()
+
+
+def test_an_unknown_campaign_is_named_with_the_known_ones(root):
+    write(root, 'RUNS=a\nMAX_COST=5\n')
+    with pytest.raises(CampaignError) as e:
+        campaign_file.read(root, "nope")
+    assert str(e.value) == ("unknown campaign 'nope': no campaigns/nope.env (known: camp); docs/campaigns.md says how "
+                            "to write one")
+
+
+def test_the_shipped_example_reads():
+    c = campaign_file.read(REPO, "qwen-agents")
+    assert c.runs == ("qwen-t2", "qwen-mswea", "gptoss-t2") and c.max_cost == 258 and c.max_at_once is None
+
+
+def test_campaign_is_a_name_the_command_line_may_carry():
+    overrides, _ = run_settings.command_line({"CLI_SETTINGS": "CAMPAIGN DRY_RUN", "CAMPAIGN": "x", "DRY_RUN": "1"},
+                                             run_settings.catalogue(), "campaign")
+    assert overrides == {"DRY_RUN": "1"}
+
+
+# --- grouping by server command ----------------------------------------------------------------------
+
+
+def info(run: str, argv: list[str], nc: int = 3, shards: int = 1, timeout: str = "4h") -> RunInfo:
+    return RunInfo(run, argv, "", {"N_CONCURRENT": str(nc), "N_SHARDS": str(shards), "SERVER_TIMEOUT": timeout,
+                                   "MODEL": "m"}, "jobs", f"state/{run}", "p")
+
+
+SERVE = ["hf", "jobs", "run", "--detach", "-q", "--flavor", "h200", "--timeout", "4h", "--label", "run=a",
+         "img", "--", "sglang", "serve", "--port", "30000"]
+
+
+def test_the_server_key_leaves_out_only_the_words_of_one_run():
+    assert campaign_runs.server_key(SERVE) == ("hf", "jobs", "run", "--flavor", "h200", "img", "--", "sglang", "serve",
+                                                "--port", "30000")
+    # After --, the engine's own words are kept whatever they are (a --timeout of the engine's too).
+    assert campaign_runs.server_key(["hf", "img", "--", "vllm", "--timeout", "9"])[-2:] == ("--timeout", "9")
+
+
+def test_runs_whose_server_commands_are_identical_share_one_server():
+    other_labels = [w.replace("run=a", "run=b") for w in SERVE]
+    longer = [w.replace("4h", "2d") for w in SERVE]
+    extra = SERVE + ["--default-chat-template-kwargs", '{"enable_thinking": false}']
+    groups = campaign_runs.group([info("a", SERVE), info("b", other_labels), info("c", extra),
+                                  info("d", longer, timeout="2d")])
+    assert [g.names for g in groups] == [["a", "b", "d"], ["c"]]
+    assert [g.owner.run for g in groups] == ["a", "c"] and groups[0].timeout == "2d"
+
+
+def test_the_shipped_runs_group_by_their_real_server_commands():
+    env = {k: v for k, v in os.environ.items() if k not in ("CLI_SETTINGS", "DRY_RUN", "RUN")}
+    runs = [campaign_runs.describe(REPO, run, env) for run in ("qwen-t2", "qwen-mswea", "gptoss-t2", "qwen-t2-leaderboard")]
+    groups = campaign_runs.group(runs)
+    assert [g.names for g in groups] == [["qwen-t2", "qwen-t2-leaderboard"], ["qwen-mswea"], ["gptoss-t2"]]
+    assert campaign_runs.separate_notes(groups) == [
+        "qwen-mswea is served apart from qwen-t2 (same model, Qwen/Qwen3.8-27B-FP8): SERVER_EXTRA_ARGS (qwen-t2: (empty); "
+        "qwen-mswea: --default-chat-template-kwargs '{\"enable_thinking\": false}')"]
+
+
+# --- the budget --------------------------------------------------------------------------------------
+
+
+def test_runs_sharing_a_server_split_the_budget_evenly_and_groups_wait_their_turn():
+    groups = campaign_runs.group([info("a", SERVE, nc=3), info("b", SERVE, nc=3), info("c", SERVE + ["x"], nc=3)])
+    alloc = campaign_runs.allocate(groups, 4)
+    assert {r: a.n_concurrent for r, a in alloc.items()} == {"a": 2, "b": 2, "c": 3}
+    assert alloc["a"].note == "N_CONCURRENT 3 → 2: 2 runs share a's server within 4 trials at once"
+    assert campaign_runs.start_order(groups, alloc, 4) == [["a", "b"], ["c"]]
+    # Room for all: nothing lowered, everything side by side.
+    alloc = campaign_runs.allocate(groups, 9)
+    assert {r: a.n_concurrent for r, a in alloc.items()} == {"a": 3, "b": 3, "c": 3}
+    assert campaign_runs.start_order(groups, alloc, 9) == [["a", "b", "c"]]
+
+
+def test_shards_keep_their_count_and_share_per_shard():
+    groups = campaign_runs.group([info("a", SERVE, nc=3, shards=2), info("b", SERVE, nc=3), info("c", SERVE, nc=3)])
+    alloc = campaign_runs.allocate(groups, 5)
+    # Shares 2, 2, 1: a's two shards get 1 each, b 2, c 1.
+    assert {r: (a.n_concurrent, a.demand) for r, a in alloc.items()} == {"a": (1, 2), "b": (2, 2), "c": (1, 1)}
+    with pytest.raises(campaign_runs.BudgetError, match="run a has N_SHARDS=2, more shards than the campaign's 1"):
+        campaign_runs.allocate(groups, 1)
+
+
+def test_a_group_that_does_not_fit_even_at_one_trial_each_goes_one_run_after_another():
+    groups = campaign_runs.group([info(r, SERVE, nc=3) for r in ("a", "b", "c")])
+    alloc = campaign_runs.allocate(groups, 2)
+    assert {r: a.n_concurrent for r, a in alloc.items()} == {"a": 1, "b": 1, "c": 1}
+    assert campaign_runs.start_order(groups, alloc, 2) == [["a", "b"], ["c"]]
+
+
+# --- the lock ------------------------------------------------------------------------------------------
+
+
+def test_two_campaign_supervisors_never_run_at_once(tmp_path):
+    first = campaign_state.CampaignLock(tmp_path / "c")
+    first.take("make campaign")
+    second = campaign_state.CampaignLock(tmp_path / "c")
+    assert second.held_by_other()
+    # Another process (the lock is the kernel's, per open file): refused, naming the holder.
+    proc = subprocess.run([str(REPO / ".venv/bin/python"), "-c",
+                           "import sys; from pathlib import Path; from tools.campaign import campaign_state as s\n"
+                           "try:\n  s.CampaignLock(Path(sys.argv[1])).take('make campaign')\n"
+                           "except s.StateError as e:\n  print(e); sys.exit(3)", str(tmp_path / "c")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 3
+    assert proc.stdout.startswith(f"campaign 'c' is busy: make campaign (pid {os.getpid()}) has held it since ")
+
+
+# --- the dry run ----------------------------------------------------------------------------------------
+
+
+def listing(*roots: Path) -> list[tuple[str, float]]:
+    out = []
+    for base in roots:
+        if not base.exists():
+            continue
+        for path in sorted(base.rglob("*")):
+            parts = path.relative_to(base).parts
+            if parts[:1] in ((".git",), (".venv",)) or "__pycache__" in parts:
+                continue
+            out.append((str(path), path.lstat().st_mtime))
+    return out
+
+
+def test_the_dry_run_prints_every_server_bench_budget_ceiling_and_the_comparison_and_writes_nothing(tmp_path):
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in ("CLI_SETTINGS", "RUN", "HF_TOKEN", "API_BASE")}
+    env.update(DRY_RUN="1", CAMPAIGN="qwen-agents", STATE_ROOT=str(state), PYTHONDONTWRITEBYTECODE="1")
+    before = listing(REPO, tmp_path)
+    proc = subprocess.run([str(REPO / "scripts/campaign.sh"), "run"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert listing(REPO, tmp_path) == before and not state.exists()
+    lines = proc.stdout.splitlines()
+    assert [line.split(",")[0] for line in lines if line.startswith("server ")] == [
+        "server 1  qwen3.8-27b-fp8-sglang-h200 (Qwen/Qwen3.8-27B-FP8 on h200)",
+        "server 2  qwen3.8-27b-fp8-sglang-h200 (Qwen/Qwen3.8-27B-FP8 on h200)",
+        "server 3  gpt-oss-20b-vllm-l40s (openai/gpt-oss-20b on l40sx1)"]
+    hf_runs = [line.strip() for line in lines if line.strip().startswith("hf jobs run ")]
+    assert [("--timeout 4d" in h, "--timeout 23h" in h, "--timeout 15h" in h) for h in hf_runs] == [
+        (True, False, False), (False, True, False), (False, False, True)]
+    assert "--default-chat-template-kwargs '{\"enable_thinking\": false}'" in hf_runs[1]
+    assert [line.strip().split("   (")[0] for line in lines if line.startswith("  bench ")] == [
+        "bench    make reproduce RUN=qwen-t2 'API_BASE=<server 1 endpoint>' N_CONCURRENT=3",
+        "bench    make reproduce RUN=qwen-mswea 'API_BASE=<server 2 endpoint>' N_CONCURRENT=3",
+        "bench    make reproduce RUN=gptoss-t2 'API_BASE=<server 3 endpoint>' N_CONCURRENT=3"]
+    # Each bench's own plan: harbor against its server's endpoint, never a serve or a stop of its own.
+    assert sum(1 for line in lines if line.startswith("           | bench    ") and "harbor run" in line) == 3
+    assert sum(1 for line in lines if "| serve    skipped: API_BASE=https://SERVER-" in line) == 3
+    assert [line for line in lines if line.startswith("note ")] == [
+        "note     qwen-mswea is served apart from qwen-t2 (same model, Qwen/Qwen3.8-27B-FP8): SERVER_EXTRA_ARGS "
+        "(qwen-t2: (empty); qwen-mswea: --default-chat-template-kwargs '{\"enable_thinking\": false}')"]
+    budget = lines.index(next(line for line in lines if line.startswith("budget ")))
+    assert lines[budget].startswith("budget   4 trial(s) at once over every run (MAX_AT_ONCE not set: the largest trials "
+                                    "at once whose predicted sandbox infra rate stays at or under MAX_INFRA_RATE=0.3")
+    assert lines[budget + 2:budget + 5] == ["         1. qwen-t2 (3)", "         2. qwen-mswea (3)",
+                                            "         3. gptoss-t2 (3)"]
+    assert [line[:41] for line in lines if line.startswith("ceiling ")] == ["ceiling  MAX_COST=258 ($258.00) over the "]
+    assert [line.split("   (")[0] for line in lines if line.startswith(("compare ", "report "))] == [
+        "compare  make compare 'RUNS=qwen-t2 qwen-mswea gptoss-t2'", "report   make report 'RUNS=qwen-t2 qwen-mswea gptoss-t2'"]
