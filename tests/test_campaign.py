@@ -239,3 +239,24 @@ def test_the_dry_run_prints_every_server_bench_budget_ceiling_and_the_comparison
     assert [line[:41] for line in lines if line.startswith("ceiling ")] == ["ceiling  MAX_COST=258 ($258.00) over the "]
     assert [line.split("   (")[0] for line in lines if line.startswith(("compare ", "report "))] == [
         "compare  make compare 'RUNS=qwen-t2 qwen-mswea gptoss-t2'", "report   make report 'RUNS=qwen-t2 qwen-mswea gptoss-t2'"]
+
+
+# --- the schedule (make plan CAMPAIGN=…) ------------------------------------------------------------------
+
+
+def test_the_schedule_plays_the_supervisors_rule_with_server_reuse_and_the_budget():
+    from tools.campaign import campaign_schedule
+    from tools.campaign.campaign_file import Campaign
+    from tools.campaign.campaign_plan import Resolved
+    runs = [info("a", SERVE, nc=2), info("b", SERVE, nc=2), info("c", SERVE + ["x"], nc=2)]
+    groups = campaign_runs.group(runs)
+    r = Resolved(Campaign("t", Path("t.env"), ("a", "b", "c"), 10.0), runs, groups, 4, "", {})
+    alloc = campaign_runs.allocate(groups, 4)
+    t = campaign_schedule.simulate(r, 4, alloc, {"a": 100.0, "b": 300.0, "c": 50.0}, loading=10.0)
+    # a and b share one server and the budget (2 + 2), benched once it has loaded; c's server is
+    # launched when a's end frees its 2 trials; a's server stops when b, its last run, ends.
+    assert (t.starts, t.ends) == ({"a": 10.0, "b": 10.0, "c": 120.0}, {"a": 110.0, "b": 310.0, "c": 170.0})
+    assert t.servers == {"a": (0.0, 310.0), "c": (110.0, 170.0)} and t.makespan == 310.0
+    # With room for all three, c's server loads beside the first.
+    t = campaign_schedule.simulate(r, 6, campaign_runs.allocate(groups, 6), {"a": 100.0, "b": 300.0, "c": 50.0}, 10.0)
+    assert t.starts == {"a": 10.0, "b": 10.0, "c": 10.0} and t.servers == {"a": (0.0, 310.0), "c": (0.0, 60.0)}
