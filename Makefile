@@ -21,7 +21,7 @@ $(foreach v,$(CLI_SETTINGS),$(eval override $(v) := $$(value $(v)))$(eval export
 
 # make plan|watch|report|stop CAMPAIGN=<name> acts on every run and server of the campaign
 # (scripts/campaign.sh; docs/campaigns.md); without CAMPAIGN on make's command line, on RUN(S).
-by_campaign = $(if $(filter command line,$(origin CAMPAIGN)),scripts/campaign.sh $(1),$(2))
+by_campaign = $(if $(filter CAMPAIGN,$(CLI_SETTINGS)),scripts/campaign.sh $(1),$(2))
 
 .PHONY: help
 help: ## this menu

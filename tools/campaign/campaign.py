@@ -7,6 +7,7 @@ and hands over to what it does: the dry run's print (campaign_print), the superv
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -61,6 +62,9 @@ def run_cmd(name, repo, state_root):
         code = campaign_supervisor.main(repo, state_root, name, dict(os.environ), read)
     except (campaign_state.StateError, campaign_file.CampaignError) as e:
         raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:  # before the supervisor started anything (its own handler takes over then)
+        click.echo("campaign: interrupted before anything was launched", err=True)
+        code = 130
     sys.exit(code)
 
 
@@ -71,6 +75,13 @@ def plan_cmd(name, repo, state_root):
     from tools.campaign import campaign_schedule  # noqa: PLC0415
     repo = repo.resolve()
     resolved = read(repo, name)
+    given = os.environ.get("DEADLINE", "")
+    if given and ("CLI_SETTINGS" not in os.environ or "DEADLINE" in os.environ["CLI_SETTINGS"].split()):
+        try:  # DEADLINE on make's command line wins over the campaign file's, as for make plan RUN=…
+            deadline = campaign_file.check_value("DEADLINE", given, "the command line")
+        except campaign_file.CampaignError as e:
+            raise click.ClickException(str(e)) from None
+        resolved.campaign = dataclasses.replace(resolved.campaign, deadline_secs=deadline)
     for line in campaign_schedule.plan_lines(repo, resolved, dict(os.environ)):
         click.echo(line)
 

@@ -186,10 +186,13 @@ class Supervisor:
         self.set_run(run, "running", n_concurrent=n, endpoint=endpoint, started_at=fmt.stamp())
 
     def run_ended(self, run: str, rc: int) -> None:
-        status = {0: "done", CEILING_EXIT: "ceiling", INTERRUPTED_EXIT: "interrupted"}.get(rc, "failed")
+        # A run the campaign did not stop that ends interrupted (exit 130: stopped from outside) is not
+        # restarted by this supervisor: it is said, and the next make campaign resumes it.
+        status = {0: "done", CEILING_EXIT: "ceiling"}.get(rc, "failed")
         fields = {"rc": rc, "ended_at": fmt.stamp()}
         if status == "failed":
-            fields["why"] = f"make reproduce RUN={run} failed (exit {rc}): see {self.log(run)}; fix it, then make campaign again"
+            fields["why"] = (f"make reproduce RUN={run} {'was interrupted' if rc == INTERRUPTED_EXIT else 'failed'} "
+                             f"(exit {rc}): see {self.log(run)}; then make campaign again (it resumes the run)")
         self.set_run(run, status, **fields)
         self.say(f"run {run}: {status} (exit {rc})")
         if status == "ceiling":
