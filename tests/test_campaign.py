@@ -260,3 +260,17 @@ def test_the_schedule_plays_the_supervisors_rule_with_server_reuse_and_the_budge
     # With room for all three, c's server loads beside the first.
     t = campaign_schedule.simulate(r, 6, campaign_runs.allocate(groups, 6), {"a": 100.0, "b": 300.0, "c": 50.0}, 10.0)
     assert t.starts == {"a": 10.0, "b": 10.0, "c": 10.0} and t.servers == {"a": (0.0, 310.0), "c": (0.0, 60.0)}
+
+
+def test_stop_of_a_campaign_stops_every_run_of_it_and_is_safe_to_repeat(tmp_path):
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in ("CLI_SETTINGS", "RUN", "HF_TOKEN", "API_BASE")}
+    env.update(CAMPAIGN="qwen-agents", STATE_ROOT=str(state), PYTHONDONTWRITEBYTECODE="1")
+    for _ in range(2):
+        proc = subprocess.run([str(REPO / "scripts/campaign.sh"), "stop"], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == ["campaign: make stop RUN=qwen-t2", "campaign: make stop RUN=qwen-mswea",
+                                            "campaign: make stop RUN=gptoss-t2"]
+        assert [line.split(" (")[0] for line in proc.stderr.splitlines()] == [
+            f"stop: no server recorded for run '{run}'" for run in ("qwen-t2", "qwen-mswea", "gptoss-t2")]
