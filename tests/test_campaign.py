@@ -274,3 +274,18 @@ def test_stop_of_a_campaign_stops_every_run_of_it_and_is_safe_to_repeat(tmp_path
                                             "campaign: make stop RUN=gptoss-t2"]
         assert [line.split(" (")[0] for line in proc.stderr.splitlines()] == [
             f"stop: no server recorded for run '{run}'" for run in ("qwen-t2", "qwen-mswea", "gptoss-t2")]
+
+
+def test_a_campaign_refused_by_a_runs_own_checks_writes_nothing(tmp_path):
+    """Before anything is paid or written, each run's make reproduce DRY_RUN=1 must pass."""
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in ("CLI_SETTINGS", "RUN", "API_BASE", "DRY_RUN")}
+    env.update(CAMPAIGN="qwen-agents", STATE_ROOT=str(state), HF_TOKEN="hf_fake-token-for-the-campaign-test",
+               HF_ENDPOINT="http://127.0.0.1:1", MAX_COST="1")  # below make plan's median: each run refuses it
+    proc = subprocess.run([str(REPO / "scripts/campaign.sh"), "run"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1].startswith("Error: run qwen-t2 is refused by its own checks (make reproduce "
+                                                   "RUN=qwen-t2 DRY_RUN=1): ")
+    assert proc.stderr.splitlines()[-1].endswith(". Nothing was launched")
+    assert not state.exists()

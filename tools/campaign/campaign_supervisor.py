@@ -384,10 +384,14 @@ def main(repo: Path, state_root: Path, name: str, env: dict[str, str], read) -> 
     from tools.campaign import campaign_file  # noqa: PLC0415
     campaign_file.read(repo, name)  # a bad file is refused before anything is written
     lock = campaign_state.CampaignLock(directory)
+    if lock.held_by_other():
+        raise campaign_state.StateError(f"campaign '{name}' is busy: {lock.who()}. One supervisor per campaign: wait "
+                                        "for it, or stop it (make stop CAMPAIGN=…), then run this again. Nothing was changed.")
+    # Resolved and checked before anything is written: a refused campaign leaves no state, no lock.
+    resolved = read(repo, name, campaign_state.load(directory / "campaign.json", name))
+    preflight(repo, resolved, env)
     lock.take("make campaign")
     state = campaign_state.load(directory / "campaign.json", name)
-    resolved = read(repo, name, state)
-    preflight(repo, resolved, env)
     return Supervisor(repo, state_root, resolved, env, state).run()
 
 
