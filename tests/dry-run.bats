@@ -34,7 +34,7 @@ snapshot() {
     "mopup-restore RUN=qwen-t2 TRIALS=all" "tally" "compare" "report" "results"
     "check-submission RUN=example-terminus2" "pin RUN=example-terminus2" "test" "check"
     "submission RUN=example-terminus2" "publish RUN=example-terminus2" "watch RUN=example-leaderboard"
-    "plan RUN=qwen-t2-leaderboard DEADLINE=24h"
+    "plan RUN=qwen-t2-leaderboard DEADLINE=24h" "campaign CAMPAIGN=qwen-agents" "plan CAMPAIGN=qwen-agents"
   )
   for target in "${verbs[@]}"; do
     # shellcheck disable=SC2086  # the target's words
