@@ -35,6 +35,7 @@ snapshot() {
     "check-submission RUN=example-terminus2" "pin RUN=example-terminus2" "test" "check"
     "submission RUN=example-terminus2" "publish RUN=example-terminus2" "watch RUN=example-leaderboard"
     "plan RUN=qwen-t2-leaderboard DEADLINE=24h" "campaign CAMPAIGN=qwen-agents" "plan CAMPAIGN=qwen-agents"
+    "stop CAMPAIGN=qwen-agents" "watch CAMPAIGN=qwen-agents" "calibrate-sandboxes RUN=qwen-t2"
   )
   for target in "${verbs[@]}"; do
     # shellcheck disable=SC2086  # the target's words
