@@ -3,21 +3,22 @@
 # One builder per command, used both to execute and to print, so what `make print` shows
 # is what `make serve` / `make bench` run.
 
-# The agents that run inside the task environment: their key is in the environment harbor merges
-# for each exec (BaseEnvironment._merge_env, where --ae lands). terminus-2 calls the model from
-# harbor's own process; oracle calls none.
-readonly INSTALLED_AGENTS="mini-swe-agent"
+# How the run's agent reaches its model (agent_wiring, agent_flags, bench_env_display), read from
+# harbor's own agent classes.
+# shellcheck source=lib-agent.sh
+source "$REPO_ROOT/scripts/lib-agent.sh"
 
-# refuse_key_in_argv: an installed agent's key is in the environment of every exec, and many
+# refuse_key_in_argv: the run's agent must be one harbor ships and that can reach this server
+# (agent_wiring). An in-sandbox agent's key is in the environment of every exec, and many
 # environments hand that environment to a local command as arguments (docker compose exec -e
 # KEY=value, ssh, oc exec), where every local user reads it. Default-deny: allowed only on the
 # environment classes read and found to pass it as data (tools/hub/environments.py says which and
 # why), by class, never by name; every other class, present or future, is refused with why.
 refuse_key_in_argv() {
-  [[ " $INSTALLED_AGENTS " == *" $AGENT "* ]] || return 0
+  agent_wiring
+  [[ "$AGENT_KIND" == sandbox ]] || return 0
   local reason
-  needs_setup python # the check asks harbor's own classes
-  reason=$(tool hub.environments key-refusal "$ENV_TYPE" 2>&1) ||
+  reason=$(tool hub.environments key-refusal --key "$AGENT_KEY_VAR" "$ENV_TYPE" 2>&1) ||
     die "run '$RUN': ${reason#Error: }. $AGENT runs inside the environment with its key, so an environment that cannot be checked is refused"
   [[ -z "$reason" ]] ||
     die "run '$RUN': $AGENT on ENV_TYPE=$ENV_TYPE is refused: $reason. Use ENV_TYPE=hf-sandbox, or AGENT=terminus-2 (it calls the model from harbor's own process)"
@@ -106,15 +107,13 @@ dataset_spec() {
 bench_argv() {
   # shellcheck disable=SC2178  # a nameref to the caller's array
   local -n _argv=$1
-  local tasks task
-  _argv=(harbor run --agent "$AGENT" --model "openai/$MODEL")
-  if [[ "$AGENT" == mini-swe-agent ]]; then
-    # mini-swe-agent runs inside the sandbox: forward key and base URL as templates that
-    # harbor resolves from its own environment at run time (a literal key would be saved
-    # redacted, and a later resume would send the redacted string).
-    # shellcheck disable=SC2016
-    _argv+=(--ae 'OPENAI_API_KEY=${OPENAI_API_KEY}' --ae 'OPENAI_BASE_URL=${OPENAI_BASE_URL}')
-  fi
+  local tasks task flags
+  agent_wiring
+  # The key and base URL of an in-sandbox agent as templates harbor resolves from its own
+  # environment at run time (agent_flags): a literal key would be saved redacted, and a later
+  # resume would send the redacted string.
+  agent_flags flags
+  _argv=(harbor run --agent "$AGENT" --model "$(agent_model_arg)" "${flags[@]}")
   [[ -z "$REASONING_EFFORT" ]] || _argv+=(--ak "reasoning_effort=$REASONING_EFFORT")
   if [[ -n "$DATASET_PATH" ]]; then
     _argv+=(--path "$DATASET_PATH")
@@ -215,13 +214,6 @@ apply_smoke_settings() {
   N_SHARDS=1
 }
 
-# How harbor's environment is printed: references the user can paste, never the values.
-bench_env_display() {
-  local base=$1
-  # shellcheck disable=SC2016
-  printf '%s\n' 'OPENAI_API_KEY="$(hf auth token)"' "OPENAI_BASE_URL=$(quote_word "$base")"
-}
-
 # The endpoint to print: the real one when known, else a placeholder.
 display_endpoint() {
   endpoint 2>/dev/null || printf 'https://<job_id>--%s.hf.jobs/v1' "$PORT"
@@ -230,7 +222,8 @@ display_endpoint() {
 # --- remote bench: harbor itself as a CPU HF Job, as Runs 2 and 3 did -----------------------
 
 # remote_job_argv VAR MODE ROLE BASE SCRIPT [OPTION...]: hf jobs run (timeout BENCH_TIMEOUT, BASE
-# as OPENAI_BASE_URL unless empty) for a CPU job of this
+# as OPENAI_BASE_URL unless empty: there it only carries the endpoint to the job's make line as API_BASE,
+# and the job's own make bench wires the agent from it, as here) for a CPU job of this
 # project that works on BUCKET mounted at /data and runs SCRIPT under bash. The endpoint is not
 # secret and goes in with -e; the key is the job's own HF_TOKEN secret. The run's instance goes in
 # as RUN_INSTANCE, which SCRIPT's make line names (REMOTE_INSTANCE).

@@ -108,7 +108,8 @@ run_harbor() {
   # gets LINGER_GRACE seconds to exit, then TERM, then KILL (Run 2's orchestrator billed for
   # hours after its summary). The manifest records it when that happens. With MAX_COST it also
   # stops harbor (SIGINT, as Ctrl-C) before the run's spend would pass the ceiling: exit CEILING_EXIT.
-  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$JOBS_DIR/$JOB_NAME" "$@" || _rc=$?
+  # Key and base URL in the variables the agent's wiring names (agent_env_pairs, scripts/lib-agent.sh).
+  with_agent_env "$token" "$base" watch_harbor "$JOBS_DIR/$JOB_NAME" "$@" || _rc=$?
 }
 
 # after_harbor RC SMOKE: what harbor's exit status means, then the tally (the answer), the server

@@ -123,6 +123,6 @@ bench_shards() {
     jobs_dir: (.shards[0].job_dir | sub("/[^/]*$"; "")), shards: [.shards[] | {index, job_dir, tasks, argv}],
     governor: .governor}' "$spec")"
   cd "$REPO_ROOT"
-  HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base tool run.shard_run run --spec "$spec" || rc=$?
+  with_agent_env "$token" "$base" tool run.shard_run run --spec "$spec" || rc=$?
   return "$rc"
 }

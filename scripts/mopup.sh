@@ -157,7 +157,7 @@ run_steps() {
       retry_job_name: (.retry_jobs[$i].job_name // null), attempts: (.retry_jobs[$i].attempts // null),
       tasks: (.retry_jobs[$i].tasks // [.tasks[].task]), endpoint: $endpoint, argv: $ARGS.positional}' \
       "$plan" --args -- "${argv[@]}" </dev/null)"
-    HF_TOKEN=$token OPENAI_API_KEY=$token OPENAI_BASE_URL=$base watch_harbor "$harbor_job_dir" "${argv[@]}" || _rc=$?
+    with_agent_env "$token" "$base" watch_harbor "$harbor_job_dir" "${argv[@]}" || _rc=$?
     ((_rc == 0)) || break
   done
 }

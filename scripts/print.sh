@@ -112,6 +112,8 @@ print_commands() {
   check_timeouts "$([[ "$WHERE" == hf ]] && echo 1 || echo 0)"
   print_header
   print_serve
+  # How the agent reaches that server, as harbor's own agent class declares it (scripts/lib-agent.sh).
+  printf '\n# %s: agent: %s\n' "$RUN" "$AGENT_LINE"
   if [[ "$WHERE" == hf ]]; then
     print_remote_bench "$base"
   else

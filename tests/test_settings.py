@@ -332,12 +332,17 @@ def test_a_run_that_names_no_smoke_task_smokes_the_one_a_run_file_of_its_dataset
     assert smoke_task.choose("mine", dict(mine, DATASET_REPO="", DATASET_PATH="dataset")) is None
 
 
-def test_the_supported_agents_doc_lists_the_code_s_list():
+def test_the_supported_agents_doc_points_at_harbor_s_own_classes_and_the_name_s_shape():
     doc = (REPO / "docs/server-profiles.md").read_text()
     section = doc[doc.index("## Supported agents"):]
-    assert "tools/settings_rules.py" in section and "SUPPORTED_AGENTS" in section
-    listed = re.findall(r"^- `([a-z0-9-]+)`", section, re.M)
-    assert tuple(listed) == settings_rules.SUPPORTED_AGENTS
+    assert "tools/run/agents.py" in section and "AGENT_NAME" in section and "(agents.md)" in section
+    assert not re.findall(r"^- `([a-z0-9-]+)`", section, re.M)  # no hand-kept list
+    assert [settings_rules.agent_supported({"AGENT": a}, "r") is None
+            for a in ("terminus-2", "claude-code", "qwen-coder", "Claude Code", "x;rm", "-a")] == [
+        True, True, True, False, False, False]
+    assert settings_rules.agent_supported({"AGENT": "Claude Code"}, "r") == (
+        "setting AGENT must be the name of an agent harbor ships (harbor agent list: lowercase letters, digits and -), "
+        "got 'Claude Code' (run 'r'); docs/agents.md says which reach a served model")
 
 
 # --- the command line and the shell ------------------------------------------------------------------

@@ -13,8 +13,11 @@ from tools.settings_types import strict_duration, split_words
 
 # The verbs that build a server's or a bench's command (their argv: scripts/argv.sh).
 COMMAND_VERBS = ("print", "serve", "bench", "smoke", "mopup", "reproduce")
-# oracle runs each task's reference solution and calls no model: a check of the tasks and sandboxes.
-SUPPORTED_AGENTS = ("terminus-2", "mini-swe-agent", "oracle")
+# An agent is any harbor ships whose declared protocols this run's server serves and whose key and base
+# URL harbor can hand it through the environment: harbor's own classes decide, read by
+# tools/run/agents.py once .venv exists (scripts/lib-agent.sh, in every verb that builds a bench
+# command). Here, before .venv, only the name's shape: harbor's agent names (harbor agent list).
+AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 # The reasoning efforts the agents take (harbor 0.26.0, checked by tests/settings.bats): terminus-2
 # types its option as this Literal (Terminus2Options.reasoning_effort); mini-swe-agent hands it to
 # LiteLLM's completion(reasoning_effort=…), whose Literal is the same list; oracle calls no model.
@@ -233,9 +236,9 @@ def model_of_profile(v: dict, run: str) -> str | None:
 
 
 def agent_supported(v: dict, run: str) -> str | None:
-    if v["AGENT"] and v["AGENT"] not in SUPPORTED_AGENTS:
-        return (f"setting AGENT must be one of: {' '.join(SUPPORTED_AGENTS)} (got '{v['AGENT']}'); "
-                "other agents need their own model wiring")
+    if v["AGENT"] and not AGENT_NAME.fullmatch(v["AGENT"]):
+        return (f"setting AGENT must be the name of an agent harbor ships (harbor agent list: lowercase letters, "
+                f"digits and -), got '{v['AGENT']}' (run '{run}'); docs/agents.md says which reach a served model")
     return None
 
 

@@ -3,7 +3,8 @@
 
     python -m tools.hub.environments key-refusal ENV_TYPE
 
-An installed agent (mini-swe-agent) runs inside the task environment, and its key travels in
+An installed agent (every BaseInstalledAgent: mini-swe-agent, claude-code, codex, …; tools/run/agents.py)
+runs inside the task environment, and its key travels in
 the environment harbor merges for each exec (BaseEnvironment._merge_env, where --ae lands).
 Many environments hand that environment to a local command as arguments, where every local
 user reads it (ps, /proc/<pid>/cmdline). So the rule is default-deny: the agent is allowed only
@@ -112,28 +113,28 @@ def is_test_environment(cls: type) -> bool:
             and getattr(module, name, None) is cls)
 
 
-def class_refusal(cls: type) -> str | None:
-    """Why an in-sandbox agent's key is refused on CLS, or None when CLS is known to keep it out of argv."""
+def class_refusal(cls: type, key: str = "OPENAI_API_KEY") -> str | None:
+    """Why an in-sandbox agent's key (in variable KEY) is refused on CLS, or None when CLS is known to keep it out of argv."""
     if is_test_environment(cls) or any(cls is known_class(p) for p in PASSES_ENV_AS_DATA):
         return None
     name = class_path(cls)
     for path, argv in EXPOSING.items():
         if derives(cls, path):
-            return (f"{name} (a {path.rpartition(':')[2]}) runs '{argv}', so its key (OPENAI_API_KEY=<token>) "
+            return (f"{name} (a {path.rpartition(':')[2]}) runs '{argv}', so its key ({key}=<token>) "
                     "would sit in a local process's argv, readable by every local user (ps)")
     for path in PASSES_ENV_AS_DATA:
         if derives(cls, path):
             return (f"{name} is a subclass of {path.rpartition(':')[2]}, and a subclass can change how exec runs: "
-                    f"only {path} itself is known to keep its key (OPENAI_API_KEY=<token>) out of every local argv")
-    return unknown_refusal(name)
+                    f"only {path} itself is known to keep its key ({key}=<token>) out of every local argv")
+    return unknown_refusal(name, key)
 
 
-def unknown_refusal(name: str) -> str:
-    return (f"{name} is not an environment known to keep its key (OPENAI_API_KEY=<token>) out of every local "
+def unknown_refusal(name: str, key: str = "OPENAI_API_KEY") -> str:
+    return (f"{name} is not an environment known to keep its key ({key}=<token>) out of every local "
             f"process's argv (only {ALLOWED_NAMES} is: tools/hub/environments.py says why)")
 
 
-def refusal(env_type: str) -> str | None:
+def refusal(env_type: str, key: str = "OPENAI_API_KEY") -> str | None:
     """Why ENV_TYPE (a name harbor registers, or a module:Class path) refuses an in-sandbox key; None if allowed.
 
     A registered name whose module cannot load here (its vendor SDK is not installed) is refused
@@ -145,10 +146,10 @@ def refusal(env_type: str) -> str | None:
     else:
         cls = known_class(path)
         if cls is None:
-            return unknown_refusal(path)
+            return unknown_refusal(path, key)
     if not isinstance(cls, type):
         raise ValueError(f"{env_type} is not a class")
-    return class_refusal(cls)
+    return class_refusal(cls, key)
 
 
 @click.group(help=__doc__.split("\n\n")[0])
@@ -158,10 +159,12 @@ def cli() -> None:
 
 @cli.command("key-refusal")
 @click.argument("env_type")
-def key_refusal_cmd(env_type: str) -> None:
+@click.option("--key", default="OPENAI_API_KEY", show_default=True,
+              help="the variable the agent's key travels in (tools/run/agents.py), named in the reason")
+def key_refusal_cmd(env_type: str, key: str) -> None:
     """Print why an in-sandbox agent's key is refused on ENV_TYPE; nothing when it is allowed."""
     try:
-        reason = refusal(env_type)
+        reason = refusal(env_type, key)
     except (ImportError, ValueError, AttributeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise click.ClickException(f"cannot load the environment class of ENV_TYPE={env_type}: {first}") from None
