@@ -248,7 +248,7 @@ def test_the_issue_s_four_values_get_one_answer(given, answer):
 @pytest.mark.parametrize("given, start", [
     ({"REASONING_EFFORT": "huge"}, "setting REASONING_EFFORT must be one of none minimal"),
     ({"AGENT": "oracle", "REASONING_EFFORT": "low"}, "setting REASONING_EFFORT must be empty for AGENT=oracle"),
-    ({"AGENT": "claude-code"}, "setting AGENT must be one of: terminus-2 mini-swe-agent oracle (got 'claude-code')"),
+    ({"AGENT": "Claude Code"}, "setting AGENT must be the name of an agent harbor ships (harbor agent list: lowercase letters, digits and -), got 'Claude Code'"),
     ({"DATASET": "a/b"}, "run 'qwen-t2' sets DATASET (a/b) and DATASET_REPO or DATASET_REF: name one dataset"),
     ({"WHERE": "hf"}, "setting BUCKET is empty for run 'qwen-t2', and WHERE=hf keeps the run's job dirs in an HF bucket"),
     ({"N_SHARDS": "2", "N_TASKS": "3"}, "N_SHARDS=2 splits the run's whole task list, and N_TASKS=3"),
