@@ -259,3 +259,14 @@ def test_a_bench_reaches_the_server_on_the_agent_s_route_with_a_bearer(tmp_path,
             assert token not in written.read_text(errors="replace"), written
     result = json.loads((job / "result.json").read_text())
     assert (result["n_total_trials"], result["stats"]["n_completed_trials"], result["stats"]["n_errored_trials"]) == (1, 1, 0)
+
+
+def test_docs_agents_md_lists_the_decisions(decisions):
+    doc = (REPO / "docs" / "agents.md").read_text()
+    section = doc[doc.index("## 2. Which agents run"):doc.index("## 3.")]
+    import re
+    listed = {kind: re.findall(r"`([a-z0-9-]+)`", section[section.index(head):].split("\n- ")[0])
+              for kind, head in (("host", "From harbor's own process"), ("sandbox", "From inside the sandbox"),
+                                 ("none", "No model at all"))}
+    assert listed == {"host": HOST, "sandbox": SANDBOX, "none": NONE}
+    assert "../shared" not in doc
