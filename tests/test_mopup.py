@@ -74,13 +74,14 @@ def sha256(path: Path) -> str:
 
 
 class FakeServer:
-    """tests/fakes/fake_openai.py on a free loopback port, serving one model id."""
+    """tests/fakes/fake_openai.py on a free loopback port, serving one model id. It lives 600 s at
+    most: a bench and a mop-up each bounded by 300 s can both need it, on a loaded machine."""
 
     def __init__(self, tmp: Path, model: str, *options: str):
         port_file = tmp / f"port-{model.replace('/', '_')}-{time.monotonic_ns()}"
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "tests/fakes/fake_openai.py"), "--port-file", str(port_file),
-             "--model", model, "--max-lifetime", "300", *options],
+             "--model", model, "--max-lifetime", "600", *options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while not (port_file.exists() and port_file.read_text().strip()):

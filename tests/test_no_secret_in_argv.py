@@ -214,7 +214,7 @@ class FakeHFAPI:
         port_file = tmp / "hf-port"
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "tests/fakes/fake_hf_jobs.py"), "--scenario", str(tmp / "hf-scenario.json"),
-             "--record", str(tmp / "hf-requests.jsonl"), "--port-file", str(port_file), "--max-lifetime", "300"],
+             "--record", str(tmp / "hf-requests.jsonl"), "--port-file", str(port_file), "--max-lifetime", "600"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while not (port_file.exists() and port_file.read_text().strip()):
