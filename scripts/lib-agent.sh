@@ -19,12 +19,21 @@ AGENT_URL_VAR="" AGENT_URL_SHAPE="" AGENT_ROUTE="" AGENT_FORWARDED="" AGENT_LINE
 # agent_wiring: the run's wiring into the AGENT_* variables, once per verb; an agent harbor does not
 # ship, or that cannot reach this server (none of its protocols, or no way to hand it a bearer key and
 # a base URL through the environment), stops the verb with why and the agents this server allows.
+# Asking harbor's resolver costs seconds (it imports LiteLLM), so a wiring is kept beside the harbor
+# it came from (agent_wiring_cache): read again only for the same agent, protocols, model, the same
+# tools/run/agents.py and the same installed harbor, file for file.
 agent_wiring() {
-  local out name value
+  local out name value cache="" fresh=0
   ((!AGENT_WIRED)) || return 0
   needs_setup python # the wiring is harbor's own classes'
-  out=$(cd "$REPO_ROOT" && tool run.agents wiring "$AGENT" "$SERVER_PROTOCOLS" "$MODEL" 2>&1) ||
-    die "run '$RUN': ${out##*Error: }"
+  cache=$(agent_wiring_cache)
+  if [[ -n "$cache" && -f "$cache" ]]; then
+    out=$(<"$cache")
+  else
+    out=$(cd "$REPO_ROOT" && tool run.agents wiring "$AGENT" "$SERVER_PROTOCOLS" "$MODEL" 2>&1) ||
+      die "run '$RUN': ${out##*Error: }"
+    fresh=1
+  fi
   # shellcheck disable=SC2034  # read by argv.sh, print.sh and the verbs
   while IFS=$'\t' read -r name value; do
     case "$name" in
@@ -41,8 +50,24 @@ agent_wiring() {
       line) AGENT_LINE=$value ;;
     esac
   done <<<"$out"
-  [[ "$AGENT_KIND" =~ ^(host|sandbox|none)$ ]] || die "run '$RUN': cannot read the wiring of AGENT=$AGENT (above): $out"
+  [[ "$AGENT_KIND" =~ ^(host|sandbox|none)$ && "$AGENT_KEY_VAR $AGENT_URL_VAR $AGENT_FORWARDED" =~ ^[A-Z0-9_\ ]*$ ]] ||
+    die "run '$RUN': cannot read the wiring of AGENT=$AGENT${cache:+ ($cache: remove it)}: $out"
   AGENT_WIRED=1
+  ((fresh)) && [[ -n "$cache" ]] || return 0
+  { mkdir -p "${cache%/*}" && printf '%s\n' "$out" >"$cache.$$" && mv -f "$cache.$$" "$cache"; } 2>/dev/null ||
+    rm -f "$cache.$$"
+}
+
+# agent_wiring_cache: where the run's wiring is kept, under .venv (the install it was read from): a
+# name that is the sha256 of the agent, the protocols, the model, tools/run/agents.py and the installed
+# harbor's RECORD (every file of it, with its hash). Nothing when no harbor is installed there.
+agent_wiring_cache() {
+  local records sum
+  mapfile -t records < <(compgen -G "$REPO_ROOT/.venv/lib/python*/site-packages/harbor-*.dist-info/RECORD")
+  ((${#records[@]})) || return 0
+  sum=$({ printf '%s\n' "$AGENT" "$SERVER_PROTOCOLS" "$MODEL"; cat "$REPO_ROOT/tools/run/agents.py" "${records[@]}"; } |
+    sha256sum) || return 0
+  printf '%s/.venv/agent-wiring/%s.tsv' "$REPO_ROOT" "${sum%% *}"
 }
 
 # agent_model_arg: harbor's --model. An agent that calls no model gets openai/<model>, as before the
