@@ -582,7 +582,7 @@ scratch_suites() {
 @test "refuse_bundled_example stops serve, bench, smoke and mop-up of an example run" {
   run in_lib 'RUN=example-terminus2 refuse_bundled_example serve'
   assert_failure
-  assert_output "bash: run 'example-terminus2' is a bundled example: its job dirs are shipped under examples/ for make tally, compare and report; it is never served or benched. Pick a real run: make serve RUN=<one of: gptoss-t2 qwen-mswea qwen-t2-leaderboard-h200x4 qwen-t2-leaderboard qwen-t2 qwen-tb3-smoke>"
+  assert_output "bash: run 'example-terminus2' is a bundled example: its job dirs are shipped under examples/ for make tally, compare and report; it is never served or benched. Pick a real run: make serve RUN=<one of: gptoss-t2 qwen-claude-code qwen-mswea qwen-t2-leaderboard-h200x4 qwen-t2-leaderboard qwen-t2 qwen-tb3-smoke>"
   run in_lib 'RUN=qwen-t2 refuse_bundled_example bench && echo ok'
   assert_success
   assert_output ok
