@@ -90,7 +90,8 @@ def test_an_unknown_campaign_is_named_with_the_known_ones(root):
 
 def test_the_shipped_example_reads():
     c = campaign_file.read(REPO, "qwen-agents")
-    assert c.runs == ("qwen-t2", "qwen-mswea", "gptoss-t2") and c.max_cost == 258 and c.max_at_once is None
+    assert c.runs == ("qwen-t2", "qwen-mswea", "qwen-claude-code", "gptoss-t2") and c.max_cost == 373
+    assert c.max_at_once is None
 
 
 def test_campaign_is_a_name_the_command_line_may_carry():
@@ -223,22 +224,27 @@ def test_the_dry_run_prints_every_server_bench_budget_ceiling_and_the_comparison
     assert "--default-chat-template-kwargs '{\"enable_thinking\": false}'" in hf_runs[1]
     assert [line.strip().split("   (")[0] for line in lines if line.startswith("  bench ")] == [
         "bench    make reproduce RUN=qwen-t2 'API_BASE=<server 1 endpoint>' N_CONCURRENT=3",
-        "bench    make reproduce RUN=qwen-mswea 'API_BASE=<server 2 endpoint>' N_CONCURRENT=3",
+        "bench    make reproduce RUN=qwen-mswea 'API_BASE=<server 2 endpoint>' N_CONCURRENT=2",
+        "bench    make reproduce RUN=qwen-claude-code 'API_BASE=<server 2 endpoint>' N_CONCURRENT=2",
         "bench    make reproduce RUN=gptoss-t2 'API_BASE=<server 3 endpoint>' N_CONCURRENT=3"]
+    # qwen-claude-code's server command is qwen-mswea's: one server for both, launched once.
+    assert [line.split(": ", 1)[1] for line in lines if line.startswith("server ")] == [
+        "qwen-t2", "qwen-mswea qwen-claude-code", "gptoss-t2"]
     # Each bench's own plan: harbor against its server's endpoint, never a serve or a stop of its own.
-    assert sum(1 for line in lines if line.startswith("           | bench    ") and "harbor run" in line) == 3
-    assert sum(1 for line in lines if "| serve    skipped: API_BASE=https://SERVER-" in line) == 3
+    assert sum(1 for line in lines if line.startswith("           | bench    ") and "harbor run" in line) == 4
+    assert sum(1 for line in lines if "| serve    skipped: API_BASE=https://SERVER-" in line) == 4
     assert [line for line in lines if line.startswith("note ")] == [
         "note     qwen-mswea is served apart from qwen-t2 (same model, Qwen/Qwen3.8-27B-FP8): SERVER_EXTRA_ARGS "
         "(qwen-t2: (empty); qwen-mswea: --default-chat-template-kwargs '{\"enable_thinking\": false}')"]
     budget = lines.index(next(line for line in lines if line.startswith("budget ")))
     assert lines[budget].startswith("budget   4 trial(s) at once over every run (MAX_AT_ONCE not set: the largest trials "
                                     "at once whose predicted sandbox infra rate stays at or under MAX_INFRA_RATE=0.3")
-    assert lines[budget + 2:budget + 5] == ["         1. qwen-t2 (3)", "         2. qwen-mswea (3)",
+    assert lines[budget + 2:budget + 5] == ["         1. qwen-t2 (3)", "         2. qwen-mswea (2), qwen-claude-code (2)",
                                             "         3. gptoss-t2 (3)"]
-    assert [line[:41] for line in lines if line.startswith("ceiling ")] == ["ceiling  MAX_COST=258 ($258.00) over the "]
+    assert [line[:41] for line in lines if line.startswith("ceiling ")] == ["ceiling  MAX_COST=373 ($373.00) over the "]
     assert [line.split("   (")[0] for line in lines if line.startswith(("compare ", "report "))] == [
-        "compare  make compare 'RUNS=qwen-t2 qwen-mswea gptoss-t2'", "report   make report 'RUNS=qwen-t2 qwen-mswea gptoss-t2'"]
+        "compare  make compare 'RUNS=qwen-t2 qwen-mswea qwen-claude-code gptoss-t2'",
+        "report   make report 'RUNS=qwen-t2 qwen-mswea qwen-claude-code gptoss-t2'"]
 
 
 # --- the schedule (make plan CAMPAIGN=…) ------------------------------------------------------------------
@@ -270,10 +276,10 @@ def test_stop_of_a_campaign_stops_every_run_of_it_and_is_safe_to_repeat(tmp_path
         proc = subprocess.run([str(REPO / "scripts/campaign.sh"), "stop"], cwd=REPO, env=env, capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.splitlines() == ["campaign: make stop RUN=qwen-t2", "campaign: make stop RUN=qwen-mswea",
-                                            "campaign: make stop RUN=gptoss-t2"]
+        runs = ("qwen-t2", "qwen-mswea", "qwen-claude-code", "gptoss-t2")
+        assert proc.stdout.splitlines() == [f"campaign: make stop RUN={run}" for run in runs]
         assert [line.split(" (")[0] for line in proc.stderr.splitlines()] == [
-            f"stop: no server recorded for run '{run}'" for run in ("qwen-t2", "qwen-mswea", "gptoss-t2")]
+            f"stop: no server recorded for run '{run}'" for run in runs]
 
 
 def test_a_campaign_refused_by_a_runs_own_checks_writes_nothing(tmp_path):

@@ -167,7 +167,8 @@ def test_every_one_engine_profile_is_what_its_engine_parses():
 def test_every_one_engine_run_files_command_is_what_its_engine_parses():
     runs = one_engine_runs()
     assert runs == ["example-leaderboard-complete", "example-leaderboard", "example-mswea", "example-terminus2",
-                    "gptoss-t2", "qwen-mswea", "qwen-t2-leaderboard", "qwen-t2", "qwen-tb3-smoke"]
+                    "gptoss-t2", "qwen-claude-code", "qwen-mswea", "qwen-t2-leaderboard", "qwen-t2",
+                    "qwen-tb3-smoke"]
     assert {run: what_is_wrong({"RUN": run}) for run in runs} == {run: {} for run in runs}
 
 
