@@ -223,10 +223,10 @@ def test_the_dry_run_prints_every_server_bench_budget_ceiling_and_the_comparison
         (True, False, False), (False, True, False), (False, False, True)]
     assert "--default-chat-template-kwargs '{\"enable_thinking\": false}'" in hf_runs[1]
     assert [line.strip().split("   (")[0] for line in lines if line.startswith("  bench ")] == [
-        "bench    make reproduce RUN=qwen-t2 'API_BASE=<server 1 endpoint>' N_CONCURRENT=3",
-        "bench    make reproduce RUN=qwen-mswea 'API_BASE=<server 2 endpoint>' N_CONCURRENT=2",
-        "bench    make reproduce RUN=qwen-claude-code 'API_BASE=<server 2 endpoint>' N_CONCURRENT=2",
-        "bench    make reproduce RUN=gptoss-t2 'API_BASE=<server 3 endpoint>' N_CONCURRENT=3"]
+        "bench    make reproduce RUN=qwen-t2 'API_BASE=<server 1 endpoint>' N_CONCURRENT=3 MAX_COST=",
+        "bench    make reproduce RUN=qwen-mswea 'API_BASE=<server 2 endpoint>' N_CONCURRENT=2 MAX_COST=",
+        "bench    make reproduce RUN=qwen-claude-code 'API_BASE=<server 2 endpoint>' N_CONCURRENT=2 MAX_COST=",
+        "bench    make reproduce RUN=gptoss-t2 'API_BASE=<server 3 endpoint>' N_CONCURRENT=3 MAX_COST="]
     # qwen-claude-code's server command is qwen-mswea's: one server for both, launched once.
     assert [line.split(": ", 1)[1] for line in lines if line.startswith("server ")] == [
         "qwen-t2", "qwen-mswea qwen-claude-code", "gptoss-t2"]
@@ -287,11 +287,15 @@ def test_a_campaign_refused_by_a_runs_own_checks_writes_nothing(tmp_path):
     state = tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if k not in ("CLI_SETTINGS", "RUN", "API_BASE", "DRY_RUN")}
     env.update(CAMPAIGN="qwen-agents", STATE_ROOT=str(state), HF_TOKEN="hf_fake-token-for-the-campaign-test",
-               HF_ENDPOINT="http://127.0.0.1:1", MAX_COST="1")  # below make plan's median: each run refuses it
+               HF_ENDPOINT="http://127.0.0.1:1",
+               # mini-swe-agent's key would sit in docker compose's argv: qwen-mswea's own checks refuse it
+               # (qwen-t2's terminus-2 keeps its key in harbor's process, so it passes first).
+               ENV_TYPE="docker", CLI_SETTINGS="ENV_TYPE")
     proc = subprocess.run([str(REPO / "scripts/campaign.sh"), "run"], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 1
-    assert proc.stderr.splitlines()[-1].startswith("Error: run qwen-t2 is refused by its own checks (make reproduce "
-                                                   "RUN=qwen-t2 DRY_RUN=1): ")
+    assert proc.stderr.splitlines()[-1].startswith("Error: run qwen-mswea is refused by its own checks (make reproduce "
+                                                   "RUN=qwen-mswea DRY_RUN=1): reproduce: run 'qwen-mswea': "
+                                                   "mini-swe-agent on ENV_TYPE=docker is refused: ")
     assert proc.stderr.splitlines()[-1].endswith(". Nothing was launched")
     assert not state.exists()

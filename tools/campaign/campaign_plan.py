@@ -38,6 +38,14 @@ class Resolved:
     def info(self, run: str) -> RunInfo:
         return next(r for r in self.runs if r.run == run)
 
+    def bench_settings(self, run: str, api_base: str) -> dict[str, str]:
+        """What a run's make reproduce is told inside the campaign: the campaign's server, its share of the
+        budget, and no ceiling of its own (MAX_COST empty). A run file's MAX_COST is for the run alone, paying
+        its own server at its own N_CONCURRENT: at a smaller share it would refuse the run as below its median,
+        and a shared server's bill would trip its owner's ceiling alone. Inside a campaign the one ceiling is
+        the campaign's, over every run and server, and the supervisor enforces it (campaign_spend)."""
+        return {"API_BASE": api_base, "N_CONCURRENT": str(self.alloc[run].n_concurrent), "MAX_COST": ""}
+
     def group_of(self, run: str) -> Group:
         return next(g for g in self.groups if run in g.names)
 

@@ -40,10 +40,10 @@ def serve_shown(repo: Path, g: Group, env: dict[str, str]) -> str:
     return campaign_runs.describe(repo, g.owner.run, child_env(env, None, SERVER_TIMEOUT=g.timeout)).serve_shown
 
 
-def run_plan(repo: Path, run: str, env: dict[str, str], api_base: str, n_concurrent: int) -> list[str]:
+def run_plan(repo: Path, run: str, env: dict[str, str], settings: dict[str, str]) -> list[str]:
     """The run's own make reproduce DRY_RUN=1 plan on its campaign server (its stdout lines)."""
     proc = subprocess.run([str(repo / "scripts" / "reproduce.sh")], cwd=repo, capture_output=True, text=True,
-                          env=child_env({**env, "DRY_RUN": "1"}, run, API_BASE=api_base, N_CONCURRENT=str(n_concurrent)),
+                          env=child_env({**env, "DRY_RUN": "1"}, run, **settings),
                           stdin=subprocess.DEVNULL, timeout=600)
     if proc.returncode != 0:
         last = proc.stderr.strip().splitlines()
@@ -61,9 +61,9 @@ def group_block(repo: Path, r: Resolved, n: int, g: Group, env: dict[str, str]) 
            f"           {serve_shown(repo, g, env)}"]
     for info in g.runs:
         a = r.alloc[info.run]
-        out.append(f"  bench    {make_line('reproduce', RUN=info.run, API_BASE=f'<server {n} endpoint>', N_CONCURRENT=str(a.n_concurrent))}"
+        out.append(f"  bench    {make_line('reproduce', RUN=info.run, **r.bench_settings(info.run, f'<server {n} endpoint>'))}"
                    f"   ({info.settings['AGENT']}; {a.demand} trial(s) at once{'; ' + a.note if a.note else ''})")
-        out += [f"           | {line}" for line in run_plan(repo, info.run, env, stand_in(n, g), a.n_concurrent)]
+        out += [f"           | {line}" for line in run_plan(repo, info.run, env, r.bench_settings(info.run, stand_in(n, g)))]
     out.append(f"  stop     {make_line('stop', RUN=owner.run)}   (once no run of server {n} needs it; also on a failure, "
                f"Ctrl-C or the ceiling)")
     return out

@@ -180,7 +180,7 @@ class Supervisor:
             time.sleep(1)
         self.say(f"benching {run} on {endpoint}: make reproduce RUN={run} API_BASE={endpoint} N_CONCURRENT={n} "
                  f"(log: {self.log(run)})")
-        env = child_env(self.env, run, API_BASE=endpoint, N_CONCURRENT=str(n))
+        env = child_env(self.env, run, **self.r.bench_settings(run, endpoint))
         self.benching[run] = Child(f"reproduce {run}", [str(self.repo / "scripts" / "reproduce.sh")], env, self.repo,
                                    self.log(run))
         self.set_run(run, "running", n_concurrent=n, endpoint=endpoint, started_at=fmt.stamp())
@@ -400,8 +400,8 @@ def preflight(repo: Path, r: Resolved, env: dict[str, str]) -> None:
     from tools.campaign.campaign_file import CampaignError  # noqa: PLC0415
     for info in r.runs:
         proc = subprocess.run([str(repo / "scripts" / "reproduce.sh")], cwd=repo, capture_output=True, text=True,
-                              env=child_env({**env, "DRY_RUN": "1"}, info.run, API_BASE="https://preflight--1.hf.jobs/v1",
-                                            N_CONCURRENT=str(r.alloc[info.run].n_concurrent)),
+                              env=child_env({**env, "DRY_RUN": "1"}, info.run,
+                                            **r.bench_settings(info.run, "https://preflight--1.hf.jobs/v1")),
                               stdin=subprocess.DEVNULL, timeout=600)
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines()
