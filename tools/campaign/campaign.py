@@ -34,9 +34,17 @@ def dry_run_wanted() -> bool:
     return os.environ.get("DRY_RUN", "0") not in ("", "0")
 
 
-def read(repo: Path, name: str, recorded: dict | None = None) -> campaign_plan.Resolved:
+def read_file(repo: Path, name: str) -> campaign_file.Campaign:
+    """The campaign file alone (stop and report need no run resolved); a refusal is the CLI's error."""
     try:
-        campaign = campaign_file.read(repo, name)
+        return campaign_file.read(repo, name)
+    except campaign_file.CampaignError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def read(repo: Path, name: str, recorded: dict | None = None) -> campaign_plan.Resolved:
+    campaign = read_file(repo, name)
+    try:
         return campaign_plan.resolve(repo, campaign, dict(os.environ), recorded)
     except campaign_file.CampaignError as e:
         raise click.ClickException(str(e)) from None
@@ -99,11 +107,7 @@ def watch_cmd(name, repo, state_root):
 def report_cmd(name, repo, state_root):
     """make report CAMPAIGN=<name>: the comparison and the report of the campaign's runs."""
     from tools.campaign import campaign_verbs  # noqa: PLC0415
-    try:
-        campaign = campaign_file.read(repo.resolve(), name)
-    except campaign_file.CampaignError as e:
-        raise click.ClickException(str(e)) from None
-    sys.exit(campaign_verbs.report(repo.resolve(), state_root, campaign, dict(os.environ)))
+    sys.exit(campaign_verbs.report(repo.resolve(), state_root, read_file(repo.resolve(), name), dict(os.environ)))
 
 
 @cli.command("stop")
@@ -111,11 +115,7 @@ def report_cmd(name, repo, state_root):
 def stop_cmd(name, repo, state_root):
     """make stop CAMPAIGN=<name>: the campaign's supervisor, then every server of it (safe to repeat)."""
     from tools.campaign import campaign_verbs  # noqa: PLC0415
-    try:
-        campaign = campaign_file.read(repo.resolve(), name)
-    except campaign_file.CampaignError as e:
-        raise click.ClickException(str(e)) from None
-    sys.exit(campaign_verbs.stop(repo.resolve(), state_root, campaign, dict(os.environ)))
+    sys.exit(campaign_verbs.stop(repo.resolve(), state_root, read_file(repo.resolve(), name), dict(os.environ)))
 
 
 if __name__ == "__main__":
