@@ -121,6 +121,12 @@ resolved_config() {
   cat "$base.json"
 }
 
+# agent_model RUN: the --model the run's agent wiring gives (tools/run/agents.py wiring's model line).
+agent_model() {
+  "$REPO/.venv/bin/python" -m tools.run.agents wiring "$(setting "$1" AGENT)" "$(setting "$1" SERVER_PROTOCOLS)" \
+    "$(setting "$1" MODEL)" | awk -F'\t' '$1 == "model" { print $2 }'
+}
+
 # assert_dataset RUN CONFIG: the JobConfig's one dataset is the run's: a registry DATASET
 # (org/name@version; harbor records no version as ref "latest") or the git DATASET_REPO.
 assert_dataset() {
@@ -136,13 +142,16 @@ assert_dataset() {
 }
 
 @test "bench and smoke: the real harbor --print-config resolves every run to what the run says" {
-  local run_name mode config want_tasks want_n_tasks words
+  local run_name mode config want_tasks want_n_tasks words want_model
   for run_name in $(runs); do
+    want_model=$(agent_model "$run_name")
     for mode in bench smoke; do
       config=$(resolved_config "$run_name" "$mode")
       assert_equal "$(jq -r '.agents | length' <<<"$config")" 1
       assert_equal "$(jq -r '.agents[0].name' <<<"$config")" "$(setting "$run_name" AGENT)"
-      assert_equal "$(jq -r '.agents[0].model_name' <<<"$config")" "openai/$(setting "$run_name" MODEL)"
+      # The model string the agent's wiring chose with harbor's resolver (tools/run/agents.py): openai/<model>,
+      # or anthropic/<model> for claude-code, whose key then goes as a bearer (docs/agents.md).
+      assert_equal "$(jq -r '.agents[0].model_name' <<<"$config")" "$want_model"
       assert_equal "$(jq -r '.environment.type // "docker"' <<<"$config")" "$(setting "$run_name" ENV_TYPE)"
       assert_equal "$(jq -r '.agent_timeout_multiplier // 1' <<<"$config")" \
         "$(python3 -c "print(float('$(setting "$run_name" AGENT_TIMEOUT_MULTIPLIER)'))" | sed 's/\.0$//')"
