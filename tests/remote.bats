@@ -461,7 +461,7 @@ refute_anything_left() {
   for verb in bench mopup reproduce; do
     RUN=qwen-t2 WHERE=hf BUCKET=alice/tb API_BASE=$TEST_ENDPOINT run "$SCRATCH/scripts/$verb.sh"
     assert_failure
-    assert_line "$verb: make $verb WHERE=hf refused: a remote job gets regular files only, never where a link leads: docs/setup.md is a symbolic link (to $secrets/token); docs/tests.md is a FIFO; tests/harbor_env/scripted_env.py is under tests/harbor_env, which is a symbolic link (to $secrets). Nothing was uploaded. Put each file itself back (git checkout -- PATH restores the committed one), then run make $verb WHERE=hf again."
+    assert_line "$verb: make $verb WHERE=hf refused: a remote job gets regular files only, never where a link leads: docs/setup.md is a symbolic link (to $secrets/token); docs/tests.md is a FIFO; tests/harbor_env/agent_env.py is under tests/harbor_env, which is a symbolic link (to $secrets); tests/harbor_env/scripted_env.py is under tests/harbor_env, which is a symbolic link (to $secrets). Nothing was uploaded. Put each file itself back (git checkout -- PATH restores the committed one), then run make $verb WHERE=hf again."
     refute_output --partial "$(leaked_token)"
     refute_anything_left qwen-t2
   done

@@ -96,7 +96,7 @@ in_lib() {
   assert_line --index 0 "print: unknown setting RNU: did you mean RUN? (settings: env/defaults.env)"
   run mk print RUN=qwen-t2 COLOUR=red
   assert_failure
-  assert_line --index 0 "print: unknown setting COLOUR: neither a setting nor one of RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK SERVER_JOB RUN_INSTANCE HTML (settings: env/defaults.env)"
+  assert_line --index 0 "print: unknown setting COLOUR: neither a setting nor one of RUN RUNS JSON TIMEOUTS JOB_DIR PYTHON STATE_ROOT OUT TASK SERVER_JOB RUN_INSTANCE HTML CAMPAIGN (settings: env/defaults.env)"
 }
 
 @test "every verb that loads settings checks the command line, report's verbs too" {
