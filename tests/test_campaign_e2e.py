@@ -244,9 +244,12 @@ def test_one_ceiling_stops_every_run_and_every_server(campaign):
     assert stopped == {"c-one": "interrupted", "c-two": "interrupted", "c-three": "interrupted"}
     assert c.api.stages() == {"srv1": "CANCELED", "srv2": "CANCELED"}
     # Every harbor was stopped with SIGINT: its slow trial was written cancelled (retryable), none is left running.
+    # harbor 0.26 writes a trial cancelled while its environment starts with no exception_info at all (seen
+    # under load): either way it is unscored (no verifier result) and mop-up retries it; none passed.
     for job in ("cj-one", "cj-two", "cj-three"):
         results = [json.loads(p.read_text()) for p in (c.root / "jobs" / job).glob("t-hang__*/result.json")]
-        assert [r["exception_info"]["exception_type"] for r in results] == ["CancelledError"], job
+        assert [(r["verifier_result"], (r["exception_info"] or {}).get("exception_type", "CancelledError"))
+                for r in results] == [(None, "CancelledError")], job
     assert [pid for pid in running_with(b"--job-name\x00cj-")] == []
 
 
