@@ -198,7 +198,9 @@ def listing(*roots: Path) -> list[tuple[str, float]]:
             continue
         for path in sorted(base.rglob("*")):
             parts = path.relative_to(base).parts
-            if parts[:1] in ((".git",), (".venv",)) or "__pycache__" in parts:
+            # tests/.engines: the engines' wheels, extracted on first use by whichever test needs them first
+            # (in parallel with this one): not the campaign's to write.
+            if parts[:1] in ((".git",), (".venv",)) or parts[:2] == ("tests", ".engines") or "__pycache__" in parts:
                 continue
             out.append((str(path), path.lstat().st_mtime))
     return out

@@ -258,8 +258,10 @@ class SmgRouter:
                 "--worker-urls", f"http://127.0.0.1:{free_port()}", "--policy", "round_robin",
                 "--worker-startup-timeout-secs", "600", "--prometheus-host", "127.0.0.1",
                 "--prometheus-port", str(free_port())]
+        # PYTHONDONTWRITEBYTECODE: the extracted wheel holds only what a parser imports (tests/test_engines.py
+        # checks it), so the router writes no __pycache__ into it.
         env = {**os.environ, "PYTHONPATH": f"{self.tree}{os.pathsep}{stub}", "HOME": str(self.scratch),
-               "NO_COLOR": "1"}
+               "NO_COLOR": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         self.log = open(self.scratch / "router.log", "wb")
         self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=self.scratch)
         deadline = time.monotonic() + self.START_TIMEOUT
