@@ -36,12 +36,17 @@ def new_state(name: str) -> dict:
             "runs": {}, "servers": {}, "budget": None, "ceiling": None, "invocations": [], "comparison": None}
 
 
+# campaign.json holds a few lines per run, server and invocation: 4 MiB is far past any real one.
+STATE_CAP = 4 * 1024 * 1024
+
+
 def load(path: Path, name: str) -> dict:
-    if not path.exists():
-        return new_state(name)
     try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        # The project's one bounded reader: a regular file (no FIFO, no link out), at most STATE_CAP bytes.
+        state = safe_read.read_json_object(path, STATE_CAP, "the campaign's record")
+    except FileNotFoundError:
+        return new_state(name)
+    except (OSError, safe_read.Unreadable) as e:
         raise StateError(f"{path} cannot be read ({e}): it is the campaign's record; move it aside to start the "
                          "campaign afresh (each run's own state/<run>/reproduce.json still resumes it)") from None
     fresh = new_state(name)
