@@ -256,15 +256,17 @@ def test_one_ceiling_stops_every_run_and_every_server(campaign):
         results = [json.loads(p.read_text()) for p in (c.root / "jobs" / job).glob("t-hang__*/result.json")]
         assert [(r["verifier_result"], (r["exception_info"] or {}).get("exception_type", "CancelledError"))
                 for r in results] == [(None, "CancelledError")], job
-    assert [pid for pid in running_with(b"--job-name\x00cj-")] == []
+    assert running_with(b"--job-name\x00cj-", mine=c.log) == []
 
 
-def running_with(word: bytes) -> list[str]:
-    """The pids whose command line holds `word` (a harbor of the campaign's jobs)."""
+def running_with(word: bytes, mine: Path) -> list[str]:
+    """The pids whose command line holds `word` and that this test started (their environment names its
+    SCRIPTED_ENV_LOG): the other rehearsal runs harbors of the same job names at the same time under xdist."""
+    mark = b"SCRIPTED_ENV_LOG=" + bytes(mine) + b"\x00"
     found = []
     for path in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if word in path.read_bytes():
+            if word in path.read_bytes() and mark in (path.parent / "environ").read_bytes():
                 found.append(path.parent.name)
         except OSError:
             continue
