@@ -301,3 +301,94 @@ def test_a_campaign_refused_by_a_runs_own_checks_writes_nothing(tmp_path):
                                                    "mini-swe-agent on ENV_TYPE=docker is refused: ")
     assert proc.stderr.splitlines()[-1].endswith(". Nothing was launched")
     assert not state.exists()
+
+
+# --- a dead server ------------------------------------------------------------------------------------
+
+
+class StubChild:
+    """A run's make reproduce as the supervisor holds it: what it was sent, what it answers."""
+
+    def __init__(self, log: list):
+        self.log = log
+
+    def signal(self, signum: int) -> None:
+        self.log.append(("signal", signum))
+
+    def stop(self, grace: float) -> int:
+        self.log.append(("wait", grace))
+        return 130
+
+
+def dead_server_supervisor(tmp_path, healths, max_relaunches="2", stops=True):
+    """A Supervisor over one group (a owns the server, b shares it), both benching; the server's health
+    is `healths` in turn, make stop answers `stops`."""
+    import signal as _signal
+    import types
+
+    from tools.campaign import campaign_supervisor
+    from tools.run.reproduce_server import Health
+
+    settings = {"HEALTH_POLL": "0", "MAX_RELAUNCHES": max_relaunches}
+    runs = [types.SimpleNamespace(run=name, settings=settings) for name in ("a", "b")]
+    group = types.SimpleNamespace(owner=runs[0], names=["a", "b"])
+    resolved = types.SimpleNamespace(groups=[group], budget=4, campaign=types.SimpleNamespace(name="camp"),
+                                     alloc={r.run: types.SimpleNamespace(n_concurrent=2, demand=2) for r in runs})
+    sup = campaign_supervisor.Supervisor(REPO, tmp_path, resolved, {}, {"runs": {}, "servers": {}})
+    sup.server_record(group).update(status="up", job="alice/srv1", endpoint="http://srv1/v1")
+    events: list = []
+    sup.benching = {"a": StubChild(events), "b": StubChild(events)}
+    answers = iter(Health(**h) for h in healths)
+    sup.probe_server = lambda g: next(answers)
+    sup.stop_server = lambda g, why: events.append(("make stop", g.owner.run, why)) or stops
+    sup.say = lambda text: events.append(("say", text))
+    return sup, group, events, _signal.SIGINT
+
+
+def test_a_server_dies_when_its_job_ends_or_health_fails_three_times_while_running(tmp_path):
+    bad = {"job": "alice/srv1", "stage": "RUNNING", "http": "000", "endpoint": "http://srv1/v1"}
+    hf_silent = {"job": "alice/srv1", "stage": None, "http": "-", "endpoint": "http://srv1/v1"}
+    good = {"job": "alice/srv1", "stage": "RUNNING", "http": "200", "endpoint": "http://srv1/v1"}
+    sup, group, events, _ = dead_server_supervisor(tmp_path, [bad, bad, hf_silent, good, bad, bad, bad])
+    for _ in range(6):
+        sup.watch(group)
+    # Three failures in a row, the third with HF silent (no death without a RUNNING stage), then a
+    # healthy answer (the count starts again), then two failures: still up, both runs benching.
+    assert sup.server_record(group)["status"] == "up" and sorted(sup.benching) == ["a", "b"]
+    sup.watch(group)  # the third failure in a row, RUNNING: it died
+    assert sup.server_record(group)["status"] == "lost" and sup.benching == {}
+    sup2, group2, _, _ = dead_server_supervisor(tmp_path / "2", [{"job": "alice/srv1", "stage": "ERROR"}])
+    sup2.watch(group2)
+    assert sup2.server_record(group2)["status"] == "lost"
+
+
+def test_a_dead_server_stops_its_runs_is_cancelled_and_relaunched_until_max_relaunches(tmp_path):
+    error = {"job": "alice/srv1", "stage": "ERROR", "http": "-"}
+    sup, group, events, sigint = dead_server_supervisor(tmp_path, [error, error], max_relaunches="1")
+    sup.watch(group)
+    assert [e for e in events if e[0] != "say"] == [("signal", sigint), ("signal", sigint), ("wait", 240), ("wait", 240),
+                                                    ("make stop", "a", "it died")]
+    record = sup.server_record(group)
+    assert (record["status"], record["relaunches"]) == ("lost", 1)
+    assert {run: r["status"] for run, r in sup.state["runs"].items()} == {"a": "interrupted", "b": "interrupted"}
+    assert sup.state["runs"]["a"]["why"] == "its server died (job alice/srv1 stage ERROR, /health -)"
+    assert ("say", "relaunching the server of a (1 of at most 1); its runs resume on it") in events
+    # Its second death in this life, past MAX_RELAUNCHES=1: the runs fail, saying why; nothing relaunches.
+    sup.benching = {"a": StubChild(events)}
+    sup.watch(group)
+    assert (record["status"], record["relaunches"]) == ("failed", 1)
+    assert {run: r["status"] for run, r in sup.state["runs"].items()} == {"a": "failed", "b": "failed"}
+    assert sup.state["runs"]["b"]["why"].startswith("its server died (job alice/srv1 stage ERROR, /health -), and it was "
+                                                   "relaunched 1 time(s) already (MAX_RELAUNCHES=1 of a): see ")
+    assert sup.step() is False  # nothing left to do: the supervisor ends (its finish says which runs failed)
+
+
+def test_a_dead_server_that_cannot_be_stopped_is_never_doubled(tmp_path):
+    from tools.campaign import campaign_supervisor
+
+    sup, group, events, _ = dead_server_supervisor(tmp_path, [{"job": "alice/srv1", "stage": "ERROR"}], stops=False)
+    with pytest.raises(campaign_supervisor.Stop) as stopped:
+        sup.watch(group)
+    assert stopped.value.code == 1
+    assert str(stopped.value).startswith("the dead server of a could not be stopped (see ")
+    assert str(stopped.value).endswith("): not launching a second one beside it")

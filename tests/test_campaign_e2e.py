@@ -61,13 +61,14 @@ COST_POLL=1
 class Campaign:
     """A scratch checkout holding the campaign, its runs and the dataset; the fakes around it."""
 
-    def __init__(self, tmp: Path, plan: dict, max_cost: float = 500, at_once: int = 4):
+    def __init__(self, tmp: Path, plan: dict, max_cost: float = 500, at_once: int = 4, servers: int = 2):
         self.tmp = tmp
-        self.servers = [ModelServer(tmp, "srv1"), ModelServer(tmp, "srv2")]
-        self.api = JobsAPI(tmp, {"new_jobs": [{"id": "srv1", "expose_url": self.servers[0].url,
-                                               "running_secs_file": str(tmp / "srv1.secs")},
-                                              {"id": "srv2", "expose_url": self.servers[1].url,
-                                               "running_secs_file": str(tmp / "srv2.secs")}]})
+        self.servers = [ModelServer(tmp, f"srv{i}") for i in range(1, servers + 1)]
+        # srv1 turns ERROR once srv1.dead exists (a test that kills its model server makes it).
+        self.api = JobsAPI(tmp, {"new_jobs": [{"id": f"srv{i}", "expose_url": server.url,
+                                               "running_secs_file": str(tmp / f"srv{i}.secs"),
+                                               **({"error_if_exists": str(tmp / "srv1.dead")} if i == 1 else {})}
+                                              for i, server in enumerate(self.servers, start=1)]})
         self.root = tmp / "repo"
         self.root.mkdir()
         for name in ("env", "tests", ".venv"):
@@ -230,6 +231,39 @@ def test_a_campaign_shares_a_server_resumes_after_a_kill_and_ends_with_one_compa
     assert "- cj-two: cost unknown: no job found for the run" in comparison
     assert record["comparison"]["runs"] == ["c-one", "c-two", "c-three"] and record["comparison"]["report_rc"] == 0
     assert TOKEN not in out
+
+
+@pytest.mark.e2e
+def test_a_dead_shared_server_is_relaunched_and_its_runs_resume_on_it(campaign):
+    # c-one's and c-two's first attempts of t-hang are under way on srv1 when it dies; every later
+    # attempt passes at once (their retries on the new server, and c-three's on its own).
+    c = campaign({"t-hang": ["slow-pass", "slow-pass", "pass"]}, servers=3)
+    proc = c.start()
+    wait_for(lambda: {r["job"] for r in c.executed() if r["task"] == "t-hang"} == {"cj-one", "cj-two"}
+             or proc.poll() is not None, 600, "both runs of the shared server to be mid-trial")
+    assert proc.poll() is None, (c.tmp / "campaign.log").read_text()
+    c.servers[0].proc.kill()
+    (c.tmp / "srv1.dead").touch()  # the fake Jobs API: srv1 is ERROR
+    assert proc.wait(timeout=600) == 0, (c.tmp / "campaign.log").read_text()
+    log = (c.tmp / "campaign.log").read_text()
+    assert "campaign: the server of c-one died (job alice/srv1 stage ERROR, /health -): stopping" in log
+    assert "campaign: relaunching the server of c-one (1 of at most 2); its runs resume on it" in log
+    # Three launches: srv1, its replacement srv2 for c-one and c-two, then srv3 for c-three.
+    assert [launch["body"]["labels"]["run"] for launch in c.server_launches()] == ["c-one", "c-one", "c-three"]
+    assert c.api.stages() == {"srv1": "ERROR", "srv2": "CANCELED", "srv3": "CANCELED"}
+    record = c.record()
+    assert record["outcome"] == "done"
+    assert {run: r["status"] for run, r in record["runs"].items()} == {"c-one": "done", "c-two": "done", "c-three": "done"}
+    assert (record["servers"]["c-one"]["job"], record["servers"]["c-one"]["relaunches"]) == ("alice/srv2", 1)
+    # Both runs resumed on the new server: their endpoint is srv2's, and it was asked.
+    assert record["runs"]["c-one"]["endpoint"] == record["runs"]["c-two"]["endpoint"] == f"{c.servers[1].url}/v1"
+    assert any(r["path"] == "/v1/models" for r in c.servers[1].requests())
+    # Each cut-short trial was retried once, and each run passed its task in the end.
+    attempts = sorted((r["job"].split("-retry")[0], r["behaviour"]) for r in c.executed())
+    assert attempts == [("cj-one", "pass"), ("cj-one", "slow-pass"), ("cj-three", "pass"), ("cj-two", "pass"),
+                        ("cj-two", "slow-pass")]
+    rows = table_rows((c.state / "comparison.md").read_text())
+    assert rows[-1] == "| t-hang | passed | passed | passed |"
 
 
 @pytest.mark.e2e

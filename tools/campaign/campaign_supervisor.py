@@ -15,6 +15,14 @@ WATCHDOG_GRACE once the supervisor is gone. Every COST_POLL seconds it sums ever
 (campaign_spend); before the campaign's MAX_COST would be passed it stops every run (SIGINT:
 harbor's running trials become retryable), then every server, and says why (exit 75).
 
+While a run benches on a server, the supervisor asks it every HEALTH_POLL (the owner's; hf jobs
+inspect, then /health), as make reproduce asks its own: a server whose job ended, or whose /health
+failed HEALTH_FAILS_TO_DIE times in a row while RUNNING, died. Its runs are stopped (SIGINT: their
+running trials become retryable), the dead job is cancelled (a RUNNING job bills however it
+answers), and it is launched again, at most the owner's MAX_RELAUNCHES times in the campaign's
+life; each run then resumes on the new server (its own reproduce.json skips what it finished, its
+mop-up retries what the death cut short). Past MAX_RELAUNCHES its runs fail with why.
+
 A rerun resumes: a run recorded done is not started again (nor one that failed: its cause is
 said, and `make reproduce RUN=<run>` fixes it); a run cut short resumes in its own reproduce.json;
 a recorded server that is healthy is reused.
@@ -35,6 +43,7 @@ from tools.campaign.campaign_children import Child, child_env, run_now
 from tools.campaign.campaign_plan import Resolved
 from tools.campaign.campaign_runs import Group
 from tools.run import reproduce_children, reproduce_server, reproduce_state
+from tools.run.reproduce_server import HEALTH_FAILS_TO_DIE
 
 CEILING_EXIT = 75
 INTERRUPTED_EXIT = 130
@@ -62,6 +71,9 @@ class Supervisor:
         self.benching: dict[str, Child] = {}  # run → make reproduce running
         self.next_cost = 0.0
         self.next_beat: dict[str, float] = {}
+        self.next_health: dict[str, float] = {}  # owner → when its server is asked next
+        self.health_fails: dict[str, int] = {}   # owner → /health failures in a row
+        self.relaunched: dict[str, int] = {}     # owner → its server's relaunches in this life
         self.signalled: int | None = None
 
     # --- record ------------------------------------------------------------------------------------
@@ -126,7 +138,7 @@ class Supervisor:
         else:
             record.update(status="failed", ended_at=fmt.stamp())
             for run in g.names:
-                if self.run_record(run)["status"] == "pending":
+                if self.run_record(run)["status"] in ("pending", "interrupted"):
                     self.set_run(run, "failed", why=f"its server (make serve RUN={g.owner.run}) failed, exit {rc}: "
                                                     f"see {self.log('serve-' + g.owner.run)}")
             self.say(f"the server of {g.owner.run} failed (exit {rc}; {self.log('serve-' + g.owner.run)}): its runs "
@@ -170,6 +182,48 @@ class Supervisor:
         if proc.returncode != 0:
             self.say(f"note: the heartbeat of {o.run}'s server was not written ({(proc.stderr or '').strip()[-200:]})")
 
+    def watch(self, g: Group) -> None:
+        """Ask the group's server every HEALTH_POLL while a run benches on it; a dead one is replaced."""
+        o = g.owner
+        if not any(run in self.benching for run in g.names) or time.monotonic() < self.next_health.get(o.run, 0):
+            return
+        self.next_health[o.run] = time.monotonic() + int(o.settings["HEALTH_POLL"])
+        h = self.probe_server(g)
+        self.health_fails[o.run] = self.health_fails.get(o.run, 0) + 1 if h.http != "200" else 0
+        # As make reproduce's DeathWatch: HF not answering (stage None) is no death.
+        if h.terminal or (h.stage == "RUNNING" and self.health_fails[o.run] >= HEALTH_FAILS_TO_DIE):
+            self.server_died(g, h)
+
+    def server_died(self, g: Group, h: reproduce_server.Health) -> None:
+        o, record = g.owner, self.server_record(g)
+        self.health_fails.pop(o.run, None)
+        why = (f"its server died (job {h.job or fmt.UNKNOWN} stage {h.stage or fmt.UNKNOWN}, /health {h.http})")
+        self.say(f"the server of {o.run} died (job {h.job or fmt.UNKNOWN} stage {h.stage or fmt.UNKNOWN}, /health "
+                 f"{h.http}): stopping {' '.join(r for r in g.names if r in self.benching)} (SIGINT: their running "
+                 "trials become retryable)")
+        self.stop_runs([run for run in g.names if run in self.benching], why)
+        record.update(died_at=fmt.stamp())
+        if not self.stop_server(g, "it died"):  # cancelled first: a RUNNING job bills however it answers
+            raise Stop(f"the dead server of {o.run} could not be stopped (see {self.log('stop-' + o.run)}): not "
+                       "launching a second one beside it", 1)
+        # At most MAX_RELAUNCHES in one life of the supervisor, as make reproduce counts its own: a
+        # rerun of make campaign is the user's say to go on. campaign.json keeps the total.
+        relaunches, most = self.relaunched.get(o.run, 0), int(o.settings["MAX_RELAUNCHES"])
+        if relaunches >= most:
+            record["status"] = "failed"
+            for run in g.names:
+                if self.run_record(run)["status"] in ("pending", "interrupted"):
+                    self.set_run(run, "failed", why=f"{why}, and it was relaunched {relaunches} time(s) already "
+                                                    f"(MAX_RELAUNCHES={most} of {o.run}): see {self.log('serve-' + o.run)}; "
+                                                    "then make campaign again")
+            self.say(f"the server of {o.run} died after {relaunches} relaunch(es) (MAX_RELAUNCHES={most}): its runs "
+                     f"{' '.join(g.names)} stop here")
+        else:
+            self.relaunched[o.run] = relaunches + 1
+            record.update(status="lost", relaunches=int(record.get("relaunches", 0)) + 1)
+            self.say(f"relaunching the server of {o.run} ({relaunches + 1} of at most {most}); its runs resume on it")
+        self.save()
+
     # --- runs ---------------------------------------------------------------------------------------
     def start_run(self, run: str, endpoint: str) -> None:
         n = self.r.alloc[run].n_concurrent
@@ -202,7 +256,7 @@ class Supervisor:
     def used(self) -> int:
         """Trials at once of the runs benching and of those waiting for their server to be up."""
         waiting = [run for g in self.r.groups if g.owner.run in self.serving for run in g.names
-                   if self.run_record(run)["status"] == "pending"]
+                   if self.run_record(run)["status"] in ("pending", "interrupted")]
         return sum(self.r.alloc[run].demand for run in [*self.benching, *waiting])
 
     def step(self) -> bool:
@@ -243,7 +297,9 @@ class Supervisor:
             if record.get("status") == "up" and not busy and not any(run in self.benching for run in g.names):
                 self.stop_server(g, f"no run of it is left: {' '.join(g.names)}")
             elif record.get("status") == "up":
-                self.beat(g)
+                self.watch(g)
+                if self.server_record(g).get("status") == "up":
+                    self.beat(g)
         return bool(self.serving or self.benching or any(
             self.run_record(run)["status"] in ("pending", "interrupted") for run in self.r.alloc))
 
@@ -268,19 +324,23 @@ class Supervisor:
             self.signalled = signum
             raise Stop(f"interrupted ({signal.Signals(signum).name})", INTERRUPTED_EXIT)
 
+    def stop_runs(self, runs: list[str], why: str) -> None:
+        """SIGINT to each run's make reproduce (as Ctrl-C: harbor's running trials become retryable), then
+        wait for each; they are recorded interrupted, for the next start to resume."""
+        for run in runs:
+            self.say(f"stopping run {run} (SIGINT to its make reproduce: harbor's running trials become retryable)")
+            self.benching[run].signal(signal.SIGINT)
+        for run in runs:
+            rc = self.benching.pop(run).stop(STOP_WAIT)
+            self.set_run(run, "interrupted", rc=rc, ended_at=fmt.stamp(), why=why)
+
     def stop_everything(self, why: str) -> None:
         """Every run (SIGINT, as Ctrl-C: harbor's running trials become retryable), then every server."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)
-        for run, child in list(self.benching.items()):
-            self.say(f"stopping run {run} (SIGINT to its make reproduce: harbor's running trials become retryable)")
-            child.signal(signal.SIGINT)
         for owner, child in list(self.serving.items()):
             child.signal(signal.SIGINT)
-        for run, child in list(self.benching.items()):
-            rc = child.stop(STOP_WAIT)
-            del self.benching[run]
-            self.set_run(run, "interrupted", rc=rc, ended_at=fmt.stamp(), why=why)
+        self.stop_runs(list(self.benching), why)
         for owner, child in list(self.serving.items()):
             child.stop(60)
             del self.serving[owner]
