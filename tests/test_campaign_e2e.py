@@ -264,6 +264,22 @@ def test_a_dead_shared_server_is_relaunched_and_its_runs_resume_on_it(campaign):
                         ("cj-two", "slow-pass")]
     rows = table_rows((c.state / "comparison.md").read_text())
     assert rows[-1] == "| t-hang | passed | passed | passed |"
+    # make watch CAMPAIGN=…: the record (the relaunch in it), then each run's own frame.
+    watched = c.run("watch")
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    said = [line for line in watched.stdout.splitlines() if line.startswith("campaign:   ")]
+    assert said[:3] == [f"campaign:   run    {run}: done (N_CONCURRENT={n}, on {url}/v1)" for run, n, url in
+                        (("c-one", 2, c.servers[1].url), ("c-two", 2, c.servers[1].url), ("c-three", 3, c.servers[2].url))]
+    assert said[3] == (f"campaign:   server c-one's: stopped (alice/srv2, {c.servers[1].url}/v1) for c-one c-two, "
+                       f"relaunched 1 time(s) (died {record['servers']['c-one']['died_at']})")
+    assert [line for line in watched.stdout.splitlines() if line.startswith("campaign: make watch RUN=")] == [
+        f"campaign: make watch RUN={run} ONCE=1" for run in ("c-one", "c-two", "c-three")]
+    # make report CAMPAIGN=…: the same comparison, again, from the runs' job dirs (the flips and the
+    # per-task outcomes: the headline's cost columns follow the clock of srv1, ERROR and never cancelled).
+    reported = c.run("report")
+    assert reported.returncode == 0, reported.stdout + reported.stderr
+    assert [row for row in table_rows(reported.stdout) if " | oracle | " not in row] == [
+        row for row in rows if " | oracle | " not in row]
 
 
 @pytest.mark.e2e

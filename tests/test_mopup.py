@@ -693,3 +693,25 @@ def test_job_result_left_empty_by_a_kill_is_archived_not_fatal(tmp_path, server,
     assert json.loads((tree.job_dir / "result.json").read_text())["n_total_trials"] == 9
     final = tree.tally()
     assert (final["passed"], final["failed"], final["errored"], final["unfinished"]) == (6, 3, 0, 0)
+
+
+@pytest.mark.e2e
+def test_a_trial_harbor_was_stopped_inside_is_an_interruption_mopup_retries(tmp_path, server):
+    # harbor 0.26 turns SIGINT and SIGTERM into a KeyboardInterrupt raised in whichever trial runs at
+    # that instant; Trial.run records every Exception and CancelledError, not that: the trial is written
+    # finished with neither a reward nor an exception, and harbor exits. Seen under a campaign's stop;
+    # here raised from the sandbox's start, on the pinned harbor. It must be retried, never left.
+    plan = {task: ["pass"] for task in ALL_TASKS} | {"t-cancel": ["KeyboardInterrupt", "pass"]}
+    tree = Tree(tmp_path, plan, server)
+    proc = tree.bench()
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    stopped = [r for r in tree.results().values() if r["task_name"] == "t-cancel"]
+    assert [(r["verifier_result"], r["exception_info"], r["finished_at"] is not None) for r in stopped] == [
+        (None, None, True)]
+    first = {t["task"]: (t["outcome"], t["rule"]) for t in tree.tally()["per_task"]}
+    assert first["t-cancel"] == ("errored", "interrupted-unrecorded")
+    proc = tree.mopup()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [r["behaviour"] for r in tree.executed() if r["task"] == "t-cancel"] == ["KeyboardInterrupt", "pass"]
+    final = tree.tally()
+    assert (final["passed"], final["errored"], final["unclassified"], final["unfinished"]) == (len(ALL_TASKS), 0, 0, 0)

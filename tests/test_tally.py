@@ -199,7 +199,7 @@ CASES = [
     (None, None, 1.0, False, "passed", "reward"),
     (None, None, 0.0, False, "failed", "reward"),
     (None, None, 0.99, False, "failed", "reward"),
-    (None, None, None, False, "unclassified", "no-reward-no-exception"),
+    (None, None, None, False, "errored", "interrupted-unrecorded"),  # no verifier result: harbor was stopped inside it
     ("AgentTimeoutError", "timed out", 0.0, False, "failed", "reward"),
     ("AgentTimeoutError", "timed out", 1.0, False, "passed", "reward"),
     ("AgentTimeoutError", "timed out", None, False, "failed", "limit-type"),
@@ -240,6 +240,17 @@ def test_classify(policy, etype, msg, reward, unscored, outcome, rule):
     trial = tally_trials.Trial("d/t__x", "d", "t", "finished", reward=reward, exception_type=etype, exception_message=msg)
     got = tally_policy.classify(trial, policy, unscored)
     assert got[:2] == (outcome, rule), got[2]
+
+
+def test_no_reward_no_exception_is_an_interruption_only_when_no_verifier_ran(policy):
+    # harbor stopped inside the trial (a KeyboardInterrupt: Trial.run records none): retried as an interruption.
+    stopped = tally_trials.Trial("d/t__x", "d", "t", "finished")
+    assert tally_policy.classify(stopped, policy)[:2] == ("errored", "interrupted-unrecorded")
+    stopped.outcome, stopped.rule = "errored", "interrupted-unrecorded"
+    assert tally_policy.infra_side(stopped, policy) == "interrupted" and not slots.is_settled(stopped)
+    # The verifier ran and gave no usable reward: its answer, not a stop; a person decides.
+    answered = tally_trials.Trial("d/t__x", "d", "t", "finished", verified=True)
+    assert tally_policy.classify(answered, policy)[:2] == ("unclassified", "no-reward-no-exception")
 
 
 # --------------------------------------------------------------------------- a mixed run

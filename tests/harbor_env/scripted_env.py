@@ -24,6 +24,9 @@ Behaviours, each raised where the real failure surfaces, so harbor records it as
                       expired-mirror output (the verifier still runs: reward 0)
   AgentTimeoutError   the agent's exec outlasts the task's 1 s agent timeout (reward 0)
   ContextWindowExceededError  raised during the agent run (the verifier still runs: reward 0)
+  KeyboardInterrupt   KeyboardInterrupt from start(), as harbor's SIGINT and SIGTERM handlers raise
+                      one in whichever trial runs at that instant: harbor writes the trial finished
+                      with neither a reward nor an exception, and exits
   hang                start() sleeps for an hour: the test kills harbor mid-trial
   slow-pass           start() waits until the file SCRIPTED_ENV_RELEASE exists (ten minutes
                       at most), then the trial passes: harbor is mid-trial until the test,
@@ -74,7 +77,8 @@ APT_MIRROR_OUTPUT = (
     "expired (invalid since 412d 3h 1min 2s). Updates for this repository will not be applied."
 )
 
-START_BEHAVIOURS = {"ReadTimeout", "SandboxError", "CancelledError", "ConnectError", "hang", "server-dies"}
+START_BEHAVIOURS = {"ReadTimeout", "SandboxError", "CancelledError", "ConnectError", "hang", "server-dies",
+                    "KeyboardInterrupt"}
 AGENT_BEHAVIOURS = {"apt-mirror", "AgentTimeoutError", "ContextWindowExceededError"}
 KNOWN = ({"pass", "fail", "slow-pass", "linger"} | START_BEHAVIOURS | AGENT_BEHAVIOURS
          | {f"held-{b}" for b in START_BEHAVIOURS})
@@ -174,6 +178,8 @@ class ScriptedEnv(BaseEnvironment):
             raise SandboxError("scripted: connection lost while running command")
         if b == "CancelledError":
             raise asyncio.CancelledError("scripted: cancelled")
+        if b == "KeyboardInterrupt":
+            raise KeyboardInterrupt
         if b == "hang":
             await asyncio.sleep(3600)
         if b == "linger":

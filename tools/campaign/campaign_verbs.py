@@ -75,7 +75,8 @@ def record_lines(state: dict) -> list[str]:
                    + (f", on {r['endpoint']}" if r.get("endpoint") else "") + ")" + (f": {r['why']}" if r.get("why") else ""))
     for owner, s in state["servers"].items():
         out.append(f"  server {owner}'s: {s.get('status')}" + (f" ({s['job']}, {s.get('endpoint')})" if s.get("job") else "")
-                   + f" for {' '.join(s.get('runs') or [])}")
+                   + f" for {' '.join(s.get('runs') or [])}"
+                   + (f", relaunched {s['relaunches']} time(s) (died {s.get('died_at')})" if s.get("relaunches") else ""))
     c = state.get("ceiling")
     if c:
         out.append(f"  spend  {fmt.dollars(c.get('spent_usd'))} of MAX_COST {fmt.dollars(c.get('max_cost'))}, "

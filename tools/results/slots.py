@@ -53,7 +53,7 @@ from typing import Any, Iterable
 
 from tools import fmt
 
-INFRA_RULES = ("infra-type", "infra-message", "nonzero-exit-infra")
+INFRA_RULES = ("infra-type", "infra-message", "nonzero-exit-infra", "interrupted-unrecorded")
 GLYPHS = {"passed": "✓", "failed": "✗", "errored": "E", "unclassified": "?", "unfinished": "…"}
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0

@@ -231,6 +231,10 @@ def load_verdicts(path: str | os.PathLike | None) -> dict[str, Verdict]:
 
 
 
+# The rule of a trial harbor finished with neither a reward nor an exception (see classify).
+INTERRUPTED_UNRECORDED = "interrupted-unrecorded"
+
+
 def classify(trial: Trial, policy: Policy, timeouts_unscored: bool = False) -> tuple[str, str, str]:
     """(outcome, rule, reason) of one finished trial under the policy; see the policy file."""
     etype, msg, reward = trial.exception_type, trial.exception_message, trial.reward
@@ -246,8 +250,17 @@ def classify(trial: Trial, policy: Policy, timeouts_unscored: bool = False) -> t
         verdict = "passed" if reward >= policy.pass_threshold else "failed"
         suffix = f" despite {etype}" if etype else ""
         return verdict, "reward", f"reward {reward:g}{suffix} (pass threshold {policy.pass_threshold:g})"
+    if etype is None and not trial.verified:
+        # harbor's Trial.run records every Exception and every CancelledError it catches; a trial
+        # finished with no verifier result and no exception was ended by what it does not catch, a
+        # KeyboardInterrupt (harbor turns SIGINT and SIGTERM into one, raised in whichever trial runs
+        # at that instant): a stop of harbor, never an answer of the model. An interruption, retried
+        # as CancelledError is (tests/test_mopup.py proves it on the pinned harbor). A verifier that
+        # ran and gave no usable reward is the verifier's answer: unclassified, below.
+        return ("errored", INTERRUPTED_UNRECORDED, "finished with neither a verifier reward nor an exception: harbor "
+                "was stopped inside the trial (a KeyboardInterrupt, which harbor records no exception for)")
     if etype is None:
-        return "unclassified", "no-reward-no-exception", "finished with neither a verifier reward nor an exception"
+        return "unclassified", "no-reward-no-exception", "its verifier ran and gave no usable reward, and no exception"
     if etype in policy.limit_types:
         return "failed", "limit-type", f"{etype} is a model/agent limit; no reward, counted as a failure"
     if etype in policy.nonzero_exit_types:
@@ -268,6 +281,8 @@ def infra_side(trial: Trial, policy: Policy) -> str:
     """The side of an infra-errored trial: "server" for a type of infra.server_types,
     "interrupted" for one of infra.interrupted_types, else "sandbox" (every other infra type, and
     every infra message pattern and non-zero exit without a limit: the sandbox or its image)."""
+    if trial.rule == INTERRUPTED_UNRECORDED:
+        return "interrupted"
     if trial.rule == "infra-type":
         if trial.exception_type in policy.server_types:
             return "server"

@@ -53,6 +53,7 @@ class Trial:
     result_id: str | None = None  # harbor's TrialResult.id: one attempt, wherever its dir is
     trial_seconds: float | None = None  # started_at to finished_at: the whole trial, as the board times it
     retried: bool = False  # an attempt harbor retried inside its job (kept under .retried/): never a slot's
+    verified: bool = False  # its result holds a verifier_result (an object): the verifier ran
 
     def sort_key(self) -> tuple[datetime, str]:
         # Latest finished_at wins; a trial without a usable timestamp sorts first; equal
@@ -195,7 +196,8 @@ def read_trial(trial_dir: str, job_dir: str, notes: ScanNotes) -> Trial:
     trial_seconds = (finished_at - started_at).total_seconds() if started_at and finished_at and \
         finished_at >= started_at else None
     return Trial(shown_dir, shown_job, task, "finished", finished_at, reward, exc_type, exc_msg, tokens,
-                 agent_seconds, result_id=safe_read.clip(result_id, 100) if result_id else None, trial_seconds=trial_seconds)
+                 agent_seconds, result_id=safe_read.clip(result_id, 100) if result_id else None, trial_seconds=trial_seconds,
+                 verified=isinstance(data.get("verifier_result"), dict))
 
 
 def _reward(verifier: Any, path: str, notes: ScanNotes) -> float | None:
