@@ -237,6 +237,7 @@ class Supervisor:
         env = child_env(self.env, run, **self.r.bench_settings(run, endpoint))
         self.benching[run] = Child(f"reproduce {run}", [str(self.repo / "scripts" / "reproduce.sh")], env, self.repo,
                                    self.log(run))
+        self.run_record(run).pop("why", None)  # why it stopped last time: not this start's
         self.set_run(run, "running", n_concurrent=n, endpoint=endpoint, started_at=fmt.stamp())
 
     def run_ended(self, run: str, rc: int) -> None:
