@@ -188,6 +188,101 @@ def test_two_campaign_supervisors_never_run_at_once(tmp_path):
     assert proc.stdout.startswith(f"campaign 'c' is busy: make campaign (pid {os.getpid()}) has held it since ")
 
 
+@pytest.mark.parametrize("holder, why", [
+    ('{"operation": "make campaign", "pid": true, "since": "t"}', "a boolean is no pid"),
+    ('{"operation": "make campaign", "pid": -1, "since": "t"}', "os.kill(-1) signals every process"),
+    ('{"operation": "make campaign", "pid": 0, "since": "t"}', "os.kill(0) signals the caller's group"),
+    ('{"operation": "make campaign", "pid": 99999999999, "since": "t"}', "past PID_MAX"),
+    ('{"operation": "make campaign", "pid": "1234", "since": "t"}', "a string is no pid"),
+    ("fifo", "a FIFO would block"),
+    ("directory", "no file"),
+    ("oversized", "over the 4 KiB cap"),
+])
+def test_a_lock_holder_record_that_names_no_valid_pid_is_signalled_never(tmp_path, monkeypatch, capsys, holder, why):
+    from tools.campaign import campaign_verbs
+    lock = campaign_state.CampaignLock(tmp_path / "c")
+    lock.take("make campaign")
+    other = campaign_state.CampaignLock(tmp_path / "c")
+    assert other.held_by_other()
+    lock.holder.unlink()
+    if holder == "fifo":
+        os.mkfifo(lock.holder)
+    elif holder == "directory":
+        lock.holder.mkdir()
+    elif holder == "oversized":
+        lock.holder.write_text('{"operation": "make campaign", "pid": 1234, "since": "' + "t" * 4096 + '"}')
+    else:
+        lock.holder.write_text(holder)
+    kills = []
+    monkeypatch.setattr(campaign_verbs.os, "kill", lambda *a: kills.append(a))
+    monkeypatch.delenv("DRY_RUN", raising=False)
+    assert other.holder_pid() is None, why
+    assert other.who() == "another supervisor holds it"
+    campaign_verbs.stop_supervisor(tmp_path / "c")
+    assert kills == []
+    assert capsys.readouterr().out == (f"campaign: a supervisor holds {other.path} but names no pid in {other.holder}: "
+                                       "stopping the runs' servers anyway\n")
+
+
+def test_the_lock_holder_is_named_printable(tmp_path):
+    lock = campaign_state.CampaignLock(tmp_path / "c")
+    lock.holder.parent.mkdir()
+    lock.holder.write_text('{"operation": "make\\u001b[2J campaign", "pid": 4321, "since": "t"}')
+    assert lock.holder_pid() == 4321
+    assert lock.who() == "make\\x1b[2J campaign (pid 4321) has held it since t"
+
+
+# --- a run's instance ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("0123456789abcdef\n", None),
+    ("0123456789abcdef\n--namespace evil\n", "is not a run instance id (16 hex digits): it holds "
+                                              "'0123456789abcdef\\n--namespace evil'"),
+    ("--help\n", "is not a run instance id (16 hex digits): it holds '--help'"),
+    ("\x1b[2J0123456789abcdef", "is not a run instance id (16 hex digits): it holds '\\x1b[2J0123456789abcdef'"),
+    ("0" * 65, "cannot be read (over the 64 bytes cap for a run instance id (65 bytes); not read)"),
+    ("fifo", "cannot be read (not a regular file (a FIFO); not opened)"),
+    ("directory", "cannot be read (not a regular file (a directory); not opened)"),
+])
+def test_a_runs_instance_is_read_bounded_and_only_an_id_is_passed_on(tmp_path, monkeypatch, content, problem):
+    from tools.campaign import campaign_spend, campaign_supervisor
+    state = tmp_path / "state" / "a"
+    state.mkdir(parents=True)
+    path = state / "instance"
+    if content == "fifo":
+        os.mkfifo(path)
+    elif content == "directory":
+        path.mkdir()
+    else:
+        path.write_text(content)
+    run = RunInfo("a", SERVE, "", {"N_CONCURRENT": "1", "N_SHARDS": "1", "SERVER_TIMEOUT": "4h", "MODEL": "m",
+                                   "JOB_NAME": "a", "HF_NAMESPACE": "", "HEARTBEAT_EVERY": "5m", "WATCHDOG": "1"},
+                  "jobs", str(state), "p", instance="fedcba9876543210")
+    notes: list[str] = []
+    scope = campaign_spend.scope_of(run, tmp_path / "state", notes)
+    # The spend: a bad file is left out with a note (the instance the run was described with stays).
+    if problem is None:
+        assert (scope.instance, notes) == ("0123456789abcdef", [])
+    else:
+        assert scope.instance == "fedcba9876543210"
+        assert notes == [f"a: {path} {problem}: left out"]
+    # The heartbeat: a bad file is refused with a note, and no beat runs with it in its argv.
+    said, argvs = [], []
+    monkeypatch.setattr(campaign_supervisor, "run_now", lambda argv, *a, **k: argvs.append(argv) or
+                        subprocess.CompletedProcess(argv, 0, "", ""))
+    sup = campaign_supervisor.Supervisor.__new__(campaign_supervisor.Supervisor)
+    sup.repo, sup.env, sup.next_beat, sup.say = tmp_path, {}, {}, said.append
+    sup.beat(campaign_runs.Group(("k",), [run]))
+    if problem is None:
+        assert said == [] and argvs[0][argvs[0].index("--instance") + 1] == "0123456789abcdef"
+    else:
+        assert argvs == []
+        assert said == [f"note: the heartbeat of a's server was not written: {path} {problem}. Put back the id its "
+                        "jobs carry (make jobs shows their instance= label)"]
+    assert sorted(p.name for p in state.iterdir()) == ["instance"]
+
+
 # --- the dry run ----------------------------------------------------------------------------------------
 
 

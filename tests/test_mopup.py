@@ -611,6 +611,42 @@ def test_report_fails_when_harbor_ran_an_unplanned_trial(tmp_path):
     assert result.exit_code == 1 and "did not plan" in result.output and "t-b__2222222" in result.output
 
 
+
+def hostile(path: Path, kind: str) -> str:
+    """`path` made a FIFO, a directory or a (sparse) file past RESULT_CAP; the reason safe_read gives."""
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "not a regular file (a FIFO); not opened"
+    if kind == "directory":
+        path.mkdir()
+        return "not a regular file (a directory); not opened"
+    with open(path, "wb") as f:
+        f.truncate(64 * 1024 * 1024 + 1)
+    return "over the 64 MiB cap for {what} (67,108,865 bytes); not read"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized"])
+def test_a_current_config_or_plan_that_is_no_regular_file_or_too_big_is_refused_never_read(tmp_path, kind):
+    state = tmp_path / "state"
+    config = tmp_path / "current-config.json"
+    reason = hostile(config, kind).format(what="a job config")
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(mopup.cli, ["plan", "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "j", "--run", "r",
+                                            "--state-dir", str(state), "--n-concurrent", "1", "--current-config",
+                                            str(config), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {config} holds no JSON job config ({reason}): `harbor run … --print-config` "
+                             "printed none (check the run's settings with make print RUN=…)\n")
+    plan = tmp_path / "mopup-plan.json"
+    reason = hostile(plan, kind).format(what="a mop-up plan")
+    for argv in (["prepare", "--plan", str(plan), "--state-dir", str(state)], ["report", "--plan", str(plan)]):
+        result = CliRunner().invoke(mopup.cli, argv)
+        assert result.exit_code == 1
+        assert result.output == (f"Error: the mop-up plan {plan} cannot be read ({reason}): nothing was moved; "
+                                 "make mopup writes a new one\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["current-config.json", "mopup-plan.json"]
+
+
 @pytest.mark.e2e
 def test_changed_task_files_make_resume_impossible(tmp_path, server, report_line):
     tree = Tree(tmp_path, DEFAULT_PLAN, server)

@@ -829,6 +829,66 @@ def test_state_is_replaced_atomically_and_checked(tmp_path):
         reproduce_state.load_state(path, "r")
 
 
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized"])
+def test_a_state_file_that_is_no_regular_file_or_too_big_is_refused_never_read(tmp_path, kind):
+    # A FIFO once blocked the supervisor (read_text waits for a writer); a huge file was read whole.
+    path = tmp_path / "reproduce.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+        reason = "not a regular file (a FIFO); not opened"
+    elif kind == "directory":
+        path.mkdir()
+        reason = "not a regular file (a directory); not opened"
+    else:
+        path.write_bytes(b" " * (4 * 1024 * 1024 + 1))
+        reason = "over the 4 MiB cap for the supervisor state (4,194,305 bytes); not read"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(reproduce_state.BadState) as e:
+        reproduce_state.load_state(path, "r")
+    assert str(e.value) == (f"{path} is not readable JSON ({reason}): move it aside and run make reproduce RUN=r again "
+                            "(the job dirs and state/ stay; finished steps are found again from them)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def server_of(tmp_path: Path) -> reproduce_server.Server:
+    cfg = reproduce_state.Config(run="r", repo=tmp_path, state_dir=tmp_path, jobs_dir=tmp_path / "jobs", job_name="r",
+                                 api_base="", verdicts=None, mopup_passes=0, max_relaunches=0, idle_stop_after=0,
+                                 health_poll=1.0)
+    return reproduce_server.Server(cfg, "", reproduce_state.new_state("r"), lambda: None, None, lambda _: None)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized"])
+def test_a_server_record_that_is_no_regular_file_or_too_big_is_refused_never_taken_for_no_server(tmp_path, kind):
+    path = tmp_path / "server.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+        reason = "not a regular file (a FIFO); not opened"
+    elif kind == "directory":
+        path.mkdir()
+        reason = "not a regular file (a directory); not opened"
+    else:
+        path.write_bytes(b'{"namespace": "ns", "job_id": "j", "x": "' + b"a" * (4 * 1024 * 1024) + b'"}')
+        reason = "over the 4 MiB cap for a server record (4,194,347 bytes); not read"
+    server = server_of(tmp_path)
+    with pytest.raises(reproduce_state.Failure) as e:
+        server.recorded_server()
+    assert str(e.value) == f"{path} cannot be read as a server record ({reason}): check make jobs, then remove it"
+    # What it always said stays: nothing there, or a record cut short, is no server; a record of no job is refused.
+    if kind == "directory":
+        path.rmdir()
+    else:
+        path.unlink()
+    assert server.recorded_server() is None
+    path.write_text('{"namespace": "ns", "job_')
+    assert server.recorded_server() is None
+    path.write_text('{"namespace": "ns", "job_id": "j", "endpoint": "https://e/v1"}')
+    assert server.recorded_server() == {"job": "ns/j", "endpoint": "https://e/v1", "launched_at": None}
+    path.write_text("[1]")
+    with pytest.raises(reproduce_state.Failure, match="is not a server record"):
+        server.recorded_server()
+
+
 @pytest.mark.e2e
 def test_a_state_file_of_the_wrong_shape_is_refused_and_the_server_is_stopped_first(world):
     # Each of these once crashed the supervisor before its cleanup: no cancel, the GPU billing on.

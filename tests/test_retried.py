@@ -299,6 +299,28 @@ def rerun(trial: Path) -> str:
     return str(again.id)
 
 
+@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized", "link"])
+def test_a_result_json_that_is_no_regular_file_or_too_big_gives_no_id_never_hangs(tmp_path, kind):
+    import os
+
+    trial = tmp_path / "t__abc"
+    trial.mkdir()
+    path = trial / "result.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # stat says 0 bytes: it was opened, and the plugin waited for a writer forever
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "oversized":
+        with open(path, "wb") as f:
+            f.truncate(64 * 1024 * 1024 + 1)
+    else:
+        (tmp_path / "elsewhere.json").write_text('{"id": "1"}')
+        path.symlink_to(tmp_path / "elsewhere.json")
+    before = sorted(p.name for p in trial.iterdir())
+    assert retried.result_id_of(trial) is None
+    assert sorted(p.name for p in trial.iterdir()) == before
+
+
 def test_the_hook_keeps_each_retryable_attempt_and_at_the_end_removes_only_those_harbor_kept(tmp_path):
     """A ReadTimeout attempt harbor then deletes and runs again: its copy stays, the one place it is
     left. A SandboxError attempt harbor keeps (no retry left): its copy is the same attempt twice, removed.

@@ -762,6 +762,35 @@ def test_job_id_is_the_view_line_checked_against_the_jobs_result(tmp_path):
     assert "harbor upload printed no 'View at <url>/<job id>' line" in result.output
 
 
+@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized"])
+def test_job_id_refuses_a_result_json_that_is_no_regular_file_or_too_big(tmp_path, kind):
+    import os
+
+    from click.testing import CliRunner
+
+    from tools.hub import submit
+
+    job = tmp_path / "job"
+    job.mkdir()
+    path = job / "result.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+        reason = "not a regular file (a FIFO); not opened"
+    elif kind == "directory":
+        path.mkdir()
+        reason = "not a regular file (a directory); not opened"
+    else:
+        with open(path, "wb") as f:
+            f.truncate(64 * 1024 * 1024 + 1)
+        reason = "over the 64 MiB cap for a result.json (67,108,865 bytes); not read"
+    log = tmp_path / "upload.log"
+    log.write_text("View at https://hub.example/jobs/d9fda20d-e564-4f94-a8ed-bcc3496f8aec\n")
+    result = CliRunner().invoke(submit.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    assert result.exit_code == 1
+    assert f"cannot read the job id from {job}/result.json: {reason}" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "upload.log"]
+
+
 def test_record_writes_submit_json_whole_and_prints_it_as_one_line(tmp_path):
     from click.testing import CliRunner
 

@@ -10,6 +10,9 @@ Caps (documented in docs/tally.md §3):
     RESULT_CAP   64 MiB  one result.json or config.json. harbor writes a few KB; a bigger
                          one (a runaway exception message) is refused with its size.
     TALLY_CAP   512 MiB  one tally JSON file read by tools/report/report.py.
+    STATE_CAP     4 MiB  one state file a supervisor writes and reads back (campaign.json,
+                         reproduce.json, server.json): a few KiB in real use.
+    SMALL_CAP     4 KiB  one small record (a lock holder, a run's instance id).
     MESSAGE_CAP     500  characters of an exception message carried into JSON/Markdown
                          (classification sees the whole message first).
 
@@ -40,6 +43,8 @@ from typing import Any, Callable
 MiB = 1 << 20
 RESULT_CAP = 64 * MiB
 TALLY_CAP = 512 * MiB
+STATE_CAP = 4 * MiB
+SMALL_CAP = 4096
 MESSAGE_CAP = 500
 
 

@@ -13,11 +13,13 @@ SERVER_EXTRA_ARGS, SERVER_DP and SERVER_TP in it) must be equal word for word.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools import fmt
+from tools import safe_read
 
 # The words of `hf jobs run` that belong to one run, not to the server it launches.
 PER_RUN_OPTIONS = ("--label", "--timeout")
@@ -25,6 +27,29 @@ PER_RUN_FLAGS = ("--detach", "-q")
 # The settings that shape a server command, to say why two runs of one model are served apart.
 SERVER_SETTINGS = ("SERVER", "SERVER_IMAGE", "SERVER_FLAVOR", "MODEL", "SERVER_ENGINE", "SERVER_ARGS",
                    "SERVER_EXTRA_ARGS", "SERVER_DP", "SERVER_TP", "PORT", "HF_NAMESPACE")
+
+
+# A run's instance (state/<run>/instance, drawn by scripts/lib-instance.sh ensure_run_instance): 16 hex
+# digits on one line, the INSTANCE_SYNTAX that scripts/lib-instance.sh load_run_instance checks.
+INSTANCE_RE = re.compile(r"[0-9a-f]{16}")
+INSTANCE_CAP = 64  # bytes: the id and its newline; lib-instance.sh reads no more than this either
+
+
+def recorded_instance(state_dir: str | Path) -> tuple[str | None, str | None]:
+    """(the run's instance, None) from state/<run>/instance; (None, None) when there is none yet; (None, why)
+    when the file is not an instance id: read bounded, never passed on (it goes into an argv and a label)."""
+    path = Path(state_dir) / "instance"
+    try:
+        raw = safe_read.read_regular(path, INSTANCE_CAP, "a run instance id")
+    except FileNotFoundError:
+        return None, None
+    except (OSError, safe_read.Unreadable) as e:
+        return None, f"{safe_read.printable(str(path))} cannot be read ({e})"
+    text = raw.decode("utf-8", "replace").strip()
+    if not INSTANCE_RE.fullmatch(text):
+        return None, (f"{safe_read.printable(str(path))} is not a run instance id (16 hex digits): it holds "
+                      f"'{safe_read.clip(safe_read.printable(text), 40)}'")
+    return text, None
 
 
 class DescribeError(Exception):

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.campaign.campaign_runs import RunInfo
+from tools import safe_read
+from tools.campaign.campaign_runs import INSTANCE_RE, RunInfo, recorded_instance
 from tools.money import cost_ceiling
 from tools.money import cost_hf
 
@@ -29,12 +30,19 @@ class CampaignSpend:
         return self.spent_usd + self.burn_usd_per_hour * poll_s / 3600
 
 
-def scope_of(info: RunInfo, state_root: Path) -> cost_ceiling.Scope:
-    """The run's scope as scripts/lib-run.sh cost_scope_json builds it (its instance read from its state)."""
-    instance = info.instance
-    path = Path(info.state_dir) / "instance"
-    if path.is_file():
-        instance = path.read_text().strip() or instance
+def scope_of(info: RunInfo, state_root: Path, notes: list[str] | None = None) -> cost_ceiling.Scope:
+    """The run's scope as scripts/lib-run.sh cost_scope_json builds it (its instance read from its state).
+
+    An instance that is not 16 hex digits (state/<run>/instance, or the one the run was described with) is
+    left out, with a note in `notes`: the run's jobs are then found by their other labels."""
+    instance = info.instance if INSTANCE_RE.fullmatch(info.instance or "") else None
+    if info.instance and instance is None and notes is not None:
+        notes.append(f"{info.run}: its instance '{safe_read.clip(safe_read.printable(info.instance), 40)}' is not a "
+                     "run instance id (16 hex digits): left out")
+    recorded, problem = recorded_instance(info.state_dir)
+    if problem and notes is not None:
+        notes.append(f"{info.run}: {problem}: left out")
+    instance = recorded or instance
     age = info.settings.get("PRICES_MAX_AGE") or "86400"
     return cost_ceiling.Scope(run=info.run, state_dir=Path(info.state_dir), jobs_dir=info.jobs_dir,
                               job_name=info.settings["JOB_NAME"], namespace=info.settings.get("HF_NAMESPACE") or None,
@@ -51,7 +59,7 @@ def measure(runs: list[RunInfo], state_root: Path, hf=None) -> CampaignSpend:
     per_run, unknown = {}, []
     for info in runs:
         try:
-            s = cost_ceiling.measure(hf, scope_of(info, state_root))
+            s = cost_ceiling.measure(hf, scope_of(info, state_root, unknown))
         except (cost_hf.HfFailed, OSError, Exception) as e:  # noqa: BLE001  a watch never dies on a measure
             unknown.append(f"{info.run}: {str(e)[:200]}")
             continue

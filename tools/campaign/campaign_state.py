@@ -37,7 +37,7 @@ def new_state(name: str) -> dict:
 
 
 # campaign.json holds a few lines per run, server and invocation: 4 MiB is far past any real one.
-STATE_CAP = 4 * 1024 * 1024
+STATE_CAP = safe_read.STATE_CAP
 
 
 def load(path: Path, name: str) -> dict:
@@ -66,6 +66,11 @@ def save(path: Path, state: dict) -> None:
     safe_read.write_atomic(path, json.dumps(state, indent=2) + "\n")
 
 
+# lock.json is one line (operation, pid, time): 4 KiB is far past it. A pid is at most Linux's PID_MAX_LIMIT.
+HOLDER_CAP = safe_read.SMALL_CAP
+PID_MAX = 1 << 22
+
+
 class CampaignLock:
     """The campaign's lock, held from take() until the process ends (or release())."""
 
@@ -88,12 +93,24 @@ class CampaignLock:
         safe_read.write_atomic(self.holder, json.dumps({"operation": operation, "pid": os.getpid(),
                                                         "since": fmt.stamp()}) + "\n")
 
-    def who(self) -> str:
+    def holder_record(self) -> dict | None:
+        """What lock.json says of the holder (take() writes it), read bounded; None when it cannot be read."""
         try:
-            doc = json.loads(self.holder.read_text())
-            return f"{doc.get('operation')} (pid {doc.get('pid')}) has held it since {doc.get('since')}"
-        except (OSError, ValueError, AttributeError):
+            return safe_read.read_json_object(self.holder, HOLDER_CAP, "the lock's holder record")
+        except (OSError, safe_read.Unreadable):
+            return None
+
+    def holder_pid(self) -> int | None:
+        """The holder's pid: a whole number that can be a process's (1..PID_MAX), else None."""
+        pid = (self.holder_record() or {}).get("pid")
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) and 1 <= pid <= PID_MAX else None
+
+    def who(self) -> str:
+        doc, pid = self.holder_record(), self.holder_pid()
+        if doc is None or pid is None:
             return "another supervisor holds it"
+        operation, since = (safe_read.clip(safe_read.printable(str(doc.get(k))), 80) for k in ("operation", "since"))
+        return f"{operation} (pid {pid}) has held it since {since}"
 
     def held_by_other(self) -> bool:
         """Whether a live supervisor holds the lock (asked without taking it for long)."""

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from tools import fmt, hf_client
-from tools.campaign import campaign_spend, campaign_state
+from tools.campaign import campaign_runs, campaign_spend, campaign_state
 from tools.campaign.campaign_children import Child, child_env, run_now
 from tools.campaign.campaign_plan import Resolved
 from tools.campaign.campaign_runs import Group
@@ -171,11 +171,15 @@ class Supervisor:
         if o.settings["WATCHDOG"] != "1" or time.monotonic() < self.next_beat.get(o.run, 0):
             return
         self.next_beat[o.run] = time.monotonic() + every
-        instance_file = Path(o.state_dir) / "instance"
-        if not instance_file.is_file():
+        instance, problem = campaign_runs.recorded_instance(o.state_dir)  # read bounded, 16 hex digits or refused
+        if problem:
+            self.say(f"note: the heartbeat of {o.run}'s server was not written: {problem}. Put back the id its jobs "
+                     "carry (make jobs shows their instance= label)")
+            return
+        if instance is None:
             return
         argv = [str(self.repo / ".venv" / "bin" / "python"), "-m", "tools.run.watchdog", "beat", "--run", o.run,
-                "--project", o.project_label, "--instance", instance_file.read_text().strip()]
+                "--project", o.project_label, "--instance", instance]
         if o.settings["HF_NAMESPACE"]:
             argv += ["--namespace", o.settings["HF_NAMESPACE"]]
         proc = run_now(argv, child_env(self.env, o.run), self.repo, 120, capture=True)

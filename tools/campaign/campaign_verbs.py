@@ -12,7 +12,6 @@ Each writes nothing of its own: the verbs it runs keep their own promises (docs/
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -40,9 +39,8 @@ def stop_supervisor(directory: Path) -> None:
     lock = campaign_state.CampaignLock(directory)
     if not lock.held_by_other():
         return
-    try:
-        pid = int(json.loads(lock.holder.read_text())["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+    pid = lock.holder_pid()  # read bounded; a pid that is not a whole number in range is no pid
+    if pid is None:
         say(f"a supervisor holds {lock.path} but names no pid in {lock.holder}: stopping the runs' servers anyway")
         return
     if os.environ.get("DRY_RUN", "0") not in ("", "0"):

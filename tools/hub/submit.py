@@ -186,9 +186,9 @@ def job_id_cmd(log: Path, job_dir: Path) -> None:
     if not ids:
         fail(f"harbor upload printed no 'View at <url>/<job id>' line for {job_dir} (its output: {log})")
     try:
-        recorded = str(json.loads((job_dir / "result.json").read_text(encoding="utf-8")).get("id", "")).lower()
-    except (OSError, ValueError, AttributeError) as e:
-        fail(f"cannot read the job id from {job_dir}/result.json: {e}")
+        recorded = str(safe_read.read_json_object(job_dir / "result.json").get("id", "")).lower()
+    except (OSError, safe_read.Unreadable) as e:
+        fail(f"cannot read the job id from {safe_read.printable(str(job_dir))}/result.json: {e}")
     if ids[-1] != recorded:
         fail(f"harbor upload printed job id {ids[-1]} for {job_dir}, but its result.json says {recorded}")
     click.echo(ids[-1])

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import click
 
+from tools import safe_read
 from tools.mopup.mopup_archive import (
     AGAIN, WriteFailed, append_manifest, archive_inventory, archive_trials, describe_archived, manifest_path, move_dir,
     patch_concurrency, read_manifest_lines, refuse_live_writers, remove_stale_temps, restore_one, shown, what_moved,
@@ -79,9 +80,9 @@ def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config,
          out):
     """Decide what to retry and how; write the plan JSON to --out and print it."""
     try:
-        current = json.loads(current_config.read_text())
-    except ValueError:
-        raise click.ClickException(f"{current_config} holds no JSON job config: `harbor run … --print-config` "
+        current = safe_read.read_json_object(current_config, safe_read.RESULT_CAP, "a job config")
+    except (OSError, safe_read.Unreadable) as e:
+        raise click.ClickException(f"{current_config} holds no JSON job config ({e}): `harbor run … --print-config` "
                                    "printed none (check the run's settings with make print RUN=…)")
     the_plan = build_plan(jobs_dir.resolve(), job_name, mode, n_concurrent, current, run, verdicts,
                           split=state_dir / "shards.json", model=model, max_task_retries=max_task_retries)
@@ -92,12 +93,21 @@ def plan(jobs_dir, job_name, run, state_dir, mode, n_concurrent, current_config,
     click.echo(describe_plan(the_plan, state_dir), err=True)
 
 
+def read_plan(plan_path: Path) -> dict:
+    """The plan `plan` wrote, read bounded (a regular file of at most RESULT_CAP bytes, a JSON object)."""
+    try:
+        return safe_read.read_json_object(plan_path, safe_read.RESULT_CAP, "a mop-up plan")
+    except (OSError, safe_read.Unreadable) as e:
+        raise click.ClickException(f"the mop-up plan {shown(str(plan_path))} cannot be read ({e}): nothing was "
+                                   "moved; make mopup writes a new one")
+
+
 @cli.command()
 @click.option("--plan", "plan_path", type=click.Path(exists=True, path_type=Path), required=True)
 @click.option("--state-dir", type=click.Path(path_type=Path), required=True)
 def prepare(plan_path, state_dir):
     """Archive the plan's trial dirs and patch the concurrency; a rerun after a kill at any point finishes it."""
-    p = json.loads(plan_path.read_text())
+    p = read_plan(plan_path)
     state_dir = Path(os.path.abspath(state_dir))
     job_dir = Path(p["job_dir"])
     moved: list[str] = []
@@ -140,7 +150,7 @@ def archive_job_result(src: Path, dest: Path, batch: str, state_dir: Path) -> No
 @click.option("--plan", "plan_path", type=click.Path(exists=True, path_type=Path), required=True)
 def report(plan_path):
     """Which planned attempts ran; fails when harbor ran a trial mop-up did not plan."""
-    p = json.loads(plan_path.read_text())
+    p = read_plan(plan_path)
     before = set(p["trial_dirs_before"])
     planned = Counter({t["task"]: t.get("missing", 1) for t in p["tasks"]})
     ran: Counter = Counter()

@@ -41,6 +41,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from tools import safe_read
 from tools.results.tally_jobs import retried_attempts_dir
 
 
@@ -93,15 +94,13 @@ def keep(trial_dir: Path, dest: Path) -> None:
 
 
 def result_id_of(trial_dir: Path) -> str | None:
-    """The id in a trial dir's result.json, or None (no file, not harbor's, too big to be one)."""
-    import json
-
+    """The id in a trial dir's result.json, or None (no file, a link, a FIFO, not harbor's, too big to be one)."""
     path = trial_dir / "result.json"
     try:
-        if path.is_symlink() or path.stat().st_size > (64 << 20):
+        if path.is_symlink():
             return None
-        value = json.loads(path.read_text(encoding="utf-8")).get("id")
-    except (OSError, ValueError, AttributeError):
+        value = safe_read.read_json_object(path, safe_read.RESULT_CAP, "a result.json").get("id")
+    except (OSError, safe_read.Unreadable):
         return None
     return value if isinstance(value, str) else None
 

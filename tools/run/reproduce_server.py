@@ -15,7 +15,7 @@ import time
 import urllib.error
 from typing import Callable
 
-from tools import fmt, hf_client
+from tools import fmt, hf_client, safe_read
 from tools.run.reproduce_children import Children
 from tools.run.reproduce_state import Config, Failure, relaunch_is_due
 
@@ -95,8 +95,17 @@ class Server:
 
     def recorded_server(self) -> dict | None:
         try:
-            sj = json.loads(self.cfg.server_json.read_text())
-        except (OSError, ValueError):
+            raw = safe_read.read_regular(self.cfg.server_json, safe_read.STATE_CAP, "a server record")
+        except FileNotFoundError:
+            return None
+        except (OSError, safe_read.Unreadable) as e:
+            # Not a file that make serve writes (a FIFO would block, a directory or a huge file is no record):
+            # said, never taken for "no server", which would launch a second one that bills beside it.
+            raise Failure(f"{self.cfg.server_json} cannot be read as a server record ({e}): check make jobs, then "
+                          "remove it") from None
+        try:
+            sj = safe_read.parse_json(raw)
+        except safe_read.Unreadable:
             return None
         if not isinstance(sj, dict):
             raise Failure(f"{self.cfg.server_json} is not a server record (a JSON object): check make jobs, then "

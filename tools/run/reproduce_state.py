@@ -15,6 +15,7 @@ import signal
 from pathlib import Path
 
 from tools import fmt
+from tools import safe_read
 from tools.results import tally_core
 
 STEPS = ("serve", "probe", "smoke", "bench", "mopup", "tally", "stop", "summary")
@@ -115,13 +116,14 @@ def shape_problems(state: dict) -> list[str]:
 
 
 def load_state(path: Path, run: str) -> dict:
-    if not path.exists():
-        return new_state(run)
     try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        # The project's bounded reader: a regular file (never a FIFO, which would block), at most STATE_CAP bytes.
+        state = safe_read.parse_json(safe_read.read_regular(path, safe_read.STATE_CAP, "the supervisor state"))
+    except FileNotFoundError:
+        return new_state(run)
+    except (OSError, safe_read.Unreadable) as e:
         raise BadState(f"{path} is not readable JSON ({e}): move it aside and run make reproduce RUN={run} "
-                       "again (the job dirs and state/ stay; finished steps are found again from them)") from e
+                       "again (the job dirs and state/ stay; finished steps are found again from them)") from None
     if not isinstance(state, dict) or state.get("run") != run:
         raise BadState(f"{path} is not this run's supervisor state: move it aside and run it again")
     state = {**new_state(run), **state}
