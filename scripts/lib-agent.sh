@@ -23,19 +23,61 @@ AGENT_URL_VAR="" AGENT_URL_SHAPE="" AGENT_ROUTE="" AGENT_FORWARDED="" AGENT_LINE
 # it came from (agent_wiring_cache): read again only for the same agent, protocols, model, the same
 # tools/run/agents.py and the same installed harbor, file for file.
 agent_wiring() {
-  local out name value cache="" fresh=0
+  local out="" wiring="" cache="" fresh=0
   ((!AGENT_WIRED)) || return 0
   needs_setup python # the wiring is harbor's own classes'
   cache=$(agent_wiring_cache)
+  # A cached wiring is data like any file read back: used only when it is one agents.py writes (bounded,
+  # printable, each field of its shape); else it is only a cache: removed, said, and read again from harbor.
   if [[ -n "$cache" && -f "$cache" ]]; then
-    out=$(<"$cache")
-  else
+    if ! out=$(agent_wiring_cached "$cache") || ! agent_wiring_parse "$out"; then
+      rm -f "$cache"
+      say "the cached wiring of AGENT=$AGENT ($cache) was not valid: read again"
+      out=""
+    fi
+  fi
+  if [[ -z "$out" ]]; then
     out=$(cd "$REPO_ROOT" && tool run.agents wiring "$AGENT" "$SERVER_PROTOCOLS" "$MODEL" 2>&1) ||
       die "run '$RUN': ${out##*Error: }"
-    fresh=1
+    # Its NAME<TAB>VALUE lines only: a warning a library prints on stderr is neither parsed nor cached.
+    if ! wiring=$(grep -E $'^[a-z_]+\t' <<<"$out") || ! agent_wiring_parse "$wiring"; then
+      die "run '$RUN': cannot read the wiring of AGENT=$AGENT: $out"
+    fi
+    out=$wiring fresh=1
   fi
+  AGENT_WIRED=1
+  ((fresh)) && [[ -n "$cache" ]] || return 0
+  { mkdir -p "${cache%/*}" && printf '%s\n' "$out" >"$cache.$$" && mv -f "$cache.$$" "$cache"; } 2>/dev/null ||
+    rm -f "$cache.$$"
+}
+
+# What a cached wiring may be: agents.py writes eleven short lines, a few hundred bytes.
+readonly AGENT_WIRING_CAP=65536
+
+# agent_wiring_cached FILE: the wiring FILE holds, when it is at most AGENT_WIRING_CAP bytes and holds no
+# control character but its tabs and newlines (a NUL among them); else it fails, having printed nothing.
+agent_wiring_cached() {
+  local bytes
+  bytes=$(head -c $((AGENT_WIRING_CAP + 1)) -- "$1" | wc -c) && ((bytes <= AGENT_WIRING_CAP)) || return 1
+  bytes=$(head -c "$AGENT_WIRING_CAP" -- "$1" | LC_ALL=C tr -d '\t\n\040-\176\200-\377' | wc -c) && ((bytes == 0)) ||
+    return 1
+  head -c "$AGENT_WIRING_CAP" -- "$1"
+}
+
+# agent_wiring_parse TEXT: the NAME<TAB>VALUE lines of `tool run.agents wiring` (tools/run/agents.py
+# shell_lines) into the AGENT_* variables; fails unless each field is there once, printable and of its
+# shape: kind host or sandbox with a model, a protocol, a route, the variables' names and url_shape v1 or
+# root (forwarded: the key's and the URL's variables in the sandbox, none in harbor's process), or kind
+# none with none of them.
+agent_wiring_parse() {
+  local name value seen=" " fields=0 var='[A-Z_][A-Z0-9_]*'
+  AGENT_KIND="" AGENT_CLASS="" AGENT_PROTOCOL="" AGENT_MODEL="" AGENT_KEY_VAR="" AGENT_KEY_DEST=""
+  AGENT_URL_VAR="" AGENT_URL_SHAPE="" AGENT_ROUTE="" AGENT_FORWARDED="" AGENT_LINE=""
   # shellcheck disable=SC2034  # read by argv.sh, print.sh and the verbs
   while IFS=$'\t' read -r name value; do
+    [[ "$value" != *[[:cntrl:]]* && "$seen" != *" $name "* ]] || return 1
+    seen+="$name "
+    ((++fields))
     case "$name" in
       kind) AGENT_KIND=$value ;;
       class) AGENT_CLASS=$value ;;
@@ -48,14 +90,27 @@ agent_wiring() {
       route) AGENT_ROUTE=$value ;;
       forwarded) AGENT_FORWARDED=$value ;;
       line) AGENT_LINE=$value ;;
+      *) return 1 ;;
     esac
-  done <<<"$out"
-  [[ "$AGENT_KIND" =~ ^(host|sandbox|none)$ && "$AGENT_KEY_VAR $AGENT_URL_VAR $AGENT_FORWARDED" =~ ^[A-Z0-9_\ ]*$ ]] ||
-    die "run '$RUN': cannot read the wiring of AGENT=$AGENT${cache:+ ($cache: remove it)}: $out"
-  AGENT_WIRED=1
-  ((fresh)) && [[ -n "$cache" ]] || return 0
-  { mkdir -p "${cache%/*}" && printf '%s\n' "$out" >"$cache.$$" && mv -f "$cache.$$" "$cache"; } 2>/dev/null ||
-    rm -f "$cache.$$"
+  done <<<"$1"
+  ((fields == 11)) && [[ "$AGENT_CLASS" =~ ^[A-Za-z0-9_.]+:[A-Za-z0-9_]+$ && -n "$AGENT_LINE" ]] || return 1
+  case "$AGENT_KIND" in
+    host | sandbox)
+      [[ -n "$AGENT_MODEL" && "$AGENT_MODEL" != *[[:space:]]* && "$AGENT_URL_SHAPE" =~ ^(v1|root)$ &&
+        "$AGENT_PROTOCOL" =~ ^[a-z][a-z0-9_]*$ && "$AGENT_ROUTE" =~ ^/[a-z0-9/_.-]+$ &&
+        "$AGENT_KEY_VAR $AGENT_KEY_DEST $AGENT_URL_VAR" =~ ^$var\ $var\ $var$ ]] || return 1
+      if [[ "$AGENT_KIND" == sandbox ]]; then
+        [[ "$AGENT_FORWARDED" == "$AGENT_KEY_VAR $AGENT_URL_VAR" ]]
+      else
+        [[ -z "$AGENT_FORWARDED" ]]
+      fi
+      ;;
+    none)
+      [[ -z "$AGENT_PROTOCOL$AGENT_MODEL$AGENT_KEY_VAR$AGENT_KEY_DEST$AGENT_URL_VAR$AGENT_URL_SHAPE$AGENT_ROUTE" &&
+        -z "$AGENT_FORWARDED" ]]
+      ;;
+    *) return 1 ;;
+  esac
 }
 
 # agent_wiring_cache: where the run's wiring is kept, under .venv (the install it was read from): a

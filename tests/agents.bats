@@ -53,3 +53,50 @@ setup() {
 -- env ANTHROPIC_BASE_URL=${TEST_ENDPOINT%/v1}
 -- env ANTHROPIC_AUTH_TOKEN=<the HF token>"
 }
+
+# A checkout in the test's dir whose .venv is the repository's, entry by entry, but for its own
+# agent-wiring cache: a test tampers with that cache without touching the one the other tests read.
+scratch_with_own_wiring_cache() {
+  linked_checkout
+  rm "$SCRATCH/.venv"
+  mkdir "$SCRATCH/.venv"
+  local entry
+  for entry in "$REPO"/.venv/* "$REPO"/.venv/.[!.]*; do
+    [[ -e "$entry" && "${entry##*/}" != agent-wiring ]] || continue
+    ln -s "$entry" "$SCRATCH/.venv/"
+  done
+}
+
+@test "a cached wiring that is not one agents.py writes is removed, said, and read again from harbor" {
+  scratch_with_own_wiring_cache
+  local out="$BATS_TEST_TMPDIR/out" err="$BATS_TEST_TMPDIR/err" cache real tampered
+  RUN=qwen-t2 "$SCRATCH/scripts/print.sh" >"$out.first" 2>"$err"
+  run cat "$err"
+  assert_output ""
+  run grep -c -x -F "# qwen-t2: agent: terminus-2 calls the model from harbor's own process in openai_chat_completions at the server's /v1/chat/completions: key in OPENAI_API_KEY (Authorization: Bearer), base URL in OPENAI_BASE_URL (the endpoint), --model openai/Qwen/Qwen3.8-27B-FP8; as harbor.agents.terminus_2.terminus_2:Terminus2.MODEL_CONNECTION declares (harbor's resolver)" "$out.first"
+  assert_output 1
+  cache=$(compgen -G "$SCRATCH/.venv/agent-wiring/*.tsv")
+  real=$(<"$cache")
+  [[ "$real" == *$'\nurl_shape\tv1\n'* && "$real" == *$'\nline\tterminus-2 calls the model '* ]]
+  for tampered in line-control url-shape oversized; do
+    case "$tampered" in
+      line-control) sed -i $'s/^line\tterminus-2 calls/line\tterminus-2 \x1b[2J calls/' "$cache" ;;
+      url-shape) sed -i $'s/^url_shape\tv1$/url_shape\tv2/' "$cache" ;;
+      oversized) head -c 70000 /dev/zero | tr '\0' 'x' >>"$cache" ;;
+    esac
+    run cmp -s "$cache" <(printf '%s\n' "$real")
+    assert_failure # tampered indeed
+    RUN=qwen-t2 "$SCRATCH/scripts/print.sh" >"$out" 2>"$err"
+    run cat "$err"
+    assert_output "print: the cached wiring of AGENT=terminus-2 ($cache) was not valid: read again"
+    # harbor's real wiring, in make print and in the cache written again.
+    run diff "$out.first" "$out"
+    assert_success
+    run cat "$cache"
+    assert_output "$real"
+  done
+  # The cache as harbor wrote it is used as it is, without a word.
+  RUN=qwen-t2 "$SCRATCH/scripts/print.sh" >"$out" 2>"$err"
+  run cat "$err"
+  assert_output ""
+}
