@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tools import settings, settings_rules, settings_types
+from tools.money import sandbox_curve
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "hf_" + "pastedAloneByMistake0123456789"
@@ -260,10 +261,34 @@ def test_the_issue_s_four_values_get_one_answer(given, answer):
     ({"SERVER_DP": "4", "SERVER_FLAVOR": "h200x4", "PORT": "64600"}, "setting PORT=64600 leaves no room for SERVER_DP=4 replicas"),
     ({"JOB_NAME": "x-shard-2"}, "JOB_NAME x-shard-2 (on the command line) is the name of shard 2 of the run whose JOB_NAME is x"),
     ({"JOB_NAME": "jobs"}, "JOB_NAME jobs (on the command line) is where harbor nests job dirs"),
+    # SANDBOX_LEVELS: checked by every verb, not only by make calibrate-sandboxes when it reads its levels.
+    ({"SANDBOX_LEVELS": "1 x"}, "setting SANDBOX_LEVELS must be whole numbers from 1 to 1000 (trials at once), got 'x' "
+                                "(run 'qwen-t2')"),
+    ({"SANDBOX_LEVELS": "1 " + "9" * 30}, "setting SANDBOX_LEVELS must be whole numbers from 1 to 1000 (trials at once), "
+                                         "got '99999999999999999999… (truncated, 30 chars)' (run 'qwen-t2')"),
+    ({"SANDBOX_LEVELS": ""}, "setting SANDBOX_LEVELS is empty: give the trials at once to measure, e.g. "
+                             "SANDBOX_LEVELS=\"1 3 6 8\" (run 'qwen-t2')"),
+    ({"SANDBOX_LEVELS": " ".join(map(str, range(1, 34))), "SANDBOX_LEVEL_TASKS": "40"},
+     "setting SANDBOX_LEVELS holds 33 levels, more than the 32 a curve keeps (run 'qwen-t2')"),
+    ({"SANDBOX_LEVELS": "1 3 9"}, "setting SANDBOX_LEVEL_TASKS (8) must be at least the largest level of SANDBOX_LEVELS "
+                                  "(9): a level runs that many trials at once only with as many to run (run 'qwen-t2')"),
 ])
 def test_each_rule_across_settings_refuses_with_its_fix_for_every_verb(given, start):
     answers = {resolve(verb, **given) for verb in VERBS}
     assert len(answers) == 1 and next(iter(answers)).startswith(start), answers
+
+
+def test_sandbox_levels_are_checked_once_for_every_verb_and_the_default_passes():
+    assert resolve("print")["SANDBOX_LEVELS"] == "1 3 6 8"  # the default, with SANDBOX_LEVEL_TASKS=8
+    assert resolve("print", SANDBOX_LEVELS="1 3 6 9 9", SANDBOX_LEVEL_TASKS="9")["SANDBOX_LEVELS"] == "1 3 6 9 9"
+    assert sandbox_curve.MAX_LEVELS == settings_rules.SANDBOX_MAX_LEVELS
+    # make print refuses it as make calibrate-sandboxes does, in its own voice, before anything runs.
+    env = {k: v for k, v in os.environ.items() if k not in ("CLI_SETTINGS", "RUN", "MAKEFLAGS", "MFLAGS")}
+    proc = subprocess.run(["make", "-s", "print", "RUN=qwen-t2", "SANDBOX_LEVELS=x"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.splitlines()[0] == ("print: setting SANDBOX_LEVELS must be whole numbers from 1 to 1000 (trials at "
+                                           "once), got 'x' (run 'qwen-t2')")
 
 
 def test_what_a_command_needs_is_asked_only_by_the_verbs_that_build_one():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from tools import safe_read  # standard library only, as this file
 from tools.settings_types import strict_duration, split_words
 
 # The verbs that build a server's or a bench's command (their argv: scripts/argv.sh).
@@ -267,6 +268,37 @@ def calibrate_levels(v: dict, run: str) -> str | None:
     return None
 
 
+# The levels a sandbox curve keeps (tools/money/sandbox_curve.py MAX_LEVELS is this number).
+SANDBOX_MAX_LEVELS = 32
+
+
+def sandbox_levels_problem(words: list[str], level_tasks: int, run: str) -> str | None:
+    """What is wrong with SANDBOX_LEVELS (its words) beside SANDBOX_LEVEL_TASKS, or None: the one check that
+    every verb runs (sandbox_levels) and make calibrate-sandboxes reads its levels with (sandbox_cal.levels_of)."""
+    bad = next((w for w in words if not re.fullmatch(r"[1-9][0-9]{0,2}|1000", w)), None)
+    if bad is not None:
+        return (f"setting SANDBOX_LEVELS must be whole numbers from 1 to 1000 (trials at once), got "
+                f"'{safe_read.clip(safe_read.printable(bad), 20)}' (run '{run}')")
+    levels = sorted({int(w) for w in words})
+    if not levels:
+        return (f"setting SANDBOX_LEVELS is empty: give the trials at once to measure, e.g. "
+                f"SANDBOX_LEVELS=\"1 3 6 8\" (run '{run}')")
+    if len(levels) > SANDBOX_MAX_LEVELS:
+        return f"setting SANDBOX_LEVELS holds {len(levels)} levels, more than the {SANDBOX_MAX_LEVELS} a curve keeps (run '{run}')"
+    if level_tasks < levels[-1]:
+        return (f"setting SANDBOX_LEVEL_TASKS ({level_tasks}) must be at least the largest level of SANDBOX_LEVELS "
+                f"({levels[-1]}): a level runs that many trials at once only with as many to run (run '{run}')")
+    return None
+
+
+def sandbox_levels(v: dict, run: str) -> str | None:
+    try:
+        words = split_words(v["SANDBOX_LEVELS"])
+    except ValueError:
+        return None  # the words' own type says so
+    return sandbox_levels_problem(words, int(v["SANDBOX_LEVEL_TASKS"]), run)
+
+
 def calibrate_tokens(v: dict, run: str) -> str | None:
     new, prompt = v["CALIBRATE_NEW_TOKENS"], v["CALIBRATE_PROMPT_TOKENS"]
     if int(new) > int(prompt):
@@ -277,5 +309,5 @@ def calibrate_tokens(v: dict, run: str) -> str | None:
 
 # Every verb: the rules across settings. The verbs that build commands: COMMANDS as well.
 RULES = (watchdog_grace, agent_supported, protocols_known, reasoning_effort, one_dataset, remote_bench, shards_whole_list,
-         parallelism_flags, replicas_fill_flavor, calibrate_levels, calibrate_tokens)
+         parallelism_flags, replicas_fill_flavor, calibrate_levels, calibrate_tokens, sandbox_levels)
 COMMANDS = (required, model_of_profile, dataset_named)

@@ -35,6 +35,7 @@ import click
 from tools import fmt
 from tools import safe_read
 from tools import settings as run_settings
+from tools import settings_rules
 from tools.money import cost_prices
 from tools.money import plan_checks
 from tools.money import plan_evidence
@@ -77,23 +78,12 @@ def read_settings() -> run_settings.Settings:
 
 
 def levels_of(s: run_settings.Settings) -> list[int]:
+    """SANDBOX_LEVELS, sorted, once each: checked by the rule every verb runs (settings_rules.sandbox_levels)."""
     words = s["SANDBOX_LEVELS"] or []
-    bad = next((w for w in words if not re.fullmatch(r"[1-9][0-9]{0,2}|1000", w)), None)
-    if bad is not None:
-        raise CalError(f"setting SANDBOX_LEVELS must be whole numbers from 1 to 1000 (trials at once), got "
-                       f"'{safe_read.clip(safe_read.printable(bad), 20)}' (run '{s.run}')")
-    levels = sorted({int(w) for w in words})
-    if not levels:
-        raise CalError(f"setting SANDBOX_LEVELS is empty: give the trials at once to measure, e.g. "
-                       f"SANDBOX_LEVELS=\"1 3 6 8\" (run '{s.run}')")
-    if len(levels) > sandbox_curve.MAX_LEVELS:
-        raise CalError(f"setting SANDBOX_LEVELS holds {len(levels)} levels, more than the "
-                       f"{sandbox_curve.MAX_LEVELS} a curve keeps (run '{s.run}')")
-    if s["SANDBOX_LEVEL_TASKS"] < levels[-1]:
-        raise CalError(f"setting SANDBOX_LEVEL_TASKS ({s['SANDBOX_LEVEL_TASKS']}) must be at least the largest level "
-                       f"of SANDBOX_LEVELS ({levels[-1]}): a level runs that many trials at once only with as many "
-                       f"to run (run '{s.run}')")
-    return levels
+    problem = settings_rules.sandbox_levels_problem(words, s["SANDBOX_LEVEL_TASKS"], s.run)
+    if problem:
+        raise CalError(problem)
+    return sorted({int(w) for w in words})
 
 
 def task_flags(s: run_settings.Settings) -> tuple[str, int, int]:

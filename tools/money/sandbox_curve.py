@@ -30,6 +30,7 @@ from pathlib import Path
 
 from tools import fmt
 from tools import safe_read
+from tools import settings_rules
 from tools.money import cost_hf
 from tools.money import plan_evidence
 from tools.results import tally_trials
@@ -37,7 +38,7 @@ from tools.results import tally_trials
 KIND = "sandbox-curve"
 VERSION = 1
 CURVE_CAP = 1 << 20         # a ladder of a few levels is a few KiB; 32 levels of 1,000 start times each fit
-MAX_LEVELS = 32
+MAX_LEVELS = settings_rules.SANDBOX_MAX_LEVELS  # what SANDBOX_LEVELS may hold, checked by every verb
 LEVEL_CAP = 1000            # trials at once of one level (SANDBOX_LEVELS' own bound)
 TRIALS_CAP = 100_000        # finished trials of one level
 MIN_LEVEL_TRIALS = 1
