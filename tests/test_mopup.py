@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.fixtures import hostile
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
 from tools.mopup import mopup
 from tools.mopup import mopup_archive
@@ -612,24 +613,11 @@ def test_report_fails_when_harbor_ran_an_unplanned_trial(tmp_path):
 
 
 
-def hostile(path: Path, kind: str) -> str:
-    """`path` made a FIFO, a directory or a (sparse) file past RESULT_CAP; the reason safe_read gives."""
-    if kind == "fifo":
-        os.mkfifo(path)
-        return "not a regular file (a FIFO); not opened"
-    if kind == "directory":
-        path.mkdir()
-        return "not a regular file (a directory); not opened"
-    with open(path, "wb") as f:
-        f.truncate(64 * 1024 * 1024 + 1)
-    return "over the 64 MiB cap for {what} (67,108,865 bytes); not read"
-
-
-@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized"])
+@pytest.mark.parametrize("kind", hostile.KINDS)
 def test_a_current_config_or_plan_that_is_no_regular_file_or_too_big_is_refused_never_read(tmp_path, kind):
     state = tmp_path / "state"
     config = tmp_path / "current-config.json"
-    reason = hostile(config, kind).format(what="a job config")
+    reason = hostile.make(config, kind, 64 * hostile.MiB, "a job config")
     out = tmp_path / "plan.json"
     result = CliRunner().invoke(mopup.cli, ["plan", "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "j", "--run", "r",
                                             "--state-dir", str(state), "--n-concurrent", "1", "--current-config",
@@ -638,7 +626,7 @@ def test_a_current_config_or_plan_that_is_no_regular_file_or_too_big_is_refused_
     assert result.output == (f"Error: {config} holds no JSON job config ({reason}): `harbor run … --print-config` "
                              "printed none (check the run's settings with make print RUN=…)\n")
     plan = tmp_path / "mopup-plan.json"
-    reason = hostile(plan, kind).format(what="a mop-up plan")
+    reason = hostile.make(plan, kind, 64 * hostile.MiB, "a mop-up plan")
     for argv in (["prepare", "--plan", str(plan), "--state-dir", str(state)], ["report", "--plan", str(plan)]):
         result = CliRunner().invoke(mopup.cli, argv)
         assert result.exit_code == 1

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import hostile
 from tests.test_watchdog import play_the_scheduler
 from tools.run import reproduce
 from tools.run import reproduce_passes
@@ -830,19 +831,11 @@ def test_state_is_replaced_atomically_and_checked(tmp_path):
 
 
 
-@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized"])
+@pytest.mark.parametrize("kind", hostile.KINDS)
 def test_a_state_file_that_is_no_regular_file_or_too_big_is_refused_never_read(tmp_path, kind):
     # A FIFO once blocked the supervisor (read_text waits for a writer); a huge file was read whole.
     path = tmp_path / "reproduce.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-        reason = "not a regular file (a FIFO); not opened"
-    elif kind == "directory":
-        path.mkdir()
-        reason = "not a regular file (a directory); not opened"
-    else:
-        path.write_bytes(b" " * (4 * 1024 * 1024 + 1))
-        reason = "over the 4 MiB cap for the supervisor state (4,194,305 bytes); not read"
+    reason = hostile.make(path, kind, 4 * hostile.MiB, "the supervisor state")
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(reproduce_state.BadState) as e:
         reproduce_state.load_state(path, "r")
@@ -858,18 +851,10 @@ def server_of(tmp_path: Path) -> reproduce_server.Server:
     return reproduce_server.Server(cfg, "", reproduce_state.new_state("r"), lambda: None, None, lambda _: None)
 
 
-@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized"])
+@pytest.mark.parametrize("kind", hostile.KINDS)
 def test_a_server_record_that_is_no_regular_file_or_too_big_is_refused_never_taken_for_no_server(tmp_path, kind):
     path = tmp_path / "server.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-        reason = "not a regular file (a FIFO); not opened"
-    elif kind == "directory":
-        path.mkdir()
-        reason = "not a regular file (a directory); not opened"
-    else:
-        path.write_bytes(b'{"namespace": "ns", "job_id": "j", "x": "' + b"a" * (4 * 1024 * 1024) + b'"}')
-        reason = "over the 4 MiB cap for a server record (4,194,347 bytes); not read"
+    reason = hostile.make(path, kind, 4 * hostile.MiB, "a server record")
     server = server_of(tmp_path)
     with pytest.raises(reproduce_state.Failure) as e:
         server.recorded_server()

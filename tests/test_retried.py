@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.fixtures import hostile
 from tests.fixtures.harbor_jobs import TrialSpec
 from tests.test_mopup import JOB, MODEL, FakeServer, Tree
 from tools.results import retried
@@ -301,18 +302,11 @@ def rerun(trial: Path) -> str:
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "oversized", "link"])
 def test_a_result_json_that_is_no_regular_file_or_too_big_gives_no_id_never_hangs(tmp_path, kind):
-    import os
-
     trial = tmp_path / "t__abc"
     trial.mkdir()
     path = trial / "result.json"
-    if kind == "fifo":
-        os.mkfifo(path)  # stat says 0 bytes: it was opened, and the plugin waited for a writer forever
-    elif kind == "directory":
-        path.mkdir()
-    elif kind == "oversized":
-        with open(path, "wb") as f:
-            f.truncate(64 * 1024 * 1024 + 1)
+    if kind in hostile.KINDS:
+        hostile.make(path, kind, 64 * hostile.MiB, "a result.json")  # a FIFO: the plugin once waited for a writer
     else:
         (tmp_path / "elsewhere.json").write_text('{"id": "1"}')
         path.symlink_to(tmp_path / "elsewhere.json")

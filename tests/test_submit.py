@@ -30,6 +30,7 @@ from pathlib import Path
 import click
 import pytest
 
+from tests.fixtures import hostile
 from tests.test_no_secret_in_argv import ArgvWatcher, files_holding
 
 REPO = Path(__file__).resolve().parents[1]
@@ -762,27 +763,15 @@ def test_job_id_is_the_view_line_checked_against_the_jobs_result(tmp_path):
     assert "harbor upload printed no 'View at <url>/<job id>' line" in result.output
 
 
-@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized"])
+@pytest.mark.parametrize("kind", hostile.KINDS)
 def test_job_id_refuses_a_result_json_that_is_no_regular_file_or_too_big(tmp_path, kind):
-    import os
-
     from click.testing import CliRunner
 
     from tools.hub import submit
 
     job = tmp_path / "job"
     job.mkdir()
-    path = job / "result.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-        reason = "not a regular file (a FIFO); not opened"
-    elif kind == "directory":
-        path.mkdir()
-        reason = "not a regular file (a directory); not opened"
-    else:
-        with open(path, "wb") as f:
-            f.truncate(64 * 1024 * 1024 + 1)
-        reason = "over the 64 MiB cap for a result.json (67,108,865 bytes); not read"
+    reason = hostile.make(job / "result.json", kind, 64 * hostile.MiB, "a result.json")
     log = tmp_path / "upload.log"
     log.write_text("View at https://hub.example/jobs/d9fda20d-e564-4f94-a8ed-bcc3496f8aec\n")
     result = CliRunner().invoke(submit.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
