@@ -10,7 +10,9 @@
 # which make plan then uses in place of the reference's anecdotes, and says so.
 # The cost is stated before anything starts (trials × SANDBOX_TRIAL_SECS, or the oracle's longest, × the
 # sandbox flavor's price); above MAX_COST the ladder is refused, and it stops before a level whose
-# estimate, with what the levels before it spent, would pass MAX_COST (exit 75). Holds the run's lock.
+# estimate, with what the levels before it spent, would pass MAX_COST (exit 75). Holds the run's lock,
+# and the namespace's calibration lock: two ladders in one namespace at once would strain the same
+# sandboxes, and each would record the other's load as its own.
 # DRY_RUN=1 prints the ladder, its cost and every harbor command, and writes nothing.
 # The figures: tools/money/sandbox_cal.py; the curve make plan fits: tools/money/sandbox_curve.py;
 # docs/sandbox-calibration.md.
@@ -79,6 +81,7 @@ main() {
   local token docs=() doc rc stopped="" stop_rc=0 recorded=0
   token=$(hf_token "harbor's sandboxes need it")
   hold_run_lock "make calibrate-sandboxes"
+  hold_namespace_calibration "$(namespace_state_dir)/calibrate.lock"
   for line in "${lines[@]}"; do
     read -r level job n_tasks attempts <<<"$line"
     if ((${#docs[@]})); then
@@ -111,6 +114,20 @@ main() {
   ((stop_rc != CEILING_EXIT)) || exit "$CEILING_EXIT"
   ((stop_rc == 0)) || die "$stopped: the levels after it were not run$( ((recorded)) && echo "; those measured are recorded (above)")"
   ((recorded)) || exit 1
+}
+
+# hold_namespace_calibration LOCK: one ladder per namespace at once (flock on fd 8, held until the
+# verb exits), or refuse, naming the run that measures it and since when (the holder file beside it).
+hold_namespace_calibration() {
+  local lock=$1 holder="$1.json" who="another make calibrate-sandboxes"
+  mkdir -p "${lock%/*}"
+  exec 8>>"$lock"
+  if ! flock -n 8; then
+    [[ ! -f "$holder" ]] || who=$(head -c 4096 "$holder" | jq -r '"run \(.run | tostring | .[:80]) (pid \(.pid | tostring | .[:12]), since \(.since | tostring | .[:40]))"' 2>/dev/null | tr -d '[:cntrl:]') || true
+    die "namespace ${HF_NAMESPACE:-default} is being calibrated already by ${who:-another make calibrate-sandboxes}: two ladders at once would each measure the other's load. Wait for it to end, then run this again. Nothing was run."
+  fi
+  jq -n --arg run "$RUN" --argjson pid "$$" --arg since "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    '{run: $run, pid: $pid, since: $since}' >"$holder.tmp" && mv -f "$holder.tmp" "$holder"
 }
 
 main "$@"

@@ -256,6 +256,28 @@ def test_the_ladder_holds_the_run_s_lock_and_refuses_while_another_verb_does(tmp
     assert not (tree.root / "jobs").exists() and tree.executed() == [] and not tree.curve.exists()
 
 
+@pytest.mark.e2e
+def test_one_ladder_per_namespace_another_run_s_is_named_and_nothing_runs(tmp_path):
+    tree = Tree(tmp_path, LADDER_PLAN)
+    lock = tree.root / "state" / "namespaces" / "alice" / "calibrate.lock"
+    lock.parent.mkdir(parents=True)
+    (lock.parent / "calibrate.lock.json").write_text('{"run": "other-run", "pid": 4242, "since": "2026-12-07T06:00:00Z"}\n')
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another run's ladder in namespace alice holds it
+        proc = tree.calibrate()
+    assert proc.returncode == 1
+    assert stderr_lines(proc)[-1] == (
+        "calibrate-sandboxes: namespace alice is being calibrated already by run other-run (pid 4242, since "
+        "2026-12-07T06:00:00Z): two ladders at once would each measure the other's load. Wait for it to end, then "
+        "run this again. Nothing was run.")
+    assert not (tree.root / "jobs").exists() and tree.executed() == [] and not tree.curve.exists()
+    # Once it is free, the ladder takes it and names itself the holder.
+    proc = tree.calibrate(SANDBOX_LEVELS="1", SANDBOX_LEVEL_TASKS="1")
+    assert proc.returncode == 0, proc.stderr
+    holder = json.loads((lock.parent / "calibrate.lock.json").read_text())
+    assert (holder["run"], holder["pid"] > 0) == (RUN, True)
+
+
 def test_a_ladder_whose_estimate_passes_max_cost_is_refused_and_nothing_is_written(tmp_path):
     tree = Tree(tmp_path, LADDER_PLAN)
     before = tree.listing()

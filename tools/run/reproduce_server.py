@@ -66,9 +66,9 @@ class DeathWatch:
         self.fails = self.fails + 1 if h.http != "200" else 0
         if not (h.terminal or (h.stage == "RUNNING" and self.fails >= HEALTH_FAILS_TO_DIE)):
             return False
-        # Not interrupted: a harbor stopped by SIGINT writes its running trials with neither
-        # reward nor exception (unclassified, never retried), while trials against a dead server
-        # fail fast as infra errors, which mop-up retries.
+        # Not interrupted: trials against a dead server fail fast as infra errors, which mop-up
+        # retries, and the ones that never needed the model finish as they would have. (A stop
+        # would be retried too, CancelledError or interrupted-unrecorded, but would redo those.)
         self.server.say(f"the server died under {step} (job {h.job or fmt.UNKNOWN} stage {h.stage or fmt.UNKNOWN}, /health "
                         f"{h.http}): letting it finish (its trials fail as infra errors, which mop-up "
                         "retries); the server is relaunched after it")
