@@ -31,7 +31,9 @@ describe_run() {
   with_launch_label display
   shown=$(show_cmd -- "${display[@]}")
   jobs_dir=$(abs_jobs_dir)
-  [[ ! -f "$(run_instance_file)" ]] || instance=$(<"$(run_instance_file)")
+  # The run's recorded instance, as load_settings read it (load_run_instance: bounded, 16 hex digits
+  # or refused). The campaign hands no RUN_INSTANCE down: it names one run, not each of the campaign's.
+  instance=$RUN_INSTANCE
   local names=(N_CONCURRENT N_SHARDS JOB_NAME MODEL AGENT MAX_COST HF_NAMESPACE SERVER_TIMEOUT SERVER SERVER_IMAGE
     SERVER_FLAVOR SERVER_ARGS SERVER_EXTRA_ARGS SERVER_DP SERVER_TP SERVER_ENGINE PORT HEARTBEAT_EVERY WATCHDOG
     COST_POLL PRICES_MAX_AGE MAX_INFRA_RATE DATASET_TASKS N_TASKS TASKS N_ATTEMPTS HEALTH_POLL MAX_RELAUNCHES)

@@ -139,6 +139,29 @@ def test_the_shipped_runs_group_by_their_real_server_commands():
         "qwen-mswea: --default-chat-template-kwargs '{\"enable_thinking\": false}')"]
 
 
+def test_a_run_is_described_with_its_own_recorded_instance_and_a_bad_one_is_refused(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("CLI_SETTINGS", "DRY_RUN", "RUN")}
+    env.update(STATE_ROOT=str(tmp_path), RUN_INSTANCE="ffffffffffffffff")  # another run's: never this one's
+    (tmp_path / "qwen-t2").mkdir()
+    (tmp_path / "qwen-t2" / "instance").write_text("0123456789abcdef\n")
+    assert campaign_runs.describe(REPO, "qwen-t2", env).instance == "0123456789abcdef"
+    (tmp_path / "qwen-t2" / "instance").write_text("0123456789abcdef\x1b[2J" + "f" * 100000)
+    with pytest.raises(campaign_runs.DescribeError) as e:
+        campaign_runs.describe(REPO, "qwen-t2", env)
+    assert str(e.value).endswith("state/qwen-t2/instance is not a run instance id (16 hex digits): it is how HF tells "
+                                 "this checkout's jobs of run 'qwen-t2' from another's. Put back the id its jobs carry "
+                                 "(make jobs shows their instance= label), or remove the file when the run has no job left")
+
+
+def test_a_verb_the_campaign_starts_gets_the_run_as_its_command_line_and_no_other_run_s_identity():
+    from tools.campaign.campaign_children import child_env
+
+    base = {"PATH": "/bin", "CAMPAIGN": "c", "RUN_LOCK_HELD": "/x/lock", "RUN_INSTANCE": "ffffffffffffffff",
+            "CLI_SETTINGS": "CAMPAIGN MAX_COST", "MAX_COST": "9"}
+    assert child_env(base, "a", API_BASE="https://e/v1") == {
+        "PATH": "/bin", "CLI_SETTINGS": "MAX_COST API_BASE RUN", "MAX_COST": "9", "RUN": "a", "API_BASE": "https://e/v1"}
+
+
 # --- the budget --------------------------------------------------------------------------------------
 
 

@@ -31,7 +31,8 @@ def die_with_parent() -> None:
 
 def child_env(base: dict[str, str], run: str | None = None, **settings: str) -> dict[str, str]:
     """The environment of a verb the campaign starts: `base` with RUN and `settings` as its command line."""
-    env = {k: v for k, v in base.items() if k not in ("CAMPAIGN", "RUN_LOCK_HELD")}
+    # RUN_INSTANCE names one run's identity on HF (scripts/lib-instance.sh): never each of the campaign's.
+    env = {k: v for k, v in base.items() if k not in ("CAMPAIGN", "RUN_LOCK_HELD", "RUN_INSTANCE")}
     if run is not None:
         env["RUN"] = run
     env.update(settings)

@@ -118,6 +118,7 @@ def server_key(argv: list[str]) -> tuple[str, ...]:
 
 def describe(repo: Path, run: str, env: dict[str, str]) -> RunInfo:
     """One run through scripts/campaign.sh describe (its settings refused: DescribeError, its words)."""
+    env = {k: v for k, v in env.items() if k != "RUN_INSTANCE"}  # one run's identity, never each of the campaign's
     proc = subprocess.run([str(repo / "scripts" / "campaign.sh"), "describe"], cwd=repo, env={**env, "RUN": run},
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
     if proc.returncode != 0:
