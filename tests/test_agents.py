@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from tools import settings_rules
+from tools.hub import submission_meta
 from tools.run import agents
 
 REPO = Path(__file__).resolve().parents[1]
@@ -259,6 +260,10 @@ def test_a_bench_reaches_the_server_on_the_agent_s_route_with_a_bearer(tmp_path,
             assert token not in written.read_text(errors="replace"), written
     result = json.loads((job / "result.json").read_text())
     assert (result["n_total_trials"], result["stats"]["n_completed_trials"], result["stats"]["n_errored_trials"]) == (1, 1, 0)
+    # What the trial records as the model's provider is what a submission's metadata.yaml says.
+    trials = [p for p in job.iterdir() if p.is_dir()]
+    assert len(trials) == 1
+    assert submission_meta.recorded_provider(trials) == {"claude-code": "anthropic", "codex": "openai"}[agent]
 
 
 def test_docs_agents_md_lists_the_decisions(decisions):

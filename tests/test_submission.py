@@ -292,6 +292,71 @@ def test_settings_win_over_what_is_derived(tmp_path):
                                                     "model_display_name": "Qwen 3.8", "model_org_display_name": "Alibaba"}]}
 
 
+def record_provider(job: Path, providers: list) -> None:
+    """Rewrite each trial's agent_info.model_info.provider, in trial order, as harbor records it."""
+    for trial, provider in zip(sorted(p for p in job.iterdir() if p.is_dir()), providers, strict=True):
+        result = json.loads((trial / "result.json").read_text())
+        result["agent_info"]["model_info"]["provider"] = provider
+        (trial / "result.json").write_text(json.dumps(result))
+
+
+def built_metadata(tmp_path: Path, dir_name: str) -> dict:
+    import yaml
+    return yaml.safe_load((tmp_path / "out/submissions/terminal-bench/2.0" / dir_name / "metadata.yaml").read_text())
+
+
+def test_a_claude_code_run_s_metadata_says_what_its_trials_record(tmp_path):
+    """claude-code calls the model through the engine's Anthropic route, so harbor records provider
+    anthropic in every trial: metadata.yaml says so, and names the agent as its authors do."""
+    record_provider(valid_job(tmp_path / "jobs"), ["anthropic"] * 5)
+    args = build_args(tmp_path / "jobs", "good-job", tmp_path / "out")
+    args[args.index("terminus-2")] = "claude-code"
+    result = CliRunner().invoke(submission.cli, args)
+    assert result.exit_code == 0, result.output
+    assert built_metadata(tmp_path, "Claude-Code__Qwen3.8-27B-FP8") == {
+        "agent_url": "https://github.com/anthropics/claude-code", "agent_display_name": "Claude Code",
+        "agent_org_display_name": "Anthropic", "models": [{"model_name": "Qwen/Qwen3.8-27B-FP8",
+                                                           "model_provider": "anthropic",
+                                                           "model_display_name": "Qwen3.8-27B-FP8",
+                                                           "model_org_display_name": "Qwen"}]}
+
+
+@pytest.mark.parametrize("providers, expected", [
+    ([None] * 5, "openai"),                            # no trial records one: the default
+    (["openai", None, None, None, None], "openai"),    # one that does is enough
+])
+def test_the_provider_falls_back_to_openai_only_when_no_trial_records_one(tmp_path, providers, expected):
+    record_provider(valid_job(tmp_path / "jobs"), providers)
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert built_metadata(tmp_path, "Terminus-2__Qwen3.8-27B-FP8")["models"][0]["model_provider"] == expected
+
+
+@pytest.mark.parametrize("providers, why, then", [
+    (["openai", "anthropic", "openai", "openai", "openai"],
+     "the run's trials record different model providers: anthropic ({job}/fix-git__0000001), "
+     "openai ({job}/fix-git__0000000); set MODEL_PROVIDER to the one metadata.yaml should say", 0),
+    (["openai", "open\nai", "openai", "openai", "openai"],
+     "{job}/fix-git__0000001/result.json records model provider 'open\\nai', not a provider's name: "
+     "set MODEL_PROVIDER", 0),
+    # Not a string: harbor's own TrialResult refuses that trial too, so the tree built is rejected.
+    (["openai", 7, "openai", "openai", "openai"],
+     "{job}/fix-git__0000001/result.json records model provider 7, not a provider's name: set MODEL_PROVIDER", 1),
+])
+def test_trials_that_disagree_on_the_provider_are_refused_unless_it_is_set(tmp_path, providers, why, then):
+    job = valid_job(tmp_path / "jobs")
+    record_provider(job, providers)
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out"))
+    assert result.exit_code == 1
+    assert why.format(job=job) in result.output
+    assert not (tmp_path / "out").exists()
+    # MODEL_PROVIDER says which: the trials are not asked.
+    result = CliRunner().invoke(submission.cli, build_args(tmp_path / "jobs", "good-job", tmp_path / "out",
+                                                           "--model-provider", "openai"))
+    assert result.exit_code == then, result.output
+    assert built_metadata(tmp_path, "Terminus-2__Qwen3.8-27B-FP8")["models"][0]["model_provider"] == "openai"
+
+
 def test_an_existing_submission_is_refused_and_left_as_it_is(tmp_path):
     valid_job(tmp_path / "jobs")
     out = tmp_path / "my out; touch pwned"  # the advice is pasted into a shell: it must stay one word

@@ -6,12 +6,14 @@ build it from the same settings options (settings_options)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
 import yaml
 
+from tools import safe_read
 from tools.results import report_load
 
 LEADERBOARD_README = "https://huggingface.co/datasets/harborframework/terminal-bench-2-leaderboard"
@@ -30,11 +32,12 @@ class Metadata:
     model_org_display_name: str
 
     def problems(self) -> list[str]:
-        """Every field is required by the leaderboard: the empty ones, by setting name."""
+        """Every field is required by the leaderboard: the empty ones, by setting name. The
+        provider is not among them: when MODEL_PROVIDER is empty it is what the trials recorded
+        (with_recorded_provider), never empty."""
         settings = {"agent_url": "AGENT_URL", "agent_display_name": "AGENT_DISPLAY_NAME",
                     "agent_org_display_name": "AGENT_ORG_DISPLAY_NAME", "model_name": "MODEL",
-                    "model_provider": "MODEL_PROVIDER", "model_display_name": "MODEL_DISPLAY_NAME",
-                    "model_org_display_name": "MODEL_ORG_DISPLAY_NAME"}
+                    "model_display_name": "MODEL_DISPLAY_NAME", "model_org_display_name": "MODEL_ORG_DISPLAY_NAME"}
         return [f"{field} is empty (set {setting})" for field, setting in settings.items()
                 if not getattr(self, field).strip()]
 
@@ -62,10 +65,16 @@ def metadata_yaml(meta: Metadata) -> str:
 KNOWN_AGENTS = {
     "terminus-2": ("Terminus 2", "Terminal-Bench", "https://github.com/harbor-framework/harbor"),
     "mini-swe-agent": ("mini-SWE-agent", "SWE-agent", "https://github.com/SWE-agent/mini-swe-agent"),
+    "claude-code": ("Claude Code", "Anthropic", "https://github.com/anthropics/claude-code"),
+    "codex": ("Codex CLI", "OpenAI", "https://github.com/openai/codex"),
 }
-# harbor records the model as litellm's provider/model; this repository's servers are
-# OpenAI-compatible, so every trial's model_info.provider is "openai" (harbor run --model openai/...).
+# harbor writes in each trial's result.json the provider the agent called the model through
+# (agent_info.model_info.provider: harbor/agents/base.py to_agent_info). It follows the protocol the
+# agent speaks to the run's server: "openai" for terminus-2 or codex (--model openai/<model>),
+# "anthropic" for claude-code on the engine's Anthropic route (--model anthropic/<model>).
+# metadata.yaml says what its trials say; "openai" only when no trial says anything.
 DEFAULT_MODEL_PROVIDER = "openai"
+PROVIDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def resolve_metadata(agent: str, model: str, agent_display_name: str = "", agent_org_display_name: str = "",
@@ -81,10 +90,41 @@ def resolve_metadata(agent: str, model: str, agent_display_name: str = "", agent
         agent_display_name=agent_display_name or known[0],
         agent_org_display_name=agent_org_display_name or known[1],
         model_name=model,
-        model_provider=model_provider or DEFAULT_MODEL_PROVIDER,
+        model_provider=model_provider.strip(),
         model_display_name=model_display_name or name,
         model_org_display_name=model_org_display_name or namespace,
     )
+
+
+def recorded_provider(trials: Iterable[Path]) -> str:
+    """The provider the trials recorded for the model (result.json agent_info.model_info.provider),
+    DEFAULT_MODEL_PROVIDER when none records one. Refused, naming a trial and the fix, when two
+    trials disagree or one records something that is not a provider's name."""
+    seen: dict[str, Path] = {}
+    for trial in trials:
+        try:
+            result = safe_read.read_json_object(trial / "result.json")
+        except (OSError, safe_read.Unreadable):
+            continue  # a trial the submission holds was read by its check already; nothing to add
+        info = result.get("agent_info")
+        model_info = info.get("model_info") if isinstance(info, dict) else None
+        provider = model_info.get("provider") if isinstance(model_info, dict) else None
+        if provider is None:
+            continue
+        if not isinstance(provider, str) or not PROVIDER_NAME.fullmatch(provider):
+            report_load.fail(f"{safe_read.shown(str(trial))}/result.json records model provider "
+                             f"{safe_read.shown(repr(provider))[:80]}, not a provider's name: set MODEL_PROVIDER")
+        seen.setdefault(provider, trial)
+    if len(seen) > 1:
+        named = ", ".join(f"{p} ({safe_read.shown(str(t))})" for p, t in sorted(seen.items()))
+        report_load.fail(f"the run's trials record different model providers: {named}; set MODEL_PROVIDER "
+                         f"to the one metadata.yaml should say")
+    return next(iter(seen), DEFAULT_MODEL_PROVIDER)
+
+
+def with_recorded_provider(meta: Metadata, trials: Iterable[Path]) -> Metadata:
+    """META with its provider: MODEL_PROVIDER when set, else what the trials recorded."""
+    return meta if meta.model_provider else replace(meta, model_provider=recorded_provider(trials))
 
 
 def version_of(dataset_repo: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tools.results import report_load
 from tools import safe_read
-from tools.hub.submission_meta import Metadata, metadata_yaml, submission_dir
+from tools.hub.submission_meta import Metadata, metadata_yaml, submission_dir, with_recorded_provider
 from tools.hub.submission_verdict import RunCheck, check_run, run_job_dirs, skipped
 
 
@@ -81,6 +81,7 @@ def plan_submission(jobs_dir: Path, job_name: str, out: Path, version: str, meta
         report_load.fail(f"{dest} already exists; nothing was changed. Remove it (rm -r -- {shlex.quote(str(dest))}) "
                          f"or give another OUT=dir")
     check = check_run(job_dirs, linked, run, where, shard_plan, dataset)
+    meta = with_recorded_provider(meta, check.trials)
     return Plan(dest=dest, metadata=metadata_yaml(meta), copies=[(d, dest / d.name) for d in job_dirs], check=check)
 
 
