@@ -6,7 +6,8 @@ estimator: docs/plan.md §1), so no page or run file quotes a figure the plan do
 A shipped run file (runs/*.env but the bundled examples) holds MAX_COST= make plan's figure for its
 own configuration (the p90 spend + 20%: tools/money/plan_render.py ceiling_of), the one ceiling
 make print, make reproduce's plan and make plan give it; and a SERVER_TIMEOUT that covers its p90
-wall-clock with the same 20% to spare (--write raises a short one to the next whole hour).
+wall-clock with the same 20% to spare (plan_render.server_timeout_of: --write raises a short one to
+that, in whole hours).
 
     .venv/bin/python benchmarks/plan_estimates.py           # print the blocks
     .venv/bin/python benchmarks/plan_estimates.py --write   # rewrite them in place
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import subprocess
@@ -34,12 +34,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PAGES = (REPO / "README.md", REPO / "docs" / "scaling.md")
 from tools.money.plan_render import COST_MARGIN  # noqa: E402  (tools/ is installed into .venv by make setup)
+from tools.settings import catalogue  # noqa: E402
+from tools.settings_types import strict_duration  # noqa: E402
 
 LEADERBOARD = "qwen-t2-leaderboard"
-# The margin a shipped run's SERVER_TIMEOUT keeps over its p90 wall-clock: the plan's own margin.
-TIMEOUT_MARGIN = COST_MARGIN
-DURATION = re.compile(r"^(\d+)([smhd]?)$")
-UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def shipped_runs() -> list[str]:
@@ -47,11 +45,12 @@ def shipped_runs() -> list[str]:
     return sorted(p.stem for p in (REPO / "runs").glob("*.env") if not p.stem.startswith("example-"))
 
 
-def seconds(duration: str) -> int:
-    m = DURATION.match(duration)
-    if not m:
+def seconds(duration: str) -> float:
+    """A duration setting's seconds, by the settings catalogue's own duration type."""
+    value = strict_duration(duration)
+    if value is None:
         raise ValueError(f"not a duration: {duration!r}")
-    return int(m[1]) * UNITS[m[2]]
+    return value
 
 
 def setting_line(text: str, name: str) -> re.Match | None:
@@ -69,23 +68,17 @@ def run_file_problems(run: str, own: dict, write: bool) -> list[str]:
         line = (f"MAX_COST={max_cost}   # make plan's figure for this configuration: its p90 spend + "
                 f"{COST_MARGIN:.0%} (benchmarks/plan_estimates.py)")
         text = text.replace(m[0], line) if m else text.rstrip("\n") + "\n" + line + "\n"
-    need = math.ceil(own["wall_clock_p90_secs"] * (1 + TIMEOUT_MARGIN))
+    need, figure = own["server_timeout_need_secs"], own["server_timeout"]
     m = setting_line(text, "SERVER_TIMEOUT")
-    have = seconds(m[1]) if m else seconds(default_setting("SERVER_TIMEOUT"))
+    have = seconds(m[1]) if m else seconds(catalogue()["SERVER_TIMEOUT"].default)
     if have < need:
-        hours = math.ceil(need / 3600)
-        problems.append(f"runs/{run}.env: SERVER_TIMEOUT={m[1] if m else 'the default'} ({have} s) does not cover "
-                        f"make plan's p90 {own['wall_clock_p90_secs']:.0f} s + {TIMEOUT_MARGIN:.0%} ({need} s)")
-        line = f"SERVER_TIMEOUT={hours}h"
+        problems.append(f"runs/{run}.env: SERVER_TIMEOUT={m[1] if m else 'the default'} ({have:.0f} s) does not cover "
+                        f"make plan's p90 {own['wall_clock_p90_secs']:.0f} s + {COST_MARGIN:.0%} ({need} s)")
+        line = f"SERVER_TIMEOUT={figure}"
         text = text.replace(m[0], line + m[2]) if m else text.rstrip("\n") + "\n" + line + "\n"
     if write and problems:
         path.write_text(text, encoding="utf-8")
     return problems
-
-
-def default_setting(name: str) -> str:
-    text = (REPO / "env" / "defaults.env").read_text(encoding="utf-8")
-    return setting_line(text, name)[1]
 
 
 def plan_json(run: str, deadline: str | None = None) -> dict:

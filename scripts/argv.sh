@@ -263,7 +263,9 @@ plan_tool() {
 
 # PLAN_ESTIMATE_LINE, PLAN_P90_SECS: make plan's model for the current settings' own configuration
 # (its server, N_SHARDS × N_CONCURRENT): the one estimate make print, make reproduce and the
-# timeout checks give, the same median and p90 as make plan's row (docs/plan.md §1). Both empty,
+# timeout checks give, the same median and p90 as make plan's row (docs/plan.md §1), and
+# PLAN_TIMEOUT_FIGURE the SERVER_TIMEOUT it gives that configuration (its p90 + 20%, in whole hours,
+# as the shipped run files hold: tools/money/plan_render.py server_timeout_of). All empty,
 # and PLAN_ESTIMATE_WHY set, when it cannot be made (no task count; no reference for the model and
 # no job dir of the run's own). Offline, nothing written.
 # PLAN_CEILING_LINE is the run's MAX_COST against the plan's figure for it (the same words make
@@ -271,13 +273,13 @@ plan_tool() {
 # PLAN_SUBMISSION_LINE is, for a run bound for the leaderboard (N_ATTEMPTS >= 5), what it will submit
 # and what is unverified.
 PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY="" PLAN_ESTIMATED=0 PLAN_CEILING_LINE="" PLAN_CEILING_LEVEL=""
-PLAN_SUBMISSION_LINE=""
+PLAN_SUBMISSION_LINE="" PLAN_TIMEOUT_FIGURE=""
 # shellcheck disable=SC2034  # PLAN_ESTIMATE_WHY is read by the verbs that print the estimate
 plan_estimate() {
   local args out
   ((!PLAN_ESTIMATED)) || return 0 # the settings do not change within a verb: asked once
   PLAN_ESTIMATED=1 PLAN_ESTIMATE_LINE="" PLAN_P90_SECS="" PLAN_ESTIMATE_WHY="" PLAN_CEILING_LINE="" PLAN_CEILING_LEVEL=""
-  PLAN_SUBMISSION_LINE=""
+  PLAN_SUBMISSION_LINE="" PLAN_TIMEOUT_FIGURE=""
   plan_args args
   if ! out=$(cd "$REPO_ROOT" && plan_tool "${args[@]}" --own "${N_SHARDS:-1}" "$N_CONCURRENT" --json 2>&1); then
     PLAN_ESTIMATE_WHY="the run's length is not estimated: ${out##*plan: }"
@@ -285,8 +287,10 @@ plan_estimate() {
   fi
   {
     IFS= read -r PLAN_ESTIMATE_LINE && IFS= read -r PLAN_P90_SECS &&
-      IFS= read -r PLAN_CEILING_LINE && IFS= read -r PLAN_CEILING_LEVEL && IFS= read -r PLAN_SUBMISSION_LINE
-  } < <(jq -r '.own_line, (.own.wall_clock_p90_secs | floor), .ceiling_line, .ceiling_level, .submission_line' <<<"$out")
+      IFS= read -r PLAN_CEILING_LINE && IFS= read -r PLAN_CEILING_LEVEL && IFS= read -r PLAN_SUBMISSION_LINE &&
+      IFS= read -r PLAN_TIMEOUT_FIGURE
+  } < <(jq -r '.own_line, (.own.wall_clock_p90_secs | floor), .ceiling_line, .ceiling_level, .submission_line,
+    .own.server_timeout' <<<"$out")
 }
 
 # check_ceiling: a MAX_COST below make plan's median spend for the run's configuration is refused
@@ -324,7 +328,7 @@ check_timeouts() {
   [[ -z "$PLAN_ESTIMATE_WHY" ]] ||
     warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is not checked against the run's length, as $PLAN_ESTIMATE_WHY"
   [[ -z "$PLAN_P90_SECS" ]] || ((server >= PLAN_P90_SECS)) ||
-    warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: make plan's p90 for it is $PLAN_P90_SECS s, server loading and mop-up included ($PLAN_ESTIMATE_LINE). Raise SERVER_TIMEOUT (a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
+    warn "SERVER_TIMEOUT=$SERVER_TIMEOUT ($server s) is shorter than the run may need: make plan's p90 for it is $PLAN_P90_SECS s, server loading and mop-up included ($PLAN_ESTIMATE_LINE). Raise SERVER_TIMEOUT to make plan's figure for it, SERVER_TIMEOUT=$PLAN_TIMEOUT_FIGURE (its p90 + 20%; a remote job's BENCH_TIMEOUT follows it when empty; AUTO_STOP stops the server once nothing is left), or what is unfinished waits for make mopup"
 }
 
 # run_files_not_committed: the files that make this run which git does not hold as they are on

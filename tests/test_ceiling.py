@@ -56,6 +56,33 @@ def test_the_run_file_s_max_cost_is_the_one_figure_plan_print_and_the_reproduce_
     assert not (tmp_path / "state").exists()
 
 
+@pytest.mark.parametrize(("p90", "need", "figure"), [
+    (3000.0, 3600, "1h"),      # 20% over exactly one hour
+    (3000.04, 3600, "1h"),     # the plan's p90 is rounded to a tenth of a second first, as its row shows it
+    (3000.1, 3601, "2h"),      # a second over: the next whole hour
+    (66944.3, 80334, "23h"),   # qwen-mswea's and qwen-claude-code's
+])
+def test_the_server_timeout_figure_is_the_p90_with_the_ceiling_s_margin_in_whole_hours(p90, need, figure):
+    assert plan_render.server_timeout_of(p90) == (need, figure)
+
+
+def test_a_short_server_timeout_is_warned_with_the_plan_s_figure_the_run_files_hold(tmp_path, env):
+    """make plan's row carries the SERVER_TIMEOUT it gives the configuration; a shorter one than its
+    p90 is warned naming that figure, and benchmarks/plan_estimates.py holds the run files to it."""
+    empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
+    own = json.loads(make("plan", "RUN=qwen-mswea", "JSON=1", empty, env=env).stdout)["own"]
+    assert (own["server_timeout_need_secs"], own["server_timeout"]) == plan_render.server_timeout_of(
+        own["wall_clock_p90_secs"])
+    assert own["server_timeout"] == run_file_setting("qwen-mswea", "SERVER_TIMEOUT")
+    short = make("print", "RUN=qwen-mswea", "SERVER_TIMEOUT=1h", empty, env=env)
+    assert short.returncode == 0, short.stderr
+    assert (f"is shorter than the run may need: make plan's p90 for it is {int(own['wall_clock_p90_secs'])} s"
+            in short.stderr)
+    assert (f"Raise SERVER_TIMEOUT to make plan's figure for it, SERVER_TIMEOUT={own['server_timeout']} (its p90 + 20%; "
+            in short.stderr)
+    assert "is shorter than" not in make("print", "RUN=qwen-mswea", empty, env=env).stderr
+
+
 def test_a_ceiling_below_the_median_is_refused_unless_kept_and_one_below_p90_is_warned(tmp_path, env):
     empty = f"JOBS_DIR={tmp_path / 'no-jobs'}"
     own = json.loads(make("plan", "RUN=qwen-t2", "JSON=1", empty, env=env).stdout)["own"]

@@ -201,6 +201,7 @@ def evaluate(config: Config, *, evidence: plan_evidence.Evidence, server: Server
            + out.sandbox_secs / 3600 * (costs.sandbox_usd + costs.port_usd))
     step = server.step(config)
     sandbox_rate = float(curve(config.at_once))
+    timeout_need, timeout = plan_render.server_timeout_of(float(np.percentile(wall, 90)))
     return {
         "profile": p.name, "flavor": p.flavor, "gpus": p.gpus, "replicas": p.dp, "tp": p.tp,
         "shards": config.shards, "n_concurrent": config.n_concurrent, "at_once": config.at_once,
@@ -215,6 +216,7 @@ def evaluate(config: Config, *, evidence: plan_evidence.Evidence, server: Server
         "usd_median": round(float(np.median(usd)), 2),
         "usd_p90": round(float(np.percentile(usd, 90)), 2),
         "max_cost": plan_render.ceiling_of(float(np.percentile(usd, 90))),
+        "server_timeout_need_secs": timeout_need, "server_timeout": timeout,
         "sandbox_hours_median": round(float(np.median(out.sandbox_secs)) / 3600, 2),
         "mopup_passes_mean": round(float(out.mopups.mean()), 2),
         "mopup_passes_p90": int(np.percentile(out.mopups, 90, method="higher")),
@@ -546,7 +548,7 @@ def cli(prices_path, calibration_path, sandbox_curve_path, run_files, own, as_js
     doc["agent_note"] = agent_note(s.raw("AGENT"), doc)
     if own:
         doc["own_line"] = plan_render.own_line(doc)
-    doc["ceiling_line"], doc["ceiling_level"] = plan_render.ceiling_words(doc), plan_render.ceiling_level(doc)
+    doc["ceiling_level"], doc["ceiling_line"] = plan_render.ceiling(doc)
     doc["submission_line"] = (plan_render.submission_words(doc, s["MAX_RETRIES"]) if doc["n_attempts"] >= BOARD_ATTEMPTS
                               else "")
     if as_json:

@@ -27,6 +27,14 @@ def ceiling_of(usd_p90: float) -> int:
     print, make reproduce's plan, the README and the shipped run files give (tests hold them to it)."""
     return math.ceil(round(usd_p90, 2) * (1 + COST_MARGIN))
 
+
+def server_timeout_of(p90_secs: float) -> tuple[int, str]:
+    """What a configuration whose p90 wall-clock is p90_secs needs of SERVER_TIMEOUT: its p90 with
+    COST_MARGIN to spare, in seconds, and that rounded up to whole hours, the figure a shipped run
+    file holds (benchmarks/plan_estimates.py) and a short timeout's warning names (scripts/argv.sh)."""
+    need = math.ceil(round(p90_secs, 1) * (1 + COST_MARGIN))
+    return need, f"{math.ceil(need / 3600)}h"
+
 # Rows a page shows of each server without ALL=1 (with the baseline, the run's own, the
 # recommendation and the fastest): make plan RUN=qwen-t2 fits in 40 lines.
 CHEAPEST_PER_SERVER = 2
@@ -210,28 +218,22 @@ def render(doc: dict, every_row: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ceiling_level(doc: dict) -> str:
-    """none, below-median, below-p90 or ok: how the run's MAX_COST stands against its plan."""
+def ceiling(doc: dict) -> tuple[str, str]:
+    """The run's MAX_COST against the plan's figure for its configuration, compared once: its level
+    (none, below-median, below-p90 or ok: what make reproduce refuses or warns on) and its words,
+    the same in make plan, make print and make reproduce's plan (one ceiling per run)."""
     r, setting = doc["own"], doc.get("max_cost_setting")
+    figure = f"MAX_COST={r['max_cost']}"
     if setting is None:
-        return "none"
-    return "below-median" if setting < r["usd_median"] else "below-p90" if setting < r["usd_p90"] else "ok"
-
-
-def ceiling_words(doc: dict) -> str:
-    """The run's MAX_COST against the plan's figure for its configuration: the same words in make
-    plan, make print and make reproduce's plan (one ceiling per run)."""
-    r, setting = doc["own"], doc.get("max_cost_setting")
-    if setting is None:
-        return (f"no spending ceiling: MAX_COST is unset (make plan's figure for this configuration: "
-                f"MAX_COST={r['max_cost']})")
+        return "none", f"no spending ceiling: MAX_COST is unset (make plan's figure for this configuration: {figure})"
     if setting < r["usd_median"]:
-        return (f"MAX_COST={setting:g} is below the median spend ${r['usd_median']:,.0f}: the run would likely stop "
-                f"at it (exit 75, and each resume reloads the server); make plan's figure is MAX_COST={r['max_cost']}")
+        return "below-median", (f"MAX_COST={setting:g} is below the median spend ${r['usd_median']:,.0f}: the run would "
+                                f"likely stop at it (exit 75, and each resume reloads the server); make plan's figure "
+                                f"is {figure}")
     if setting < r["usd_p90"]:
-        return (f"MAX_COST={setting:g} is below the p90 spend ${r['usd_p90']:,.0f}: one run in ten or more stops at "
-                f"it; make plan's figure is MAX_COST={r['max_cost']}")
-    return f"MAX_COST={setting:g} (make plan's figure for this configuration: MAX_COST={r['max_cost']})"
+        return "below-p90", (f"MAX_COST={setting:g} is below the p90 spend ${r['usd_p90']:,.0f}: one run in ten or more "
+                             f"stops at it; make plan's figure is {figure}")
+    return "ok", f"MAX_COST={setting:g} (make plan's figure for this configuration: {figure})"
 
 
 def submission_words(doc: dict, max_retries: int) -> str:
@@ -254,7 +256,7 @@ def configured_line(doc: dict) -> str:
     r = doc["own"]
     return (f"this run as configured: {describe(r)}: median {fmt.hours(r['wall_clock_median_secs'])}, p90 "
             f"{fmt.hours(r['wall_clock_p90_secs'])}, ${r['usd_median']:,.0f} (p90 ${r['usd_p90']:,.0f}); "
-            f"{ceiling_words(doc)}")
+            f"{ceiling(doc)[1]}")
 
 
 def own_line(doc: dict) -> str:
