@@ -17,6 +17,8 @@ from tools.money import cost_hf
 from tools.money import cost_jobs
 from tools.money import cost_prices
 from tools.money import cost_sandbox_logs
+from tools import safe_read
+from tests.fixtures import hostile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -643,3 +645,16 @@ def test_an_example_with_no_recording_is_one_line_not_an_errno(tmp_path):
         cost_hf.RecordedHf.load(tmp_path / "hf-recorded.json")
     assert e.value.args[0] == (f"no recording: {tmp_path / 'hf-recorded.json'} does not exist (a bundled example never "
                                f"calls HF; examples/make_example_cost.py records one)")
+
+
+@pytest.mark.parametrize("kind", hostile.KINDS)
+def test_a_manifest_that_cannot_be_read_stops_the_count_instead_of_counting_nothing(tmp_path, kind):
+    """The manifest lists every job the run launched: one that is a FIFO (a hang before), a directory
+    or past its cap is named, and nothing is counted as if the run had launched nothing."""
+    manifest = tmp_path / "manifest.jsonl"
+    reason = hostile.make(manifest, kind, safe_read.MANIFEST_CAP, "a run's manifest.jsonl")
+    with pytest.raises(cost_hf.CostError) as raised:
+        cost_jobs.manifest_jobs(manifest)
+    assert raised.value.message == (f"cannot read {manifest} ({reason}): it lists every job the run launched, so "
+                                    f"nothing is counted without it; put the run's own manifest back")
+    assert cost_jobs.manifest_jobs(tmp_path / "absent.jsonl") == []  # nothing launched from this clone

@@ -19,6 +19,9 @@ from harbor.models.job.config import RetryConfig
 from harbor.models.job.lock import HarborLockInfo, JobLock, TaskLock, TrialLock, VerifierLock
 from harbor.models.trial.config import AgentConfig, EnvironmentConfig
 
+from tests.fixtures import hostile
+from tools import safe_read
+
 REPO = Path(__file__).resolve().parents[1]
 
 URL = "https://huggingface.co/datasets/harborframework/terminal-bench-2.1"
@@ -129,6 +132,18 @@ def test_the_server_image_is_said_pinned_or_how_to_pin_it(tmp_path):
     manifest.write_text(json.dumps({"event": "serve", "settings": {"SERVER_IMAGE": digest}}) + "\n")
     proc = plan(tmp_path, "--manifest", str(manifest))
     assert f"pin: server image: {digest} (pinned by digest)" in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "oversized"])  # a directory: click's own Path check refuses it
+def test_a_manifest_that_cannot_be_read_is_named_and_the_run_file_is_left(tmp_path, kind):
+    write_lock(tmp_path / "jobs" / "job", {"t1": SHA_A})
+    manifest = tmp_path / "manifest.jsonl"
+    reason = hostile.make(manifest, kind, safe_read.MANIFEST_CAP, "a run's manifest.jsonl")
+    proc = plan(tmp_path, "--manifest", str(manifest), "--write")
+    assert proc.returncode == 1
+    assert (f"cannot read {manifest} ({reason}): the server image the run launched is recorded there; put the "
+            f"run's own manifest back") in proc.stderr
+    assert (tmp_path / "run.env").read_text() == RUN_FILE
 
 
 def script_env(tmp_path: Path, **extra: str) -> dict:

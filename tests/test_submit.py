@@ -780,6 +780,40 @@ def test_job_id_refuses_a_result_json_that_is_no_regular_file_or_too_big(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "upload.log"]
 
 
+def test_job_id_reads_the_end_of_harbor_upload_s_output_within_limits(tmp_path):
+    """harbor upload's output is read from its end, at most a MiB: a long upload's progress before
+    the "View at" line is skipped, never read whole; a FIFO or directory in its place is named."""
+    from click.testing import CliRunner
+
+    from tools import safe_read
+    from tools.hub import submit
+
+    job = tmp_path / "job"
+    job.mkdir()
+    jid = "d9fda20d-e564-4f94-a8ed-bcc3496f8aec"
+    (job / "result.json").write_text(json.dumps({"id": jid}))
+    log = tmp_path / "upload.log"
+    progress = "uploading trial 1/1 (a line of progress, as harbor prints while it uploads)\n"
+    log.write_text(progress * (2 * safe_read.LOG_TAIL_CAP // len(progress)) + f"View at https://hub.example/jobs/{jid}\n")
+    assert log.stat().st_size > 2 * safe_read.LOG_TAIL_CAP - len(progress)
+    result = CliRunner().invoke(submit.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    assert (result.exit_code, result.output) == (0, f"{jid}\n")
+    # The View line before the last MiB is not looked for: it is not where harbor prints it.
+    log.write_text(f"View at https://hub.example/jobs/{jid}\n" + progress * (2 * safe_read.LOG_TAIL_CAP // len(progress)))
+    result = CliRunner().invoke(submit.cli, ["job-id", "--log", str(log), "--job-dir", str(job)])
+    assert result.exit_code == 1
+    assert "harbor upload printed no 'View at <url>/<job id>' line" in result.output
+    for kind in ("fifo", "directory"):
+        bad = tmp_path / f"upload-{kind}.log"
+        reason = hostile.make(bad, kind, safe_read.LOG_TAIL_CAP, "harbor upload's output")
+        result = CliRunner().invoke(submit.cli, ["job-id", "--log", str(bad), "--job-dir", str(job)])
+        assert result.exit_code == 1
+        assert f"cannot read harbor upload's output {bad}: {reason}" in result.output
+    result = CliRunner().invoke(submit.cli, ["job-id", "--log", str(tmp_path / "none.log"), "--job-dir", str(job)])
+    assert result.exit_code == 1
+    assert f"cannot read harbor upload's output {tmp_path / 'none.log'}: it is not there" in result.output
+
+
 def test_record_writes_submit_json_whole_and_prints_it_as_one_line(tmp_path):
     from click.testing import CliRunner
 

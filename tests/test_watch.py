@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import hostile
 from tests.fixtures.harbor_jobs import T0, TrialSpec, make_dataset, write_job
 from tests.test_publish import FakeHub
 from tools.results import report_load
@@ -31,6 +32,7 @@ from tools.run import watch
 from tools.run import watch_bucket
 from tools.run import watch_frame
 from tools.run import watch_text
+from tools import safe_read
 
 S = TrialSpec
 REPO = Path(__file__).resolve().parent.parent
@@ -160,6 +162,16 @@ def test_paid_gpus_with_no_trial_are_an_alarm_with_the_governor_s_stops(tmp_path
     # A recorded SERVER_DP that is not a count is read as one replica.
     manifest(state, serve_event("job3", "4; rm -rf /"))
     assert frame(jobs, 120, max_infra_rate=1).alarms == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_manifest_that_cannot_be_read_is_an_alarm_not_a_hang(tmp_path, kind):
+    jobs = run_of(tmp_path, MID)
+    state = jobs.parent / "state" / "w"
+    state.mkdir(parents=True)
+    reason = hostile.make(state / "manifest.jsonl", kind, safe_read.MANIFEST_CAP, "a run's manifest.jsonl")
+    assert frame(jobs, 120, max_infra_rate=1).alarms == [
+        f"cannot read {state / 'manifest.jsonl'} ({reason}): whether paid GPUs sit idle is not checked"]
 
 
 def test_a_stalled_run_raises_the_stall_alarm(tmp_path):

@@ -45,6 +45,11 @@ RESULT_CAP = 64 * MiB
 TALLY_CAP = 512 * MiB
 STATE_CAP = 4 * MiB
 SMALL_CAP = 4096
+# A run's manifest.jsonl: a line of about 5 KB (the settings) per launch; thousands of them fit.
+MANIFEST_CAP = 64 * MiB
+# The end of a tool's output kept in a log, where what is read from it comes last (harbor upload's
+# "View at" line).
+LOG_TAIL_CAP = 1 * MiB
 MESSAGE_CAP = 500
 
 
@@ -111,15 +116,16 @@ def _cap_text(cap: int) -> str:
 
 
 def read_regular(path: str | os.PathLike, cap: int = RESULT_CAP, what: str = "a result.json", *,
-                 head: bool = False) -> bytes:
+                 head: bool = False, tail: bool = False) -> bytes:
     """The bytes of a regular file of at most `cap` bytes (head=True: its first `cap` bytes, however
-    long it is, as for a log whose start is what is looked for).
+    long it is, as for a log whose start is what is looked for; tail=True: its last `cap` bytes, as
+    for a log whose end is).
 
     Raises FileNotFoundError when nothing is there (the caller's "missing" case), and
     Unreadable for anything else: never opens a FIFO, socket or device (stat first, then
     open non-blocking and check again, in case it was swapped in between).
     """
-    size_cap = None if head else cap
+    size_cap = None if head or tail else cap
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -138,12 +144,14 @@ def read_regular(path: str | os.PathLike, cap: int = RESULT_CAP, what: str = "a 
     try:
         st = os.fstat(fd)
         _check_regular(st, size_cap, what)
+        if tail and st.st_size > cap:
+            os.lseek(fd, st.st_size - cap, os.SEEK_SET)
         data = _read_fd(fd, min(st.st_size, cap), cap)
     except OSError as e:
         raise Unreadable(f"cannot read: {e.strerror or e}") from None
     finally:
         os.close(fd)
-    if head:
+    if head or tail:
         return data[:cap]
     if len(data) > cap:  # it grew past the cap after the stat
         raise Unreadable(f"over the {_cap_text(cap)} cap for {what} (more than {cap:,} bytes); not read")
@@ -395,14 +403,15 @@ def write_error(path: str | os.PathLike, e: OSError) -> str:
 
 
 def manifest_events(path: str | os.PathLike) -> list[dict]:
-    """The events of a run's state/<run>/manifest.jsonl, in order; none when it is absent or
-    unreadable. A line cut short by a kill (scripts/lib.sh starts the next one on a fresh line)
-    and anything that is not a JSON object are skipped."""
+    """The events of a run's state/<run>/manifest.jsonl, in order; none when it is absent. A line
+    cut short by a kill (scripts/lib.sh starts the next one on a fresh line) and anything that is
+    not a JSON object are skipped. Unreadable when it is not a regular file or is past MANIFEST_CAP:
+    its readers count the run's launches from it (make cost), so they say so rather than count none."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
+        raw = read_regular(path, MANIFEST_CAP, "a run's manifest.jsonl")
+    except FileNotFoundError:
         return []
+    lines = raw.decode("utf-8", errors="replace").splitlines()
     events = []
     for line in lines:
         try:

@@ -42,7 +42,7 @@ from pathlib import Path
 import click
 
 from tools.hub.pin_lock import DIGEST, PinError, read_lock, registry_pinned, split_registry
-from tools.safe_read import manifest_events, write_atomic
+from tools.safe_read import Unreadable, manifest_events, printable, write_atomic
 from tools.results.tally_jobs import TallyError, refuse_foreign_job_dirs, run_job_dirs
 
 SHA = re.compile(r"[0-9a-f]{40}")  # fullmatch: "$" would let a trailing newline through
@@ -91,7 +91,12 @@ def current_value(text: str, name: str) -> str | None:
 def last_server_image(manifest: Path | None) -> str | None:
     """SERVER_IMAGE as the run's last launch of a server recorded it (state/<run>/manifest.jsonl)."""
     image = None
-    for event in manifest_events(manifest) if manifest else []:
+    try:
+        events = manifest_events(manifest) if manifest else []
+    except Unreadable as e:
+        raise PinError(f"cannot read {printable(str(manifest))} ({e}): the server image the run launched is "
+                       f"recorded there; put the run's own manifest back") from e
+    for event in events:
         if event.get("event") in ("serve", "reproduce-relaunch"):
             image = (event.get("settings") or {}).get("SERVER_IMAGE") or image
     return image

@@ -178,9 +178,13 @@ def plan_cmd(out, jobs_dir, job_name, built, **settings):
 def job_id_cmd(log: Path, job_dir: Path) -> None:
     """The job id harbor upload printed, checked against the job's result.json."""
     try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        fail(f"cannot read harbor upload's output {log}: {e.strerror}")
+        # Its last MiB: harbor prints the "View at" line when the upload is done.
+        text = safe_read.read_regular(log, safe_read.LOG_TAIL_CAP, "harbor upload's output",
+                                      tail=True).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        fail(f"cannot read harbor upload's output {safe_read.printable(str(log))}: it is not there")
+    except (OSError, safe_read.Unreadable) as e:
+        fail(f"cannot read harbor upload's output {safe_read.printable(str(log))}: {e}")
     lines = without_terminal_escapes(text).splitlines()
     ids = [m["id"].lower() for line in lines if (m := VIEW_LINE.match(line.strip()))]
     if not ids:

@@ -43,7 +43,12 @@ class Launched:
 def manifest_jobs(path: Path) -> list[Launched]:
     """Every job the manifest says the run launched, once each, in launch order."""
     out: dict[str, Launched] = {}
-    for rec in safe_read.manifest_events(path):
+    try:
+        events = safe_read.manifest_events(path)
+    except safe_read.Unreadable as e:
+        raise cost_hf.CostError(f"cannot read {safe_read.printable(str(path))} ({e}): it lists every job the run "
+                                f"launched, so nothing is counted without it; put the run's own manifest back") from e
+    for rec in events:
         event, role = rec.get("event"), rec.get("role")
         ids = []
         if rec.get("job_id") not in (None, ""):

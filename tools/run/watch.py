@@ -163,7 +163,12 @@ def frame_of(settings: report_load.RunSettings, *, now: datetime | None, tasks_h
               server_hour=recent_sides["server"], sandbox_rate_hour=rate(recent_sides["sandbox"], recent_done))
     f.alarms = alarms(f, finished, settled_at, now, max_cost, max_infra_rate,
                       foreign_job_dirs(Path(settings.jobs_dir), dirs, settings.job_name))
-    f.alarms += idle_gpus(f, safe_read.manifest_events(Path(settings.state_dir) / "manifest.jsonl"))
+    manifest = Path(settings.state_dir) / "manifest.jsonl"
+    try:
+        f.alarms += idle_gpus(f, safe_read.manifest_events(manifest))
+    except safe_read.Unreadable as e:
+        f.alarms.append(f"cannot read {safe_read.printable(str(manifest))} ({e}): whether paid GPUs sit idle is not "
+                        f"checked")
     return f
 
 
