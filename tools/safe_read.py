@@ -13,6 +13,8 @@ Caps (documented in docs/tally.md §3):
     STATE_CAP     4 MiB  one state file a supervisor writes and reads back (campaign.json,
                          reproduce.json, server.json): a few KiB in real use.
     SMALL_CAP     4 KiB  one small record (a lock holder, a run's instance id).
+    MANIFEST_CAP 64 MiB  a run's manifest.jsonl: about 5 KB a launch.
+    LOG_TAIL_CAP  1 MiB  the end of a tool's output kept in a log (harbor upload's View line).
     MESSAGE_CAP     500  characters of an exception message carried into JSON/Markdown
                          (classification sees the whole message first).
 
@@ -45,10 +47,7 @@ RESULT_CAP = 64 * MiB
 TALLY_CAP = 512 * MiB
 STATE_CAP = 4 * MiB
 SMALL_CAP = 4096
-# A run's manifest.jsonl: a line of about 5 KB (the settings) per launch; thousands of them fit.
-MANIFEST_CAP = 64 * MiB
-# The end of a tool's output kept in a log, where what is read from it comes last (harbor upload's
-# "View at" line).
+MANIFEST_CAP = 64 * MiB  # a line of about 5 KB (the settings) per launch: thousands of them fit
 LOG_TAIL_CAP = 1 * MiB
 MESSAGE_CAP = 500
 
