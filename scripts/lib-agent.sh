@@ -54,12 +54,13 @@ agent_wiring() {
 # What a cached wiring may be: agents.py writes eleven short lines, a few hundred bytes.
 readonly AGENT_WIRING_CAP=65536
 
-# agent_wiring_cached FILE: the wiring FILE holds, when it is at most AGENT_WIRING_CAP bytes and holds no
-# control character but its tabs and newlines (a NUL among them); else it fails, having printed nothing.
+# agent_wiring_cached FILE: the wiring FILE holds, when it is at most AGENT_WIRING_CAP bytes of printable
+# ASCII, tabs and newlines (what agents.py writes: names, class paths, the profile's model id); else it
+# fails, having printed nothing. No other byte passes: a NUL, an escape, nor a C1 control in UTF-8.
 agent_wiring_cached() {
   local bytes
   bytes=$(head -c $((AGENT_WIRING_CAP + 1)) -- "$1" | wc -c) && ((bytes <= AGENT_WIRING_CAP)) || return 1
-  bytes=$(head -c "$AGENT_WIRING_CAP" -- "$1" | LC_ALL=C tr -d '\t\n\040-\176\200-\377' | wc -c) && ((bytes == 0)) ||
+  bytes=$(head -c "$AGENT_WIRING_CAP" -- "$1" | LC_ALL=C tr -d '\t\n\040-\176' | wc -c) && ((bytes == 0)) ||
     return 1
   head -c "$AGENT_WIRING_CAP" -- "$1"
 }

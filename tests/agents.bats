@@ -78,15 +78,17 @@ scratch_with_own_wiring_cache() {
   cache=$(compgen -G "$SCRATCH/.venv/agent-wiring/*.tsv")
   real=$(<"$cache")
   [[ "$real" == *$'\nurl_shape\tv1\n'* && "$real" == *$'\nline\tterminus-2 calls the model '* ]]
-  for tampered in line-control url-shape oversized; do
+  for tampered in line-control line-c1 url-shape oversized; do
     case "$tampered" in
       line-control) sed -i $'s/^line\tterminus-2 calls/line\tterminus-2 \x1b[2J calls/' "$cache" ;;
+      line-c1) sed -i $'s/^line\tterminus-2 calls/line\tterminus-2 \xc2\x9b2J calls/' "$cache" ;; # U+009B, CSI
       url-shape) sed -i $'s/^url_shape\tv1$/url_shape\tv2/' "$cache" ;;
       oversized) head -c 70000 /dev/zero | tr '\0' 'x' >>"$cache" ;;
     esac
     run cmp -s "$cache" <(printf '%s\n' "$real")
     assert_failure # tampered indeed
-    RUN=qwen-t2 "$SCRATCH/scripts/print.sh" >"$out" 2>"$err"
+    # In the C locale, as on a machine with no UTF-8 one: bash's [[:cntrl:]] then sees no C1 control.
+    LC_ALL=C RUN=qwen-t2 "$SCRATCH/scripts/print.sh" >"$out" 2>"$err"
     run cat "$err"
     assert_output "print: the cached wiring of AGENT=terminus-2 ($cache) was not valid: read again"
     # harbor's real wiring, in make print and in the cache written again.
