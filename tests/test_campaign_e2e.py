@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import scratch
 from tests.test_reproduce import TOKEN, JobsAPI, ModelServer, kill_session, read_port, wait_for  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,30 +70,14 @@ class Campaign:
                                                "running_secs_file": str(tmp / f"srv{i}.secs"),
                                                **({"error_if_exists": str(tmp / "srv1.dead")} if i == 1 else {})}
                                               for i, server in enumerate(self.servers, start=1)]})
-        self.root = tmp / "repo"
-        self.root.mkdir()
-        for name in ("env", "tests", ".venv"):
-            (self.root / name).symlink_to(REPO / name)
-        import shutil
         # tools/ as a copy: the report finds runs in the checkout its own files are in (the scratch one).
-        shutil.copytree(REPO / "tools", self.root / "tools", ignore=shutil.ignore_patterns("__pycache__"))
-        (self.root / "scripts").mkdir()
-        for script in (REPO / "scripts").iterdir():
-            (self.root / "scripts" / script.name).symlink_to(script)
-        shutil.copytree(REPO / "tests" / "datasets" / "mopup", self.root / "dataset")
-        (self.root / "runs").mkdir()
+        self.root = scratch.checkout(tmp / "repo", copy_tools=True)
         for run, (job, nc, tasks, extra) in RUNS.items():
             (self.root / "runs" / f"{run}.env").write_text(RUN_FILE.format(model=MODEL, job=job, nc=nc, tasks=tasks,
                                                                            extra=extra))
         (self.root / "campaigns").mkdir()
         (self.root / "campaigns" / "rehearsal.env").write_text(CAMPAIGN_FILE.format(max_cost=max_cost, at_once=at_once))
-        self.bin = tmp / "bin"
-        self.bin.mkdir()
-        (self.bin / "git-lfs").write_text("#!/bin/sh\nexit 0\n")
-        (self.bin / "git-lfs").chmod(0o755)
-        self.hf_home = tmp / "hf-home"
-        self.hf_home.mkdir()
-        (self.hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
+        self.bin, self.hf_home = scratch.offline_stand_ins(tmp)
         (tmp / "plan.json").write_text(json.dumps(plan))
         self.log = tmp / "executed.jsonl"
         self.release = tmp / "release"

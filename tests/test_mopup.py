@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fixtures import hostile
+from tests.fixtures import scratch
 from tests.fixtures.harbor_jobs import TrialSpec, make_dataset, write_job
 from tools.mopup import mopup
 from tools.mopup import mopup_archive
@@ -99,16 +99,7 @@ class Tree:
     """A scratch checkout: the real code by symlink, its own runs/, state/, jobs/."""
 
     def __init__(self, tmp: Path, plan: dict, server: FakeServer):
-        self.root = tmp / "repo"
-        self.root.mkdir()
-        for name in ("tools", "env", "tests", ".venv"):
-            (self.root / name).symlink_to(REPO / name)
-        (self.root / "scripts").mkdir()
-        for script in (REPO / "scripts").iterdir():
-            (self.root / "scripts" / script.name).symlink_to(script)
-        # A private copy of tests/datasets/mopup: a test may change a task's files.
-        shutil.copytree(REPO / "tests" / "datasets" / "mopup", self.root / "dataset")
-        (self.root / "runs").mkdir()
+        self.root = scratch.checkout(tmp / "repo")
         (self.root / "runs" / "mopup-test.env").write_text(RUN_FILE)
         self.plan_file = tmp / "plan.json"
         self.plan_file.write_text(json.dumps(plan))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures import hostile
+from tests.fixtures import scratch
 from tests.test_watchdog import play_the_scheduler
 from tools.run import reproduce
 from tools.run import reproduce_passes
@@ -138,26 +138,10 @@ class Tree:
 
     def __init__(self, tmp: Path, plan: dict, api: JobsAPI, servers: list[ModelServer]):
         self.tmp, self.api, self.servers = tmp, api, servers
-        self.root = tmp / "repo"
-        self.root.mkdir()
-        for name in ("tools", "env", "tests", ".venv"):
-            (self.root / name).symlink_to(REPO / name)
-        (self.root / "scripts").mkdir()
-        for script in (REPO / "scripts").iterdir():
-            (self.root / "scripts" / script.name).symlink_to(script)
-        shutil.copytree(REPO / "tests" / "datasets" / "mopup", self.root / "dataset")
-        (self.root / "runs").mkdir()
+        self.root = scratch.checkout(tmp / "repo")
         (self.root / "runs" / f"{RUN}.env").write_text(RUN_FILE)
         # bench's preflight wants git-lfs installed and initialised; this machine may lack it.
-        bin_dir = tmp / "bin"
-        bin_dir.mkdir()
-        (bin_dir / "git-lfs").write_text("#!/bin/sh\nexit 0\n")
-        (bin_dir / "git-lfs").chmod(0o755)
-        self.bin = bin_dir
-        hf_home = tmp / "hf-home"
-        hf_home.mkdir()
-        (hf_home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}\n')
-        self.hf_home = hf_home
+        self.bin, self.hf_home = scratch.offline_stand_ins(tmp)
         self.plan_file = tmp / "plan.json"
         self.plan_file.write_text(json.dumps(plan))
         self.log = tmp / "executed.jsonl"

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.fixtures import scratch
 from tests.test_plan import tb_settings
 from tools import settings as run_settings
 from tools.money import plan
@@ -68,15 +68,7 @@ class Tree:
 
     def __init__(self, tmp: Path, plan_doc: dict):
         self.tmp = tmp
-        self.root = tmp / "repo"
-        self.root.mkdir()
-        for name in ("tools", "env", "tests", ".venv", "Makefile"):
-            (self.root / name).symlink_to(REPO / name)
-        (self.root / "scripts").mkdir()
-        for script in (REPO / "scripts").iterdir():
-            (self.root / "scripts" / script.name).symlink_to(script)
-        shutil.copytree(REPO / "tests" / "datasets" / "mopup", self.root / "dataset")
-        (self.root / "runs").mkdir()
+        self.root = scratch.checkout(tmp / "repo", makefile=True)
         (self.root / "runs" / f"{RUN}.env").write_text(RUN_FILE)
         self.plan_file = tmp / "plan.json"
         self.plan_file.write_text(json.dumps(plan_doc))

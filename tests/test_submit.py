@@ -31,6 +31,7 @@ import click
 import pytest
 
 from tests.fixtures import hostile
+from tests.fixtures import scratch
 from tests.test_no_secret_in_argv import ArgvWatcher, files_holding
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,14 +172,7 @@ class Tree:
     """A scratch checkout: the real code by symlink, its own runs/, state/, and a HOME."""
 
     def __init__(self, tmp: Path, jobs: Path):
-        self.root = tmp / "repo"
-        self.root.mkdir()
-        for name in ("tools", "env", "tests", ".venv", "Makefile"):
-            (self.root / name).symlink_to(REPO / name)
-        (self.root / "scripts").mkdir()
-        for script in (REPO / "scripts").iterdir():
-            (self.root / "scripts" / script.name).symlink_to(script)
-        (self.root / "runs").mkdir()
+        self.root = scratch.checkout(tmp / "repo", makefile=True, dataset=False)
         (self.root / "runs" / f"{RUN}.env").write_text(run_file(jobs))
         self.home = tmp / "home"
         self.home.mkdir()
