@@ -163,13 +163,17 @@ def frame_of(settings: report_load.RunSettings, *, now: datetime | None, tasks_h
               server_hour=recent_sides["server"], sandbox_rate_hour=rate(recent_sides["sandbox"], recent_done))
     f.alarms = alarms(f, finished, settled_at, now, max_cost, max_infra_rate,
                       foreign_job_dirs(Path(settings.jobs_dir), dirs, settings.job_name))
-    manifest = Path(settings.state_dir) / "manifest.jsonl"
-    try:
-        f.alarms += idle_gpus(f, safe_read.manifest_events(manifest))
-    except safe_read.Unreadable as e:
-        f.alarms.append(f"cannot read {safe_read.printable(str(manifest))} ({e}): whether paid GPUs sit idle is not "
-                        f"checked")
+    f.alarms += idle_gpus_alarms(f, Path(settings.state_dir) / "manifest.jsonl")
     return f
+
+
+def idle_gpus_alarms(f: Frame, manifest: Path) -> list[str]:
+    """The idle-GPU alarm from the run's manifest (the servers it launched), or one saying it cannot be
+    read: a manifest that is a FIFO, a directory or past its cap is never taken for no server."""
+    try:
+        return idle_gpus(f, safe_read.manifest_events(manifest))
+    except safe_read.Unreadable as e:
+        return [f"cannot read {safe_read.printable(str(manifest))} ({e}): whether paid GPUs sit idle is not checked"]
 
 
 def remote_frame(remote: watch_bucket.Remote, api, settings: report_load.RunSettings, **kw) -> Frame:
