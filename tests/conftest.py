@@ -21,6 +21,14 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_configure(config):
+    """xdist_group marks kept on the pinned pytest and xdist (tests/fixtures/xdist_groups.py)."""
+    from tests.fixtures import xdist_groups  # noqa: PLC0415
+
+    if not config.pluginmanager.is_registered(xdist_groups):
+        config.pluginmanager.register(xdist_groups, "xdist-groups")
+
+
 def pytest_collection_modifyitems(config, items):
     """The end-to-end and full tests first, each group in its own order: run in parallel (make test), the
     longest start first and the short ones fill the gaps at the end, instead of a few long ones
