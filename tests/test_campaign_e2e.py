@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,14 @@ from tests.test_reproduce import TOKEN, JobsAPI, ModelServer, kill_session, read
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "Qwen/Qwen3.8-27B-FP8"
+# The whole rehearsal's bound, against a hang, never a speed target: every wait of a test takes what
+# is left of it, and the fakes (which stop by themselves) outlive it. Alone on this project's 2-core
+# machine a rehearsal takes about 4 minutes; under make test four tests share the two cores, and a
+# rehearsal took past the 10 minutes the fakes then lived: the fake Jobs API was gone mid-campaign.
+BOUND = 2400
+# The three rehearsals on one xdist worker, one after the other: each runs up to three harbors and
+# three make reproduce at once, and two of them side by side on two cores starve each other.
+pytestmark = pytest.mark.xdist_group("campaign_e2e")
 
 RUN_FILE = """\
 # Written by tests/test_campaign_e2e.py: a campaign's test run.
@@ -64,12 +73,14 @@ class Campaign:
 
     def __init__(self, tmp: Path, plan: dict, max_cost: float = 500, at_once: int = 4, servers: int = 2):
         self.tmp = tmp
-        self.servers = [ModelServer(tmp, f"srv{i}") for i in range(1, servers + 1)]
+        self.deadline = time.monotonic() + BOUND
+        self.servers = [ModelServer(tmp, f"srv{i}", lifetime=BOUND + 300) for i in range(1, servers + 1)]
         # srv1 turns ERROR once srv1.dead exists (a test that kills its model server makes it).
         self.api = JobsAPI(tmp, {"new_jobs": [{"id": f"srv{i}", "expose_url": server.url,
                                                "running_secs_file": str(tmp / f"srv{i}.secs"),
                                                **({"error_if_exists": str(tmp / "srv1.dead")} if i == 1 else {})}
-                                              for i, server in enumerate(self.servers, start=1)]})
+                                              for i, server in enumerate(self.servers, start=1)]},
+                           lifetime=BOUND + 300)
         # tools/ as a copy: the report finds runs in the checkout its own files are in (the scratch one).
         self.root = scratch.checkout(tmp / "repo", copy_tools=True)
         for run, (job, nc, tasks, extra) in RUNS.items():
@@ -103,12 +114,27 @@ class Campaign:
 
     def run(self, verb: str = "run", **settings) -> subprocess.CompletedProcess:
         return subprocess.run(self.argv(verb), cwd=self.root, env=self.env(**settings), capture_output=True, text=True,
-                              timeout=900, stdin=subprocess.DEVNULL)
+                              timeout=self.left(), stdin=subprocess.DEVNULL)
 
     def start(self) -> subprocess.Popen:
         out = open(self.tmp / "campaign.log", "w")  # noqa: SIM115
         return subprocess.Popen(self.argv(), cwd=self.root, env=self.env(), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def left(self) -> float:
+        """Seconds left of the rehearsal's BOUND (at least one: a wait past it fails at once)."""
+        return max(1.0, self.deadline - time.monotonic())
+
+    def ended(self, proc: subprocess.Popen) -> int:
+        """The supervisor's exit code; past BOUND it is killed, and the failure says where each log stood."""
+        try:
+            return proc.wait(timeout=self.left())
+        except subprocess.TimeoutExpired:
+            kill_session(proc)
+            logs = [self.tmp / "campaign.log", *sorted(self.state.glob("*.log"))]
+            tails = "\n".join(f"--- {log.name} (last 40 lines)\n" + "\n".join(log.read_text().splitlines()[-40:])
+                              for log in logs if log.is_file())
+            pytest.fail(f"make campaign did not end within the rehearsal's bound of {BOUND}s (killed):\n{tails}")
 
     def executed(self) -> list[dict]:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line] if self.log.exists() else []
@@ -160,7 +186,7 @@ def test_a_campaign_shares_a_server_resumes_after_a_kill_and_ends_with_one_compa
     # c-three benches last (c-one and c-two fill the budget of 4 on their shared server); kill the
     # whole supervisor, with everything it started, while c-three's slow task is under way.
     wait_for(lambda: any(r["job"] == "cj-three" and r["task"] == "t-hang" for r in c.executed()) or proc.poll() is not None,
-             600, "c-three's bench to start its slow task")
+             c.left(), "c-three's bench to start its slow task")
     assert proc.poll() is None, (c.tmp / "campaign.log").read_text()
     mid = c.record()
     assert {run: r["status"] for run, r in mid["runs"].items()} == {"c-one": "done", "c-two": "done", "c-three": "running"}
@@ -225,11 +251,11 @@ def test_a_dead_shared_server_is_relaunched_and_its_runs_resume_on_it(campaign):
     c = campaign({"t-hang": ["slow-pass", "slow-pass", "pass"]}, servers=3)
     proc = c.start()
     wait_for(lambda: {r["job"] for r in c.executed() if r["task"] == "t-hang"} == {"cj-one", "cj-two"}
-             or proc.poll() is not None, 600, "both runs of the shared server to be mid-trial")
+             or proc.poll() is not None, c.left(), "both runs of the shared server to be mid-trial")
     assert proc.poll() is None, (c.tmp / "campaign.log").read_text()
     c.servers[0].proc.kill()
     (c.tmp / "srv1.dead").touch()  # the fake Jobs API: srv1 is ERROR
-    assert proc.wait(timeout=600) == 0, (c.tmp / "campaign.log").read_text()
+    assert c.ended(proc) == 0, (c.tmp / "campaign.log").read_text()
     log = (c.tmp / "campaign.log").read_text()
     assert "campaign: the server of c-one died (job alice/srv1 stage ERROR, /health -): stopping" in log
     assert "campaign: relaunching the server of c-one (1 of at most 2); its runs resume on it" in log
@@ -272,11 +298,11 @@ def test_one_ceiling_stops_every_run_and_every_server(campaign):
     c = campaign({"t-hang": ["slow-pass"]}, max_cost=4, at_once=7)
     proc = c.start()
     wait_for(lambda: {r["job"] for r in c.executed() if r["task"] == "t-hang"} == {"cj-one", "cj-two", "cj-three"}
-             or proc.poll() is not None, 600, "both servers' benches to be mid-trial")
+             or proc.poll() is not None, c.left(), "both servers' benches to be mid-trial")
     assert proc.poll() is None, (c.tmp / "campaign.log").read_text()
     # The shared server has billed ten hours of h200 ($50, past MAX_COST=4): the campaign's one ceiling.
     (c.tmp / "srv1.secs").write_text("36000\n")
-    assert proc.wait(timeout=600) == 75, (c.tmp / "campaign.log").read_text()
+    assert c.ended(proc) == 75, (c.tmp / "campaign.log").read_text()
     record = c.record()
     assert record["outcome"].startswith("MAX_COST reached: the campaign has spent $50.")
     # The shared server is c-one's job, counted once (10 h of h200 and its exposed port); c-two paid for nothing.

@@ -77,14 +77,20 @@ def read_port(port_file: Path, proc: subprocess.Popen) -> int:
     return int(port_file.read_text().strip())
 
 
+# How long a fake lives when nothing stops it (a test process killed before its teardown): past
+# every wait of a rehearsal on a loaded machine, where a rehearsal of two or three verbs, each
+# bounded by 600 s, can outlast 600 s in all. The fixtures stop their fakes as each test ends.
+LIFETIME = 1800
+
+
 class ModelServer:
     """tests/fakes/fake_openai.py on a free loopback port: one server job's endpoint."""
 
-    def __init__(self, tmp: Path, name: str):
+    def __init__(self, tmp: Path, name: str, lifetime: float = LIFETIME):
         self.port_file, self.record = tmp / f"{name}.port", tmp / f"{name}.requests.jsonl"
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "tests/fakes/fake_openai.py"), "--port-file", str(self.port_file),
-             "--record", str(self.record), "--model", MODEL, "--max-lifetime", "600"],
+             "--record", str(self.record), "--model", MODEL, "--max-lifetime", str(lifetime)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{read_port(self.port_file, self.proc)}"
         self.pid_file = tmp / f"{name}.pid"
@@ -102,13 +108,13 @@ class ModelServer:
 class JobsAPI:
     """tests/fakes/fake_hf_jobs.py with a scenario; its record has every request with its time."""
 
-    def __init__(self, tmp: Path, scenario: dict):
+    def __init__(self, tmp: Path, scenario: dict, lifetime: float = LIFETIME):
         (tmp / "scenario.json").write_text(json.dumps({"namespace": "alice", **scenario}))
         self.record = tmp / "hf-requests.jsonl"
         port_file = tmp / "hf.port"
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "tests/fakes/fake_hf_jobs.py"), "--scenario", str(tmp / "scenario.json"),
-             "--record", str(self.record), "--port-file", str(port_file), "--max-lifetime", "600"],
+             "--record", str(self.record), "--port-file", str(port_file), "--max-lifetime", str(lifetime)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{read_port(port_file, self.proc)}"
         self.ids = [j["id"] for j in scenario.get("new_jobs", [])]
