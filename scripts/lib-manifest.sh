@@ -22,11 +22,37 @@ manifest_sources() {
   MANIFEST_LOCK_SHA256=$(sha256sum "$ENV_DIR/requirements.lock" 2>/dev/null | cut -d' ' -f1) || MANIFEST_LOCK_SHA256=""
 }
 
+# manifest_problem: what is wrong with the run's manifest when it is there but is not a regular
+# file (a FIFO would block a write for ever, a directory fails it, a dangling link would create a
+# file wherever it points); nothing (status 1) when it is a regular file or absent (the first line
+# creates it).
+manifest_problem() {
+  local manifest kind
+  manifest="$(run_state_dir)/manifest.jsonl"
+  if [[ -L "$manifest" && ! -e "$manifest" ]]; then
+    kind="a symlink to nothing"
+  elif [[ -e "$manifest" && ! -f "$manifest" ]]; then
+    kind=$(stat -Lc %F -- "$manifest" 2>/dev/null) || kind="not a regular file"
+  else
+    return 1
+  fi
+  printf '%s is %s, not the run manifest (a regular file of JSON lines). Move it away, or put the run'"'"'s own manifest back' \
+    "$(rel "$manifest")" "$kind"
+}
+
 # append_manifest EVENT JSON_OBJECT: JSON_OBJECT's fields are added to the line.
 append_manifest() {
   local event=$1 extra=${2:-'{}'}
   manifest_sources
-  local manifest
+  local manifest problem
+  # Every verb counts the run's jobs from the manifest: a launch it could not record is never
+  # made (launch-intent is written before hf jobs run). Any later line (a stop, a record of what
+  # already happened) is said and left out, so a stop still stops.
+  if problem=$(manifest_problem); then
+    [[ "$event" != launch-intent ]] || die "$problem, then run this again. Nothing was launched."
+    warn "$problem: the $event line was not written"
+    return 0
+  fi
   manifest="$(run_state_dir)/manifest.jsonl"
   mkdir -p "$(run_state_dir)"
   # A write cut short by a kill leaves a line without its newline: start a fresh line, so this

@@ -202,12 +202,19 @@ launch_recorded() {
   trap - INT TERM
 }
 
-# reconcile_launches: launches in the manifest with an intent but no outcome (a SIGKILL during
-# `hf jobs run`, or before the caller recorded the job): cancel whatever job carries their label
-# and record it, so no job bills unrecorded. Outcomes are any later line with the same launch_id.
+# reconcile_launches [--stopping]: launches in the manifest with an intent but no outcome (a SIGKILL
+# during `hf jobs run`, or before the caller recorded the job): cancel whatever job carries their
+# label and record it, so no job bills unrecorded. Outcomes are any later line with the same
+# launch_id. A manifest that is not a regular file stops the verb (make stop: --stopping, a warning).
 reconcile_launches() {
   local manifest pending id
   manifest="$(run_state_dir)/manifest.jsonl"
+  if pending=$(manifest_problem); then
+    # A verb about to launch stops here, before it says "launching"; make stop says it and stops.
+    [[ "${1:-}" == --stopping ]] || die "$pending, then run this again. Nothing was launched."
+    warn "$pending: cannot check it for interrupted launches"
+    return 0
+  fi
   [[ -f "$manifest" ]] || return 0
   pending=$(jq -rs '[.[] | objects | select(.launch_id? | type == "string")] | group_by(.launch_id)
     | map(select(length == 1 and .[0].event == "launch-intent") | .[0].launch_id + " " + (.[0].role // "job"))

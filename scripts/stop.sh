@@ -59,7 +59,7 @@ main() {
   if ! is_dry_run && [[ -d "$(run_state_dir)" ]]; then
     try_run_lock "make stop" || die "$(busy_message) To stop the server at once anyway: hf jobs cancel $(jq -r '.namespace + "/" + .job_id' "$(run_state_dir)/server.json" 2>/dev/null || echo '<job>')"
     # A launch interrupted by a SIGKILL left no server.json: its job is found by its label.
-    reconcile_launches
+    reconcile_launches --stopping
   fi
   local supervised=0
   stop_supervisor && supervised=1

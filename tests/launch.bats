@@ -187,3 +187,29 @@ EOF
   run head -n 1 "$BATS_TEST_TMPDIR/calls"
   assert_output "60 hf jobs ps -a -q -l launch=0123456789abcdef"
 }
+
+@test "a manifest that is not a regular file: nothing is launched that it could not record, and a stop still stops" {
+  start_fake_hf_jobs '{"new_job": {"id": "job-new"}}'
+  mkdir -p "$STATE_ROOT/qwen-t2"
+  mkfifo "$STATE_ROOT/qwen-t2/manifest.jsonl"
+  # A FIFO with no reader would block the write for ever: refused before hf jobs run, by name.
+  RUN=qwen-t2 run timeout 120 "$REPO/scripts/serve.sh"
+  assert_failure 1
+  refute_output --partial "launching"
+  assert_output --partial "serve: $STATE_ROOT/qwen-t2/manifest.jsonl is fifo, not the run manifest (a regular file of JSON lines). Move it away, or put the run's own manifest back, then run this again. Nothing was launched."
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -eq 0 ]
+  assert [ ! -e "$STATE_ROOT/qwen-t2/server.json" ]
+  assert [ -p "$STATE_ROOT/qwen-t2/manifest.jsonl" ]
+  # A dangling link would create a file wherever it points: refused the same way.
+  ln -s "$BATS_TEST_TMPDIR/elsewhere/manifest.jsonl" "$STATE_ROOT/qwen-t2/linked.jsonl"
+  RUN=qwen-t2 run timeout 120 bash -c 'mv "$1" "$2" && exec "$3"' _ "$STATE_ROOT/qwen-t2/linked.jsonl" \
+    "$STATE_ROOT/qwen-t2/manifest.jsonl" "$REPO/scripts/serve.sh"
+  assert_failure 1
+  assert_output --partial "serve: $STATE_ROOT/qwen-t2/manifest.jsonl is a symlink to nothing, not the run manifest"
+  assert [ ! -e "$BATS_TEST_TMPDIR/elsewhere" ]
+  [ "$(count_requests "$FAKE_HF_RECORD" POST /api/jobs/alice)" -eq 0 ]
+  # make stop is never held back by it: it says what it could not check or write, and stops.
+  RUN=qwen-t2 run timeout 120 "$REPO/scripts/stop.sh"
+  assert_success
+  assert_output --partial "stop: warning: $STATE_ROOT/qwen-t2/manifest.jsonl is a symlink to nothing, not the run manifest (a regular file of JSON lines). Move it away, or put the run's own manifest back: cannot check it for interrupted launches"
+}

@@ -36,6 +36,7 @@ from tests.fixtures.harbor_jobs import TrialSpec, rewrite_result, trial_name, wr
 from tools.run import harbor_guard
 from tools.run import harbor_guard_job
 from tools.run import harbor_guard_signals
+from tools.run import harbor_guard_words
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python")
@@ -798,3 +799,29 @@ def test_a_watch_that_fails_stops_harbor_with_sigint_records_it_and_says_so(scen
     [event] = scene.event_lines()
     assert (event["event"], event["job_dir"], event["error"], event["signal"]) == \
         ("watch-failed", str(scene.job_dir), "RuntimeError: injected fault", "INT")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "dangling"])
+def test_an_event_file_that_is_not_a_regular_file_is_said_never_waited_on(tmp_path, kind):
+    """The guard appends its events to the run's manifest: a FIFO there (no reader) must not hang
+    it, a directory must not fail it silently, a dangling link must not create a file elsewhere."""
+    path = tmp_path / "manifest.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+        why = "No such device or address"  # ENXIO: opened non-blocking for writing, with no reader
+    elif kind == "directory":
+        path.mkdir()
+        why = "Is a directory"
+    else:
+        path.symlink_to(tmp_path / "elsewhere" / "made.jsonl")
+        why = "a symlink to nothing"
+    said = harbor_guard_words.append_event(str(path), {"event": "x"})
+    assert said == f"harbor_guard: could not append the event to {path}: {why}"
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_an_event_is_appended_as_one_line_to_a_regular_file(tmp_path):
+    path = tmp_path / "manifest.jsonl"
+    path.write_text('{"event": "before"}\n')
+    assert harbor_guard_words.append_event(str(path), {"event": "after", "n": 1}) is None
+    assert path.read_text() == '{"event": "before"}\n{"event": "after", "n": 1}\n'

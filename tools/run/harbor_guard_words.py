@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 
 from tools import fmt
 from tools.run.harbor_guard_job import Cancelled
@@ -80,8 +81,16 @@ def interrupt_event(job_dir: str, signum: int, sent: list[tuple[str, str]], term
 
 def append_event(path: str, event: dict) -> str | None:
     """Append one JSON line; the error as a sentence when that fails (the stderr line says it all anyway)."""
+    # Non-blocking, and only to a regular file: a FIFO in the manifest's place must not hang the
+    # guard (opening it for writing with no reader would wait for ever), nor a dangling link make a
+    # file wherever it points.
+    if os.path.islink(path) and not os.path.exists(path):
+        return f"{PREFIX} could not append the event to {path}: a symlink to nothing"
     try:
-        with open(path, "a", encoding="utf-8") as out:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "a", encoding="utf-8") as out:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return f"{PREFIX} could not append the event to {path}: not a regular file"
             out.write(json.dumps(event) + "\n")
     except OSError as err:
         return f"{PREFIX} could not append the event to {path}: {err.strerror or err}"
