@@ -20,6 +20,9 @@ from click.testing import CliRunner
 
 from test_report import write_job
 
+from tests.fixtures import hostile
+from tools import safe_read
+
 from tools.report import report
 from tools.report import report_cost
 from tools.report import report_html
@@ -293,3 +296,20 @@ def test_the_report_never_rewrites_a_stale_price_cache(tmp_path):
     from tools.report.report_cost import fresh_cache
     assert fresh_cache(settings, now=1050.0) == cache
     assert fresh_cache(settings, now=1101.0) is None  # stale: cost.py is given no cache to write
+
+
+@pytest.mark.parametrize("kind", hostile.KINDS)
+def test_a_manifest_that_cannot_be_read_is_named_never_taken_for_no_launch(tmp_path, monkeypatch, kind):
+    """A FIFO, a directory or an oversized file at manifest.jsonl: the cost is unknown and says why
+    (read within its cap, never opened if not a regular file), not "no job was launched"."""
+    monkeypatch.chdir(REPO)
+    state = tmp_path / "state"
+    shutil.copytree(EXAMPLE_STATE, state)
+    (state / "manifest.jsonl").unlink()
+    reason = hostile.make(state / "manifest.jsonl", kind, safe_read.MANIFEST_CAP, "a run's manifest.jsonl")
+    settings = report_load.run_settings("example-terminus2")
+    tally = report_load.run_tally(settings.jobs_dir, settings.job_name, False, "run example-terminus2")
+    cost = report_cost.run_cost(settings, tally, state, state / "hf-recorded.json")
+    assert cost["known"] is False
+    assert cost["why"] == (f"cannot read {state / 'manifest.jsonl'} ({reason}): it lists every job the run launched, "
+                           "so nothing is counted without it; put the run's own manifest back")

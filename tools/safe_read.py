@@ -6,7 +6,7 @@ tally, the reports and check-submission read it only through these helpers, whic
 block, never follow a trial dir out of its job, never read more than a cap, and turn
 every problem into one line (`Unreadable`) that the caller reports per file and goes on.
 
-Caps (documented in docs/tally.md §3):
+Caps (documented in docs/guarantees.md, "Every file is read within limits", and docs/tally.md §3):
     RESULT_CAP   64 MiB  one result.json or config.json. harbor writes a few KB; a bigger
                          one (a runaway exception message) is refused with its size.
     TALLY_CAP   512 MiB  one tally JSON file read by tools/report/report.py.

@@ -13,6 +13,7 @@ the report. The CLI skips the cost under --dry-run.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -62,9 +63,11 @@ def run_cost(settings: RunSettings, tally: dict, state_dir: Path | None = None,
     if recorded is None and example:
         recorded = state_dir / "hf-recorded.json"
     manifest = state_dir / "manifest.jsonl"
-    if not manifest.is_file() and example:
+    # Absent means nothing was launched from this clone. Anything else at that path (a FIFO, a
+    # directory, a file past its cap) is cost_jobs' to name: it is never taken for "no manifest".
+    if not os.path.lexists(manifest) and example:
         return unknown(f"a bundled example with no recorded jobs ({_rel(manifest)} does not exist)")
-    if not manifest.is_file():
+    if not os.path.lexists(manifest):
         return unknown(f"no manifest at {_rel(manifest)} (no job of this run was launched from this clone)")
     if recorded is not None and not recorded.is_file():
         return unknown(f"no recorded hf answers at {_rel(recorded)} (a bundled example never calls HF)")
