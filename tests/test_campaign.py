@@ -510,3 +510,42 @@ def test_a_dead_server_that_cannot_be_stopped_is_never_doubled(tmp_path):
     assert stopped.value.code == 1
     assert str(stopped.value).startswith("the dead server of a could not be stopped (see ")
     assert str(stopped.value).endswith("): not launching a second one beside it")
+
+
+# --- make report CAMPAIGN=… -------------------------------------------------------------------------
+
+@pytest.mark.full  # make report renders the pages' figures
+def test_report_compares_the_runs_benched_so_far_and_names_the_others(tmp_path):
+    """A campaign under way: make report CAMPAIGN= compares the runs with a job dir (here two runs on
+    the bundled examples' job dirs) and names each run not benched yet; with none benched it says so
+    and exits 1."""
+    from tests.fixtures import scratch  # noqa: PLC0415
+    root = scratch.checkout(tmp_path / "repo", copy_tools=True, dataset=False)
+    (root / "examples").symlink_to(REPO / "examples")
+    for run, example in (("c-t2", "example-terminus2"), ("c-mswea", "example-mswea")):
+        (root / "runs" / f"{run}.env").write_text((REPO / "runs" / f"{example}.env").read_text())
+    (root / "runs" / "c-new.env").write_text("SERVER=qwen3.8-27b-fp8-sglang-h200\nJOB_NAME=c-new-job\nAGENT=oracle\n")
+    (root / "campaigns").mkdir()
+    (root / "campaigns" / "mixed.env").write_text('RUNS="c-t2 c-new c-mswea"\nMAX_COST=5\n')
+    (root / "campaigns" / "fresh.env").write_text('RUNS="c-new"\nMAX_COST=5\n')
+    drop = ("RUN", "RUNS", "JOB_NAME", "JOBS_DIR", "DRY_RUN", "STATE_ROOT", "CLI_SETTINGS", "CAMPAIGN", "AGENT")
+    env = {k: v for k, v in os.environ.items() if k not in drop} | {"STATE_ROOT": str(tmp_path / "state")}
+
+    def report(name: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(root / "scripts" / "campaign.sh"), "report"], cwd=root, env={**env, "CAMPAIGN": name},
+                              capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+    done = report("mixed")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if line.startswith("campaign: ")]
+    assert said == [
+        f"campaign: left out of the comparison: c-new: no job dir yet (c-new-job under {root / 'jobs'}): not benched yet",
+        "campaign: make compare RUNS='c-t2 c-mswea'",
+        "campaign: make report RUNS='c-t2 c-mswea'"]
+    assert "## Comparison: example-terminus2-tb21 vs example-mswea-tb21" in done.stdout
+    fresh = report("fresh")
+    assert fresh.returncode == 1
+    assert fresh.stdout.splitlines() == [
+        f"campaign: left out of the comparison: c-new: no job dir yet (c-new-job under {root / 'jobs'}): not benched yet",
+        "campaign: no run of campaign fresh has a job dir yet: nothing to compare. make campaign CAMPAIGN=fresh benches "
+        "them (make watch CAMPAIGN=fresh shows where it stands)"]

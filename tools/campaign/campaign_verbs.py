@@ -5,8 +5,9 @@
   owner is one of them; a run with no server says so). Safe to repeat.
 - watch: the campaign's record (state/campaigns/<name>/campaign.json), then make watch ONCE=1 of
   each run (the run's own frame, from its own files).
-- report: make compare and make report of the campaign's runs (the comparison the campaign ends
-  with, again, from the runs' job dirs as they are now).
+- report: make compare and make report of the campaign's runs that have a job dir (the comparison
+  the campaign ends with, again, from the runs' job dirs as they are now); a run not benched yet
+  is named and left out, and with none benched there is nothing to compare (exit 1).
 Each writes nothing of its own: the verbs it runs keep their own promises (docs/campaigns.md).
 """
 
@@ -17,6 +18,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+import click
 
 from tools import fmt
 from tools.campaign import campaign_state
@@ -101,8 +104,34 @@ def watch(repo: Path, state_root: Path, name: str, env: dict[str, str]) -> int:
     return worst
 
 
+def benched(runs: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(the runs with a job dir, one line for each of the others): a campaign under way has runs
+    not benched yet, and make compare refuses a run with nothing to compare."""
+    from tools.results import report_load, tally_jobs  # noqa: PLC0415
+    have, left_out = [], []
+    for run in runs:
+        try:
+            settings = report_load.run_settings(run)
+            found = settings.jobs_dir.is_dir() and tally_jobs.run_job_dirs(settings.jobs_dir, settings.job_name)
+        except (click.ClickException, tally_jobs.TallyError, OSError) as e:
+            left_out.append(f"{run}: {getattr(e, 'message', None) or e}")
+            continue
+        if found:
+            have.append(run)
+        else:
+            left_out.append(f"{run}: no job dir yet ({settings.job_name} under {settings.jobs_dir}): not benched yet")
+    return have, left_out
+
+
 def report(repo: Path, state_root: Path, campaign: Campaign, env: dict[str, str]) -> int:
-    runs = " ".join(campaign.runs)
+    have, left_out = benched(campaign.runs)
+    for line in left_out:
+        say(f"left out of the comparison: {line}")
+    if not have:
+        say(f"no run of campaign {campaign.name} has a job dir yet: nothing to compare. make campaign "
+            f"CAMPAIGN={campaign.name} benches them (make watch CAMPAIGN={campaign.name} shows where it stands)")
+        return 1
+    runs = " ".join(have)
     renv = child_env(env, None, RUNS=runs)
     renv.pop("RUN", None)
     say(f"make compare RUNS='{runs}'")
