@@ -3,13 +3,14 @@
 A tiny suite of three tests in one xdist_group, run the way make test runs the real one
 (`-n 2 --dist loadgroup`), each test writing down its worker. Three tests on two workers are sent
 round-robin when nothing groups them (xdist's LoadScheduling, fewer than two tests per worker), so
-the spread is certain, not a matter of timing."""
+the split, one worker two tests and the other one, is certain, not a matter of timing."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 SUITE = '''
@@ -31,7 +32,8 @@ def workers(tmp_path: Path, *plugin: str) -> list[str]:
     suite.mkdir(exist_ok=True)
     (suite / "test_grouped.py").write_text(SUITE)
     log = tmp_path / f"workers{len(plugin)}.log"
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"} | {"WORKERS_LOG": str(log)}
+    # Not the outer run's PYTEST_* (its worker's name, its options): the tiny suite is a run of its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"WORKERS_LOG": str(log)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, "-n", "2",
                            "--dist", "loadgroup", "--rootdir", str(suite), str(suite)],
                           cwd=suite, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
@@ -42,7 +44,8 @@ def workers(tmp_path: Path, *plugin: str) -> list[str]:
 def test_a_group_stays_on_one_worker_only_with_the_plugin(tmp_path):
     # The pinned pytest and xdist alone: the group is spread (pytest-xdist issue 1386). When this
     # fails, a pytest or xdist that groups again is pinned: the plugin can go.
-    assert sorted(workers(tmp_path)) == ["gw0", "gw0", "gw1"]
+    # (Which worker gets two is whichever xdist lists first: only the split is certain.)
+    assert sorted(Counter(workers(tmp_path)).values()) == [1, 2]
     # With the plugin, as tests/conftest.py loads it: one worker runs all three.
     ran = workers(tmp_path, "-p", "tests.fixtures.xdist_groups")
     assert len(ran) == 3 and len(set(ran)) == 1, ran
